@@ -1,0 +1,18 @@
+# senri: long egocentric video question answering, as a Snakemake workflow.
+# Stages live in rules/*.smk; helpers and the composed config in rules/common.smk.
+# Run the demo: `snakemake -c2`. Override config: `snakemake -c2 --config overrides="method=[random] seed=3"`.
+
+include: "rules/common.smk"
+include: "rules/ingest.smk"
+include: "rules/answer.smk"
+include: "rules/report.smk"
+
+
+# Prediction files are targets themselves: a deleted one is recomputed (then the tables), not skipped as
+# an intermediate whose downstream tables look up to date.
+rule all:
+    input:
+        "results/videos.parquet",
+        prediction_files,
+        "results/tables/main.md",
+    default_target: True

@@ -1,0 +1,73 @@
+# Shared by every rule file: the config (composed with Hydra and validated once per run), the config
+# slice and code digest each rule gets as params, and the input functions. No rule logic lives here.
+
+import sys
+from pathlib import Path
+
+SENRI_SRC = Path(workflow.basedir) / "src"
+sys.path.insert(0, str(SENRI_SRC))
+
+from senri import config as senri_config  # noqa: E402
+from senri import workflow as senri_workflow  # noqa: E402
+
+_unknown = sorted(set(config) - {"overrides"})
+if _unknown:
+    raise ValueError(
+        f"unknown Snakemake config key(s) {_unknown}: senri takes Hydra overrides in one key, e.g. "
+        '--config overrides="method=[random] seed=3"'
+    )
+
+SENRI = senri_config.compose(config.get("overrides"), config_dir=Path(workflow.basedir) / "config")
+RUNS = senri_config.runs(SENRI)
+VIDEO_IDS = senri_workflow.planned_video_ids(SENRI)
+IS_DEMO = senri_workflow.is_demo(SENRI)
+
+# Every rule calls the package of this checkout (what the code digests hash), in whatever Python the job
+# runs: the active virtual environment, a conda env of envs/, or a cluster node's.
+SENRI_CLI = f"PYTHONPATH={SENRI_SRC}${{PYTHONPATH:+:$PYTHONPATH}} python -m senri"
+
+wildcard_constraints:
+    video_id=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    method=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    model=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+
+
+def stage_config(stage):
+    """A stage's config slice as canonical JSON: the params value that makes Snakemake rerun on change."""
+    return senri_config.canonical_json(senri_config.stage_slice(SENRI, stage))
+
+
+def stage_code(stage):
+    return senri_workflow.code_digest(stage)
+
+
+def demo_videos(wildcards):
+    return [f"results/demo/videos/{v}.mp4" for v in VIDEO_IDS] if IS_DEMO else []
+
+
+def question_files(wildcards):
+    return list(SENRI["dataset"]["questions"])
+
+
+def video_file(wildcards):
+    return senri_workflow.video_path(SENRI, wildcards.video_id)
+
+
+def probe_tables(wildcards):
+    return [f"results/probe/{v}.parquet" for v in VIDEO_IDS]
+
+
+def answer_config(wildcards):
+    return senri_workflow.answer_params(SENRI, wildcards.method, wildcards.model)["config"]
+
+
+def answer_code(wildcards):
+    return senri_workflow.answer_params(SENRI, wildcards.method, wildcards.model)["code"]
+
+
+def prediction_files(wildcards):
+    return [
+        f"results/predictions/{method}/{model}/{video}.parquet"
+        for method, model in RUNS
+        for video in VIDEO_IDS
+    ]

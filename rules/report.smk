@@ -1,0 +1,31 @@
+# Stage 6: accuracy tables from every planned prediction file (never from stale files of older runs).
+
+
+rule aggregate:
+    input:
+        predictions=prediction_files,
+        questions="results/questions.parquet",
+    output:
+        main="results/tables/main.parquet",
+        main_md="results/tables/main.md",
+        main_csv="results/tables/main.csv",
+        per_video="results/tables/per_video.parquet",
+        per_video_md="results/tables/per_video.md",
+        per_video_csv="results/tables/per_video.csv",
+        positions="results/tables/answer_positions.parquet",
+        positions_md="results/tables/answer_positions.md",
+        positions_csv="results/tables/answer_positions.csv",
+        config="results/tables/config.yaml",
+    params:
+        config=stage_config("aggregate"),
+        code=stage_code("aggregate"),
+    log:
+        "results/logs/aggregate.log",
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "{SENRI_CLI} aggregate --config {params.config:q} --predictions {input.predictions:q}"
+        " --questions {input.questions} --out results/tables > {log} 2>&1"

@@ -1,0 +1,5 @@
+import sys
+
+from senri.cli import main
+
+sys.exit(main())

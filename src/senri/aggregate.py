@@ -1,0 +1,205 @@
+"""Predictions → accuracy tables, with the benchmark's exact rules.
+
+Integer correct counts are kept to the end; overall accuracy is taken over all questions directly (not as a
+mean of categories); percentages are rounded half-up to one decimal from the integers, for display only. A
+question with no prediction in a run counts as wrong and is reported in ``missing``, so a run that lost part
+of its output can never look better than it is.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import polars as pl
+
+from senri.records import LETTERS, TASK_TYPES, Prediction, Question, check_frame, schema_of
+
+#: Column order of the paper's main table.
+CATEGORIES: tuple[str, ...] = ("total", "es", "l", "np", "oc", "rr", "se", "rer", "ter")
+CATEGORY_LABELS = {"total": "Total", "es": "ES", "l": "L", "np": "NP", "oc": "OC", "rr": "RR", "se": "SE",
+                   "rer": "RER", "ter": "TER"}
+RUN_KEYS = ["method", "model"]
+
+
+class AggregateError(ValueError):
+    pass
+
+
+def display_percent(correct: pl.Expr, n: pl.Expr, decimals: int = 1) -> pl.Expr:
+    """100·correct/n rounded half-up to ``decimals``, computed in integers (no float rounding surprises)."""
+    scale = 10**decimals
+    scaled = (2 * 100 * scale * correct.cast(pl.Int64) + n.cast(pl.Int64)) // (2 * n.cast(pl.Int64))
+    # Polars may divide by multiplying with the reciprocal (474 * 0.1 = 47.400000000000006); rounding the
+    # already-exact quotient snaps it to the nearest float, so 474 / 10 reads back as 47.4.
+    return pl.when(n > 0).then((scaled / scale).round(decimals)).otherwise(None)
+
+
+def percent_value(correct: int, n: int, decimals: int = 1) -> float | None:
+    """The same rounding for plain integers (used by reports and tests)."""
+    if n == 0:
+        return None
+    scale = 10**decimals
+    return ((2 * 100 * scale * correct + n) // (2 * n)) / scale
+
+
+def load_predictions(paths: Iterable[str | Path]) -> pl.DataFrame:
+    """Read prediction files (or every ``*.parquet`` under a folder), checking each against the contract."""
+    files: list[Path] = []
+    for path in map(Path, paths):
+        files.extend(sorted(path.rglob("*.parquet")) if path.is_dir() else [path])
+    if not files:
+        raise AggregateError("no prediction files given")
+    frames = [check_frame(pl.read_parquet(f), Prediction, str(f)).select(list(schema_of(Prediction))) for f in files]
+    return pl.concat(frames, how="vertical")
+
+
+def score(predictions: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:
+    """One row per (run, question) of the question table: correct, parse/error flags, missing flag."""
+    questions = check_frame(questions, Question, "questions")
+    dupes = predictions.group_by([*RUN_KEYS, "qid"]).len().filter(pl.col("len") > 1)
+    if dupes.height:
+        raise AggregateError(f"{dupes.height} question(s) predicted more than once in a run, e.g. {dupes.row(0)}")
+    unknown = predictions.join(questions.select("qid"), on="qid", how="anti")
+    if unknown.height:
+        raise AggregateError(
+            f"{unknown.height} prediction(s) for questions not in the question table, e.g. {unknown.row(0, named=True)['qid']!r}"
+            " (stale predictions from an older question file?)"
+        )
+    runs = predictions.select(RUN_KEYS).unique(maintain_order=True)
+    grid = runs.join(questions.select("video_id", "qid", "task_type", "direction", "answer"), how="cross")
+    scored = grid.join(
+        predictions.select(*RUN_KEYS, "qid", "pred", "correct", "parse_ok", "error"),
+        on=[*RUN_KEYS, "qid"],
+        how="left",
+    )
+    return scored.with_columns(
+        missing=pl.col("correct").is_null(),
+        # Recompute correctness from the letters: a prediction file cannot claim a right answer it lacks.
+        correct=(pl.col("pred") == pl.col("answer")).fill_null(False),
+        parse_failure=(~pl.col("parse_ok").fill_null(True)) & pl.col("error").is_null(),
+        backend_error=pl.col("error").is_not_null(),
+    )
+
+
+def main_table(scored: pl.DataFrame, decimals: int = 1) -> pl.DataFrame:
+    """One row per method × model: displayed accuracies per category plus the integer counts behind them."""
+    long = scored.with_columns(
+        category=pl.concat_list(pl.lit("total"), pl.col("direction").str.to_lowercase(),
+                                pl.col("task_type").str.to_lowercase())
+    ).explode("category")
+    counts = long.group_by([*RUN_KEYS, "category"]).agg(
+        correct=pl.col("correct").sum().cast(pl.Int64), n=pl.len().cast(pl.Int64)
+    )
+    runs = scored.group_by(RUN_KEYS, maintain_order=True).agg(
+        parse_failures=pl.col("parse_failure").sum().cast(pl.Int64),
+        errors=pl.col("backend_error").sum().cast(pl.Int64),
+        missing=pl.col("missing").sum().cast(pl.Int64),
+    )
+    table = runs.select(RUN_KEYS)
+    for category in CATEGORIES:
+        part = counts.filter(pl.col("category") == category).select(
+            *RUN_KEYS, pl.col("correct").alias(f"correct_{category}"), pl.col("n").alias(f"n_{category}")
+        )
+        table = table.join(part, on=RUN_KEYS, how="left").with_columns(
+            pl.col(f"correct_{category}").fill_null(0), pl.col(f"n_{category}").fill_null(0)
+        )
+    table = table.with_columns(
+        n=pl.col("n_total"),
+        **{c: display_percent(pl.col(f"correct_{c}"), pl.col(f"n_{c}"), decimals) for c in CATEGORIES},
+    )
+    counts_cols = [f"{kind}_{c}" for c in CATEGORIES for kind in ("correct", "n")]
+    return table.join(runs, on=RUN_KEYS).select(
+        *RUN_KEYS, "n", *CATEGORIES, *counts_cols, "parse_failures", "errors", "missing"
+    ).sort(RUN_KEYS)
+
+
+def per_video_table(scored: pl.DataFrame, decimals: int = 1) -> pl.DataFrame:
+    return (
+        scored.group_by([*RUN_KEYS, "video_id"])
+        .agg(
+            n=pl.len().cast(pl.Int64),
+            correct=pl.col("correct").sum().cast(pl.Int64),
+            parse_failures=pl.col("parse_failure").sum().cast(pl.Int64),
+            errors=pl.col("backend_error").sum().cast(pl.Int64),
+            missing=pl.col("missing").sum().cast(pl.Int64),
+        )
+        .with_columns(accuracy=display_percent(pl.col("correct"), pl.col("n"), decimals))
+        .select(*RUN_KEYS, "video_id", "n", "correct", "accuracy", "parse_failures", "errors", "missing")
+        .sort([*RUN_KEYS, "video_id"])
+    )
+
+
+def answer_positions(scored: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:
+    """How often each letter is predicted per run, next to the ground truth's own distribution."""
+
+    def letter_counts(frame: pl.DataFrame, column: str) -> list[pl.Expr]:
+        return [(pl.col(column) == letter).sum().cast(pl.Int64).alias(letter) for letter in LETTERS] + [
+            pl.col(column).is_null().sum().cast(pl.Int64).alias("none"),
+            pl.len().cast(pl.Int64).alias("n"),
+        ]
+
+    truth = questions.select(letter_counts(questions, "answer")).select(
+        pl.lit("(ground truth)").alias("method"), pl.lit("").alias("model"), pl.all()
+    )
+    runs = scored.group_by(RUN_KEYS, maintain_order=True).agg(letter_counts(scored, "pred")).sort(RUN_KEYS)
+    return pl.concat([truth, runs], how="vertical")
+
+
+def to_markdown(df: pl.DataFrame, headers: dict[str, str] | None = None, decimals: int = 1) -> str:
+    """A GitHub-flavoured Markdown table; floats shown with ``decimals`` places, missing values as '–'."""
+    headers = headers or {}
+
+    def cell(value: object) -> str:
+        if value is None:
+            return "–"
+        if isinstance(value, float):
+            return f"{value:.{decimals}f}"
+        return str(value).replace("|", "\\|")
+
+    names = [headers.get(c, c) for c in df.columns]
+    lines = ["| " + " | ".join(names) + " |", "|" + "|".join("---" for _ in names) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.iter_rows()]
+    return "\n".join(lines) + "\n"
+
+
+def _write(df: pl.DataFrame, out_dir: Path, name: str, markdown: str) -> None:
+    df.write_parquet(out_dir / f"{name}.parquet")
+    df.write_csv(out_dir / f"{name}.csv")
+    (out_dir / f"{name}.md").write_text(markdown)
+
+
+def main_markdown(table: pl.DataFrame, decimals: int = 1) -> str:
+    flagged = table.with_columns(
+        pl.when((pl.col("parse_failures") + pl.col("errors") + pl.col("missing")) > 0)
+        .then(pl.col("method") + " †")
+        .otherwise(pl.col("method"))
+        .alias("method")
+    )
+    shown = flagged.select(*RUN_KEYS, "n", *CATEGORIES, "parse_failures", "errors", "missing")
+    text = to_markdown(shown, {**CATEGORY_LABELS, "method": "Method", "model": "Model", "n": "N",
+                               "parse_failures": "Parse failures", "errors": "Errors", "missing": "Missing"}, decimals)
+    if flagged["method"].str.ends_with(" †").any():
+        text += "\n† run with parse failures, backend errors or missing predictions (each counted wrong).\n"
+    return text
+
+
+def aggregate(prediction_paths: Sequence[str | Path], questions: pl.DataFrame, out_dir: str | Path,
+              decimals: int = 1) -> dict[str, pl.DataFrame]:
+    """Write ``main``, ``per_video`` and ``answer_positions`` as Parquet, CSV and Markdown under ``out_dir``."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    scored = score(load_predictions(prediction_paths), questions)
+    tables = {
+        "main": main_table(scored, decimals),
+        "per_video": per_video_table(scored, decimals),
+        "answer_positions": answer_positions(scored, questions),
+    }
+    _write(tables["main"], out_dir, "main", main_markdown(tables["main"], decimals))
+    _write(tables["per_video"], out_dir, "per_video",
+           to_markdown(tables["per_video"], {"video_id": "Video", "accuracy": "Accuracy"}, decimals))
+    _write(tables["answer_positions"], out_dir, "answer_positions", to_markdown(tables["answer_positions"]))
+    return tables
+
+
+assert set(TASK_TYPES) == {c.upper() for c in CATEGORIES if c not in ("total", "es", "se")}

@@ -1,0 +1,86 @@
+"""The answer stage: one (method, model, video) job turns that video's questions into prediction rows.
+
+A question whose method call raises is recorded (``error`` set, ``pred`` null, counted wrong) and the run
+goes on: one bad question never costs the other answers of a long run.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from typing import Any, Mapping
+
+import polars as pl
+from tqdm import tqdm
+
+from senri.methods import METHODS
+from senri.methods.base import Method, MethodAnswer, RunContext
+from senri.records import LETTERS, Prediction, Question, VideoInfo, from_frame, to_frame
+
+log = logging.getLogger(__name__)
+
+
+def check_method_declaration(name: str, method_cls: type[Method], method_config: Mapping[str, Any]) -> None:
+    """The config's ``uses_model`` must agree with the class, or runs land under the wrong model folder."""
+    if bool(method_config.get("uses_model", method_cls.uses_model)) != method_cls.uses_model:
+        raise ValueError(
+            f"method {name!r}: config says uses_model={method_config.get('uses_model')}, "
+            f"but {method_cls.__name__}.uses_model is {method_cls.uses_model}"
+        )
+
+
+def _prediction(question: Question, context: RunContext, result: MethodAnswer | None, latency_s: float,
+                error: str | None) -> Prediction:
+    pred = result.pred if result is not None and result.pred in LETTERS else None
+    return Prediction(
+        video_id=question.video_id,
+        qid=question.qid,
+        task_type=question.task_type,
+        method=context.method_name,
+        model=context.model_name,
+        pred=pred,
+        answer=question.answer,
+        correct=pred == question.answer,
+        parse_ok=bool(result is not None and result.parse_ok and pred is not None),
+        raw_output=None if result is None else result.raw_output,
+        n_llm_calls=0 if result is None else result.n_llm_calls,
+        n_vlm_calls=0 if result is None else result.n_vlm_calls,
+        prompt_tokens=0 if result is None else result.prompt_tokens,
+        completion_tokens=0 if result is None else result.completion_tokens,
+        latency_s=latency_s,
+        error=error,
+    )
+
+
+def answer_video(questions: pl.DataFrame, video: VideoInfo, stage_config: Mapping[str, Any]) -> pl.DataFrame:
+    """Answer every question of ``video`` with the configured method and model; return prediction rows."""
+    method_config = dict(stage_config["method"])
+    model_config = dict(stage_config["model"])
+    method_name, model_name = method_config.pop("name"), model_config.pop("name")
+    method_cls = METHODS.load(method_config["implementation"])
+    check_method_declaration(method_name, method_cls, method_config)
+    context = RunContext(
+        video=video,
+        method_name=method_name,
+        method_config=method_config,
+        model_name=model_name,
+        model_config=model_config,
+        seed=int(stage_config["seed"]),
+    )
+    method = method_cls(context)
+    rows = from_frame(questions.filter(pl.col("video_id") == video.video_id), Question)
+    predictions = []
+    for question in tqdm(rows, desc=f"{method_name}/{model_name}/{video.video_id}", unit="q", disable=None):
+        started = time.perf_counter()
+        result, error = None, None
+        try:
+            result = method.answer(question)
+        except Exception as exc:  # noqa: BLE001 — recorded per question, counted wrong, shown in the tables
+            error = f"{type(exc).__name__}: {exc}"
+            log.error("question %s failed: %s\n%s", question.qid, error, traceback.format_exc())
+        predictions.append(_prediction(question, context, result, time.perf_counter() - started, error))
+    failed = sum(p.error is not None for p in predictions)
+    log.info("%s/%s/%s: %d questions, %d correct, %d failed", method_name, model_name, video.video_id,
+             len(predictions), sum(p.correct for p in predictions), failed)
+    return to_frame(predictions, Prediction)

@@ -1,0 +1,194 @@
+"""``senri <stage>``: one thin subcommand per stage. Rules call these; people can too.
+
+Every stage command takes its config slice as ``--config JSON`` (what the Snakemake rule passes) or, when
+run by hand, composes the defaults plus ``--override`` Hydra overrides, and writes the resolved slice next
+to its output (``x.parquet`` → ``x.config.yaml``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import yaml
+
+from senri import config as cfgmod
+
+log = logging.getLogger("senri")
+
+
+def _stage_config(args: argparse.Namespace, stage: str, **keys: str) -> dict[str, Any]:
+    if args.config:
+        return json.loads(args.config)
+    return cfgmod.stage_slice(cfgmod.compose(args.override), stage, **keys)
+
+
+def _add_config_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="the stage's config slice as JSON (as the workflow passes it)")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="Hydra override applied to the defaults when --config is not given (repeatable)")
+
+
+def cmd_demo_data(args: argparse.Namespace) -> None:
+    from senri import demo
+
+    stage = _stage_config(args, "demo_data")
+    if not stage.get("demo"):
+        raise SystemExit("senri demo-data: the selected dataset has no 'demo' section (use dataset=demo)")
+    demo_cfg = demo.DemoConfig.from_mapping(stage["demo"])
+    out_dir = Path(args.out_dir)
+    known = demo.video_ids(demo_cfg)
+    wanted = args.video or ([] if args.skip_videos else known)
+    for video_id in wanted:
+        if video_id not in known:
+            raise SystemExit(f"senri demo-data: unknown demo video {video_id!r}; this config makes {known}")
+        path = demo.render_video(demo.plan_walk(demo_cfg, video_id), out_dir / "videos" / f"{video_id}.mp4",
+                                 threads=args.threads)
+        log.info("wrote %s", path)
+    if not args.skip_questions:
+        questions = demo.write_questions(demo_cfg, out_dir / "questions.jsonl", out_dir / "walks.json")
+        cfgmod.write_sidecar(out_dir / "questions.jsonl", "demo_data", stage)
+        log.info("wrote %d questions to %s", len(questions), out_dir / "questions.jsonl")
+
+
+def cmd_ingest(args: argparse.Namespace) -> None:
+    from senri.ingest import ingest
+    from senri.records import Question, write_table
+
+    stage = _stage_config(args, "ingest")
+    files = args.questions or stage["questions"]
+    table = ingest(files, args.videos_dir or stage["videos_dir"], stage["video_ext"])
+    write_table(table, args.out, Question)
+    cfgmod.write_sidecar(args.out, "ingest", stage)
+    log.info("wrote %d questions on %d videos to %s", table.height, table["video_id"].n_unique(), args.out)
+
+
+def cmd_probe(args: argparse.Namespace) -> None:
+    from senri.probe import probe
+    from senri.records import VideoInfo, to_frame, write_table
+
+    stage = _stage_config(args, "probe")
+    info = probe(args.video, args.video_id or Path(args.video).stem, stage["probe"]["keyframe_scan_s"])
+    write_table(to_frame([info], VideoInfo), args.out, VideoInfo)
+    cfgmod.write_sidecar(args.out, "probe", stage)
+    log.info("%s: %.1f s, %d frames at %.3f fps, %dx%d, GOP %s s", info.video_id, info.duration_s,
+             info.n_frames, info.avg_fps, info.width, info.height, info.keyframe_interval_s)
+
+
+def cmd_videos_table(args: argparse.Namespace) -> None:
+    import polars as pl
+
+    from senri.records import VideoInfo, read_table, write_table
+
+    table = pl.concat([read_table(p, VideoInfo) for p in args.inputs], how="vertical").sort("video_id")
+    write_table(table, args.out, VideoInfo)
+    log.info("wrote %d videos to %s", table.height, args.out)
+
+
+def cmd_answer(args: argparse.Namespace) -> None:
+    from senri.answer import answer_video
+    from senri.records import Prediction, Question, VideoInfo, from_frame, read_table, write_table
+
+    stage = _stage_config(args, "answer", method=args.method, model=args.model)
+    video = from_frame(read_table(args.video_info, VideoInfo), VideoInfo)
+    if len(video) != 1:
+        raise SystemExit(f"senri answer: {args.video_info} must hold exactly one video, found {len(video)}")
+    predictions = answer_video(read_table(args.questions, Question), video[0], stage)
+    write_table(predictions, args.out, Prediction)
+    cfgmod.write_sidecar(args.out, "answer", stage)
+
+
+def cmd_aggregate(args: argparse.Namespace) -> None:
+    from senri.aggregate import aggregate
+    from senri.records import Question, read_table
+
+    stage = _stage_config(args, "aggregate")
+    tables = aggregate(args.predictions, read_table(args.questions, Question), args.out,
+                       decimals=stage["aggregate"]["decimals"])
+    cfgmod.write_sidecar(Path(args.out), "aggregate", stage)
+    log.info("wrote tables for %d run(s) to %s", tables["main"].height, args.out)
+
+
+def cmd_config(args: argparse.Namespace) -> None:
+    cfg = cfgmod.compose(args.overrides)
+    print(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True), end="")
+    print("# runs (method, model): " + ", ".join(f"{m}/{mo}" for m, mo in cfgmod.runs(cfg)))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="senri", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="<stage>")
+
+    def add(name: str, func: Callable[[argparse.Namespace], None], help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(func=func)
+        return p
+
+    p = add("demo-data", cmd_demo_data, "generate the demo videos (ffmpeg) and their question file")
+    _add_config_options(p)
+    p.add_argument("--out-dir", default="results/demo", help="writes videos/<id>.mp4, questions.jsonl, walks.json")
+    p.add_argument("--video", action="append", default=[], help="render only this demo video (repeatable)")
+    p.add_argument("--skip-videos", action="store_true", help="write only the question file")
+    p.add_argument("--skip-questions", action="store_true", help="write only videos")
+    p.add_argument("--threads", type=int, default=1, help="encoder threads per video")
+
+    p = add("ingest", cmd_ingest, "validate question files into results/questions.parquet")
+    _add_config_options(p)
+    p.add_argument("--questions", nargs="+", help="question files (default: the dataset config's)")
+    p.add_argument("--videos-dir", help="folder holding <video_id><ext> (default: the dataset config's)")
+    p.add_argument("--out", default="results/questions.parquet")
+
+    p = add("probe", cmd_probe, "ffprobe one video into a one-row video table")
+    _add_config_options(p)
+    p.add_argument("video")
+    p.add_argument("--video-id", help="default: the file name without extension")
+    p.add_argument("--out", required=True)
+
+    p = add("videos-table", cmd_videos_table, "gather per-video probe tables into results/videos.parquet")
+    p.add_argument("inputs", nargs="+")
+    p.add_argument("--out", default="results/videos.parquet")
+
+    p = add("answer", cmd_answer, "answer one video's questions with one method and model")
+    _add_config_options(p)
+    p.add_argument("--questions", default="results/questions.parquet")
+    p.add_argument("--video-info", required=True, help="the video's probe table")
+    p.add_argument("--method", required=True)
+    p.add_argument("--model", required=True)
+    p.add_argument("--out", required=True)
+
+    p = add("aggregate", cmd_aggregate, "accuracy tables (Parquet, CSV, Markdown) from prediction files")
+    _add_config_options(p)
+    p.add_argument("--predictions", nargs="+", required=True, help="prediction files or folders")
+    p.add_argument("--questions", default="results/questions.parquet")
+    p.add_argument("--out", default="results/tables")
+
+    p = add("config", cmd_config, "print the composed, validated config and the runs it implies")
+    p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. method=[random] seed=3")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from senri.aggregate import AggregateError
+    from senri.ingest import IngestError
+    from senri.media import MediaError
+    from senri.records import TableError
+    from senri.registry import RegistryError
+
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        args.func(args)
+    except (cfgmod.ConfigError, IngestError, MediaError, TableError, AggregateError, RegistryError) as exc:
+        print(f"senri {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,150 @@
+"""Compose the Hydra config once, validate it against a JSON schema, and cut it into per-stage slices.
+
+Each Snakemake rule receives only its stage's slice as ``params``; Snakemake reruns a job when its params
+change, so a change to one part of the config reruns exactly the stages that read that part.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import jsonschema
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CONFIG_DIR = REPO_ROOT / "config"
+SCHEMA_DIR = REPO_ROOT / "workflow" / "schemas"
+CONFIG_SCHEMA = SCHEMA_DIR / "config.schema.json"
+
+#: Model name used by methods that call no model (random guessing): their runs live under ``…/none/``.
+NO_MODEL = "none"
+
+
+class ConfigError(ValueError):
+    """The composed config is invalid; the message names every offending key path."""
+
+
+def parse_overrides(overrides: str | Iterable[str] | None) -> list[str]:
+    """Accept Hydra overrides as one shell-like string (``"method=[random] seed=3"``) or a list of them."""
+    if overrides is None:
+        return []
+    if isinstance(overrides, str):
+        return shlex.split(overrides)
+    return [str(o) for o in overrides]
+
+
+def compose(overrides: str | Iterable[str] | None = None, config_dir: Path = CONFIG_DIR) -> dict[str, Any]:
+    """Compose ``config/config.yaml`` with Hydra's compose API, resolve it, validate it, return plain data."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        with initialize_config_dir(config_dir=str(Path(config_dir).resolve()), version_base="1.3"):
+            composed = hydra_compose(config_name="config", overrides=parse_overrides(overrides))
+        cfg = OmegaConf.to_container(composed, resolve=True)
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise ConfigError(f"config: {exc}") from exc
+    assert isinstance(cfg, dict)
+    cfg.setdefault("method", {})
+    cfg.setdefault("model", {})
+    validate(cfg)
+    return cfg
+
+
+def _schema() -> dict[str, Any]:
+    return json.loads(CONFIG_SCHEMA.read_text())
+
+
+def _path(parts: Iterable[Any]) -> str:
+    return ".".join(["config", *(str(p) for p in parts)])
+
+
+def _leaf_errors(errors: Iterable[jsonschema.ValidationError]) -> Iterable[jsonschema.ValidationError]:
+    """Replace "not valid under any of the given schemas" (oneOf/anyOf) by the most relevant inner error,
+    which carries the full key path (``config.dataset.demo.fps``) instead of the parent's."""
+    for error in errors:
+        while error.context:
+            # The deepest inner error is the one inside the branch the value was meant for (an object
+            # given for "null or object" fails the object branch at the offending key).
+            error = max(error.context, key=lambda e: len(e.absolute_path))
+        yield error
+
+
+def validate(cfg: Mapping[str, Any], schema: Mapping[str, Any] | None = None) -> None:
+    """Raise :class:`ConfigError` listing every problem, each with the dotted key path it concerns."""
+    schema = schema or _schema()
+    validator = jsonschema.Draft202012Validator(schema)
+    problems: list[str] = []
+    for error in sorted(_leaf_errors(validator.iter_errors(cfg)), key=lambda e: list(map(str, e.absolute_path))):
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            known = set(error.schema.get("properties", {}))
+            for key in sorted(set(error.instance) - known):
+                problems.append(f"{_path([*error.absolute_path, key])}: unknown key")
+        else:
+            problems.append(f"{_path(error.absolute_path)}: {error.message}")
+    if not cfg.get("method"):
+        problems.append("config.method: no method selected (e.g. method=[random])")
+    for name, method in cfg.get("method", {}).items():
+        if isinstance(method, dict) and method.get("uses_model") and not any(
+            m != NO_MODEL for m in cfg.get("model", {})
+        ):
+            problems.append(f"config.method.{name}: needs a model but only {NO_MODEL!r} is selected")
+    if problems:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(dict.fromkeys(problems)))
+
+
+def runs(cfg: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The (method, model) pairs to run: model-free methods run once, under the model name ``none``."""
+    models = [m for m in cfg["model"] if m != NO_MODEL]
+    pairs: list[tuple[str, str]] = []
+    for method, spec in cfg["method"].items():
+        if spec["uses_model"]:
+            pairs.extend((method, model) for model in models)
+        else:
+            pairs.append((method, NO_MODEL))
+    return pairs
+
+
+def stage_slice(cfg: Mapping[str, Any], stage: str, method: str | None = None, model: str | None = None) -> dict:
+    """The part of the config a stage reads. Anything not in a stage's slice cannot affect its output."""
+    dataset = cfg["dataset"]
+    if stage == "demo_data":
+        return {"demo": dataset["demo"]}
+    if stage == "ingest":
+        return {key: dataset[key] for key in ("name", "questions", "videos_dir", "video_ext")}
+    if stage == "probe":
+        return {"probe": cfg["probe"]}
+    if stage == "answer":
+        assert method is not None and model is not None
+        return {
+            "seed": cfg["seed"],
+            "method": {"name": method, **cfg["method"][method]},
+            "model": {"name": model, **cfg["model"].get(model, {})},
+        }
+    if stage == "aggregate":
+        return {"aggregate": cfg["aggregate"]}
+    raise KeyError(f"no config slice defined for stage {stage!r}")
+
+
+def canonical_json(data: Any) -> str:
+    """One spelling per value (sorted keys, no spaces): equal configs give equal params, so no spurious reruns."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def sidecar_path(output: str | Path) -> Path:
+    """Where a stage writes the resolved config it ran with: ``x.parquet`` → ``x.config.yaml``."""
+    output = Path(output)
+    return output / "config.yaml" if output.suffix == "" else output.with_suffix(".config.yaml")
+
+
+def write_sidecar(output: str | Path, stage: str, config: Mapping[str, Any]) -> Path:
+    path = sidecar_path(output)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump({"stage": stage, "config": dict(config)}, sort_keys=True, allow_unicode=True))
+    return path

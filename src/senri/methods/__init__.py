@@ -1,0 +1,10 @@
+"""Answering methods, found by name through :data:`METHODS`.
+
+Adding a method is one module under ``senri/methods/`` plus one ``METHODS.register`` line here; its config
+file goes in ``config/method/<name>.yaml`` and its keys in the config schema.
+"""
+
+from senri.registry import Registry
+
+METHODS = Registry("method")
+METHODS.register("random", "senri.methods.random:RandomGuess")

@@ -1,0 +1,175 @@
+"""Every table that crosses a stage boundary, declared once.
+
+Each record is a dataclass; its Parquet schema is derived from the dataclass annotations, so the writer, the
+readers and the tests cannot drift apart. Stages write with :func:`write_table` (which checks the columns and
+types against the record) and read with :func:`read_table` (which checks them again, naming the file).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+import types
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import polars as pl
+
+#: Task type code → direction. Event→Space (ES) ties an event to a place; Space→Event (SE) the reverse.
+TASK_DIRECTION: dict[str, str] = {"L": "ES", "RR": "ES", "OC": "ES", "NP": "ES", "RER": "SE", "TER": "SE"}
+TASK_TYPES: tuple[str, ...] = tuple(TASK_DIRECTION)
+DIRECTIONS: tuple[str, ...] = ("ES", "SE")
+LETTERS: tuple[str, ...] = ("A", "B", "C", "D")
+
+
+@dataclass(frozen=True)
+class Question:
+    """One four-choice question about one video (SENRI-Bench format)."""
+
+    video_id: str
+    qid: str
+    task_type: str
+    direction: str
+    question: str
+    option_a: str
+    option_b: str
+    option_c: str
+    option_d: str
+    answer: str
+    evidence_start_s: float | None = None
+    evidence_end_s: float | None = None
+
+    @property
+    def options(self) -> tuple[str, str, str, str]:
+        return (self.option_a, self.option_b, self.option_c, self.option_d)
+
+
+@dataclass(frozen=True)
+class VideoInfo:
+    """What ffprobe (plus a bounded packet scan) says about one video file."""
+
+    video_id: str
+    path: str
+    duration_s: float
+    avg_fps: float
+    r_fps: float
+    n_frames: int
+    width: int
+    height: int
+    rotation: int
+    codec: str
+    keyframe_interval_s: float | None
+    is_vfr: bool
+    has_audio: bool
+    size_bytes: int
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One method × model answer to one question; the answer-stage contract every method fulfils."""
+
+    video_id: str
+    qid: str
+    task_type: str
+    method: str
+    model: str
+    pred: str | None
+    answer: str
+    correct: bool
+    parse_ok: bool
+    raw_output: str | None
+    n_llm_calls: int
+    n_vlm_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    error: str | None
+
+
+_POLARS_TYPES: dict[Any, pl.DataType] = {
+    str: pl.String(),
+    int: pl.Int64(),
+    float: pl.Float64(),
+    bool: pl.Boolean(),
+}
+
+
+def _polars_type(annotation: Any) -> pl.DataType:
+    """Map ``T`` or ``T | None`` to the polars dtype of ``T`` (nullability is a column property in Arrow)."""
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        non_null = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(non_null) != 1:
+            raise TypeError(f"unsupported annotation {annotation!r}")
+        annotation = non_null[0]
+    return _POLARS_TYPES[annotation]
+
+
+def schema_of(record: type) -> pl.Schema:
+    """The Parquet/polars schema of a record dataclass, in field order."""
+    hints = typing.get_type_hints(record)
+    return pl.Schema({f.name: _polars_type(hints[f.name]) for f in dataclasses.fields(record)})
+
+
+def nullable_columns(record: type) -> set[str]:
+    hints = typing.get_type_hints(record)
+    return {
+        f.name
+        for f in dataclasses.fields(record)
+        if type(None) in typing.get_args(hints[f.name])
+    }
+
+
+def to_frame(rows: Iterable[Any], record: type) -> pl.DataFrame:
+    """Build a typed DataFrame from record instances (an empty iterable gives an empty, typed frame)."""
+    dicts = [dataclasses.asdict(r) for r in rows]
+    return pl.DataFrame(dicts, schema=schema_of(record), orient="row" if not dicts else None)
+
+
+def from_frame(df: pl.DataFrame, record: type) -> list[Any]:
+    names = [f.name for f in dataclasses.fields(record)]
+    return [record(**{k: row[k] for k in names}) for row in df.select(names).iter_rows(named=True)]
+
+
+class TableError(ValueError):
+    """A table does not have the columns or types its record declares."""
+
+
+def check_frame(df: pl.DataFrame, record: type, source: str) -> pl.DataFrame:
+    """Check ``df`` against ``record``; return it with columns in declared order (extra columns kept after)."""
+    schema = schema_of(record)
+    problems = []
+    for name, dtype in schema.items():
+        if name not in df.columns:
+            problems.append(f"missing column {name!r}")
+        elif df.schema[name] != dtype and not (df.schema[name] == pl.Null):
+            problems.append(f"column {name!r} has type {df.schema[name]}, expected {dtype}")
+        elif name not in nullable_columns(record) and df[name].null_count():
+            problems.append(f"column {name!r} has {df[name].null_count()} null value(s)")
+    if problems:
+        raise TableError(f"{source}: not a valid {record.__name__} table: " + "; ".join(problems))
+    extra = [c for c in df.columns if c not in schema]
+    return df.select([pl.col(n).cast(t) for n, t in schema.items()] + extra)
+
+
+def write_table(df: pl.DataFrame, path: str | os.PathLike, record: type) -> Path:
+    """Validate and write atomically (temp file + rename), so a killed job never leaves a half table."""
+    path = Path(path)
+    df = check_frame(df, record, str(path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        df.write_parquet(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def read_table(path: str | os.PathLike, record: type) -> pl.DataFrame:
+    return check_frame(pl.read_parquet(path), record, str(path))

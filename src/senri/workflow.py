@@ -1,0 +1,83 @@
+"""What the Snakemake rules need from the package: job planning and code digests.
+
+Snakemake reruns a job when its params change. Each rule's params carry its config slice *and* a digest of
+the source files its stage runs, so editing ``probe.py`` reruns probing (and what depends on it) while
+editing ``aggregate.py`` reruns only the aggregate: "rerun when inputs, code or parameters change".
+The digest hashes content, not modification times, so a fresh clone or a ``git checkout`` reruns nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+from pathlib import Path
+from typing import Any, Mapping
+
+from senri import config as cfgmod
+from senri.demo import DemoConfig, video_ids as demo_video_ids
+from senri.ingest import find_video, video_ids_in
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+#: Source files (relative to the package) whose content decides each stage's output. The cli module is
+#: wiring and deliberately left out, so a new subcommand does not rerun every finished stage.
+STAGE_CODE: dict[str, tuple[str, ...]] = {
+    "demo_data": ("demo.py", "media.py", "records.py"),
+    "ingest": ("ingest.py", "records.py", "../../workflow/schemas/questions.schema.json"),
+    "probe": ("probe.py", "media.py", "records.py"),
+    "answer": ("answer.py", "records.py", "methods/__init__.py", "methods/base.py", "registry.py"),
+    "aggregate": ("aggregate.py", "records.py"),
+}
+
+
+def _module_file(module: str) -> Path:
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise ImportError(f"cannot locate module {module!r}")
+    return Path(spec.origin)
+
+
+def code_digest(stage: str, method_implementation: str | None = None) -> str:
+    """A short hash of the code a stage's job runs (plus the method's own module for the answer stage)."""
+    files = [PACKAGE_DIR / rel for rel in STAGE_CODE[stage]]
+    if method_implementation is not None:
+        from senri.methods import METHODS
+
+        files.append(_module_file(METHODS.target(method_implementation).partition(":")[0]))
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.resolve().name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def is_demo(cfg: Mapping[str, Any]) -> bool:
+    return cfg["dataset"].get("demo") is not None
+
+
+def planned_video_ids(cfg: Mapping[str, Any]) -> list[str]:
+    """Videos to plan per-video jobs for, known before any job runs.
+
+    The demo's ids follow from its config. Otherwise the dataset's ``video_ids``, or the ids named in the
+    question files, keeping those whose video file exists: a missing video is reported by the ingest job,
+    with every other problem of the question files, instead of stopping the planner on the first one.
+    """
+    dataset = cfg["dataset"]
+    if is_demo(cfg):
+        return demo_video_ids(DemoConfig.from_mapping(dataset["demo"]))
+    ids = list(dataset["video_ids"]) or video_ids_in(dataset["questions"])
+    return [v for v in ids if find_video(dataset["videos_dir"], v, dataset["video_ext"]) is not None]
+
+
+def video_path(cfg: Mapping[str, Any], video_id: str) -> str:
+    dataset = cfg["dataset"]
+    found = None if is_demo(cfg) else find_video(dataset["videos_dir"], video_id, dataset["video_ext"])
+    return str(found or Path(dataset["videos_dir"]) / f"{video_id}{dataset['video_ext'][0]}")
+
+
+def answer_params(cfg: Mapping[str, Any], method: str, model: str) -> dict[str, str]:
+    """The answer rule's params: its config slice (JSON) and the digest of the code it runs."""
+    return {
+        "config": cfgmod.canonical_json(cfgmod.stage_slice(cfg, "answer", method=method, model=model)),
+        "code": code_digest("answer", cfg["method"][method]["implementation"]),
+    }

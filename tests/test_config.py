@@ -1,0 +1,87 @@
+import json
+
+import pytest
+
+from senri import config as cfgmod
+from senri.methods import METHODS
+
+
+def test_defaults_select_the_demo_and_random():
+    cfg = cfgmod.compose()
+    assert cfg["dataset"]["name"] == "demo"
+    assert cfgmod.runs(cfg) == [("random", "none")]
+    for group in ("dataset", "method", "model", "sampling", "memory", "anonymize"):
+        assert group in cfg
+
+
+@pytest.mark.parametrize(
+    "override, path",
+    [
+        ("+sampling.foo=1", "config.sampling.foo: unknown key"),
+        ("sampling.n_frames=abc", "config.sampling.n_frames: 'abc' is not of type 'integer'"),
+        ("seed=-1", "config.seed"),
+        ("+method.x={implementation:random,approach:baseline,uses_model:false,extra:1}", "config.method.x.extra: unknown key"),
+        ("+method.y={implementation:nope,approach:baseline,uses_model:false}", "config.method.y.implementation"),
+        ("dataset.demo.fps=fast", "config.dataset.demo.fps"),
+    ],
+)
+def test_invalid_config_names_the_key_path(override, path):
+    with pytest.raises(cfgmod.ConfigError) as err:
+        cfgmod.compose(override)
+    assert path in str(err.value)
+
+
+def test_every_problem_is_reported_at_once():
+    with pytest.raises(cfgmod.ConfigError) as err:
+        cfgmod.compose("+sampling.foo=1 seed=-1 probe.keyframe_scan_s=x")
+    message = str(err.value)
+    assert "config.sampling.foo" in message and "config.seed" in message and "config.probe.keyframe_scan_s" in message
+
+
+def test_overrides_as_string_or_list():
+    assert cfgmod.compose("seed=3 method=[random]")["seed"] == 3
+    assert cfgmod.compose(["seed=4"])["seed"] == 4
+    assert cfgmod.parse_overrides("a=1 'b=x y'") == ["a=1", "b=x y"]
+
+
+def test_unknown_group_option_fails():
+    with pytest.raises(cfgmod.ConfigError):
+        cfgmod.compose("method=[no_such_method]")
+
+
+def test_slices_carry_only_what_a_stage_reads():
+    base = cfgmod.compose()
+    changed_sampling = cfgmod.compose("sampling.n_frames=256")
+    changed_seed = cfgmod.compose("seed=9")
+    for stage in ("demo_data", "ingest", "probe", "aggregate"):
+        a, b = cfgmod.stage_slice(base, stage), cfgmod.stage_slice(changed_seed, stage)
+        assert cfgmod.canonical_json(a) == cfgmod.canonical_json(b), stage
+    answer = lambda c: cfgmod.canonical_json(cfgmod.stage_slice(c, "answer", method="random", model="none"))  # noqa: E731
+    assert answer(base) == answer(changed_sampling)  # random reads no frames
+    assert answer(base) != answer(changed_seed)
+
+
+def test_canonical_json_is_order_independent():
+    assert cfgmod.canonical_json({"b": 1, "a": [1, {"y": 2, "x": 1}]}) == cfgmod.canonical_json(
+        {"a": [1, {"x": 1, "y": 2}], "b": 1}
+    )
+
+
+def test_schema_lists_exactly_the_registered_method_implementations():
+    schema = json.loads(cfgmod.CONFIG_SCHEMA.read_text())
+    assert sorted(schema["$defs"]["method"]["properties"]["implementation"]["enum"]) == METHODS.names()
+
+
+def test_method_that_needs_a_model_without_one_is_rejected():
+    cfg = cfgmod.compose()
+    cfg["method"]["random"]["uses_model"] = True
+    with pytest.raises(cfgmod.ConfigError) as err:
+        cfgmod.validate(cfg)
+    assert "config.method.random" in str(err.value)
+
+
+def test_sidecar_next_to_output(tmp_path):
+    assert cfgmod.sidecar_path(tmp_path / "x.parquet") == tmp_path / "x.config.yaml"
+    assert cfgmod.sidecar_path(tmp_path / "tables") == tmp_path / "tables" / "config.yaml"
+    path = cfgmod.write_sidecar(tmp_path / "x.parquet", "probe", {"probe": {"keyframe_scan_s": 5}})
+    assert "keyframe_scan_s: 5" in path.read_text()

@@ -1,0 +1,103 @@
+import json
+
+import polars as pl
+import pytest
+
+from senri.cli import main
+from senri.ingest import IngestError, ingest
+
+
+def _record(qid, **changes):
+    record = {"video_id": "demo_01", "qid": qid, "task_type": "L", "question": "Where?",
+              "options": ["A1", "B1", "C1", "D1"], "answer": "B"}
+    record.update(changes)
+    return record
+
+
+@pytest.fixture
+def videos_dir(tmp_path, small_demo):
+    folder = tmp_path / "videos"
+    folder.mkdir()
+    (folder / "demo_01.mp4").symlink_to(small_demo["videos"]["demo_01"])
+    return folder
+
+
+def _write_all_formats(tmp_path, records):
+    flat = [{k: v for k, v in r.items() if k != "options"} | dict(zip(["option_a", "option_b", "option_c", "option_d"], r["options"]))
+            for r in records]
+    paths = {
+        "json": tmp_path / "q.json",
+        "jsonl": tmp_path / "q.jsonl",
+        "csv": tmp_path / "q.csv",
+        "parquet": tmp_path / "q.parquet",
+    }
+    paths["json"].write_text(json.dumps({"questions": records}))
+    paths["jsonl"].write_text("".join(json.dumps(r) + "\n" for r in records))
+    pl.DataFrame(flat).write_csv(paths["csv"])
+    pl.DataFrame(records).write_parquet(paths["parquet"])
+    return paths
+
+
+def test_all_formats_give_the_same_table(tmp_path, videos_dir):
+    records = [_record("q1"), _record("q2", task_type="TER", answer="D", options=["A. x", "B. y", "C. z", "D. w"])]
+    tables = [ingest([p], videos_dir, [".mp4"]) for p in _write_all_formats(tmp_path, records).values()]
+    for table in tables[1:]:
+        assert table.equals(tables[0])
+    row = tables[0].filter(pl.col("qid") == "q2").row(0, named=True)
+    assert row["direction"] == "SE" and row["option_a"] == "x" and row["option_d"] == "w"  # letter prefixes dropped
+
+
+def test_every_problem_reported_at_once_with_file_row_field(tmp_path, videos_dir):
+    records = [
+        _record("q1"),
+        _record("q1"),  # duplicate qid
+        _record("q3", options=["a", "b", "c"]),  # three options
+        _record("q4", answer="E"),
+        _record("q5", task_type="XX"),
+        _record("q6", video_id="no_such_video"),
+    ]
+    path = tmp_path / "bad.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records) + "{not json\n")
+    with pytest.raises(IngestError) as err:
+        ingest([path], videos_dir, [".mp4"])
+    found = {(p.row, p.field) for p in err.value.problems}
+    assert found == {(2, "qid"), (3, "options"), (4, "answer"), (5, "task_type"), (6, "video_id"), (7, None)}
+    message = str(err.value)
+    assert f"{path}, row 3, field 'options': expected exactly 4 options, got 3" in message
+    assert "duplicate qid 'q1' (first at" in message and "not found" in message
+
+
+def test_csv_problems_name_rows_and_fields(tmp_path, videos_dir):
+    path = tmp_path / "q.csv"
+    pl.DataFrame([{"video_id": "demo_01", "qid": "1", "task_type": "L", "question": "", "option_a": "a",
+                   "option_b": "b", "option_c": "c", "option_d": "", "answer": "a"}]).write_csv(path)
+    with pytest.raises(IngestError) as err:
+        ingest([path], videos_dir, [".mp4"])
+    assert {(p.row, p.field) for p in err.value.problems} == {(1, "question"), (1, "options"), (1, "answer")}
+
+
+def test_cli_writes_nothing_when_validation_fails(tmp_path, videos_dir, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([_record("q1", answer="Z")]))
+    out = tmp_path / "questions.parquet"
+    code = main(["ingest", "--questions", str(bad), "--videos-dir", str(videos_dir), "--out", str(out)])
+    assert code == 1 and not out.exists()
+    assert "field 'answer'" in capsys.readouterr().err
+
+
+def test_cli_ingests_the_demo_and_writes_its_config(tmp_path, small_demo):
+    out = tmp_path / "questions.parquet"
+    code = main(["ingest", "--questions", str(small_demo["questions"]), "--videos-dir",
+                 str(small_demo["videos_dir"]), "--out", str(out)])
+    assert code == 0
+    table = pl.read_parquet(out)
+    assert table.height == 32 and set(table["video_id"]) == {"demo_01", "demo_02"}
+    assert (tmp_path / "questions.config.yaml").exists()
+
+
+def test_unreadable_and_unsupported_files(tmp_path, videos_dir):
+    (tmp_path / "q.txt").write_text("x")
+    (tmp_path / "broken.json").write_text("[{")
+    with pytest.raises(IngestError) as err:
+        ingest([tmp_path / "q.txt", tmp_path / "broken.json", tmp_path / "missing.json"], videos_dir, [".mp4"])
+    assert len(err.value.problems) == 3
