@@ -1,0 +1,182 @@
+"""End-to-end: the Snakemake DAG on the full-size demo, its caching, and the workflow's house rules."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from conftest import REPO
+from senri import workflow as senri_workflow
+
+pytestmark = pytest.mark.workflow
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args],
+        capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def planned_jobs(workdir: Path, *args: str) -> dict[str, int]:
+    """The jobs a dry run would execute, as {rule: count}, read from Snakemake's job-stats table."""
+    proc = snakemake(workdir, "-n", "--quiet", "rules", *args)
+    text = proc.stdout + proc.stderr
+    if "Nothing to be done" in text:
+        return {}
+    stats = text.split("Job stats:", 1)[1].splitlines()
+    jobs = {}
+    for line in stats[3:]:
+        parts = line.split()
+        if len(parts) != 2 or parts[0] == "total":
+            break
+        jobs[parts[0]] = int(parts[1])
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory) -> Path:
+    workdir = tmp_path_factory.mktemp("workflow")
+    snakemake(workdir, "-c2")
+    return workdir
+
+
+def test_demo_run_produces_the_main_table(demo_run):
+    main = (demo_run / "results/tables/main.md").read_text()
+    assert re.search(r"^\| random \| none \| 32 \| \d+\.\d \|", main, re.MULTILINE), main
+    for table in demo_run.glob("results/**/*.parquet"):
+        assert pl.read_parquet(table).height > 0, table
+    videos = pl.read_parquet(demo_run / "results/videos.parquet")
+    assert videos["video_id"].to_list() == ["demo_01", "demo_02"]
+    assert (videos["duration_s"] >= 180).all() and (videos["duration_s"] <= 300).all()
+    assert pl.read_parquet(demo_run / "results/questions.parquet").height == 32
+
+
+def test_every_stage_writes_its_config_log_and_benchmark(demo_run):
+    results = demo_run / "results"
+    for sidecar in ["questions.config.yaml", "probe/demo_01.config.yaml", "tables/config.yaml",
+                    "predictions/random/none/demo_02.config.yaml", "demo/questions.config.yaml"]:
+        assert (results / sidecar).is_file(), sidecar
+    assert "seed: 0" in (results / "predictions/random/none/demo_01.config.yaml").read_text()
+    for log in ["ingest.log", "aggregate.log", "videos_table.log", "demo_questions.log", "probe/demo_01.log",
+                "answer/random/none/demo_02.log", "demo_video/demo_01.log"]:
+        assert (results / "logs" / log).is_file(), log
+    for bench in ["probe/demo_02.tsv", "answer/random/none/demo_01.tsv", "demo_video/demo_02.tsv"]:
+        assert (results / "benchmarks" / bench).is_file(), bench
+
+
+def test_a_finished_run_schedules_nothing(demo_run):
+    assert planned_jobs(demo_run) == {}
+
+
+def test_adding_a_method_reruns_only_answer_and_aggregate(demo_run):
+    extra = "+method.random_b={implementation:random,approach:baseline,uses_model:false}"
+    assert planned_jobs(demo_run, "--config", f"overrides={extra}") == {"answer": 2, "aggregate": 1, "all": 1}
+
+
+def test_a_changed_slice_reruns_exactly_the_stages_that_read_it(demo_run):
+    assert planned_jobs(demo_run, "--config", "overrides=seed=5") == {"answer": 2, "aggregate": 1, "all": 1}
+    assert planned_jobs(demo_run, "--config", "overrides=sampling.n_frames=256") == {}
+    assert planned_jobs(demo_run, "--config", "overrides=aggregate.decimals=2") == {"aggregate": 1, "all": 1}
+    assert planned_jobs(demo_run, "--config", "overrides=probe.keyframe_scan_s=60") == {
+        "probe": 2, "videos_table": 1, "answer": 2, "aggregate": 1, "all": 1,
+    }
+
+
+def test_deleting_one_prediction_reruns_that_job_and_the_aggregate(demo_run):
+    (demo_run / "results/predictions/random/none/demo_02.parquet").unlink()
+    assert planned_jobs(demo_run) == {"answer": 1, "aggregate": 1, "all": 1}
+    snakemake(demo_run, "-c2")
+    assert planned_jobs(demo_run) == {}
+
+
+def test_invalid_config_stops_the_workflow_naming_the_key(demo_run):
+    proc = snakemake(demo_run, "-n", "--config", "overrides=+sampling.foo=1", check=False)
+    assert proc.returncode != 0 and "config.sampling.foo: unknown key" in proc.stdout + proc.stderr
+    proc = snakemake(demo_run, "-n", "--config", "seed=3", check=False)
+    assert proc.returncode != 0 and 'overrides="' in proc.stdout + proc.stderr
+
+
+def test_bad_questions_fail_ingest_with_every_problem_in_its_log(tmp_path, small_demo):
+    records = [json.loads(line) for line in small_demo["questions"].read_text().splitlines()[:3]]
+    records[1]["answer"] = "E"
+    records[2]["qid"] = records[0]["qid"]
+    questions = tmp_path / "bad.json"
+    questions.write_text(json.dumps(records))
+    overrides = f"dataset=senri dataset.questions=[{questions}] dataset.videos_dir={small_demo['videos_dir']}"
+    proc = snakemake(tmp_path, "-c1", "--config", f"overrides={overrides}", check=False)
+    assert proc.returncode != 0
+    log = (tmp_path / "results/logs/ingest.log").read_text()
+    assert "row 2, field 'answer'" in log and "row 3, field 'qid': duplicate qid" in log
+    assert not (tmp_path / "results/questions.parquet").exists()
+
+
+def test_code_digest_follows_source_content(tmp_path, monkeypatch):
+    package = tmp_path / "src" / "senri"
+    (package / "methods").mkdir(parents=True)
+    (tmp_path / "workflow" / "schemas").mkdir(parents=True)
+    for rel in {r for files in senri_workflow.STAGE_CODE.values() for r in files}:
+        target = (package / rel).resolve()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes((senri_workflow.PACKAGE_DIR / rel).read_bytes())
+    monkeypatch.setattr(senri_workflow, "PACKAGE_DIR", package)
+    before = {stage: senri_workflow.code_digest(stage) for stage in senri_workflow.STAGE_CODE}
+    (package / "probe.py").write_text((package / "probe.py").read_text() + "\n# changed\n")
+    after = {stage: senri_workflow.code_digest(stage) for stage in senri_workflow.STAGE_CODE}
+    assert [s for s in before if before[s] != after[s]] == ["probe"]
+    assert senri_workflow.code_digest("answer", "random") != senri_workflow.code_digest("answer")
+
+
+# ----------------------------------------------------------------------------------- house rules (static)
+
+RULE_FILES = sorted((REPO / "rules").glob("*.smk"))
+
+
+def _rule_blocks():
+    """(file, rule name, body) for every rule: the text from its ``rule`` line to the next one."""
+    for path in RULE_FILES:
+        parts = re.split(r"^\s*rule (\w+):\s*$", path.read_text(), flags=re.MULTILINE)
+        for name, body in zip(parts[1::2], parts[2::2]):
+            yield path.name, name, body
+
+
+def test_snakefile_only_includes_and_defines_all():
+    code = [l for l in (REPO / "Snakefile").read_text().splitlines() if l.strip() and not l.lstrip().startswith("#")]
+    rules = [l for l in code if l.startswith("rule ")]
+    assert rules == ["rule all:"]
+    top = [l for l in code if not l.startswith((" ", "\t"))]
+    assert all(l.startswith("include:") or l == "rule all:" for l in top), top
+
+
+def test_every_rule_has_a_log_and_no_lambda():
+    blocks = list(_rule_blocks())
+    assert {name for _, name, _ in blocks} >= {"demo_video", "demo_questions", "ingest", "probe", "videos_table",
+                                               "answer", "aggregate"}
+    for file, name, body in blocks:
+        assert "log:" in body, f"{file}: rule {name} has no log"
+        assert "lambda" not in body, f"{file}: rule {name} uses a lambda"
+    expensive = {"demo_video", "probe", "answer"}
+    for file, name, body in blocks:
+        if name in expensive:
+            assert "benchmark:" in body, f"{file}: rule {name} has no benchmark"
+
+
+def test_top_level_layout():
+    allowed = {"Snakefile", "workflow", "rules", "envs", "config", "results", "src", "tests", "bench", "README.md",
+               "Makefile", "pyproject.toml", ".ci", ".gitignore", ".git", ".venv", ".snakemake", ".pytest_cache",
+               ".whl", ".gl"}
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True).stdout.split()
+    top = {path.split("/", 1)[0] for path in tracked} or {p.name for p in REPO.iterdir()}
+    assert top <= allowed, top - allowed
