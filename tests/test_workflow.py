@@ -11,6 +11,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+import yaml
 
 from conftest import REPO
 from senri import workflow as senri_workflow
@@ -180,3 +181,28 @@ def test_top_level_layout():
     tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True).stdout.split()
     top = {path.split("/", 1)[0] for path in tracked} or {p.name for p in REPO.iterdir()}
     assert top <= allowed, top - allowed
+
+
+def test_every_rule_runs_in_a_pinned_conda_env_that_exists():
+    for file, name, body in _rule_blocks():
+        match = re.search(r'conda:\s*\n\s*"([^"]+)"', body)
+        assert match, f"{file}: rule {name} has no conda env"
+        env = (REPO / "rules" / match.group(1)).resolve()
+        assert env.is_file(), env
+        dependencies = yaml.safe_load(env.read_text())["dependencies"]
+        conda = [d for d in dependencies if isinstance(d, str)]
+        pip = [p for d in dependencies if isinstance(d, dict) for p in d.get("pip", [])]
+        assert conda and all(re.fullmatch(r"[\w.-]+=[\w.]+", d) for d in conda), (env, conda)
+        assert all("==" in p for p in pip), (env, pip)
+
+
+def test_readme_has_exactly_three_newcomer_commands_that_exist():
+    readme = (REPO / "README.md").read_text()
+    quick = readme.split("## Quick start", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    commands = [l.split("#", 1)[0].strip() for l in quick.strip().splitlines()]
+    assert commands == ["make install", "make demo", "make test"]
+    makefile = (REPO / "Makefile").read_text()
+    for target in ("install", "demo", "test"):
+        assert re.search(rf"^{target}:", makefile, re.MULTILINE), target
+    assert "snakemake -c2" in makefile and "python -m pytest" in makefile
+    assert "make test" in (REPO / ".ci" / "run").read_text()
