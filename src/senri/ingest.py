@@ -174,7 +174,7 @@ def ingest(
     problems: list[Problem] = []
     questions: list[Question] = []
     first_seen: dict[str, RawRecord] = {}
-    missing_videos: dict[str, RawRecord] = {}
+    video_found: dict[str, bool] = {}  # one lookup per video, not per question
     for file in question_files:
         try:
             raws = list(read_records(file))
@@ -200,12 +200,13 @@ def ingest(
                     first_seen[qid] = raw
             video_id = record.get("video_id")
             if isinstance(video_id, str) and video_id and not any(p.field == "video_id" for p in record_problems):
-                if video_id not in missing_videos and find_video(videos_dir, video_id, video_ext) is None:
-                    missing_videos[video_id] = raw
-                    record_problems.append(
-                        Problem(raw.file, raw.row, "video_id",
-                                f"video {video_id!r} not found as {Path(videos_dir) / video_id}{{{','.join(video_ext)}}}")
-                    )
+                if video_id not in video_found:  # a missing video is reported once, at its first question
+                    video_found[video_id] = find_video(videos_dir, video_id, video_ext) is not None
+                    if not video_found[video_id]:
+                        record_problems.append(
+                            Problem(raw.file, raw.row, "video_id",
+                                    f"video {video_id!r} not found as {Path(videos_dir) / video_id}{{{','.join(video_ext)}}}")
+                        )
             problems.extend(record_problems)
             if not record_problems:
                 options = record["options"]
