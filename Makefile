@@ -5,9 +5,28 @@ APT_PACKAGES = ffmpeg fonts-dejavu-core python3-venv
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: install system-packages demo test clean
+SNAKEMAKE_PROFILES = $(or $(XDG_CONFIG_HOME),$(HOME)/.config)/snakemake
+SLURM_TEST_PACKAGES = slurmctld slurmd slurm-client munge
 
-install: system-packages $(VENV)/.installed
+.PHONY: install system-packages slurm-profile install-slurm demo test clean
+
+install: system-packages $(VENV)/.installed slurm-profile
+
+# `snakemake --profile slurm` looks in ./slurm, then in the user's snakemake config folder: link it there
+# (a folder of your own by that name is left alone).
+slurm-profile:
+	@mkdir -p $(SNAKEMAKE_PROFILES)
+	@if [ -e $(SNAKEMAKE_PROFILES)/slurm ] && [ ! -L $(SNAKEMAKE_PROFILES)/slurm ]; then \
+	  echo "keeping your own $(SNAKEMAKE_PROFILES)/slurm; senri's profile is workflow/profiles/slurm"; \
+	else ln -sfn $(CURDIR)/workflow/profiles/slurm $(SNAKEMAKE_PROFILES)/slurm; fi
+
+# Debian's SLURM and munge, for the test that runs the workflow on a throw-away single-node cluster
+# (tests/test_slurm.py). Not needed to use senri on a real cluster.
+install-slurm:
+	@if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v sbatch >/dev/null \
+	   || ! command -v munged >/dev/null; then \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(SLURM_TEST_PACKAGES); \
+	fi
 
 # Debian packages, installed only when something is missing (so CI on a ready machine skips apt).
 system-packages:

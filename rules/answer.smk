@@ -17,9 +17,9 @@ rule answer:
         "results/benchmarks/answer/{method}/{model}/{video_id}.tsv"
     threads: 1
     resources:
-        mem_mb=2000,
+        mem_mb=answer_mem_mb,
         runtime=240,
-        gpu=0,
+        gpu=answer_gpus,
     conda:
         "../envs/cpu.yaml"
     shell:

@@ -65,6 +65,14 @@ def answer_code(wildcards):
     return senri_workflow.answer_params(SENRI, wildcards.method, wildcards.model)["code"]
 
 
+def answer_gpus(wildcards):
+    return senri_workflow.answer_resources(SENRI, wildcards.model)["gpu"]
+
+
+def answer_mem_mb(wildcards):
+    return senri_workflow.answer_resources(SENRI, wildcards.model)["mem_mb"]
+
+
 def prediction_files(wildcards):
     return [
         f"results/predictions/{method}/{model}/{video}.parquet"

@@ -206,3 +206,13 @@ def test_readme_has_exactly_three_newcomer_commands_that_exist():
         assert re.search(rf"^{target}:", makefile, re.MULTILINE), target
     assert "snakemake -c2" in makefile and "python -m pytest" in makefile
     assert "make test" in (REPO / ".ci" / "run").read_text()
+
+
+def test_answer_jobs_ask_for_gpus_only_for_gpu_backends():
+    cfg = {"model": {"none": {"backend": "none"}, "qwen": {"backend": "vllm"},
+                     "big": {"backend": "transformers", "gpus": 2, "mem_mb": 64000},
+                     "api": {"backend": "openai"}}}
+    assert senri_workflow.answer_resources(cfg, "none") == {"gpu": 0, "mem_mb": 2000}
+    assert senri_workflow.answer_resources(cfg, "api")["gpu"] == 0
+    assert senri_workflow.answer_resources(cfg, "qwen") == {"gpu": 1, "mem_mb": 16000}
+    assert senri_workflow.answer_resources(cfg, "big") == {"gpu": 2, "mem_mb": 64000}

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import platform
 import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -182,6 +184,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    # Where the job ran, first line of every log: on a cluster, the SLURM job to look up.
+    log.info("senri %s on %s (pid %d, SLURM_JOB_ID=%s)", args.command, platform.node(), os.getpid(),
+             os.environ.get("SLURM_JOB_ID", "none"))
     try:
         args.func(args)
     except (cfgmod.ConfigError, IngestError, MediaError, TableError, AggregateError, RegistryError) as exc:

@@ -18,6 +18,9 @@ from senri.demo import DemoConfig, video_ids as demo_video_ids
 from senri.ingest import find_video, video_ids_in
 
 PACKAGE_DIR = Path(__file__).resolve().parent
+#: Backends that run the model on this job's own GPU(s); every other backend (a remote server, llama.cpp on
+#: CPU, no model at all) needs none, so its jobs never wait for a GPU.
+GPU_BACKENDS = frozenset({"vllm", "transformers"})
 
 #: Source files (relative to the package) whose content decides each stage's output. The cli module is
 #: wiring and deliberately left out, so a new subcommand does not rerun every finished stage.
@@ -80,4 +83,19 @@ def answer_params(cfg: Mapping[str, Any], method: str, model: str) -> dict[str, 
     return {
         "config": cfgmod.canonical_json(cfgmod.stage_slice(cfg, "answer", method=method, model=model)),
         "code": code_digest("answer", cfg["method"][method]["implementation"]),
+    }
+
+
+def answer_resources(cfg: Mapping[str, Any], model: str) -> dict[str, int]:
+    """GPUs and memory an answer job asks the scheduler for, from its model's config.
+
+    A model config may set ``gpus`` and ``mem_mb``; otherwise GPU backends ask for one GPU and 16 GB of host
+    memory, other backends for no GPU and 2 GB. Rules pass these as the generic ``gpu`` / ``mem_mb``
+    resources: locally ``--resources gpu=N`` caps concurrent GPU jobs, on SLURM the profile maps them.
+    """
+    spec = cfg["model"].get(model, {})
+    on_gpu = spec.get("backend") in GPU_BACKENDS
+    return {
+        "gpu": int(spec.get("gpus", 1 if on_gpu else 0)),
+        "mem_mb": int(spec.get("mem_mb", 16000 if on_gpu else 2000)),
     }

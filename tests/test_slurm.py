@@ -1,0 +1,122 @@
+"""The workflow through `snakemake --profile slurm` on a real single-node SLURM brought up by the test."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from conftest import REPO
+from slurm_cluster import LocalSlurm, available
+
+pytestmark = pytest.mark.workflow
+
+SLURM_PROFILE = REPO / "workflow" / "profiles" / "slurm"
+TEST_PROFILE = REPO / "tests" / "slurm" / "profile"
+HARD_TIMEOUT_S = 900
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    reason = available()
+    if reason:
+        if os.environ.get("CI"):
+            pytest.fail(f"the SLURM test cluster cannot start in CI: {reason}")
+        pytest.skip(reason)
+    root = Path(tempfile.mkdtemp(prefix="senri-slurm-"))  # short: unix socket paths are limited to 108 bytes
+    local = LocalSlurm(root).start()
+    try:
+        yield local
+    finally:
+        local.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    assert not any((root / f"{d}.pid").exists() for d in ("slurmctld", "slurmd"))
+
+
+def snakemake(workdir: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run snakemake with a hard kill timeout (a hung poller must not hang the test suite)."""
+    env = dict(env or os.environ)
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=HARD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        pytest.fail(f"snakemake {' '.join(args)} still running after {HARD_TIMEOUT_S} s:\n{out[-4000:]}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, "")
+
+
+def on_slurm(cluster: LocalSlurm, workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    return snakemake(workdir, "--profile", str(SLURM_PROFILE), "--workflow-profile", str(TEST_PROFILE), *args,
+                     env=cluster.env)
+
+
+def test_profile_is_found_as_typed_from_the_repository_root(monkeypatch):
+    from snakemake.cli import get_profile_dir
+
+    monkeypatch.chdir(REPO)
+    found = get_profile_dir("slurm")
+    assert found is not None, "no `slurm` profile: run `make install` (it links ~/.config/snakemake/slurm)"
+    assert found[1].resolve() == (SLURM_PROFILE / "config.yaml").resolve()
+
+
+def test_demo_runs_inside_slurm_jobs_and_matches_a_local_run(cluster, tmp_path):
+    on_cluster, local = tmp_path / "cluster", tmp_path / "local"
+    proc = on_slurm(cluster, on_cluster)
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    assert snakemake(local, "-c2").returncode == 0
+
+    logs = sorted((on_cluster / "results" / "logs").rglob("*.log"))
+    assert len(logs) == 10  # demo_video ×2, demo_questions, ingest, probe ×2, videos_table, answer ×2, aggregate
+    job_ids = set()
+    for log in logs:
+        match = re.search(r"SLURM_JOB_ID=(\d+)", log.read_text())
+        assert match, f"{log} did not run inside a SLURM job"
+        job_ids.add(match.group(1))
+    assert len(job_ids) == len(logs)
+
+    for table in ("tables/main.parquet", "tables/per_video.parquet", "videos.parquet"):
+        a = pl.read_parquet(on_cluster / "results" / table)
+        b = pl.read_parquet(local / "results" / table)
+        assert a.drop("path", strict=False).equals(b.drop("path", strict=False)), table
+    for video in ("demo_01", "demo_02"):
+        path = f"results/predictions/random/none/{video}.parquet"
+        assert pl.read_parquet(on_cluster / path).drop("latency_s").equals(pl.read_parquet(local / path).drop("latency_s"))
+
+
+def test_a_failed_job_names_its_rule_and_log_and_the_rerun_resumes(cluster, tmp_path, small_demo):
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    shutil.copy(small_demo["videos"]["demo_01"], videos / "demo_01.mp4")
+    (videos / "demo_02.mp4").write_bytes(b"not a video at all")
+    overrides = f"overrides=dataset=senri dataset.questions=[{small_demo['questions']}] dataset.videos_dir={videos}"
+    work = tmp_path / "work"
+
+    failed = on_slurm(cluster, work, "--config", overrides)
+    assert failed.returncode != 0
+    assert "Error in rule probe" in failed.stdout
+    assert re.search(r"\.snakemake/slurm_logs/rule_probe/demo_02/\d+\.log", failed.stdout), failed.stdout[-4000:]
+    finished = work / "results/predictions/random/none/demo_01.parquet"
+    assert finished.exists()  # keep-going: the healthy video's jobs ran to the end
+    before = finished.stat().st_mtime_ns
+
+    shutil.copy(small_demo["videos"]["demo_02"], videos / "demo_02.mp4")
+    resumed = on_slurm(cluster, work, "--config", overrides)
+    assert resumed.returncode == 0, resumed.stdout[-6000:]
+    ran = re.findall(r"^(?:local)?rule (\w+):", resumed.stdout, re.MULTILINE)
+    assert sorted(ran) == ["aggregate", "all", "answer", "probe", "videos_table"], ran
+    assert finished.stat().st_mtime_ns == before
+    assert pl.read_parquet(work / "results/tables/main.parquet")["n"].to_list() == [32]
