@@ -1,0 +1,188 @@
+"""A model server owned by one job: started on a free port, health-checked, and always stopped.
+
+Answer jobs that serve a model themselves (``vllm serve``, llama.cpp's server) run it inside the job, so a
+cluster job never depends on a server someone else started and never leaves one behind. The server runs in
+its own process group; leaving the ``with`` block — normally, by exception, by Ctrl-C, or because the job
+got SIGTERM from Snakemake or ``scancel`` — terminates the whole group (SIGTERM, then SIGKILL after a grace
+period), so worker processes a server forks die with it.
+
+    with ManagedServer(["vllm", "serve", model, "--port", "{port}"]) as server:
+        client = OpenAI(base_url=server.url + "/v1")
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import FrameType
+from typing import Any, Mapping, Sequence
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+class ServerError(RuntimeError):
+    """The server did not come up; the message quotes the end of its log."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on right now (the OS picks it; a start that loses the race is retried)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class ManagedServer:
+    def __init__(
+        self,
+        command: Sequence[str],
+        health_path: str = "/health",
+        host: str = "127.0.0.1",
+        startup_timeout_s: float = 900.0,
+        stop_grace_s: float = 20.0,
+        log_path: str | Path | None = None,
+        env: Mapping[str, str] | None = None,
+        start_attempts: int = 3,
+    ) -> None:
+        """``command`` may contain ``{port}`` and ``{host}``; they are filled in at start."""
+        self.command = list(command)
+        self.health_path = health_path
+        self.host = host
+        self.startup_timeout_s = startup_timeout_s
+        self.stop_grace_s = stop_grace_s
+        self.log_path = Path(log_path) if log_path else None
+        self.env = dict(env) if env is not None else None
+        self.start_attempts = start_attempts
+        self.port: int | None = None
+        self.process: subprocess.Popen[bytes] | None = None
+        self._previous_handlers: dict[int, Any] = {}
+
+    @property
+    def url(self) -> str:
+        if self.port is None:
+            raise ServerError("server not started")
+        return f"http://{self.host}:{self.port}"
+
+    def log_tail(self, lines: int = 20) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    # ------------------------------------------------------------------------------------------ start
+
+    def start(self) -> "ManagedServer":
+        if self.log_path is None:
+            fd, name = tempfile.mkstemp(prefix="senri-server-", suffix=".log")
+            os.close(fd)
+            self.log_path = Path(name)
+        self._install_stop_handlers()
+        atexit.register(self.stop)
+        last_error: ServerError | None = None
+        for _ in range(self.start_attempts):
+            self.port = free_port(self.host)
+            args = [part.format(port=self.port, host=self.host) for part in self.command]
+            with self.log_path.open("ab") as log:
+                self.process = subprocess.Popen(
+                    args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    env=self.env, start_new_session=True,
+                )
+            try:
+                self._wait_until_healthy()
+                return self
+            except ServerError as exc:
+                last_error = exc
+                exited_early = self.process.poll() is not None
+                self.stop()
+                if not exited_early:
+                    break  # timed out: another port will not help
+        assert last_error is not None
+        raise last_error
+
+    def _wait_until_healthy(self) -> None:
+        assert self.process is not None
+        deadline = time.monotonic() + self.startup_timeout_s
+        while time.monotonic() < deadline:
+            code = self.process.poll()
+            if code is not None:
+                raise ServerError(
+                    f"server {self.command[0]!r} exited with code {code} before answering "
+                    f"{self.health_path} on port {self.port}; log {self.log_path}:\n{self.log_tail()}"
+                )
+            try:
+                with urllib.request.urlopen(self.url + self.health_path, timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+                pass
+            time.sleep(0.25)
+        raise ServerError(
+            f"server {self.command[0]!r} not healthy at {self.url}{self.health_path} after "
+            f"{self.startup_timeout_s:.0f} s; log {self.log_path}:\n{self.log_tail()}"
+        )
+
+    # ------------------------------------------------------------------------------------------- stop
+
+    def stop(self) -> None:
+        """Terminate the server's whole process group; idempotent."""
+        process, self.process = self.process, None
+        if process is not None:
+            pgid = process.pid  # the server leads its own session, so its pid is the group id
+            if _group_alive(pgid):
+                os.killpg(pgid, signal.SIGTERM)
+                try:
+                    process.wait(timeout=self.stop_grace_s)
+                except subprocess.TimeoutExpired:
+                    pass
+                deadline = time.monotonic() + self.stop_grace_s
+                while _group_alive(pgid) and time.monotonic() < deadline:
+                    time.sleep(0.1)  # forked workers may outlive the leader briefly
+                if _group_alive(pgid):
+                    os.killpg(pgid, signal.SIGKILL)
+            process.wait()
+        self._restore_stop_handlers()
+
+    def _install_stop_handlers(self) -> None:
+        """Turn SIGTERM/SIGHUP into SystemExit so ``with`` blocks unwind and stop the server.
+
+        Without this, a job cancelled by Snakemake or ``scancel`` dies on the default handler, and a server in
+        its own session would outlive it. Only the main thread may set handlers; elsewhere we rely on atexit.
+        """
+        if threading.current_thread() is not threading.main_thread() or self._previous_handlers:
+            return
+
+        def handler(signum: int, frame: FrameType | None) -> None:
+            raise SystemExit(128 + signum)
+
+        for sig in STOP_SIGNALS:
+            self._previous_handlers[sig] = signal.signal(sig, handler)
+
+    def _restore_stop_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig, previous in self._previous_handlers.items():
+            signal.signal(sig, previous)
+        self._previous_handlers.clear()
+
+    def __enter__(self) -> "ManagedServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
