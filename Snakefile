@@ -4,6 +4,7 @@
 
 include: "rules/common.smk"
 include: "rules/ingest.smk"
+include: "rules/decode.smk"
 include: "rules/answer.smk"
 include: "rules/report.smk"
 
@@ -14,5 +15,6 @@ rule all:
     input:
         "results/videos.parquet",
         prediction_files,
+        frame_stores,
         "results/tables/main.md",
     default_target: True

@@ -30,6 +30,7 @@ wildcard_constraints:
     video_id=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     method=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     model=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    plan=r"[A-Za-z0-9][A-Za-z0-9_-]*",
 
 
 def stage_config(stage):
@@ -55,6 +56,18 @@ def video_file(wildcards):
 
 def probe_tables(wildcards):
     return [f"results/probe/{v}.parquet" for v in VIDEO_IDS]
+
+
+def frames_config(wildcards):
+    return senri_config.canonical_json(senri_config.stage_slice(SENRI, "frames", plan=wildcards.plan))
+
+
+def frame_stores(wildcards):
+    """Frame stores (and carriers, if asked for) of the plans the config says to build, for every video."""
+    sampling = SENRI["sampling"]
+    suffixes = [".parquet", ".carrier.mp4"] if sampling["carriers"] else [".parquet"]
+    return [f"results/frames/{plan}/{video}{suffix}" for plan in sampling["build"] for video in VIDEO_IDS
+            for suffix in suffixes]
 
 
 def answer_config(wildcards):

@@ -48,3 +48,50 @@ def senri_env() -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO / "src") + os.pathsep + env.get("PYTHONPATH", "")
     return env
+
+
+def make_indexed_video(path: Path, *, seconds: int = 12, fps: int = 30, gop: int = 30, codec: str = "libx264",
+                       vfr: bool = False) -> Path:
+    """A test video whose every frame carries its own presentation index in the demo's index strip."""
+    from senri.demo import index_strip_source
+
+    graph = (f"testsrc2=s=640x360:r={fps}:d={seconds}[bg];{index_strip_source(fps, seconds, 'strip')};"
+             "[bg][strip]overlay=0:0:shortest=1")
+    if vfr:  # irregular frame durations (1.45, 1.45, 0.1 frame periods, repeating), still monotonic
+        graph += f",setpts='(N+0.45*mod(N\\,3))/({fps}*TB)'"
+    args = ["ffmpeg", "-nostdin", "-v", "error", "-y", "-filter_complex", graph + "[v]", "-map", "[v]",
+            "-c:v", codec, "-pix_fmt", "yuv420p", "-g", str(gop), "-bf", "2"]
+    if codec == "libx264":
+        args += ["-keyint_min", str(gop), "-sc_threshold", "0", "-preset", "veryfast"]
+    else:
+        args += ["-x265-params", f"keyint={gop}:min-keyint={gop}:scenecut=0:bframes=2:log-level=error",
+                 "-tag:v", "hvc1", "-preset", "veryfast"]
+    if vfr:
+        args += ["-fps_mode", "passthrough", "-video_track_timescale", "90000"]
+    args += ["-movflags", "+faststart"]  # index first, as cameras and phones write it
+    subprocess.run([*args, str(path)], check=True, capture_output=True, stdin=subprocess.DEVNULL)
+    return path
+
+
+def set_display_rotation(path: Path, matrix: tuple[int, ...] = (0, 65536, 0, -65536, 0, 0, 0, 0, 1 << 30)) -> Path:
+    """Write an MP4 display matrix into the first track header (default: shown rotated 90° clockwise).
+
+    Done by hand because Debian's ffmpeg 5.1 has no ``-display_rotation`` and ignores ``rotate`` metadata."""
+    import struct
+
+    data = bytearray(path.read_bytes())
+    box = data.find(b"tkhd")
+    offset = box + 4 + (52 if data[box + 4] == 1 else 40)
+    data[offset : offset + 36] = struct.pack(">9i", *matrix)
+    path.write_bytes(bytes(data))
+    return path
+
+
+def ffprobe_frames(path: Path) -> tuple[list[float], set[float]]:
+    """(every frame's pts in seconds, sorted; the keyframes' pts) according to ffprobe, independently of senri."""
+    out = subprocess.run(
+        ["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries", "packet=pts_time,flags", "-of", "csv=p=0",
+         str(path)], check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+    ).stdout
+    rows = [line.split(",") for line in out.split() if line and not line.startswith("N/A")]
+    return sorted(float(r[0]) for r in rows), {float(r[0]) for r in rows if "K" in r[1]}

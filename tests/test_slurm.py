@@ -80,7 +80,7 @@ def test_demo_runs_inside_slurm_jobs_and_matches_a_local_run(cluster, tmp_path):
     assert snakemake(local, "-c2").returncode == 0
 
     logs = sorted((on_cluster / "results" / "logs").rglob("*.log"))
-    assert len(logs) == 10  # demo_video ×2, demo_questions, ingest, probe ×2, videos_table, answer ×2, aggregate
+    assert len(logs) == 12  # demo_video, probe, frames, answer ×2 each; demo_questions, ingest, videos_table, aggregate
     job_ids = set()
     for log in logs:
         match = re.search(r"SLURM_JOB_ID=(\d+)", log.read_text())
@@ -117,6 +117,6 @@ def test_a_failed_job_names_its_rule_and_log_and_the_rerun_resumes(cluster, tmp_
     resumed = on_slurm(cluster, work, "--config", overrides)
     assert resumed.returncode == 0, resumed.stdout[-6000:]
     ran = re.findall(r"^(?:local)?rule (\w+):", resumed.stdout, re.MULTILINE)
-    assert sorted(ran) == ["aggregate", "all", "answer", "probe", "videos_table"], ran
+    assert sorted(ran) == ["aggregate", "all", "answer", "frames", "probe", "videos_table"], ran
     assert finished.stat().st_mtime_ns == before
     assert pl.read_parquet(work / "results/tables/main.parquet")["n"].to_list() == [32]

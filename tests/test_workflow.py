@@ -74,7 +74,10 @@ def test_every_stage_writes_its_config_log_and_benchmark(demo_run):
     for log in ["ingest.log", "aggregate.log", "videos_table.log", "demo_questions.log", "probe/demo_01.log",
                 "answer/random/none/demo_02.log", "demo_video/demo_01.log"]:
         assert (results / "logs" / log).is_file(), log
-    for bench in ["probe/demo_02.tsv", "answer/random/none/demo_01.tsv", "demo_video/demo_02.tsv"]:
+    frames = pl.read_parquet(results / "frames/uniform_512/demo_01.parquet")
+    assert frames.height == 512 and frames["error"].is_null().all() and (frames["height"] == 360).all()
+    for bench in ["probe/demo_02.tsv", "answer/random/none/demo_01.tsv", "demo_video/demo_02.tsv",
+                  "frames/uniform_512/demo_01.tsv"]:
         assert (results / "benchmarks" / bench).is_file(), bench
 
 
@@ -89,7 +92,9 @@ def test_adding_a_method_reruns_only_answer_and_aggregate(demo_run):
 
 def test_a_changed_slice_reruns_exactly_the_stages_that_read_it(demo_run):
     assert planned_jobs(demo_run, "--config", "overrides=seed=5") == {"answer": 2, "aggregate": 1, "all": 1}
-    assert planned_jobs(demo_run, "--config", "overrides=sampling.n_frames=256") == {}
+    assert planned_jobs(demo_run, "--config", "overrides=memory.long_video_min_s=5000") == {}  # read by no stage yet
+    assert planned_jobs(demo_run, "--config", "overrides=sampling.plans.uniform_512.n=256") == {"frames": 2, "all": 1}
+    assert planned_jobs(demo_run, "--config", "overrides=sampling.carriers=true") == {"carrier": 2, "all": 1}
     assert planned_jobs(demo_run, "--config", "overrides=aggregate.decimals=2") == {"aggregate": 1, "all": 1}
     assert planned_jobs(demo_run, "--config", "overrides=probe.keyframe_scan_s=60") == {
         "probe": 2, "videos_table": 1, "answer": 2, "aggregate": 1, "all": 1,
@@ -164,11 +169,11 @@ def test_snakefile_only_includes_and_defines_all():
 def test_every_rule_has_a_log_and_no_lambda():
     blocks = list(_rule_blocks())
     assert {name for _, name, _ in blocks} >= {"demo_video", "demo_questions", "ingest", "probe", "videos_table",
-                                               "answer", "aggregate"}
+                                               "frames", "carrier", "answer", "aggregate"}
     for file, name, body in blocks:
         assert "log:" in body, f"{file}: rule {name} has no log"
         assert "lambda" not in body, f"{file}: rule {name} uses a lambda"
-    expensive = {"demo_video", "probe", "answer"}
+    expensive = {"demo_video", "probe", "answer", "frames"}
     for file, name, body in blocks:
         if name in expensive:
             assert "benchmark:" in body, f"{file}: rule {name} has no benchmark"

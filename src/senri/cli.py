@@ -81,6 +81,56 @@ def cmd_probe(args: argparse.Namespace) -> None:
              info.n_frames, info.avg_fps, info.width, info.height, info.keyframe_interval_s)
 
 
+def _frame_plan(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """The plan and settings: the workflow's config slice (``--config`` + ``--plan``) or the flags."""
+    if args.config:
+        stage = json.loads(args.config)
+        plan = dict(stage["plan"])
+        return plan.pop("name"), {**stage, "plan": plan}
+    chosen = [flag for flag in ("uniform", "fps", "timestamps") if getattr(args, flag)]
+    if len(chosen) != 1:
+        raise SystemExit("senri frames: give exactly one of --uniform N, --fps RATE, --timestamps T [T ...]")
+    plan = {"kind": chosen[0], "accuracy": args.accuracy, "start_s": args.start, "end_s": args.end}
+    if args.uniform:
+        plan.update(n=args.uniform, placement=args.placement)
+    elif args.fps:
+        plan.update(rate=args.fps)
+    else:
+        plan.update(times=args.timestamps)
+    name = args.plan or (f"uniform_{args.uniform}" if args.uniform else f"fps_{args.fps:g}" if args.fps else "timestamps")
+    return name, {"plan": plan, "short_side": args.short_side, "jpeg_quality": args.quality,
+                  "keyframe_fraction": args.keyframe_fraction, "watchdog_s": args.watchdog}
+
+
+def cmd_frames(args: argparse.Namespace) -> None:
+    from senri import decode
+
+    name, settings = _frame_plan(args)
+    fields = {"kind", "n", "rate", "placement", "times", "start_s", "end_s", "accuracy"}
+    plan_spec = {k: v for k, v in settings["plan"].items() if k in fields and v is not None}
+    plan_spec["times"] = tuple(plan_spec.get("times", ()))
+    plan = decode.FramePlan(**plan_spec)
+    first_s, last_s = decode.probe_span(args.video)
+    stats: dict[str, Any] = {}
+    frames = decode.read_frames(
+        args.video, plan.targets(first_s, last_s), accuracy=plan.accuracy, short_side=settings["short_side"],
+        keyframe_fraction=settings["keyframe_fraction"], watchdog_s=settings["watchdog_s"], stats=stats,
+    )
+    counts = decode.write_frame_store(frames, args.out, args.video_id or Path(args.video).stem, name,
+                                      jpeg_quality=settings["jpeg_quality"])
+    cfgmod.write_sidecar(args.out, "frames", {**settings, "plan": {"name": name, **settings["plan"]}})
+    log.info("%s: %d frames, %d failed targets (%s mode; decoded %d of %d frames, %d seeks, %d bad packets)",
+             args.out, counts["frames"], counts["failed"], stats.get("mode"), stats.get("decoded", 0),
+             stats.get("n_frames", 0), stats.get("seeks", 0), stats.get("bad_packets", 0))
+
+
+def cmd_carrier(args: argparse.Namespace) -> None:
+    from senri.decode import write_carrier
+
+    count = write_carrier(args.frame_store, args.out, fps=args.fps)
+    log.info("wrote a %d-frame carrier at %g frame/s to %s", count, args.fps, args.out)
+
+
 def cmd_videos_table(args: argparse.Namespace) -> None:
     import polars as pl
 
@@ -150,6 +200,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("video")
     p.add_argument("--video-id", help="default: the file name without extension")
     p.add_argument("--out", required=True)
+
+    p = add("frames", cmd_frames, "sample frames of one video into a frame store (Parquet of JPEGs)")
+    _add_config_options(p)
+    p.add_argument("video")
+    p.add_argument("--out", required=True, help="frame store to write (.parquet)")
+    p.add_argument("--video-id", help="default: the file name without extension")
+    p.add_argument("--plan", help="plan name (with --config: which plan of the config slice)")
+    p.add_argument("--uniform", type=int, metavar="N", help="N frames uniformly over [start, end]")
+    p.add_argument("--placement", choices=["center", "linspace", "interior"], default="center")
+    p.add_argument("--fps", type=float, metavar="RATE", help="RATE frames per second over [start, end)")
+    p.add_argument("--timestamps", type=float, nargs="+", metavar="T", help="these times, in seconds")
+    p.add_argument("--start", type=float, help="window start in seconds (default: first frame)")
+    p.add_argument("--end", type=float, help="window end in seconds (default: last frame)")
+    p.add_argument("--accuracy", choices=["exact", "keyframe", "auto"], default="auto")
+    p.add_argument("--short-side", type=int, default=448, help="resize so the shorter side is at most this")
+    p.add_argument("--quality", type=int, default=90, help="JPEG quality")
+    p.add_argument("--keyframe-fraction", type=float, default=0.25)
+    p.add_argument("--watchdog", type=float, default=3600, help="seconds before the video is given up")
+
+    p = add("carrier", cmd_carrier, "pack a frame store into a short video at 1 frame per second")
+    p.add_argument("frame_store")
+    p.add_argument("--out", required=True)
+    p.add_argument("--fps", type=float, default=1.0)
 
     p = add("videos-table", cmd_videos_table, "gather per-video probe tables into results/videos.parquet")
     p.add_argument("inputs", nargs="+")

@@ -88,6 +88,9 @@ def validate(cfg: Mapping[str, Any], schema: Mapping[str, Any] | None = None) ->
                 problems.append(f"{_path([*error.absolute_path, key])}: unknown key")
         else:
             problems.append(f"{_path(error.absolute_path)}: {error.message}")
+    for name in cfg.get("sampling", {}).get("build", []):
+        if name not in cfg["sampling"].get("plans", {}):
+            problems.append(f"config.sampling.build: plan {name!r} is not defined in config.sampling.plans")
     if not cfg.get("method"):
         problems.append("config.method: no method selected (e.g. method=[random])")
     for name, method in cfg.get("method", {}).items():
@@ -111,9 +114,17 @@ def runs(cfg: Mapping[str, Any]) -> list[tuple[str, str]]:
     return pairs
 
 
-def stage_slice(cfg: Mapping[str, Any], stage: str, method: str | None = None, model: str | None = None) -> dict:
+def stage_slice(cfg: Mapping[str, Any], stage: str, method: str | None = None, model: str | None = None,
+                plan: str | None = None) -> dict:
     """The part of the config a stage reads. Anything not in a stage's slice cannot affect its output."""
     dataset = cfg["dataset"]
+    if stage == "frames":
+        assert plan is not None
+        sampling = cfg["sampling"]
+        if plan not in sampling["plans"]:
+            raise ConfigError(f"config.sampling.plans: no plan named {plan!r}")
+        return {"plan": {"name": plan, **sampling["plans"][plan]},
+                **{k: sampling[k] for k in ("short_side", "jpeg_quality", "keyframe_fraction", "watchdog_s")}}
     if stage == "demo_data":
         return {"demo": dataset["demo"]}
     if stage == "ingest":

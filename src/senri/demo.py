@@ -353,12 +353,8 @@ def render_video(walk: Walk, out: Path, threads: int = 1) -> Path:
         chain = _place_chain(segment, walk, font) if kind == "place" else _turn_chain(segment, walk, font)
         chains.append(f"{chain},format=yuv420p,setsar=1[s{k}]")
         labels.append(f"[s{k}]")
-    bit = f"mod(floor(N/pow(2,floor(X/{INDEX_BIT_WIDTH}))),2)"
     chains.append(f"{''.join(labels)}concat=n={len(labels)}:v=1:a=0[walk]")
-    chains.append(
-        f"color=c=black:s={INDEX_BITS * INDEX_BIT_WIDTH}x{INDEX_STRIP_ROWS}:r={walk.fps}:d={walk.duration_s},"
-        f"format=yuv420p,geq=lum='if({bit},235,16)':cb=128:cr=128[strip]"
-    )
+    chains.append(index_strip_source(walk.fps, walk.duration_s, "strip"))
     chains.append("[walk][strip]overlay=x=0:y=0:shortest=1[v]")
     gop = max(1, round(walk.gop_s * walk.fps))
     args = ["-y"]
@@ -383,6 +379,15 @@ def render_video(walk: Walk, out: Path, threads: int = 1) -> Path:
     finally:
         tmp.unlink(missing_ok=True)
     return out
+
+
+def index_strip_source(fps: int, duration_s: float, label: str) -> str:
+    """An ffmpeg filter-graph source ``[label]``: the frame-index strip, to overlay at the top-left corner."""
+    bit = f"mod(floor(N/pow(2,floor(X/{INDEX_BIT_WIDTH}))),2)"
+    return (
+        f"color=c=black:s={INDEX_BITS * INDEX_BIT_WIDTH}x{INDEX_STRIP_ROWS}:r={fps}:d={duration_s},"
+        f"format=yuv420p,geq=lum='if({bit},235,16)':cb=128:cr=128[{label}]"
+    )
 
 
 def read_frame_index(luma_rows: Any) -> int:

@@ -90,7 +90,24 @@ class Prediction:
     error: str | None
 
 
+@dataclass(frozen=True)
+class FrameRow:
+    """One target of a sampling plan in the frame store; ``jpeg`` is None when ``error`` says why."""
+
+    video_id: str
+    plan: str
+    target_s: float
+    frame_index: int | None
+    pts_s: float | None
+    deviation_s: float | None
+    width: int | None
+    height: int | None
+    jpeg: bytes | None
+    error: str | None
+
+
 _POLARS_TYPES: dict[Any, pl.DataType] = {
+    bytes: pl.Binary(),
     str: pl.String(),
     int: pl.Int64(),
     float: pl.Float64(),

@@ -28,6 +28,7 @@ STAGE_CODE: dict[str, tuple[str, ...]] = {
     "demo_data": ("demo.py", "media.py", "records.py"),
     "ingest": ("ingest.py", "records.py", "../../workflow/schemas/questions.schema.json"),
     "probe": ("probe.py", "media.py", "records.py"),
+    "frames": ("decode.py", "records.py"),
     "answer": ("answer.py", "records.py", "methods/__init__.py", "methods/base.py", "registry.py"),
     "aggregate": ("aggregate.py", "records.py"),
 }

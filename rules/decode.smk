@@ -1,0 +1,41 @@
+# Stage 2: frame stores. One job per (plan, video): the plan's frames as JPEGs with their true timestamps.
+
+
+rule frames:
+    input:
+        video=video_file,
+    output:
+        table="results/frames/{plan}/{video_id}.parquet",
+        config="results/frames/{plan}/{video_id}.config.yaml",
+    params:
+        config=frames_config,
+        code=stage_code("frames"),
+    log:
+        "results/logs/frames/{plan}/{video_id}.log",
+    benchmark:
+        "results/benchmarks/frames/{plan}/{video_id}.tsv"
+    threads: 2
+    resources:
+        mem_mb=1500,
+        runtime=120,
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "{SENRI_CLI} frames {input.video:q} --video-id {wildcards.video_id} --config {params.config:q}"
+        " --out {output.table} > {log} 2>&1"
+
+
+rule carrier:
+    input:
+        "results/frames/{plan}/{video_id}.parquet",
+    output:
+        "results/frames/{plan}/{video_id}.carrier.mp4",
+    log:
+        "results/logs/carrier/{plan}/{video_id}.log",
+    resources:
+        mem_mb=1000,
+        runtime=30,
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "{SENRI_CLI} carrier {input} --out {output} > {log} 2>&1"
