@@ -18,7 +18,8 @@ def test_defaults_select_the_demo_and_random():
     "override, path",
     [
         ("+sampling.foo=1", "config.sampling.foo: unknown key"),
-        ("sampling.n_frames=abc", "config.sampling.n_frames: 'abc' is not of type 'integer'"),
+        ("sampling.jpeg_quality=abc", "config.sampling.jpeg_quality: 'abc' is not of type 'integer'"),
+        ("sampling.plans.uniform_512.n=0", "config.sampling.plans.uniform_512.n: 0 is less than the minimum of 1"),
         ("seed=-1", "config.seed"),
         ("+method.x={implementation:random,approach:baseline,uses_model:false,extra:1}", "config.method.x.extra: unknown key"),
         ("+method.y={implementation:nope,approach:baseline,uses_model:false}", "config.method.y.implementation"),
@@ -51,7 +52,7 @@ def test_unknown_group_option_fails():
 
 def test_slices_carry_only_what_a_stage_reads():
     base = cfgmod.compose()
-    changed_sampling = cfgmod.compose("sampling.n_frames=256")
+    changed_sampling = cfgmod.compose("sampling.plans.uniform_512.n=256")
     changed_seed = cfgmod.compose("seed=9")
     for stage in ("demo_data", "ingest", "probe", "aggregate"):
         a, b = cfgmod.stage_slice(base, stage), cfgmod.stage_slice(changed_seed, stage)
@@ -59,6 +60,8 @@ def test_slices_carry_only_what_a_stage_reads():
     answer = lambda c: cfgmod.canonical_json(cfgmod.stage_slice(c, "answer", method="random", model="none"))  # noqa: E731
     assert answer(base) == answer(changed_sampling)  # random reads no frames
     assert answer(base) != answer(changed_seed)
+    frames = lambda c: cfgmod.stage_slice(c, "frames", plan="uniform_512")  # noqa: E731
+    assert frames(base) != frames(changed_sampling) and frames(base) == frames(changed_seed)
 
 
 def test_canonical_json_is_order_independent():
