@@ -22,7 +22,7 @@ rule frames:
         "../envs/cpu.yaml"
     shell:
         "{SENRI_CLI} frames {input.video:q} --video-id {wildcards.video_id} --config {params.config:q}"
-        " --out {output.table} > {log} 2>&1"
+        " --threads {threads} --out {output.table} > {log} 2>&1"
 
 
 rule carrier:

@@ -212,3 +212,26 @@ def test_cli_frame_store_and_carrier(videos, tmp_path):
 def test_cli_needs_exactly_one_plan(videos, tmp_path):
     with pytest.raises(SystemExit):
         main(["frames", str(videos["h264_gop1s"]), "--out", str(tmp_path / "x.parquet")])
+
+
+@pytest.mark.parametrize("case", ["h264_gop1s", "vfr", "hevc", "rotated"])
+def test_sparse_exact_plans_decoded_in_parallel_stay_exact(videos, case):
+    """Picks a keyframe apart or more are split over two decoders; the frames must be the same."""
+    path = videos[case]
+    all_pts, _ = ffprobe_frames(path)
+    targets = decode.uniform(7, all_pts[0], all_pts[-1]) + [all_pts[-1], 2.5, 0.0]  # unsorted on purpose
+    stats = {}
+    frames = list(decode.read_frames(path, targets, accuracy="exact", threads=2, stats=stats))
+    assert stats["mode"] == "exact" and stats["seeks"] >= 7
+    rotation = 90 if case == "rotated" else 0
+    assert [f.target_s for f in frames] == targets
+    for frame in frames:
+        assert frame.error is None, frame.error
+        assert frame.frame_index == _expected_index(all_pts, frame.target_s)
+        assert _stripe_index(frame.image, rotation) == frame.frame_index
+
+
+def test_seek_bound_decides_between_one_and_several_decoders():
+    index = decode.VideoIndex(Fraction(1, 30), list(range(0, 3000)), list(range(0, 3000, 30)), 1)
+    assert decode._seek_bound(index, list(range(0, 3000, 90)))  # a keyframe between every two picks
+    assert not decode._seek_bound(index, list(range(0, 3000, 8)))  # mostly inside one GOP

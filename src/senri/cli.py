@@ -115,6 +115,7 @@ def cmd_frames(args: argparse.Namespace) -> None:
     frames = decode.read_frames(
         args.video, plan.targets(first_s, last_s), accuracy=plan.accuracy, short_side=settings["short_side"],
         keyframe_fraction=settings["keyframe_fraction"], watchdog_s=settings["watchdog_s"], stats=stats,
+        threads=args.threads,
     )
     counts = decode.write_frame_store(frames, args.out, args.video_id or Path(args.video).stem, name,
                                       jpeg_quality=settings["jpeg_quality"])
@@ -218,6 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quality", type=int, default=90, help="JPEG quality")
     p.add_argument("--keyframe-fraction", type=float, default=0.25)
     p.add_argument("--watchdog", type=float, default=3600, help="seconds before the video is given up")
+    p.add_argument("--threads", type=int, default=2, help="decoder threads for keyframe plans")
 
     p = add("carrier", cmd_carrier, "pack a frame store into a short video at 1 frame per second")
     p.add_argument("frame_store")

@@ -5,10 +5,11 @@ A plan turns into target times (``uniform``, ``at_fps``, ``at_times``). Before d
 presentation timestamp and every keyframe. Then each target is resolved *before* any pixel is decoded:
 
 - ``exact``: the frame whose timestamp is nearest the target; a tie goes to the earlier frame. Decoding
-  goes forward and seeks only when a keyframe lies between the last decoded frame and the wanted one, so
-  the work is the least a decoder can do (every wanted frame needs its GOP prefix decoded).
+  goes forward and seeks only when a keyframe lies between the last decoded frame and the wanted one, and
+  the decoder skips non-reference frames (most B-frames) that nobody asked for, so the work is close to
+  the least a decoder can do (a wanted frame needs the reference frames of its GOP prefix).
 - ``keyframe``: the keyframe nearest the target (tie → earlier); one seek and one decoded frame per
-  sample. The returned timestamp and its deviation from the target are recorded.
+  sample, spread over ``threads`` decoders. The returned timestamp and its deviation are recorded.
 - ``auto``: ``keyframe`` when the keyframe interval is at most ``keyframe_fraction`` (default ¼) of the
   spacing between targets, else ``exact``.
 
@@ -222,28 +223,36 @@ def _upright_rgb(frame, short_side: int | None) -> np.ndarray:  # noqa: ANN001 -
 class _Decoder:
     """Decodes forward from where it is, seeking only when that is less work. Skips undecodable packets."""
 
-    def __init__(self, container, stream, index: VideoIndex, deadline: float) -> None:  # noqa: ANN001
+    def __init__(self, container, stream, index: VideoIndex, deadline: float,  # noqa: ANN001
+                 wanted: set[int] | None = None, counters: dict[str, int] | None = None) -> None:
         self.container, self.stream, self.index, self.deadline = container, stream, index, deadline
+        self.counters = counters if counters is not None else {"decoded": 0, "seeks": 0, "bad_packets": 0}
+        # Packets of frames nobody asked for are decoded only if other frames reference them: a
+        # non-reference frame (most B-frames) on the way to a wanted frame is skipped by the decoder.
+        self.wanted_pts = wanted
+        self._skipping = False
         self._frames: Iterator | None = None
         self.last_pts: int | None = None  # the last frame decoded
         self.carry = None  # a frame decoded past the previous wanted one, kept for the next request
-        self.decoded = 0
-        self.seeks = 0
-        self.bad_packets = 0
 
     def _frame_stream(self) -> Iterator:
         for packet in self.container.demux(self.stream):
             if time.monotonic() > self.deadline:
                 raise TimeoutError("watchdog")
+            if self.wanted_pts is not None:
+                skip = packet.pts is not None and packet.pts not in self.wanted_pts
+                if skip != self._skipping:
+                    self.stream.codec_context.skip_frame = "NONREF" if skip else "DEFAULT"
+                    self._skipping = skip
             try:
                 frames = packet.decode()
             except Exception as exc:  # noqa: BLE001 - corrupt data: skip the packet, keep going
-                self.bad_packets += 1
+                self.counters["bad_packets"] += 1
                 log.debug("skipping undecodable packet at pts %s: %s", packet.pts, exc)
                 continue
             for frame in frames:
                 if frame.pts is not None:
-                    self.decoded += 1
+                    self.counters["decoded"] += 1
                     yield frame
 
     def frame_at(self, wanted: int, keyframe: int):  # noqa: ANN201 - av.VideoFrame | None
@@ -260,7 +269,7 @@ class _Decoder:
         ):
             self.container.seek(keyframe, stream=self.stream, backward=True, any_frame=False)
             self._frames = self._frame_stream()
-            self.seeks += 1
+            self.counters["seeks"] += 1
         self.carry = None
         for frame in self._frames:
             self.last_pts = frame.pts
@@ -292,6 +301,7 @@ def read_frames(
     watchdog_s: float | None = None,
     max_deviation_s: float | None = None,
     stats: dict | None = None,
+    threads: int = 2,
 ) -> Iterator[SampledFrame]:
     """Yield one :class:`SampledFrame` per target, in the order the targets were given.
 
@@ -315,11 +325,21 @@ def read_frames(
         yield from (SampledFrame(t, error=reason) for t in targets)
         return
     with container:
-        stream.thread_type = "AUTO"
         mode = choose_accuracy(accuracy, index, targets, keyframe_fraction)
         tolerance = max_deviation_s if max_deviation_s is not None else max(1.0, 2 * index.seconds(index.frame_duration))
         wanted, results = _pick_frames(index, targets, mode, tolerance)
-        decoder = _Decoder(container, stream, index, deadline)
+        picks = sorted(set(wanted.values()))
+        counters = {"decoded": 0, "seeks": 0, "bad_packets": 0}
+        if mode == "exact" and not _seek_bound(index, picks):
+            # Dense picks: one decoder going forward, frame-threaded, wins.
+            stream.thread_type = "AUTO"
+            decoder = _Decoder(container, stream, index, deadline, wanted=set(picks), counters=counters)
+            images = ((pick, _decode_image(decoder, pick, short_side)) for pick in picks)
+        else:
+            # Every pick starts at its own keyframe: independent decoders, one per core, each taking every
+            # `threads`-th pick, beat one decoder whose frame threads drain at every seek.
+            images = _parallel_images(path, index, picks, short_side, deadline, max(1, threads), counters,
+                                      skip_unwanted=mode == "exact")
         image: np.ndarray | str | None = None
         image_pts: int | None = None
         next_out = 0
@@ -327,9 +347,8 @@ def read_frames(
             if i in wanted:
                 pick = wanted[i]
                 if pick != image_pts:  # targets sharing a frame reuse its image
-                    image_pts = pick
-                    timed_out = isinstance(image, str) and image == WATCHDOG  # the rest of the video is given up
-                    image = WATCHDOG if timed_out else _decode_image(decoder, pick, short_side)
+                    image_pts, image = next(images)
+                    assert image_pts == pick
                 results[i] = (
                     SampledFrame(targets[i], index.frame_index(pick), index.seconds(pick),
                                  index.seconds(pick) - targets[i], image)
@@ -339,9 +358,79 @@ def read_frames(
             while next_out in results:  # emit in the caller's order
                 yield results.pop(next_out)
                 next_out += 1
+        images.close()  # stops and joins parallel workers, so their counters are in
         if stats is not None:
-            stats.update(mode=mode, decoded=decoder.decoded, seeks=decoder.seeks, bad_packets=decoder.bad_packets,
-                         n_frames=len(index.pts), keyframe_interval_s=index.keyframe_interval_s)
+            stats.update(mode=mode, n_frames=len(index.pts), keyframe_interval_s=index.keyframe_interval_s, **counters)
+
+
+def _seek_bound(index: VideoIndex, picks: list[int]) -> bool:
+    """Whether most consecutive picks have a keyframe between them (so each pick costs its own seek)."""
+    if len(picks) < 2:
+        return True
+    seeks = sum(index.keyframe_between(a, b) for a, b in zip(picks, picks[1:]))
+    return seeks >= 0.8 * (len(picks) - 1)
+
+
+def _parallel_images(path: str | Path, index: VideoIndex, picks: list[int], short_side: int | None,
+                     deadline: float, threads: int, counters: dict[str, int],
+                     skip_unwanted: bool) -> Iterator[tuple[int, np.ndarray | str]]:
+    """Frames decoded by ``threads`` workers (each its own demuxer and decoder), yielded in ``picks`` order.
+
+    When every pick needs its own seek, a serial loop leaves a core idle; PyAV releases the GIL while
+    decoding, so workers taking every ``threads``-th pick use them all. Each runs at most a few frames ahead.
+    """
+    import queue
+    import threading
+
+    import av
+
+    stop = threading.Event()
+    queues: list[queue.Queue] = [queue.Queue(maxsize=4) for _ in range(threads)]
+    lock = threading.Lock()
+
+    def deliver(worker: int, item: tuple[int, np.ndarray | str]) -> bool:
+        while not stop.is_set():
+            try:
+                queues[worker].put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False  # the consumer went away
+
+    def work(worker: int) -> None:
+        mine = picks[worker::threads]
+        local = {"decoded": 0, "seeks": 0, "bad_packets": 0}
+        done = 0
+        try:
+            with av.open(str(path)) as container:
+                stream = container.streams.video[0]
+                stream.thread_type = "NONE"  # a few frames per seek: frame threads would only add latency
+                decoder = _Decoder(container, stream, index, deadline, counters=local,
+                                   wanted=set(mine) if skip_unwanted else None)
+                for pick in mine:
+                    item = WATCHDOG if time.monotonic() > deadline else _decode_image(decoder, pick, short_side)
+                    if not deliver(worker, (pick, item)):
+                        return
+                    done += 1
+        except Exception as exc:  # noqa: BLE001 - the worker's remaining picks fail with the reason
+            for pick in mine[done:]:
+                if not deliver(worker, (pick, f"decode error: {exc}")):
+                    return
+        finally:
+            with lock:
+                for key, value in local.items():
+                    counters[key] += value
+
+    workers = [threading.Thread(target=work, args=(w,), daemon=True) for w in range(threads)]
+    for worker in workers:
+        worker.start()
+    try:
+        for j in range(len(picks)):
+            yield queues[j % threads].get()
+    finally:
+        stop.set()
+        for worker in workers:
+            worker.join(timeout=5)
 
 
 WATCHDOG = "watchdog"
