@@ -235,3 +235,11 @@ def test_seek_bound_decides_between_one_and_several_decoders():
     index = decode.VideoIndex(Fraction(1, 30), list(range(0, 3000)), list(range(0, 3000, 30)), 1)
     assert decode._seek_bound(index, list(range(0, 3000, 90)))  # a keyframe between every two picks
     assert not decode._seek_bound(index, list(range(0, 3000, 8)))  # mostly inside one GOP
+
+
+def test_a_plan_can_be_given_as_its_target_function(videos):
+    plan = decode.FramePlan("uniform", n=3, placement="linspace", accuracy="exact")
+    frames = list(decode.read_frames(videos["h264_gop1s"], plan.targets, accuracy=plan.accuracy))
+    assert [f.frame_index for f in frames] == [0, 179, 359]  # 5.983 s lies halfway: the tie goes to 179
+    unreadable = list(decode.read_frames(videos["h264_gop1s"].with_name("absent.mp4"), plan.targets))
+    assert unreadable == []  # nothing to plan against: no targets, no rows, no exception

@@ -110,10 +110,9 @@ def cmd_frames(args: argparse.Namespace) -> None:
     plan_spec = {k: v for k, v in settings["plan"].items() if k in fields and v is not None}
     plan_spec["times"] = tuple(plan_spec.get("times", ()))
     plan = decode.FramePlan(**plan_spec)
-    first_s, last_s = decode.probe_span(args.video)
     stats: dict[str, Any] = {}
     frames = decode.read_frames(
-        args.video, plan.targets(first_s, last_s), accuracy=plan.accuracy, short_side=settings["short_side"],
+        args.video, plan.targets, accuracy=plan.accuracy, short_side=settings["short_side"],
         keyframe_fraction=settings["keyframe_fraction"], watchdog_s=settings["watchdog_s"], stats=stats,
         threads=args.threads,
     )

@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Iterable, Iterator, Literal, Sequence
+from typing import Callable, Iterable, Iterator, Literal, Sequence
 
 import numpy as np
 
@@ -294,7 +294,7 @@ def choose_accuracy(accuracy: Accuracy, index: VideoIndex, targets: Sequence[flo
 
 def read_frames(
     path: str | Path,
-    targets: Sequence[float],
+    targets: Sequence[float] | Callable[[float, float], Sequence[float]],
     accuracy: Accuracy = "auto",
     short_side: int | None = None,
     keyframe_fraction: float = 0.25,
@@ -304,6 +304,9 @@ def read_frames(
     threads: int = 2,
 ) -> Iterator[SampledFrame]:
     """Yield one :class:`SampledFrame` per target, in the order the targets were given.
+
+    ``targets`` may be a function of the video's (first, last) frame time, e.g. ``plan.targets``: it is
+    called with the span read from the packet index, so the file is indexed once.
 
     Frames are decoded in timestamp order; targets given out of order are answered from a small buffer
     of at most one image per distinct wanted frame (plans give sorted targets, so the buffer stays empty).
@@ -322,8 +325,10 @@ def read_frames(
         # is answered, as failed, so the caller's tables still account for it.
         reason = f"video cannot be read: {exc}"
         log.error("%s: %s", path, reason)
-        yield from (SampledFrame(t, error=reason) for t in targets)
+        yield from (SampledFrame(t, error=reason) for t in (targets if not callable(targets) else ()))
         return
+    if callable(targets):
+        targets = targets(index.seconds(index.pts[0]), index.seconds(index.pts[-1]))
     with container:
         mode = choose_accuracy(accuracy, index, targets, keyframe_fraction)
         tolerance = max_deviation_s if max_deviation_s is not None else max(1.0, 2 * index.seconds(index.frame_duration))
