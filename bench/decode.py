@@ -126,6 +126,8 @@ def main() -> None:
     if args.worker:
         print(json.dumps(worker(*args.worker)))
         return
+    if args.minutes * 60 < WINDOW[1]:
+        parser.error(f"--minutes must cover the {WINDOW[0]:g}–{WINDOW[1]:g} s window (≥ {WINDOW[1] / 60:g})")
     folder = ROOT / "results" / "bench"
     videos = {gop: make_video(folder / f"decode_{args.minutes:g}min_gop{gop}s_noise{NOISE}.mp4", args.minutes, gop)
               for gop in (1, 10)}
@@ -138,14 +140,14 @@ def main() -> None:
               f"{1000 * full['seconds'] / full['frames']:.2f} ms per frame", flush=True)
         rows.append((gop, "(all frames)", "full", full, 1.0))
         rows.append((gop, "window4fps", "window", window, window["seconds"] / full["seconds"]))
-        first, last = decode.probe_span(str(video))
+        with av.open(str(video)) as container:  # one packet index per video, for every pattern's auto choice
+            index = decode.build_index(container, container.streams.video[0])
+        first, last = index.seconds(index.pts[0]), index.seconds(index.pts[-1])
         for pattern in PATTERNS:
             measured = {}
             for method in ("opencv", *SENRI_METHODS):
                 measured[method] = measure(video, pattern, method, args.repeats)
                 rows.append((gop, pattern, method, measured[method], measured[method]["seconds"] / full["seconds"]))
-            with av.open(str(video)) as container:
-                index = decode.build_index(container, container.streams.video[0])
             auto = decode.choose_accuracy("auto", index, targets_for(pattern, first, last))
             rows.append((gop, pattern, f"auto={auto}", measured[auto], measured[auto]["seconds"] / full["seconds"]))
             for method in (*SENRI_METHODS, "auto"):

@@ -71,11 +71,12 @@ def frame_stores(wildcards):
 
 
 def answer_config(wildcards):
-    return senri_workflow.answer_params(SENRI, wildcards.method, wildcards.model)["config"]
+    slice_ = senri_config.stage_slice(SENRI, "answer", method=wildcards.method, model=wildcards.model)
+    return senri_config.canonical_json(slice_)
 
 
 def answer_code(wildcards):
-    return senri_workflow.answer_params(SENRI, wildcards.method, wildcards.model)["code"]
+    return senri_workflow.code_digest("answer", SENRI["method"][wildcards.method]["implementation"])
 
 
 def answer_gpus(wildcards):

@@ -158,13 +158,14 @@ class TableError(ValueError):
 def check_frame(df: pl.DataFrame, record: type, source: str) -> pl.DataFrame:
     """Check ``df`` against ``record``; return it with columns in declared order (extra columns kept after)."""
     schema = schema_of(record)
+    nullable = nullable_columns(record)
     problems = []
     for name, dtype in schema.items():
         if name not in df.columns:
             problems.append(f"missing column {name!r}")
         elif df.schema[name] != dtype and not (df.schema[name] == pl.Null):
             problems.append(f"column {name!r} has type {df.schema[name]}, expected {dtype}")
-        elif name not in nullable_columns(record) and df[name].null_count():
+        elif name not in nullable and df[name].null_count():
             problems.append(f"column {name!r} has {df[name].null_count()} null value(s)")
     if problems:
         raise TableError(f"{source}: not a valid {record.__name__} table: " + "; ".join(problems))

@@ -13,7 +13,6 @@ import importlib.util
 from pathlib import Path
 from typing import Any, Mapping
 
-from senri import config as cfgmod
 from senri.demo import DemoConfig, video_ids as demo_video_ids
 from senri.ingest import find_video, video_ids_in
 
@@ -77,14 +76,6 @@ def video_path(cfg: Mapping[str, Any], video_id: str) -> str:
     dataset = cfg["dataset"]
     found = None if is_demo(cfg) else find_video(dataset["videos_dir"], video_id, dataset["video_ext"])
     return str(found or Path(dataset["videos_dir"]) / f"{video_id}{dataset['video_ext'][0]}")
-
-
-def answer_params(cfg: Mapping[str, Any], method: str, model: str) -> dict[str, str]:
-    """The answer rule's params: its config slice (JSON) and the digest of the code it runs."""
-    return {
-        "config": cfgmod.canonical_json(cfgmod.stage_slice(cfg, "answer", method=method, model=model)),
-        "code": code_digest("answer", cfg["method"][method]["implementation"]),
-    }
 
 
 def answer_resources(cfg: Mapping[str, Any], model: str) -> dict[str, int]:
