@@ -1,21 +1,25 @@
 # Stage 5: one job per method × model × video, each writing that video's prediction rows.
+# Every model call is stored in the job's response cache the moment it completes; the cache is not an
+# output, so Snakemake keeps it when a job fails or is killed and the rerun repeats no finished call.
 
 
 rule answer:
     input:
-        questions="results/questions.parquet",
-        video="results/probe/{video_id}.parquet",
+        unpack(answer_inputs),
     output:
         table="results/predictions/{method}/{model}/{video_id}.parquet",
         config="results/predictions/{method}/{model}/{video_id}.config.yaml",
     params:
         config=answer_config,
         code=answer_code,
+        frames=lambda wildcards, input: f"--frames {input.frames}" if "frames" in input.keys() else "",
+        carrier=lambda wildcards, input: f"--carrier {input.carrier}" if "carrier" in input.keys() else "",
+        cache="results/cache/answer/{method}/{model}/{video_id}.sqlite",
     log:
         "results/logs/answer/{method}/{model}/{video_id}.log",
     benchmark:
         "results/benchmarks/answer/{method}/{model}/{video_id}.tsv"
-    threads: 1
+    threads: answer_threads
     resources:
         mem_mb=answer_mem_mb,
         runtime=240,
@@ -25,4 +29,4 @@ rule answer:
     shell:
         "{SENRI_CLI} answer --config {params.config:q} --questions {input.questions}"
         " --video-info {input.video} --method {wildcards.method} --model {wildcards.model}"
-        " --out {output.table} > {log} 2>&1"
+        " {params.frames} {params.carrier} --cache {params.cache} --out {output.table} > {log} 2>&1"

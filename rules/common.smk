@@ -76,7 +76,16 @@ def answer_config(wildcards):
 
 
 def answer_code(wildcards):
-    return senri_workflow.code_digest("answer", SENRI["method"][wildcards.method]["implementation"])
+    backend = SENRI["model"].get(wildcards.model, {}).get("backend")
+    return senri_workflow.code_digest("answer", SENRI["method"][wildcards.method]["implementation"], backend)
+
+
+def answer_inputs(wildcards):
+    return senri_workflow.answer_inputs(SENRI, wildcards.method, wildcards.model, wildcards.video_id)
+
+
+def answer_threads(wildcards):
+    return senri_workflow.answer_resources(SENRI, wildcards.model)["threads"]
 
 
 def answer_gpus(wildcards):

@@ -7,13 +7,15 @@ goes on: one bad question never costs the other answers of a long run.
 from __future__ import annotations
 
 import logging
-import time
 import traceback
+from pathlib import Path
 from typing import Any, Mapping
 
 import polars as pl
 from tqdm import tqdm
 
+from senri.backends import open_backend
+from senri.backends.cache import CachedBackend
 from senri.methods import METHODS
 from senri.methods.base import Method, MethodAnswer, RunContext
 from senri.records import LETTERS, Prediction, Question, VideoInfo, from_frame, to_frame
@@ -30,9 +32,10 @@ def check_method_declaration(name: str, method_cls: type[Method], method_config:
         )
 
 
-def _prediction(question: Question, context: RunContext, result: MethodAnswer | None, latency_s: float,
-                error: str | None) -> Prediction:
+def _prediction(question: Question, context: RunContext, result: MethodAnswer | None, error: str | None) -> Prediction:
     pred = result.pred if result is not None and result.pred in LETTERS else None
+    tally = result.tally if result is not None else None
+    error = error or (result.error if result is not None else None)
     return Prediction(
         video_id=question.video_id,
         qid=question.qid,
@@ -44,43 +47,64 @@ def _prediction(question: Question, context: RunContext, result: MethodAnswer | 
         correct=pred == question.answer,
         parse_ok=bool(result is not None and result.parse_ok and pred is not None),
         raw_output=None if result is None else result.raw_output,
-        n_llm_calls=0 if result is None else result.n_llm_calls,
-        n_vlm_calls=0 if result is None else result.n_vlm_calls,
-        prompt_tokens=0 if result is None else result.prompt_tokens,
-        completion_tokens=0 if result is None else result.completion_tokens,
-        latency_s=latency_s,
+        n_llm_calls=tally.n_llm_calls if tally else 0,
+        n_vlm_calls=tally.n_vlm_calls if tally else 0,
+        prompt_tokens=tally.prompt_tokens if tally else 0,
+        completion_tokens=tally.completion_tokens if tally else 0,
+        # Model time as recorded when each call was made (kept in the response cache), so a run restarted
+        # from its cache writes byte-identical rows; the job's wall time is in its benchmark file.
+        latency_s=round(tally.latency_s, 6) if tally else 0.0,
         error=error,
+        trace=None if result is None else result.trace_json(),
     )
 
 
-def answer_video(questions: pl.DataFrame, video: VideoInfo, stage_config: Mapping[str, Any]) -> pl.DataFrame:
-    """Answer every question of ``video`` with the configured method and model; return prediction rows."""
+def answer_video(questions: pl.DataFrame, video: VideoInfo, stage_config: Mapping[str, Any],
+                 frames: str | Path | None = None, carrier: str | Path | None = None,
+                 cache: str | Path | None = None) -> pl.DataFrame:
+    """Answer every question of ``video`` with the configured method and model; return prediction rows.
+
+    ``cache`` is the job's durable response cache: every finished model call is stored there at once, so
+    a killed job restarted with the same cache repeats no finished call.
+    """
     method_config = dict(stage_config["method"])
     model_config = dict(stage_config["model"])
     method_name, model_name = method_config.pop("name"), model_config.pop("name")
     method_cls = METHODS.load(method_config["implementation"])
     check_method_declaration(method_name, method_cls, method_config)
-    context = RunContext(
-        video=video,
-        method_name=method_name,
-        method_config=method_config,
-        model_name=model_name,
-        model_config=model_config,
-        seed=int(stage_config["seed"]),
-    )
-    method = method_cls(context)
-    rows = from_frame(questions.filter(pl.col("video_id") == video.video_id), Question)
-    predictions = []
-    for question in tqdm(rows, desc=f"{method_name}/{model_name}/{video.video_id}", unit="q", disable=None):
-        started = time.perf_counter()
-        result, error = None, None
-        try:
-            result = method.answer(question)
-        except Exception as exc:  # noqa: BLE001 — recorded per question, counted wrong, shown in the tables
-            error = f"{type(exc).__name__}: {exc}"
-            log.error("question %s failed: %s\n%s", question.qid, error, traceback.format_exc())
-        predictions.append(_prediction(question, context, result, time.perf_counter() - started, error))
+    backend = open_backend(model_config, cache) if method_cls.uses_model else None
+    try:
+        context = RunContext(
+            video=video,
+            method_name=method_name,
+            method_config=method_config,
+            model_name=model_name,
+            model_config=model_config,
+            seed=int(stage_config["seed"]),
+            backend=backend,
+            frames=Path(frames) if frames else None,
+            carrier=Path(carrier) if carrier else None,
+        )
+        method = method_cls(context)
+        rows = from_frame(questions.filter(pl.col("video_id") == video.video_id), Question)
+        predictions = []
+        for question in tqdm(rows, desc=f"{method_name}/{model_name}/{video.video_id}", unit="q", disable=None):
+            result, error = None, None
+            try:
+                result = method.answer(question)
+            except Exception as exc:  # noqa: BLE001 — recorded per question, counted wrong, shown in the tables
+                error = f"{type(exc).__name__}: {exc}"
+                log.error("question %s failed: %s\n%s", question.qid, error, traceback.format_exc())
+            predictions.append(_prediction(question, context, result, error))
+    finally:
+        if backend is not None:
+            backend.close()
     failed = sum(p.error is not None for p in predictions)
-    log.info("%s/%s/%s: %d questions, %d correct, %d failed", method_name, model_name, video.video_id,
-             len(predictions), sum(p.correct for p in predictions), failed)
+    letters = {letter: sum(p.pred == letter for p in predictions) for letter in LETTERS}
+    log.info("%s/%s/%s: %d questions, %d correct, %d failed, %d parse failures; predicted letters %s",
+             method_name, model_name, video.video_id, len(predictions), sum(p.correct for p in predictions),
+             failed, sum(not p.parse_ok and p.error is None for p in predictions), letters)
+    if isinstance(backend, CachedBackend):
+        log.info("response cache: %d hit(s), %d miss(es), hit rate %.1f%%", backend.hits, backend.misses,
+                 100 * backend.hit_rate())
     return to_frame(predictions, Prediction)

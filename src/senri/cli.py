@@ -149,7 +149,8 @@ def cmd_answer(args: argparse.Namespace) -> None:
     video = from_frame(read_table(args.video_info, VideoInfo), VideoInfo)
     if len(video) != 1:
         raise SystemExit(f"senri answer: {args.video_info} must hold exactly one video, found {len(video)}")
-    predictions = answer_video(read_table(args.questions, Question), video[0], stage)
+    predictions = answer_video(read_table(args.questions, Question), video[0], stage, frames=args.frames,
+                               carrier=args.carrier, cache=args.cache)
     write_table(predictions, args.out, Prediction)
     cfgmod.write_sidecar(args.out, "answer", stage)
 
@@ -235,6 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--video-info", required=True, help="the video's probe table")
     p.add_argument("--method", required=True)
     p.add_argument("--model", required=True)
+    p.add_argument("--frames", help="frame store of the method's plan (methods that look at frames)")
+    p.add_argument("--carrier", help="carrier video of that frame store (backends that take video)")
+    p.add_argument("--cache", help="durable response cache (SQLite); a rerun repeats no finished call")
     p.add_argument("--out", required=True)
 
     p = add("aggregate", cmd_aggregate, "accuracy tables (Parquet, CSV, Markdown) from prediction files")

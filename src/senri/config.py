@@ -53,8 +53,35 @@ def compose(overrides: str | Iterable[str] | None = None, config_dir: Path = CON
     assert isinstance(cfg, dict)
     cfg.setdefault("method", {})
     cfg.setdefault("model", {})
+    expand_frame_budgets(cfg)
     validate(cfg)
     return cfg
+
+
+def expand_frame_budgets(cfg: dict[str, Any]) -> None:
+    """Give every frame-reading method one run per frame budget, and each budget its sampling plan.
+
+    ``frames: [32, 64]`` in a method entry ``direct`` becomes runs ``direct_32`` and ``direct_64``; a method
+    without an explicit ``plan`` reads ``uniform_<frames>`` (whole video, its ``placement``), which is added to
+    ``sampling.plans`` when the sampling config does not define it. Runs with the same budget therefore share
+    one frame store, whichever method or model reads it.
+    """
+    methods: dict[str, Any] = {}
+    for name, spec in cfg["method"].items():
+        if not isinstance(spec, dict) or "frames" not in spec:
+            methods[name] = spec
+            continue
+        budgets = spec["frames"] if isinstance(spec["frames"], list) else [spec["frames"]]
+        for budget in budgets:
+            run = f"{name}_{budget}" if isinstance(spec["frames"], list) else name
+            methods[run] = {**spec, "frames": budget}
+    cfg["method"] = methods
+    plans = cfg.get("sampling", {}).setdefault("plans", {})
+    for spec in methods.values():
+        if isinstance(spec, dict) and isinstance(spec.get("frames"), int):
+            plan = spec.setdefault("plan", f"uniform_{spec['frames']}")
+            plans.setdefault(plan, {"kind": "uniform", "n": spec["frames"],
+                                    "placement": spec.get("placement", "center"), "accuracy": "auto"})
 
 
 def _schema() -> dict[str, Any]:

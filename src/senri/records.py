@@ -88,6 +88,8 @@ class Prediction:
     completion_tokens: int
     latency_s: float
     error: str | None
+    #: JSON record of the method's steps (prompts' purposes, parse rule, scores, ...), for inspection.
+    trace: str | None = None
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,9 @@ STAGE_CODE: dict[str, tuple[str, ...]] = {
     "ingest": ("ingest.py", "records.py", "../../workflow/schemas/questions.schema.json"),
     "probe": ("probe.py", "media.py", "records.py"),
     "frames": ("decode.py", "records.py"),
-    "answer": ("answer.py", "records.py", "methods/__init__.py", "methods/base.py", "registry.py"),
+    "answer": ("answer.py", "answers.py", "records.py", "methods/__init__.py", "methods/base.py",
+               "methods/prompted.py", "registry.py", "backends/__init__.py", "backends/base.py",
+               "backends/cache.py", "backends/openai_format.py"),
     "aggregate": ("aggregate.py", "records.py"),
 }
 
@@ -40,13 +42,18 @@ def _module_file(module: str) -> Path:
     return Path(spec.origin)
 
 
-def code_digest(stage: str, method_implementation: str | None = None) -> str:
-    """A short hash of the code a stage's job runs (plus the method's own module for the answer stage)."""
+def code_digest(stage: str, method_implementation: str | None = None, backend: str | None = None) -> str:
+    """A short hash of the code a stage's job runs (plus, for the answer stage, the method's and the
+    backend's own modules: editing the vLLM backend does not rerun llama.cpp runs)."""
     files = [PACKAGE_DIR / rel for rel in STAGE_CODE[stage]]
     if method_implementation is not None:
         from senri.methods import METHODS
 
         files.append(_module_file(METHODS.target(method_implementation).partition(":")[0]))
+    if backend is not None and backend != "none":
+        from senri.backends import BACKENDS
+
+        files.append(_module_file(BACKENDS.target(backend).partition(":")[0]))
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.resolve().name.encode())
@@ -81,13 +88,30 @@ def video_path(cfg: Mapping[str, Any], video_id: str) -> str:
 def answer_resources(cfg: Mapping[str, Any], model: str) -> dict[str, int]:
     """GPUs and memory an answer job asks the scheduler for, from its model's config.
 
-    A model config may set ``gpus`` and ``mem_mb``; otherwise GPU backends ask for one GPU and 16 GB of host
-    memory, other backends for no GPU and 2 GB. Rules pass these as the generic ``gpu`` / ``mem_mb``
+    A model config may set ``gpus``, ``mem_mb`` and ``threads``; otherwise GPU backends ask for one GPU and
+    16 GB of host memory, other backends for no GPU and 2 GB. Rules pass these as the generic ``gpu`` / ``mem_mb``
     resources: locally ``--resources gpu=N`` caps concurrent GPU jobs, on SLURM the profile maps them.
     """
     spec = cfg["model"].get(model, {})
     on_gpu = spec.get("backend") in GPU_BACKENDS
+    # An in-process llama.cpp model computes on the job's own cores: give it two (its threads follow the
+    # allocation); everything else waits on a remote server or a GPU and needs one.
+    in_process_cpu = spec.get("backend") == "llamacpp"
     return {
         "gpu": int(spec.get("gpus", 1 if on_gpu else 0)),
         "mem_mb": int(spec.get("mem_mb", 16000 if on_gpu else 2000)),
+        "threads": int(spec.get("threads") or (2 if in_process_cpu else 1)),
     }
+
+
+def answer_inputs(cfg: Mapping[str, Any], method: str, model: str, video_id: str) -> dict[str, str]:
+    """Input files of one answer job: questions, the video's probe table, and the frame store (plus its
+    carrier when the model takes video) of the method's sampling plan, if the method reads frames."""
+    inputs = {"questions": "results/questions.parquet", "video": f"results/probe/{video_id}.parquet"}
+    spec = cfg["method"][method]
+    if spec.get("plan"):
+        inputs["frames"] = f"results/frames/{spec['plan']}/{video_id}.parquet"
+        model_spec = cfg["model"].get(model, {})
+        if model_spec.get("video") and spec.get("visual_input", "auto") != "images":
+            inputs["carrier"] = f"results/frames/{spec['plan']}/{video_id}.carrier.mp4"
+    return inputs

@@ -8,3 +8,5 @@ from senri.registry import Registry
 
 METHODS = Registry("method")
 METHODS.register("random", "senri.methods.random:RandomGuess")
+METHODS.register("blind", "senri.methods.blind:Blind")
+METHODS.register("direct", "senri.methods.direct:DirectPerception")

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping
+from pathlib import Path
+from typing import Any, ClassVar, Mapping, Sequence
 
+from senri.backends.base import Backend, ChatRequest, ChatResponse
 from senri.records import Question, VideoInfo
 
 
 @dataclass(frozen=True)
 class RunContext:
-    """Everything a method may read besides the question: the video's facts and its own config slice."""
+    """Everything a method may read besides the question: the video's facts, its config slice, the model
+    backend (None for model-free methods) and the frame store of its sampling plan (if it uses frames)."""
 
     video: VideoInfo
     method_name: str
@@ -18,34 +22,82 @@ class RunContext:
     model_name: str
     model_config: Mapping[str, Any]
     seed: int
+    backend: Backend | None = None
+    frames: Path | None = None
+    carrier: Path | None = None
 
 
 @dataclass
-class MethodAnswer:
-    """A method's answer to one question. ``pred`` is a letter A–D, or None when the output did not parse."""
+class CallTally:
+    """Bookkeeping of one question's model calls: what goes into its prediction row."""
 
-    pred: str | None
-    raw_output: str | None
-    parse_ok: bool
     n_llm_calls: int = 0
     n_vlm_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
+    latency_s: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+    def add(self, request: ChatRequest, response: ChatResponse) -> None:
+        if request.n_images():
+            self.n_vlm_calls += 1
+        else:
+            self.n_llm_calls += 1
+        self.prompt_tokens += response.prompt_tokens
+        self.completion_tokens += response.completion_tokens
+        self.latency_s += response.latency_s
+        if response.error:
+            self.errors.append(f"{request.purpose or 'call'}: {response.error}")
+
+
+@dataclass
+class MethodAnswer:
+    """A method's answer to one question. ``pred`` is a letter A–D, or None when the output did not parse;
+    ``error`` is set when a model call failed for good (the question counts wrong, the run goes on)."""
+
+    pred: str | None
+    raw_output: str | None
+    parse_ok: bool
+    tally: CallTally = field(default_factory=CallTally)
+    trace: dict[str, Any] | None = None
+
+    @property
+    def error(self) -> str | None:
+        return "; ".join(self.tally.errors) or None
+
+    def trace_json(self) -> str | None:
+        return None if self.trace is None else json.dumps(self.trace, sort_keys=True, ensure_ascii=False)
 
 
 class Method:
     """Base class: one instance per (method, model, video) job; :meth:`answer` is called once per question.
 
     ``approach`` groups methods in the report tables (the papers' direct perception / evidence seeking /
-    persistent memory); ``uses_model`` tells the workflow whether to run the method once per model.
+    persistent memory); ``uses_model`` tells the workflow whether to run the method once per model;
+    ``uses_frames`` whether its jobs need the frame store of the plan named in the method config.
     """
 
     approach: ClassVar[str] = "baseline"
     uses_model: ClassVar[bool] = True
+    uses_frames: ClassVar[bool] = False
 
     def __init__(self, context: RunContext) -> None:
         self.context = context
 
     def answer(self, question: Question) -> MethodAnswer:
         raise NotImplementedError
+
+    def chat_many(self, requests: Sequence[ChatRequest], tally: CallTally) -> list[ChatResponse]:
+        """Send requests to the run's backend (in one batch, so GPU and remote backends overlap them)."""
+        if self.context.backend is None:
+            raise RuntimeError(f"method {self.context.method_name!r} needs a model, but none is configured")
+        responses = self.context.backend.complete_many(list(requests))
+        for request, response in zip(requests, responses):
+            tally.add(request, response)
+        return responses
+
+    def sampling(self) -> dict[str, Any]:
+        """The model config's sampling parameters (greedy by default), seeded with the run's seed."""
+        model = self.context.model_config
+        return {"temperature": float(model.get("temperature", 0.0)), "top_p": float(model.get("top_p", 1.0)),
+                "max_tokens": int(model.get("max_tokens", 256)), "seed": self.context.seed}

@@ -1,0 +1,181 @@
+"""Question prompts, the one answer-parsing rule, and letter scoring with position debiasing.
+
+**Parsing rule** (:func:`parse_answer`), applied to a model's output in this order; the first step that
+yields a letter decides, and nothing is ever guessed:
+
+1. Reasoning wrapped in ``<think>…</think>`` is dropped; only what follows it is read.
+2. *Structured*: a JSON object (the whole output, a fenced block, or the first ``{…}``) with an ``answer``
+   field whose value is a letter ("B", "(b)", "B. …") or exactly one option's text.
+3. *Declarations*: the **last** explicit answer declaration — "answer is B", "Answer: (b)", "the correct
+   option is C", "option C is correct", "I choose D", "final answer: A", ``\\boxed{B}``. Upper-case letters
+   stand alone; a lower-case letter counts only in parentheses or before punctuation / the end, so "the
+   answer is a person" is not read as A.
+4. *Bare letter*: the whole output is a letter ("B", "(B)", "B.") or starts with one followed by ".", ")"
+   or ":" ("B. Blue").
+5. *Option text*: exactly one option's full text appears in the output (word-bounded, case- and
+   space-insensitive; an option contained in another matching option yields to the longer one).
+6. Otherwise a **parse failure**: ``letter=None``, counted wrong, shown in the tables' failure column.
+
+**Letter scoring**: with log-probabilities of the four letters as the first answer token, the prediction is
+the arg-max. Small models prefer a position ("A") whatever it holds; *position debiasing* asks the same
+question under the four cyclic reorderings of the options and sums each option's log-probability over the
+four positions it occupied, which cancels a fixed position preference without any labels.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from senri.records import LETTERS
+
+#: JSON schema of a structured answer: one letter.
+ANSWER_SCHEMA: dict = {
+    "type": "object",
+    "properties": {"answer": {"type": "string", "enum": list(LETTERS)}},
+    "required": ["answer"],
+    "additionalProperties": False,
+}
+
+FORMAT_INSTRUCTIONS = {
+    "text": "Answer with the option's letter (A, B, C or D).",
+    "json": 'Reply with JSON only: {"answer": "<letter>"} where <letter> is A, B, C or D.',
+    "logprobs": "Answer with the option's letter (A, B, C or D) only.",
+}
+
+
+def format_options(options: Sequence[str]) -> str:
+    return "\n".join(f"{letter}. {text}" for letter, text in zip(LETTERS, options))
+
+
+def question_prompt(question: str, options: Sequence[str], answer_format: str, context: str = "") -> str:
+    """The text part of an answering prompt: optional context, the question, lettered options, the format."""
+    parts = [context.strip()] if context.strip() else []
+    parts += [f"Question: {question.strip()}", "Options:", format_options(options),
+              FORMAT_INSTRUCTIONS[answer_format]]
+    return "\n".join(parts)
+
+
+@dataclass(frozen=True)
+class ParsedAnswer:
+    letter: str | None
+    rule: str  # json | declaration | bare_letter | option_text | none
+
+    @property
+    def ok(self) -> bool:
+        return self.letter is not None
+
+
+_LETTER = r"(?:\(\s*([A-Da-d])\s*\)|\b([A-D])\b(?![-'’])|\b([a-d])(?=\s*(?:$|[.,;:!?)\]])))"
+# Keywords are case-insensitive (scoped ``(?i:…)``); the letter alternatives stay case-sensitive.
+_DECLARATIONS = [
+    rf"(?i:\banswer\s*(?:is|:|=|would be|should be|will be|must be)?\s*:?\s*(?:option|choice|letter)?\s*:?)"
+    rf"\s*{_LETTER}",
+    rf"(?i:\b(?:correct|right|best)\s+(?:option|choice|answer|letter)\s*(?:is|:|=|would be|should be)?\s*:?"
+    rf"\s*(?:option|choice|letter)?)\s*{_LETTER}",
+    rf"(?i:\b(?:option|choice))\s*{_LETTER}\s*(?i:(?:is|seems|appears)\s+(?:the\s+)?(?:correct|right|best|answer))",
+    rf"(?i:\bI\s+(?:choose|pick|select|go with)\s*(?:option|choice)?)\s*{_LETTER}",
+    rf"\\boxed\{{\s*{_LETTER}\s*\}}",
+]
+_DECLARATION_RE = re.compile("|".join(f"(?:{d})" for d in _DECLARATIONS))
+_BARE_RE = re.compile(r"^\s*\(?([A-D])\)?\s*(?:[.:)]\s*(.*))?$", re.DOTALL)
+_LEADING_RE = re.compile(r"^\s*\(?([A-D])[.):](?:\s|$)")
+
+
+def _declared_letters(text: str) -> list[str]:
+    """Letters of every declaration in ``text``, in order of appearance."""
+    letters = []
+    for match in _DECLARATION_RE.finditer(text):
+        groups = [g for g in match.groups() if g]
+        if groups:
+            letters.append(groups[-1].upper())
+    return letters
+
+
+def _normalise(text: str) -> str:
+    return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
+
+
+def _option_from_text(text: str, options: Sequence[str]) -> str | None:
+    body = f" {_normalise(text)} "
+    matches = [i for i, option in enumerate(options) if _normalise(option) and f" {_normalise(option)} " in body]
+    # An option contained in another matching option ("red" in "red car") yields to the longer one.
+    kept = [i for i in matches
+            if not any(j != i and f" {_normalise(options[i])} " in f" {_normalise(options[j])} " for j in matches)]
+    return LETTERS[kept[0]] if len(kept) == 1 else None
+
+
+def _letter_from_value(value: object, options: Sequence[str]) -> str | None:
+    if not isinstance(value, str):
+        return None
+    value = value.strip()
+    bare = re.fullmatch(r"\(?\s*([A-Da-d])\s*\)?(?:[.:)]\s*.*)?", value, re.DOTALL)
+    if bare:
+        return bare.group(1).upper()
+    return _option_from_text(value, options) if value else None
+
+
+def _json_objects(text: str) -> list[dict]:
+    candidates = [text.strip()]
+    candidates += re.findall(r"```(?:json)?\s*(\{.*?\})\s*```", text, re.DOTALL)
+    candidates += re.findall(r"\{[^{}]*\}", text)
+    found = []
+    for candidate in candidates:
+        try:
+            value = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+    return found
+
+
+def parse_answer(text: str | None, options: Sequence[str]) -> ParsedAnswer:
+    """Apply the module's parsing rule to one model output."""
+    if not text or not text.strip():
+        return ParsedAnswer(None, "none")
+    if "</think>" in text:
+        text = text.rsplit("</think>", 1)[1]
+    for obj in _json_objects(text):
+        fields = {str(k).lower(): v for k, v in obj.items()}
+        if "answer" in fields:
+            letter = _letter_from_value(fields["answer"], options)
+            if letter:
+                return ParsedAnswer(letter, "json")
+    declared = _declared_letters(text)
+    if declared:
+        return ParsedAnswer(declared[-1], "declaration")
+    bare = _BARE_RE.match(text) if len(text.strip()) <= 3 else _LEADING_RE.match(text)
+    if bare:
+        return ParsedAnswer(bare.group(1), "bare_letter")
+    letter = _option_from_text(text, options)
+    if letter:
+        return ParsedAnswer(letter, "option_text")
+    return ParsedAnswer(None, "none")
+
+
+def cyclic_order(shift: int, n: int = len(LETTERS)) -> list[int]:
+    """Original option index shown at each position under cyclic ``shift``: position j shows (j + shift) % n."""
+    return [(j + shift) % n for j in range(n)]
+
+
+def debiased_scores(per_shift: Mapping[int, Mapping[str, float]]) -> list[float]:
+    """Each original option's summed log-probability over the orderings it was shown in.
+
+    ``per_shift[k]`` holds the letter log-probabilities returned for the ordering :func:`cyclic_order` (k).
+    """
+    totals = [0.0] * len(LETTERS)
+    for shift, letter_logprobs in per_shift.items():
+        for position, original in enumerate(cyclic_order(shift)):
+            totals[original] += float(letter_logprobs.get(LETTERS[position], -1e9))
+    return totals
+
+
+def best_letter(scores: Sequence[float]) -> str | None:
+    """Arg-max letter, or None when no letter was seen at all (every score at the -1e9 floor) or on a tie."""
+    top = max(scores)
+    if top <= -1e8 or list(scores).count(top) > 1:
+        return None
+    return LETTERS[list(scores).index(top)]

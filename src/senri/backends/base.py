@@ -1,0 +1,196 @@
+"""The one interface every model backend implements, and the request/response records methods use.
+
+Methods build :class:`ChatRequest` objects and hand them to a backend; they never see HTTP, engines or
+tokenizers. Every backend returns a :class:`ChatResponse` with the same bookkeeping (text, token usage,
+latency, letter log-probabilities where asked for, ``error`` instead of an exception), so a method behaves
+the same against a vLLM cluster, a hosted API, a local transformers model or the embedded llama.cpp model.
+
+Requests are plain data with a canonical serialisation (:meth:`ChatRequest.cache_payload`) in which every
+image or video is replaced by the sha256 of its bytes: that is what the response cache keys on.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Mapping, Sequence
+
+#: Sampling parameters every backend understands; anything else in a model config is backend-specific.
+DEFAULT_MAX_TOKENS = 256
+
+
+@dataclass(frozen=True)
+class ImagePart:
+    """One image (JPEG bytes, as the frame store holds them), with an optional timestamp for the prompt."""
+
+    jpeg: bytes
+    time_s: float | None = None
+
+    def digest(self) -> str:
+        return hashlib.sha256(self.jpeg).hexdigest()
+
+    def label(self) -> str | None:
+        """The text shown just before the image ("[t=12.0s]") when it has a timestamp."""
+        return None if self.time_s is None else f"[t={self.time_s:.1f}s]"
+
+    def data_url(self) -> str:
+        return "data:image/jpeg;base64," + base64.b64encode(self.jpeg).decode("ascii")
+
+
+@dataclass(frozen=True)
+class VideoPart:
+    """A short MP4 (a carrier video of sampled frames) for backends that take video input."""
+
+    mp4: bytes
+    fps: float
+
+    def digest(self) -> str:
+        return hashlib.sha256(self.mp4).hexdigest()
+
+    def data_url(self) -> str:
+        return "data:video/mp4;base64," + base64.b64encode(self.mp4).decode("ascii")
+
+
+Part = str | ImagePart | VideoPart
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str  # system | user | assistant
+    content: tuple[Part, ...]
+
+    @classmethod
+    def text(cls, role: str, text: str) -> "Message":
+        return cls(role, (text,))
+
+    def plain_text(self) -> str:
+        return "".join(part for part in self.content if isinstance(part, str))
+
+    def images(self) -> list[ImagePart]:
+        return [part for part in self.content if isinstance(part, ImagePart)]
+
+    def videos(self) -> list[VideoPart]:
+        return [part for part in self.content if isinstance(part, VideoPart)]
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One chat call. ``json_schema`` asks for structured output; ``letter_logprobs`` asks for the
+    log-probabilities of the first generated token being each of these strings (answer-letter scoring)."""
+
+    messages: tuple[Message, ...]
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+    json_schema: Mapping[str, Any] | None = None
+    letter_logprobs: tuple[str, ...] = ()
+    #: Free-form label for logs and traces (e.g. "blind", "verify:2"); not part of the cache key.
+    purpose: str = ""
+
+    def cache_payload(self) -> dict[str, Any]:
+        """Everything that decides the response, with media replaced by content hashes.
+
+        The seed only matters when sampling: greedy requests with different seeds share one cache entry.
+        """
+        def part(p: Part) -> Any:
+            if isinstance(p, str):
+                return p
+            kind = "image" if isinstance(p, ImagePart) else "video"
+            extra = {"time_s": p.time_s} if isinstance(p, ImagePart) else {"fps": p.fps}
+            return {kind: p.digest(), **extra}
+
+        return {
+            "messages": [{"role": m.role, "content": [part(p) for p in m.content]} for m in self.messages],
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": self.seed if self.temperature > 0 else None,
+            "json_schema": self.json_schema,
+            "letter_logprobs": list(self.letter_logprobs),
+        }
+
+    def n_images(self) -> int:
+        return sum(len(m.images()) + len(m.videos()) for m in self.messages)
+
+
+@dataclass
+class ChatResponse:
+    """A backend's answer to one request; ``error`` is set (and ``text`` empty) when the call failed for good."""
+
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    letter_logprobs: dict[str, float] | None = None
+    error: str | None = None
+    cached: bool = False
+    attempts: int = 1
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "text": self.text, "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+            "latency_s": self.latency_s, "letter_logprobs": self.letter_logprobs, "attempts": self.attempts,
+        }, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "ChatResponse":
+        data = json.loads(text)
+        return cls(cached=True, **data)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend accepts; methods adapt (images vs carrier video, JSON vs free text, logprob scoring)."""
+
+    images: bool = False
+    video: bool = False
+    json_schema: bool = False
+    logprobs: bool = False
+
+
+class BackendError(RuntimeError):
+    """A call failed in a way retrying will not fix (bad config, model missing); raised at construction."""
+
+
+class Backend:
+    """Base class. Subclasses implement :meth:`complete`, or :meth:`complete_many` when batching pays.
+
+    ``identity`` names the model precisely enough for the cache key (e.g. the GGUF's sha256, a served model
+    name); two backends with equal identity and equal requests must give interchangeable answers.
+    """
+
+    kind: ClassVar[str] = "base"
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.config = dict(config)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities()
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return {"kind": self.kind, "model": self.config.get("model")}
+
+    def complete(self, request: ChatRequest) -> ChatResponse:
+        raise NotImplementedError
+
+    def complete_many(self, requests: Sequence[ChatRequest],
+                      on_done: Callable[[int, ChatResponse], None] | None = None) -> list[ChatResponse]:
+        """Answer several independent requests; ``on_done(i, response)`` fires as each one finishes.
+
+        The default runs them one after another; backends that batch or run requests concurrently override
+        it, and still call ``on_done`` per response so the cache stores each one the moment it exists.
+        """
+        responses = []
+        for i, request in enumerate(requests):
+            responses.append(self.complete(request))
+            if on_done is not None:
+                on_done(i, responses[-1])
+        return responses
+
+    def close(self) -> None:
+        """Release the model or connection pool; called once when the job ends."""

@@ -1,0 +1,138 @@
+"""``openai`` backend: any OpenAI-compatible chat server (vLLM's server, llama.cpp's server, hosted APIs).
+
+Requests run concurrently (``concurrency`` at a time) on one async connection pool. Each request has a
+timeout and is retried with exponential backoff and full jitter on the failures that retrying fixes —
+429, 5xx, timeouts, refused or dropped connections — up to ``max_retries`` times; a request that still
+fails comes back with ``error`` set and the run goes on. The API key is read from the environment
+variable named by ``api_key_env`` and never written to logs, errors or outputs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import time
+from typing import Any, Callable, Mapping, Sequence
+
+import httpx
+
+from senri.backends.base import Backend, BackendError, Capabilities, ChatRequest, ChatResponse
+from senri.backends.openai_format import chat_body, parse_chat_response
+
+log = logging.getLogger(__name__)
+
+RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+RETRY_EXCEPTIONS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+
+
+def backoff_delay(attempt: int, base_s: float, cap_s: float, rng: random.Random) -> float:
+    """Full-jitter exponential backoff: uniform in [0, min(cap, base·2^attempt)] (attempt counts from 0)."""
+    return rng.uniform(0.0, min(cap_s, base_s * (2 ** attempt)))
+
+
+def retry_after_s(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+class OpenAIBackend(Backend):
+    kind = "openai"
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        super().__init__(config)
+        if not config.get("base_url"):
+            raise BackendError("model config: the openai backend needs base_url (e.g. http://host:8000/v1)")
+        if not config.get("model"):
+            raise BackendError("model config: the openai backend needs model (the served model's name)")
+        self.base_url = str(config["base_url"]).rstrip("/")
+        self.model = str(config["model"])
+        self.concurrency = int(config.get("concurrency", 8))
+        self.timeout_s = float(config.get("timeout_s", 300))
+        self.max_retries = int(config.get("max_retries", 5))
+        self.backoff_base_s = float(config.get("backoff_base_s", 1.0))
+        self.backoff_cap_s = float(config.get("backoff_cap_s", 60.0))
+        self.extra_body = dict(config.get("extra_body") or {})
+        key_env = config.get("api_key_env")
+        self._api_key = os.environ.get(key_env) if key_env else None
+        if key_env and not self._api_key:
+            raise BackendError(f"model config: api_key_env names {key_env!r}, which is not set in the environment")
+        self._rng = random.Random(0)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            images=bool(self.config.get("images", True)),
+            video=bool(self.config.get("video", False)),
+            json_schema=bool(self.config.get("json_schema", True)),
+            logprobs=bool(self.config.get("logprobs", True)),
+        )
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        # The base URL is left out on purpose: the same model behind another host gives the same answers.
+        return {"kind": self.kind, "model": self.model, "extra_body": self.extra_body}
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+
+    async def _one(self, client: httpx.AsyncClient, semaphore: asyncio.Semaphore,
+                   request: ChatRequest) -> ChatResponse:
+        body = chat_body(request, self.model, video_ok=self.capabilities.video, extra=self.extra_body)
+        started = time.perf_counter()
+        last_error = "no attempt made"
+        for attempt in range(self.max_retries + 1):
+            delay: float | None = None
+            async with semaphore:
+                try:
+                    response = await client.post(f"{self.base_url}/chat/completions", json=body,
+                                                 headers=self._headers())
+                except RETRY_EXCEPTIONS as exc:
+                    last_error = f"{type(exc).__name__}: {exc}"
+                    delay = backoff_delay(attempt, self.backoff_base_s, self.backoff_cap_s, self._rng)
+                else:
+                    if response.status_code == 200:
+                        try:
+                            payload = response.json()
+                        except ValueError:
+                            last_error = f"HTTP 200 with a body that is not JSON: {response.text[:200]!r}"
+                            delay = backoff_delay(attempt, self.backoff_base_s, self.backoff_cap_s, self._rng)
+                        else:
+                            return parse_chat_response(payload, request, time.perf_counter() - started,
+                                                       attempts=attempt + 1)
+                    else:
+                        last_error = f"HTTP {response.status_code}: {response.text[:300]}"
+                        if response.status_code not in RETRY_STATUS:
+                            break
+                        delay = retry_after_s(response) or backoff_delay(
+                            attempt, self.backoff_base_s, self.backoff_cap_s, self._rng)
+            if attempt < self.max_retries and delay is not None:
+                log.warning("%s: attempt %d failed (%s); retrying in %.2f s", request.purpose or "request",
+                            attempt + 1, last_error, delay)
+                await asyncio.sleep(delay)
+        return ChatResponse(text="", latency_s=time.perf_counter() - started, error=last_error,
+                            attempts=attempt + 1)
+
+    async def _many(self, requests: Sequence[ChatRequest],
+                    on_done: Callable[[int, ChatResponse], None] | None) -> list[ChatResponse]:
+        semaphore = asyncio.Semaphore(self.concurrency)
+        limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
+        async with httpx.AsyncClient(timeout=self.timeout_s, limits=limits) as client:
+            async def indexed(i: int, request: ChatRequest) -> ChatResponse:
+                response = await self._one(client, semaphore, request)
+                if on_done is not None:
+                    on_done(i, response)
+                return response
+
+            return list(await asyncio.gather(*(indexed(i, r) for i, r in enumerate(requests))))
+
+    def complete(self, request: ChatRequest) -> ChatResponse:
+        return self.complete_many([request])[0]
+
+    def complete_many(self, requests: Sequence[ChatRequest],
+                      on_done: Callable[[int, ChatResponse], None] | None = None) -> list[ChatResponse]:
+        return asyncio.run(self._many(requests, on_done))

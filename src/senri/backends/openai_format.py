@@ -1,0 +1,106 @@
+"""The OpenAI chat-completions wire format, shared by every backend that speaks it.
+
+The ``openai`` backend sends these bodies over HTTP, the ``llamacpp`` backend hands the same dicts to
+llama.cpp's in-process server, and ``vllm``'s ``LLM.chat`` takes the same message list: one translation,
+one response parser, so all three account tokens and letter log-probabilities identically.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Mapping
+
+from senri.backends.base import ChatRequest, ChatResponse, ImagePart, VideoPart
+
+#: How many alternatives per position to ask for when scoring answer letters (llama.cpp and vLLM allow 20).
+TOP_LOGPROBS = 20
+
+
+def message_content(parts, video_ok: bool) -> str | list[dict[str, Any]]:
+    """A message's content: a plain string for text-only messages, else typed parts in order."""
+    if all(isinstance(p, str) for p in parts):
+        return "".join(parts)
+    content: list[dict[str, Any]] = []
+    for part in parts:
+        if isinstance(part, str):
+            content.append({"type": "text", "text": part})
+        elif isinstance(part, ImagePart):
+            if part.label():
+                content.append({"type": "text", "text": part.label()})
+            content.append({"type": "image_url", "image_url": {"url": part.data_url()}})
+        elif isinstance(part, VideoPart):
+            if not video_ok:
+                raise ValueError("this backend does not take video input; send frames as images")
+            content.append({"type": "video_url", "video_url": {"url": part.data_url()}})
+    return content
+
+
+def chat_messages(request: ChatRequest, video_ok: bool = False) -> list[dict[str, Any]]:
+    return [{"role": m.role, "content": message_content(m.content, video_ok)} for m in request.messages]
+
+
+def chat_body(request: ChatRequest, model: str | None, video_ok: bool = False,
+              extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON body of ``POST /v1/chat/completions`` for ``request``."""
+    body: dict[str, Any] = {
+        "messages": chat_messages(request, video_ok),
+        "max_tokens": request.max_tokens,
+        "temperature": request.temperature,
+        "top_p": request.top_p,
+        "seed": request.seed,
+    }
+    if model:
+        body["model"] = model
+    if request.json_schema is not None:
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "response", "schema": dict(request.json_schema), "strict": True},
+        }
+    if request.letter_logprobs:
+        body["logprobs"] = True
+        body["top_logprobs"] = TOP_LOGPROBS
+    body.update(extra or {})
+    return body
+
+
+def letter_scores(candidates: Iterable[tuple[str, float]], letters: tuple[str, ...]) -> dict[str, float]:
+    """Log-probability of each letter among first-token ``(token, logprob)`` candidates.
+
+    Tokenizers spell a letter several ways ("B", " B"): each letter takes the most probable token that
+    reads as exactly that letter once spaces are stripped. A letter outside the candidates gets -1e9 (its
+    probability is below every listed one; JSON has no -inf).
+    """
+    scores = {letter: -math.inf for letter in letters}
+    for token, logprob in candidates:
+        token = token.strip()
+        if token in scores:
+            scores[token] = max(scores[token], float(logprob))
+    return {k: (v if math.isfinite(v) else -1e9) for k, v in scores.items()}
+
+
+def first_token_letter_logprobs(choice: Mapping[str, Any], letters: tuple[str, ...]) -> dict[str, float]:
+    """:func:`letter_scores` over a chat choice's first ``top_logprobs`` entry."""
+    content = ((choice.get("logprobs") or {}).get("content")) or []
+    top = content[0].get("top_logprobs") or [] if content else []
+    return letter_scores(((str(c.get("token", "")), float(c["logprob"])) for c in top), letters)
+
+
+def parse_chat_response(body: Mapping[str, Any], request: ChatRequest, latency_s: float,
+                        attempts: int = 1) -> ChatResponse:
+    """Turn a chat-completions response body into a :class:`ChatResponse`."""
+    choices = body.get("choices") or []
+    if not choices:
+        return ChatResponse(text="", latency_s=latency_s, attempts=attempts,
+                            error=f"response has no choices: {str(body)[:300]}")
+    choice = choices[0]
+    text = (choice.get("message") or {}).get("content") or ""
+    usage = body.get("usage") or {}
+    return ChatResponse(
+        text=text,
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        completion_tokens=int(usage.get("completion_tokens") or 0),
+        latency_s=latency_s,
+        letter_logprobs=(first_token_letter_logprobs(choice, request.letter_logprobs)
+                         if request.letter_logprobs else None),
+        attempts=attempts,
+    )

@@ -1,0 +1,57 @@
+"""``scripted`` backend, for tests only: replays responses from a JSONL file instead of running a model.
+
+Each line is a rule ``{"match": "text", "text": "...", ...}``; a request gets the first rule whose ``match``
+occurs in its last user message (a rule without ``match`` matches anything). Optional fields:
+``letter_logprobs`` (a dict), ``error`` (the call fails with this message), ``delay_s`` (sleep first, to
+let tests kill a run mid-call), ``prompt_tokens`` / ``completion_tokens``. Every request is appended to
+``record`` (a JSONL file) when configured, so tests can inspect exactly what a method sent.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from senri.backends.base import Backend, BackendError, Capabilities, ChatRequest, ChatResponse
+
+
+class ScriptedBackend(Backend):
+    kind = "scripted"
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        super().__init__(config)
+        script = config.get("script")
+        if not script or not Path(script).is_file():
+            raise BackendError(f"model config script: scripted backend needs an existing JSONL file, got {script!r}")
+        self.rules = [json.loads(line) for line in Path(script).read_text().splitlines() if line.strip()]
+        self.record = Path(config["record"]) if config.get("record") else None
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(images=bool(self.config.get("images", True)), video=bool(self.config.get("video", False)),
+                            json_schema=True, logprobs=True)
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return {"kind": self.kind, "script": Path(self.config["script"]).read_text()}
+
+    def complete(self, request: ChatRequest) -> ChatResponse:
+        prompt = next((m.plain_text() for m in reversed(request.messages) if m.role == "user"), "")
+        if self.record is not None:
+            with self.record.open("a") as handle:
+                handle.write(json.dumps({"purpose": request.purpose, "payload": request.cache_payload()}) + "\n")
+        for rule in self.rules:
+            if rule.get("match") is None or rule["match"] in prompt:
+                time.sleep(float(rule.get("delay_s", 0)))
+                if rule.get("error"):
+                    return ChatResponse(text="", error=str(rule["error"]))
+                return ChatResponse(
+                    text=str(rule.get("text", "")),
+                    prompt_tokens=int(rule.get("prompt_tokens", len(prompt.split()))),
+                    completion_tokens=int(rule.get("completion_tokens", len(str(rule.get("text", "")).split()))),
+                    latency_s=float(rule.get("latency_s", 0.01)),
+                    letter_logprobs=rule.get("letter_logprobs"),
+                )
+        return ChatResponse(text="", error=f"scripted backend: no rule matches the prompt {prompt[:80]!r}")

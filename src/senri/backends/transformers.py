@@ -1,0 +1,131 @@
+"""``transformers`` backend: a local Hugging Face vision-language model (e.g. the Qwen2.5-VL family).
+
+The model is loaded from a local folder (``path``), through ``AutoProcessor`` and
+``AutoModelForImageTextToText``, so any image-text-to-text model transformers knows works the same way.
+Nothing is downloaded at run time: ``HF_HUB_OFFLINE=1`` is set before transformers is imported.
+Frames go in as images, in order, each after its timestamp ("[t=12.0s]") when the method gives one.
+
+Plain ``generate`` cannot constrain output to a JSON schema, so this backend says so in its capabilities and
+methods fall back to free text and the strict answer parser; answer-letter scoring reads the first
+generated position's log-probabilities directly from the logits.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from senri.backends.base import Backend, BackendError, Capabilities, ChatRequest, ChatResponse, ImagePart
+
+log = logging.getLogger(__name__)
+
+
+def hf_messages(request: ChatRequest) -> tuple[list[dict[str, Any]], list[Any]]:
+    """Chat messages in transformers' typed-content form, plus the PIL images in the order they appear."""
+    from PIL import Image
+
+    messages, images = [], []
+    for message in request.messages:
+        content: list[dict[str, Any]] = []
+        for part in message.content:
+            if isinstance(part, str):
+                content.append({"type": "text", "text": part})
+            elif isinstance(part, ImagePart):
+                if part.label():
+                    content.append({"type": "text", "text": part.label()})
+                images.append(Image.open(io.BytesIO(part.jpeg)).convert("RGB"))
+                content.append({"type": "image"})
+            else:
+                raise ValueError("the transformers backend takes frames as images, not video")
+        messages.append({"role": message.role, "content": content})
+    return messages, images
+
+
+class TransformersBackend(Backend):
+    kind = "transformers"
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        super().__init__(config)
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        if not config.get("path"):
+            raise BackendError("model config path: the transformers backend needs a local model folder")
+        import torch
+        from transformers import AutoModelForImageTextToText, AutoProcessor
+
+        self.torch = torch
+        device = str(config.get("device", "auto"))
+        self.device = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
+        dtype_name = str(config.get("dtype", "auto"))
+        dtype = "auto" if dtype_name == "auto" else getattr(torch, dtype_name)
+        path = str(Path(config["path"]).expanduser())
+        started = time.perf_counter()
+        try:
+            self.processor = AutoProcessor.from_pretrained(path)
+            self.model = AutoModelForImageTextToText.from_pretrained(path, dtype=dtype)
+        except OSError as exc:
+            raise BackendError(f"model config path: cannot load a model from {path!r}: {exc}") from exc
+        self.model.to(self.device).eval()
+        self.tokenizer = getattr(self.processor, "tokenizer", self.processor)
+        log.info("transformers loaded %s on %s in %.1f s", config["path"], self.device, time.perf_counter() - started)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(images=True, video=False, json_schema=False, logprobs=True)
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return {"kind": self.kind, "model": str(self.config["path"]), "revision": self.config.get("revision"),
+                "dtype": str(self.config.get("dtype", "auto"))}
+
+    def _letter_token_ids(self, letters: tuple[str, ...]) -> dict[str, list[int]]:
+        """Token ids that spell each letter alone (with or without a leading space)."""
+        ids: dict[str, list[int]] = {}
+        for letter in letters:
+            candidates = set()
+            for spelling in (letter, " " + letter):
+                encoded = self.tokenizer.encode(spelling, add_special_tokens=False)
+                if len(encoded) == 1:
+                    candidates.add(encoded[0])
+            ids[letter] = sorted(candidates)
+        return ids
+
+    def complete(self, request: ChatRequest) -> ChatResponse:
+        torch = self.torch
+        started = time.perf_counter()
+        messages, images = hf_messages(request)
+        prompt = self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        inputs = self.processor(text=[prompt], images=images or None, return_tensors="pt").to(self.device)
+        prompt_tokens = int(inputs["input_ids"].shape[1])
+        sample = request.temperature > 0
+        if sample:
+            torch.manual_seed(request.seed)
+        with torch.inference_mode():
+            output = self.model.generate(
+                **inputs,
+                max_new_tokens=request.max_tokens,
+                do_sample=sample,
+                temperature=request.temperature if sample else None,
+                top_p=request.top_p if sample else None,
+                output_scores=bool(request.letter_logprobs),
+                return_dict_in_generate=True,
+                pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
+            )
+        new_tokens = output.sequences[0, prompt_tokens:]
+        text = self.tokenizer.decode(new_tokens, skip_special_tokens=True)
+        letter_logprobs = None
+        if request.letter_logprobs:
+            logprobs = torch.log_softmax(output.scores[0][0].float(), dim=-1)
+            letter_logprobs = {
+                letter: (max(float(logprobs[i]) for i in token_ids) if token_ids else -1e9)
+                for letter, token_ids in self._letter_token_ids(request.letter_logprobs).items()
+            }
+        return ChatResponse(text=text, prompt_tokens=prompt_tokens, completion_tokens=int(new_tokens.shape[0]),
+                            latency_s=time.perf_counter() - started, letter_logprobs=letter_logprobs)
+
+    def close(self) -> None:
+        del self.model

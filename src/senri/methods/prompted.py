@@ -1,0 +1,91 @@
+"""Methods that answer with one prompt per question: the question, its options and optional visual input.
+
+``answer_format`` picks how the letter is obtained:
+- ``json``: structured output against :data:`senri.answers.ANSWER_SCHEMA` (falls back to ``text`` on a
+  backend without JSON-schema support; the trace says so);
+- ``text``: free text, read by the strict parser of :mod:`senri.answers`;
+- ``logprobs``: the arg-max of the four letters' first-token log-probabilities; with ``debias: true`` the
+  question is asked under the four cyclic reorderings of its options and each option's log-probabilities
+  are summed over its four positions (no labels needed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from senri.answers import ANSWER_SCHEMA, best_letter, cyclic_order, debiased_scores, parse_answer, question_prompt
+from senri.backends.base import ChatRequest, Message, Part
+from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
+from senri.records import LETTERS, Question
+
+ANSWER_FORMATS = ("json", "text", "logprobs")
+
+
+class PromptedChoice(Method):
+    """Base of ``blind`` and ``direct``: subclasses supply the visual parts and the context line."""
+
+    def __init__(self, context: RunContext) -> None:
+        super().__init__(context)
+        config = context.method_config
+        self.requested_format = str(config.get("answer_format", "json"))
+        self.debias = bool(config.get("debias", False))
+        capabilities = context.backend.capabilities if context.backend is not None else None
+        self.answer_format = self.requested_format
+        if capabilities is not None:
+            if self.requested_format == "json" and not capabilities.json_schema:
+                self.answer_format = "text"
+            if self.requested_format == "logprobs" and not capabilities.logprobs:
+                raise ValueError(f"method {context.method_name!r}: answer_format logprobs needs a backend with "
+                                 f"log-probabilities; model {context.model_name!r} ({context.model_config.get('backend')}) has none")
+        if self.debias and self.answer_format != "logprobs":
+            raise ValueError(f"method {context.method_name!r}: debias needs answer_format: logprobs")
+
+    # Subclass hooks ----------------------------------------------------------------------------------
+    def visual_parts(self, question: Question) -> list[Part]:
+        return []
+
+    def context_text(self, question: Question) -> str:
+        return ""
+
+    # ------------------------------------------------------------------------------------------------
+    def _request(self, question: Question, options: list[str], purpose: str) -> ChatRequest:
+        text = question_prompt(question.question, options, self.answer_format, self.context_text(question))
+        system = self.context.method_config.get("system")
+        messages = ((Message.text("system", system),) if system else ()) + (
+            Message("user", (*self.visual_parts(question), text)),)
+        sampling = self.sampling()
+        if self.answer_format == "logprobs":
+            sampling["max_tokens"] = 1
+        return ChatRequest(
+            messages=messages,
+            json_schema=ANSWER_SCHEMA if self.answer_format == "json" else None,
+            letter_logprobs=tuple(LETTERS) if self.answer_format == "logprobs" else (),
+            purpose=purpose,
+            **sampling,
+        )
+
+    def answer(self, question: Question) -> MethodAnswer:
+        tally = CallTally()
+        options = list(question.options)
+        trace: dict[str, Any] = {"answer_format": self.answer_format}
+        if self.answer_format != self.requested_format:
+            trace["format_fallback"] = f"{self.requested_format} → {self.answer_format} (backend capability)"
+        if self.answer_format != "logprobs":
+            (response,) = self.chat_many([self._request(question, options, "answer")], tally)
+            if response.error:
+                return MethodAnswer(None, None, False, tally, trace)
+            parsed = parse_answer(response.text, options)
+            trace["parse_rule"] = parsed.rule
+            return MethodAnswer(parsed.letter, response.text, parsed.ok, tally, trace)
+
+        shifts = range(len(LETTERS)) if self.debias else range(1)
+        requests = [self._request(question, [options[i] for i in cyclic_order(k)], f"answer:shift{k}")
+                    for k in shifts]
+        responses = self.chat_many(requests, tally)
+        if any(r.error for r in responses):
+            return MethodAnswer(None, None, False, tally, trace)
+        per_shift = {k: r.letter_logprobs or {} for k, r in zip(shifts, responses)}
+        scores = debiased_scores(per_shift)
+        letter = best_letter(scores)
+        trace.update({"debias": self.debias, "letter_logprobs": per_shift, "scores": scores})
+        return MethodAnswer(letter, responses[0].text, letter is not None, tally, trace)
