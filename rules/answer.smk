@@ -12,8 +12,7 @@ rule answer:
     params:
         config=answer_config,
         code=answer_code,
-        frames=lambda wildcards, input: f"--frames {input.frames}" if "frames" in input.keys() else "",
-        carrier=lambda wildcards, input: f"--carrier {input.carrier}" if "carrier" in input.keys() else "",
+        media=answer_media_options,
         cache="results/cache/answer/{method}/{model}/{video_id}.sqlite",
     log:
         "results/logs/answer/{method}/{model}/{video_id}.log",
@@ -29,4 +28,4 @@ rule answer:
     shell:
         "{SENRI_CLI} answer --config {params.config:q} --questions {input.questions}"
         " --video-info {input.video} --method {wildcards.method} --model {wildcards.model}"
-        " {params.frames} {params.carrier} --cache {params.cache} --out {output.table} > {log} 2>&1"
+        " {params.media} --cache {params.cache} --out {output.table} > {log} 2>&1"

@@ -84,6 +84,11 @@ def answer_inputs(wildcards):
     return senri_workflow.answer_inputs(SENRI, wildcards.method, wildcards.model, wildcards.video_id)
 
 
+def answer_media_options(wildcards, input):
+    """``--frames``/``--carrier`` options for the answer CLI, for methods whose inputs include them."""
+    return " ".join(f"--{name} {input[name]}" for name in ("frames", "carrier") if name in input.keys())
+
+
 def answer_threads(wildcards):
     return senri_workflow.answer_resources(SENRI, wildcards.model)["threads"]
 

@@ -1,7 +1,12 @@
+import json
+import signal
+import sqlite3
 import subprocess
 import sys
+import time
 import types
 from collections import Counter
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -9,7 +14,7 @@ import pytest
 from senri.answer import answer_video
 from senri.ingest import ingest
 from senri.methods import METHODS
-from senri.methods.base import Method, MethodAnswer
+from senri.methods.base import CallTally, Method, MethodAnswer
 from senri.methods.random import seeded_letter
 from senri.probe import probe
 from senri.records import Prediction, schema_of
@@ -51,7 +56,8 @@ class _Flaky(Method):
             raise RuntimeError("backend exploded")
         if question.qid.endswith("_L_2"):
             return MethodAnswer(pred=None, raw_output="I think it is the bakery", parse_ok=False)
-        return MethodAnswer(pred=question.answer, raw_output=question.answer, parse_ok=True, n_llm_calls=1)
+        return MethodAnswer(pred=question.answer, raw_output=question.answer, parse_ok=True,
+                            tally=CallTally(n_llm_calls=1))
 
 
 def test_a_failing_question_is_recorded_and_the_run_goes_on(demo_tables, monkeypatch):
@@ -95,3 +101,87 @@ def test_cli_answer_without_a_tty_prints_no_progress_bar(tmp_path, demo_tables, 
     assert "\r" not in proc.stderr and "q/s" not in proc.stderr and "%|" not in proc.stderr
     assert pl.read_parquet(out).height == 16
     assert (tmp_path / "pred" / "demo_01.config.yaml").exists()
+
+
+def blind_stage(script: Path, record: Path, answer_format: str = "text", **method) -> dict:
+    return {"seed": 0,
+            "method": {"name": "blind", "implementation": "blind", "approach": "baseline", "uses_model": True,
+                       "answer_format": answer_format, **method},
+            "model": {"name": "scripted", "backend": "scripted", "script": str(script), "record": str(record)}}
+
+
+def write_script(path: Path, rules: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(rule) + "\n" for rule in rules))
+    return path
+
+
+def test_blind_records_parse_failures_and_backend_errors_per_question(tmp_path, demo_tables):
+    questions, video = demo_tables
+    rows = questions.filter(pl.col("video_id") == "demo_01").sort("qid")
+    broken, vague = rows["question"][0], rows["question"][1]
+    script = write_script(tmp_path / "s.jsonl", [
+        {"match": broken, "error": "HTTP 503: overloaded"},
+        {"match": vague, "text": "Hard to say from what I saw."},
+        {"text": "After careful thought, the answer is (c).", "latency_s": 0.125},
+    ])
+    out = answer_video(questions, video, blind_stage(script, tmp_path / "r.jsonl"), cache=tmp_path / "c.sqlite")
+    by_question = {row["question"]: row for row in rows.iter_rows(named=True)}
+    out = out.join(rows.select("qid", "question"), on="qid")
+    error_row = out.filter(pl.col("question") == broken).row(0, named=True)
+    assert error_row["error"] == "answer: HTTP 503: overloaded" and error_row["pred"] is None
+    vague_row = out.filter(pl.col("question") == vague).row(0, named=True)
+    assert not vague_row["parse_ok"] and vague_row["pred"] is None and vague_row["error"] is None
+    rest = out.filter(~pl.col("question").is_in([broken, vague]))
+    assert (rest["pred"] == "C").all() and rest["parse_ok"].all() and (rest["latency_s"] == 0.125).all()
+    assert (rest["correct"] == (rest["answer"] == "C")).all()
+    assert len(by_question) == 16
+
+
+def test_a_killed_answer_run_restarts_without_repeating_finished_calls(tmp_path, demo_tables, senri_env):
+    """SIGKILL mid-run, restart on the same cache: only unfinished calls are issued again, and the
+    predictions are byte-identical to those of an uninterrupted run."""
+    from senri.records import VideoInfo, to_frame
+
+    questions, video = demo_tables
+    q_path, v_path = tmp_path / "q.parquet", tmp_path / "v.parquet"
+    questions.write_parquet(q_path)
+    to_frame([video], VideoInfo).write_parquet(v_path)
+    script = write_script(tmp_path / "s.jsonl", [{"text": "The answer is B.", "delay_s": 0.25, "latency_s": 0.2}])
+
+    def command(run: str) -> list[str]:
+        stage = blind_stage(script, tmp_path / f"{run}.record.jsonl")
+        return [sys.executable, "-m", "senri", "answer", "--config", json.dumps(stage), "--questions", str(q_path),
+                "--video-info", str(v_path), "--method", "blind", "--model", "scripted",
+                "--cache", str(tmp_path / f"{run}.sqlite"), "--out", str(tmp_path / f"{run}.parquet")]
+
+    def cached(run: str) -> int:
+        path = tmp_path / f"{run}.sqlite"
+        if not path.exists():
+            return 0
+        with sqlite3.connect(path) as db:
+            try:
+                return db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+            except sqlite3.OperationalError:
+                return 0
+
+    victim = subprocess.Popen(command("killed"), env=senri_env, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while cached("killed") < 6 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    finished = cached("killed")
+    assert 6 <= finished < 16 and not (tmp_path / "killed.parquet").exists()
+    issued_before = len((tmp_path / "killed.record.jsonl").read_text().splitlines())
+
+    restart = subprocess.run(command("killed"), env=senri_env, stdin=subprocess.DEVNULL, capture_output=True,
+                             text=True)
+    assert restart.returncode == 0, restart.stderr
+    issued_total = len((tmp_path / "killed.record.jsonl").read_text().splitlines())
+    assert issued_total - issued_before == 16 - finished  # no finished call repeated
+    assert f"{finished} hit(s), {16 - finished} miss(es)" in restart.stderr
+
+    clean = subprocess.run(command("clean"), env=senri_env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    assert clean.returncode == 0, clean.stderr
+    assert (tmp_path / "killed.parquet").read_bytes() == (tmp_path / "clean.parquet").read_bytes()

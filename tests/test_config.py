@@ -6,10 +6,11 @@ from senri import config as cfgmod
 from senri.methods import METHODS
 
 
-def test_defaults_select_the_demo_and_random():
+def test_defaults_select_the_demo_random_and_blind_on_the_embedded_model():
     cfg = cfgmod.compose()
     assert cfg["dataset"]["name"] == "demo"
-    assert cfgmod.runs(cfg) == [("random", "none")]
+    assert cfgmod.runs(cfg) == [("random", "none"), ("blind", "smollm2")]
+    assert cfg["model"]["smollm2"]["backend"] == "llamacpp"
     for group in ("dataset", "method", "model", "sampling", "memory", "anonymize"):
         assert group in cfg
 
@@ -24,6 +25,10 @@ def test_defaults_select_the_demo_and_random():
         ("+method.x={implementation:random,approach:baseline,uses_model:false,extra:1}", "config.method.x.extra: unknown key"),
         ("+method.y={implementation:nope,approach:baseline,uses_model:false}", "config.method.y.implementation"),
         ("dataset.demo.fps=fast", "config.dataset.demo.fps"),
+        ("+model.smollm2.base_url=http://x", "config.model.smollm2.base_url: unknown key"),
+        ("model.smollm2.sha256=abc", "config.model.smollm2.sha256"),
+        ("method.blind.answer_format=letters", "config.method.blind.answer_format"),
+        ("+model.api={backend:openai,model:m}", "config.model.api: 'base_url' is a required property"),
     ],
 )
 def test_invalid_config_names_the_key_path(override, path):
@@ -75,8 +80,26 @@ def test_schema_lists_exactly_the_registered_method_implementations():
     assert sorted(schema["$defs"]["method"]["properties"]["implementation"]["enum"]) == METHODS.names()
 
 
+def test_schema_lists_exactly_the_registered_backends():
+    from senri.backends import BACKENDS, NO_BACKEND
+
+    schema = json.loads(cfgmod.CONFIG_SCHEMA.read_text())
+    assert sorted(schema["$defs"]["model"]["properties"]["backend"]["enum"]) == sorted([*BACKENDS.names(), NO_BACKEND])
+
+
+def test_a_list_of_frame_budgets_is_one_run_and_one_plan_per_budget():
+    cfg = cfgmod.compose(["method=[direct]", "method.direct.frames=[32,64]"])
+    assert cfgmod.runs(cfg) == [("direct_32", "smollm2"), ("direct_64", "smollm2")]
+    assert cfg["method"]["direct_64"]["plan"] == "uniform_64" and cfg["method"]["direct_64"]["frames"] == 64
+    assert cfg["sampling"]["plans"]["uniform_32"] == {"kind": "uniform", "n": 32, "placement": "center",
+                                                      "accuracy": "auto"}
+    single = cfgmod.compose(["method=[direct]"])
+    assert cfgmod.runs(single) == [("direct", "smollm2")] and single["method"]["direct"]["plan"] == "uniform_512"
+
+
 def test_method_that_needs_a_model_without_one_is_rejected():
     cfg = cfgmod.compose()
+    cfg["model"] = {}
     cfg["method"]["random"]["uses_model"] = True
     with pytest.raises(cfgmod.ConfigError) as err:
         cfgmod.validate(cfg)

@@ -65,6 +65,27 @@ def test_demo_run_produces_the_main_table(demo_run):
     assert pl.read_parquet(demo_run / "results/questions.parquet").height == 32
 
 
+def test_demo_blind_row_comes_from_a_real_model(demo_run):
+    main = (demo_run / "results/tables/main.md").read_text()
+    assert re.search(r"^\| blind \| smollm2 \| 32 \| \d+\.\d \|", main, re.MULTILINE), main
+    blind = pl.concat([pl.read_parquet(p) for p in (demo_run / "results/predictions/blind/smollm2").glob("*.parquet")])
+    assert blind.height == 32 and blind["error"].is_null().all()
+    assert (blind["n_llm_calls"] == 1).all() and (blind["prompt_tokens"] > 50).all()
+    assert blind["raw_output"].is_not_null().all() and blind["parse_ok"].sum() >= 28
+    log = (demo_run / "results/logs/answer/blind/smollm2/demo_01.log").read_text()
+    assert "llama.cpp loaded SmolLM2-135M-Instruct.Q4_1.gguf" in log and "hit rate 0.0%" in log
+
+
+def test_a_rerun_answers_from_the_response_cache_byte_for_byte(demo_run):
+    prediction = demo_run / "results/predictions/blind/smollm2/demo_02.parquet"
+    before = prediction.read_bytes()
+    prediction.unlink()
+    snakemake(demo_run, "-c2")
+    assert prediction.read_bytes() == before
+    log = (demo_run / "results/logs/answer/blind/smollm2/demo_02.log").read_text()
+    assert "16 hit(s), 0 miss(es), hit rate 100.0%" in log
+
+
 def test_every_stage_writes_its_config_log_and_benchmark(demo_run):
     results = demo_run / "results"
     for sidecar in ["questions.config.yaml", "probe/demo_01.config.yaml", "tables/config.yaml",
@@ -91,13 +112,13 @@ def test_adding_a_method_reruns_only_answer_and_aggregate(demo_run):
 
 
 def test_a_changed_slice_reruns_exactly_the_stages_that_read_it(demo_run):
-    assert planned_jobs(demo_run, "--config", "overrides=seed=5") == {"answer": 2, "aggregate": 1, "all": 1}
+    assert planned_jobs(demo_run, "--config", "overrides=seed=5") == {"answer": 4, "aggregate": 1, "all": 1}
     assert planned_jobs(demo_run, "--config", "overrides=memory.long_video_min_s=5000") == {}  # read by no stage yet
     assert planned_jobs(demo_run, "--config", "overrides=sampling.plans.uniform_512.n=256") == {"frames": 2, "all": 1}
     assert planned_jobs(demo_run, "--config", "overrides=sampling.carriers=true") == {"carrier": 2, "all": 1}
     assert planned_jobs(demo_run, "--config", "overrides=aggregate.decimals=2") == {"aggregate": 1, "all": 1}
     assert planned_jobs(demo_run, "--config", "overrides=probe.keyframe_scan_s=60") == {
-        "probe": 2, "videos_table": 1, "answer": 2, "aggregate": 1, "all": 1,
+        "probe": 2, "videos_table": 1, "answer": 4, "aggregate": 1, "all": 1,
     }
 
 
@@ -106,6 +127,27 @@ def test_deleting_one_prediction_reruns_that_job_and_the_aggregate(demo_run):
     assert planned_jobs(demo_run) == {"answer": 1, "aggregate": 1, "all": 1}
     snakemake(demo_run, "-c2")
     assert planned_jobs(demo_run) == {}
+
+
+def test_direct_perception_on_a_tiny_vlm_reads_the_frame_store_through_the_dag(tmp_path):
+    from tiny_vlm import build_tiny_llava
+
+    model = build_tiny_llava(tmp_path / "tiny-vlm")
+    overrides = ("dataset.demo.places_per_video=5 dataset.demo.place_s=12 dataset.demo.turn_s=2 sampling.build=[] "
+                 "method=[random,direct] method.direct.frames=[4,8] model=[] "
+                 f"+model.tiny={{backend:transformers,path:{model},max_tokens:4}}")
+    snakemake(tmp_path, "-c2", "--config", f"overrides={overrides}")
+    for budget in (4, 8):
+        store = pl.read_parquet(tmp_path / f"results/frames/uniform_{budget}/demo_01.parquet")
+        assert store.height == budget and store["error"].is_null().all()
+        predictions = pl.read_parquet(tmp_path / f"results/predictions/direct_{budget}/tiny/demo_01.parquet")
+        assert predictions["error"].is_null().all() and (predictions["n_vlm_calls"] == 1).all()
+    # The bigger budget sends more image tokens through the same prompt.
+    small, big = (pl.read_parquet(tmp_path / f"results/predictions/direct_{b}/tiny/demo_01.parquet") for b in (4, 8))
+    assert (big["prompt_tokens"] > small["prompt_tokens"]).all()
+    main = (tmp_path / "results/tables/main.md").read_text()
+    for budget in (4, 8):  # random weights: parse failures are expected, flagged with †
+        assert re.search(rf"^\| direct_{budget}( †)? \| tiny \| 32 \|", main, re.MULTILINE), main
 
 
 def test_invalid_config_stops_the_workflow_naming_the_key(demo_run):
@@ -217,7 +259,9 @@ def test_answer_jobs_ask_for_gpus_only_for_gpu_backends():
     cfg = {"model": {"none": {"backend": "none"}, "qwen": {"backend": "vllm"},
                      "big": {"backend": "transformers", "gpus": 2, "mem_mb": 64000},
                      "api": {"backend": "openai"}}}
-    assert senri_workflow.answer_resources(cfg, "none") == {"gpu": 0, "mem_mb": 2000}
+    cfg["model"]["cpu"] = {"backend": "llamacpp"}
+    assert senri_workflow.answer_resources(cfg, "none") == {"gpu": 0, "mem_mb": 2000, "threads": 1}
     assert senri_workflow.answer_resources(cfg, "api")["gpu"] == 0
-    assert senri_workflow.answer_resources(cfg, "qwen") == {"gpu": 1, "mem_mb": 16000}
-    assert senri_workflow.answer_resources(cfg, "big") == {"gpu": 2, "mem_mb": 64000}
+    assert senri_workflow.answer_resources(cfg, "qwen") == {"gpu": 1, "mem_mb": 16000, "threads": 1}
+    assert senri_workflow.answer_resources(cfg, "big") == {"gpu": 2, "mem_mb": 64000, "threads": 1}
+    assert senri_workflow.answer_resources(cfg, "cpu") == {"gpu": 0, "mem_mb": 2000, "threads": 2}

