@@ -17,4 +17,5 @@ rule all:
         prediction_files,
         frame_stores,
         "results/tables/main.md",
+        "results/report.html",
     default_target: True

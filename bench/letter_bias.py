@@ -47,7 +47,7 @@ def main() -> None:
         row = positions.filter((pl.col("method") == method) & (pl.col("model") == args.model)).row(0, named=True)
         counts = [row[letter] for letter in LETTERS]
         distributions[method] = [c / max(1, sum(counts)) for c in counts]
-        total = main_table.filter(pl.col("method") == method)["Total"][0]
+        total = main_table.filter(pl.col("method") == method)["total"][0]
         p_value = chisquare(counts).pvalue if sum(counts) else float("nan")
         print(f"{method:<16} {counts[0]:>4} {counts[1]:>4} {counts[2]:>4} {counts[3]:>4} {row['none']:>5} "
               f"{max(counts) / max(1, sum(counts)):>10.2f} {p_value:>9.2g} {total:>6}")

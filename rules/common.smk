@@ -107,3 +107,8 @@ def prediction_files(wildcards):
         for method, model in RUNS
         for video in VIDEO_IDS
     ]
+
+
+def prediction_sidecars(wildcards):
+    """The config each prediction file was made with: the report reads approach and frame budget from it."""
+    return [path.replace(".parquet", ".config.yaml") for path in prediction_files(wildcards)]

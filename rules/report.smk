@@ -29,3 +29,31 @@ rule aggregate:
     shell:
         "{SENRI_CLI} aggregate --config {params.config:q} --predictions {input.predictions:q}"
         " --questions {input.questions} --out results/tables > {log} 2>&1"
+
+
+# The last rule of the DAG: reruns only when a prediction file, the report config or the report code changes.
+rule report:
+    input:
+        predictions=prediction_files,
+        sidecars=prediction_sidecars,
+        questions="results/questions.parquet",
+    output:
+        html="results/report.html",
+        tables=directory("results/report/tables"),
+        figures=directory("results/report/figures"),
+        config="results/report/config.yaml",
+    params:
+        config=stage_config("report"),
+        code=stage_code("report"),
+    log:
+        "results/logs/report.log",
+    benchmark:
+        "results/benchmarks/report.tsv"
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "{SENRI_CLI} report --config {params.config:q} --predictions {input.predictions:q}"
+        " --questions {input.questions} --out results > {log} 2>&1"

@@ -9,7 +9,8 @@ from senri.methods import METHODS
 def test_defaults_select_the_demo_random_and_blind_on_the_embedded_model():
     cfg = cfgmod.compose()
     assert cfg["dataset"]["name"] == "demo"
-    assert cfgmod.runs(cfg) == [("random", "none"), ("blind", "smollm2")]
+    assert cfgmod.runs(cfg) == [("random", "none"), ("blind", "smollm2"), ("blind_letter", "smollm2"),
+                                ("blind_debiased", "smollm2")]
     assert cfg["model"]["smollm2"]["backend"] == "llamacpp"
     for group in ("dataset", "method", "model", "sampling", "memory", "anonymize"):
         assert group in cfg

@@ -80,9 +80,9 @@ def test_demo_runs_inside_slurm_jobs_and_matches_a_local_run(cluster, tmp_path):
     assert snakemake(local, "-c2").returncode == 0
 
     logs = sorted((on_cluster / "results" / "logs").rglob("*.log"))
-    # demo_video, probe, frames ×2 each; answer ×4 (random and blind per video); demo_questions, ingest,
-    # videos_table, aggregate
-    assert len(logs) == 14
+    # demo_video, probe, frames ×2 each; answer ×8 (4 methods per video); demo_questions, ingest,
+    # videos_table, aggregate, report
+    assert len(logs) == 19
     job_ids = set()
     for log in logs:
         match = re.search(r"SLURM_JOB_ID=(\d+)", log.read_text())
@@ -90,7 +90,8 @@ def test_demo_runs_inside_slurm_jobs_and_matches_a_local_run(cluster, tmp_path):
         job_ids.add(match.group(1))
     assert len(job_ids) == len(logs)
 
-    for table in ("tables/main.parquet", "tables/per_video.parquet", "videos.parquet"):
+    for table in ("tables/main.parquet", "tables/per_video.parquet", "videos.parquet",
+                  "report/tables/paired_stats.parquet"):
         a = pl.read_parquet(on_cluster / "results" / table)
         b = pl.read_parquet(local / "results" / table)
         assert a.drop("path", strict=False).equals(b.drop("path", strict=False)), table
@@ -119,6 +120,6 @@ def test_a_failed_job_names_its_rule_and_log_and_the_rerun_resumes(cluster, tmp_
     resumed = on_slurm(cluster, work, "--config", overrides)
     assert resumed.returncode == 0, resumed.stdout[-6000:]
     ran = re.findall(r"^(?:local)?rule (\w+):", resumed.stdout, re.MULTILINE)
-    assert sorted(ran) == ["aggregate", "all", "answer", "answer", "frames", "probe", "videos_table"], ran
+    assert sorted(ran) == ["aggregate", "all", *["answer"] * 4, "frames", "probe", "report", "videos_table"], ran
     assert finished.stat().st_mtime_ns == before
-    assert pl.read_parquet(work / "results/tables/main.parquet")["n"].to_list() == [32, 32]
+    assert pl.read_parquet(work / "results/tables/main.parquet")["n"].to_list() == [32] * 4

@@ -76,6 +76,19 @@ def test_demo_blind_row_comes_from_a_real_model(demo_run):
     assert "llama.cpp loaded SmolLM2-135M-Instruct.Q4_1.gguf" in log and "hit rate 0.0%" in log
 
 
+def test_the_demo_report_has_every_table_and_figure(demo_run):
+    page = (demo_run / "results/report.html").read_text()
+    for heading in ("Table 2 layout", "Table 3 layout", "Table 4 layout", "Table 11 layout", "Fig. 6 layout",
+                    "Accuracy by task type", "Answer letters"):
+        assert heading in page, heading
+    assert page.count("data:image/png;base64,") == 3  # Fig. 5 needs direct-perception runs at several budgets
+    stats = pl.read_parquet(demo_run / "results/report/tables/paired_stats.parquet")
+    assert set(stats["comparison"]) == {"model vs chance: random/none → blind/smollm2",
+                                        "letter scoring: blind_letter/smollm2 → blind_debiased/smollm2",
+                                        "blind_debiased/smollm2 → w/o debiasing"}
+    assert (stats["resamples"] == 10_000).all() and (stats["seed"] == 0).all()
+
+
 def test_a_rerun_answers_from_the_response_cache_byte_for_byte(demo_run):
     prediction = demo_run / "results/predictions/blind/smollm2/demo_02.parquet"
     before = prediction.read_bytes()
@@ -108,23 +121,27 @@ def test_a_finished_run_schedules_nothing(demo_run):
 
 def test_adding_a_method_reruns_only_answer_and_aggregate(demo_run):
     extra = "+method.random_b={implementation:random,approach:baseline,uses_model:false}"
-    assert planned_jobs(demo_run, "--config", f"overrides={extra}") == {"answer": 2, "aggregate": 1, "all": 1}
+    assert planned_jobs(demo_run, "--config", f"overrides={extra}") == {"answer": 2, "aggregate": 1, "report": 1,
+                                                                        "all": 1}
 
 
 def test_a_changed_slice_reruns_exactly_the_stages_that_read_it(demo_run):
-    assert planned_jobs(demo_run, "--config", "overrides=seed=5") == {"answer": 4, "aggregate": 1, "all": 1}
+    assert planned_jobs(demo_run, "--config", "overrides=seed=5") == {"answer": 8, "aggregate": 1, "report": 1,
+                                                                      "all": 1}
     assert planned_jobs(demo_run, "--config", "overrides=memory.long_video_min_s=5000") == {}  # read by no stage yet
     assert planned_jobs(demo_run, "--config", "overrides=sampling.plans.uniform_512.n=256") == {"frames": 2, "all": 1}
     assert planned_jobs(demo_run, "--config", "overrides=sampling.carriers=true") == {"carrier": 2, "all": 1}
-    assert planned_jobs(demo_run, "--config", "overrides=aggregate.decimals=2") == {"aggregate": 1, "all": 1}
+    assert planned_jobs(demo_run, "--config", "overrides=aggregate.decimals=2") == {"aggregate": 1, "report": 1,
+                                                                                    "all": 1}
+    assert planned_jobs(demo_run, "--config", "overrides=report.bootstrap_resamples=2000") == {"report": 1, "all": 1}
     assert planned_jobs(demo_run, "--config", "overrides=probe.keyframe_scan_s=60") == {
-        "probe": 2, "videos_table": 1, "answer": 4, "aggregate": 1, "all": 1,
+        "probe": 2, "videos_table": 1, "answer": 8, "aggregate": 1, "report": 1, "all": 1,
     }
 
 
 def test_deleting_one_prediction_reruns_that_job_and_the_aggregate(demo_run):
     (demo_run / "results/predictions/random/none/demo_02.parquet").unlink()
-    assert planned_jobs(demo_run) == {"answer": 1, "aggregate": 1, "all": 1}
+    assert planned_jobs(demo_run) == {"answer": 1, "aggregate": 1, "report": 1, "all": 1}
     snakemake(demo_run, "-c2")
     assert planned_jobs(demo_run) == {}
 
@@ -146,6 +163,7 @@ def test_direct_perception_on_a_tiny_vlm_reads_the_frame_store_through_the_dag(t
     small, big = (pl.read_parquet(tmp_path / f"results/predictions/direct_{b}/tiny/demo_01.parquet") for b in (4, 8))
     assert (big["prompt_tokens"] > small["prompt_tokens"]).all()
     main = (tmp_path / "results/tables/main.md").read_text()
+    assert (tmp_path / "results/report/figures/frame_budget.png").stat().st_size > 1000
     for budget in (4, 8):  # random weights: parse failures are expected, flagged with †
         assert re.search(rf"^\| direct_{budget}( †)? \| tiny \| 32 \|", main, re.MULTILINE), main
 

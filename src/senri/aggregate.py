@@ -20,6 +20,11 @@ CATEGORIES: tuple[str, ...] = ("total", "es", "l", "np", "oc", "rr", "se", "rer"
 CATEGORY_LABELS = {"total": "Total", "es": "ES", "l": "L", "np": "NP", "oc": "OC", "rr": "RR", "se": "SE",
                    "rer": "RER", "ter": "TER"}
 RUN_KEYS = ["method", "model"]
+#: Per-run failure counts, shown as columns in every table a run appears in (timeouts are also errors).
+FAILURE_COLUMNS = ("parse_failures", "errors", "timeouts", "missing")
+FAILURE_LABELS = {"parse_failures": "Parse failures", "errors": "Errors", "timeouts": "Timeouts", "missing": "Missing"}
+FAILURE_MARK = " †"
+FAILURE_NOTE = "† run with parse failures, backend errors or missing predictions (each counted wrong)."
 
 
 class AggregateError(ValueError):
@@ -79,6 +84,7 @@ def score(predictions: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:
         correct=(pl.col("pred") == pl.col("answer")).fill_null(False),
         parse_failure=(~pl.col("parse_ok").fill_null(True)) & pl.col("error").is_null(),
         backend_error=pl.col("error").is_not_null(),
+        timeout=pl.col("error").str.contains(r"(?i)time(d)? ?out").fill_null(False),
     )
 
 
@@ -94,6 +100,7 @@ def main_table(scored: pl.DataFrame, decimals: int = 1) -> pl.DataFrame:
     runs = scored.group_by(RUN_KEYS, maintain_order=True).agg(
         parse_failures=pl.col("parse_failure").sum().cast(pl.Int64),
         errors=pl.col("backend_error").sum().cast(pl.Int64),
+        timeouts=pl.col("timeout").sum().cast(pl.Int64),
         missing=pl.col("missing").sum().cast(pl.Int64),
     )
     table = runs.select(RUN_KEYS)
@@ -110,7 +117,7 @@ def main_table(scored: pl.DataFrame, decimals: int = 1) -> pl.DataFrame:
     )
     counts_cols = [f"{kind}_{c}" for c in CATEGORIES for kind in ("correct", "n")]
     return table.join(runs, on=RUN_KEYS).select(
-        *RUN_KEYS, "n", *CATEGORIES, *counts_cols, "parse_failures", "errors", "missing"
+        *RUN_KEYS, "n", *CATEGORIES, *counts_cols, *FAILURE_COLUMNS
     ).sort(RUN_KEYS)
 
 
@@ -122,10 +129,11 @@ def per_video_table(scored: pl.DataFrame, decimals: int = 1) -> pl.DataFrame:
             correct=pl.col("correct").sum().cast(pl.Int64),
             parse_failures=pl.col("parse_failure").sum().cast(pl.Int64),
             errors=pl.col("backend_error").sum().cast(pl.Int64),
+            timeouts=pl.col("timeout").sum().cast(pl.Int64),
             missing=pl.col("missing").sum().cast(pl.Int64),
         )
         .with_columns(accuracy=display_percent(pl.col("correct"), pl.col("n"), decimals))
-        .select(*RUN_KEYS, "video_id", "n", "correct", "accuracy", "parse_failures", "errors", "missing")
+        .select(*RUN_KEYS, "video_id", "n", "correct", "accuracy", *FAILURE_COLUMNS)
         .sort([*RUN_KEYS, "video_id"])
     )
 
@@ -169,18 +177,24 @@ def _write(df: pl.DataFrame, out_dir: Path, name: str, markdown: str) -> None:
     (out_dir / f"{name}.md").write_text(markdown)
 
 
-def main_markdown(table: pl.DataFrame, decimals: int = 1) -> str:
-    flagged = table.with_columns(
-        pl.when((pl.col("parse_failures") + pl.col("errors") + pl.col("missing")) > 0)
-        .then(pl.col("method") + " †")
-        .otherwise(pl.col("method"))
-        .alias("method")
+def has_failures() -> pl.Expr:
+    return (pl.col("parse_failures") + pl.col("errors") + pl.col("missing")) > 0
+
+
+def mark_failures(table: pl.DataFrame, column: str = "method") -> pl.DataFrame:
+    """Append † to ``column`` in rows of runs with any failure (the table must carry the failure columns)."""
+    return table.with_columns(
+        pl.when(has_failures()).then(pl.col(column) + FAILURE_MARK).otherwise(pl.col(column)).alias(column)
     )
-    shown = flagged.select(*RUN_KEYS, "n", *CATEGORIES, "parse_failures", "errors", "missing")
-    text = to_markdown(shown, {**CATEGORY_LABELS, "method": "Method", "model": "Model", "n": "N",
-                               "parse_failures": "Parse failures", "errors": "Errors", "missing": "Missing"}, decimals)
-    if flagged["method"].str.ends_with(" †").any():
-        text += "\n† run with parse failures, backend errors or missing predictions (each counted wrong).\n"
+
+
+def main_markdown(table: pl.DataFrame, decimals: int = 1) -> str:
+    flagged = mark_failures(table)
+    shown = flagged.select(*RUN_KEYS, "n", *CATEGORIES, *FAILURE_COLUMNS)
+    text = to_markdown(shown, {**CATEGORY_LABELS, "method": "Method", "model": "Model", "n": "N", **FAILURE_LABELS},
+                       decimals)
+    if table.select(has_failures().any()).item():
+        text += "\n" + FAILURE_NOTE + "\n"
     return text
 
 

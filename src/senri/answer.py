@@ -59,6 +59,27 @@ def _prediction(question: Question, context: RunContext, result: MethodAnswer | 
     )
 
 
+def _answer_chunk(method: Method, questions: list[Question]) -> list[tuple[MethodAnswer | None, str | None]]:
+    """Answer a chunk together (one batch for the backend). If that raises, answer one by one, so the
+    exception is recorded against the question that caused it; the calls that had finished are in the
+    response cache and are not issued again."""
+    if len(questions) > 1:
+        try:
+            return [(result, None) for result in method.answer_many(questions)]
+        except Exception as exc:  # noqa: BLE001 — isolated below, question by question
+            log.warning("a batch of %d questions failed (%s); answering them one by one", len(questions), exc)
+    return [_answer_one(method, question) for question in questions]
+
+
+def _answer_one(method: Method, question: Question) -> tuple[MethodAnswer | None, str | None]:
+    try:
+        return method.answer(question), None
+    except Exception as exc:  # noqa: BLE001 — recorded per question, counted wrong, shown in the tables
+        error = f"{type(exc).__name__}: {exc}"
+        log.error("question %s failed: %s\n%s", question.qid, error, traceback.format_exc())
+        return None, error
+
+
 def answer_video(questions: pl.DataFrame, video: VideoInfo, stage_config: Mapping[str, Any],
                  frames: str | Path | None = None, carrier: str | Path | None = None,
                  cache: str | Path | None = None) -> pl.DataFrame:
@@ -87,15 +108,15 @@ def answer_video(questions: pl.DataFrame, video: VideoInfo, stage_config: Mappin
         )
         method = method_cls(context)
         rows = from_frame(questions.filter(pl.col("video_id") == video.video_id), Question)
+        batch = max(1, int(model_config.get("batch_questions", 8)))
         predictions = []
-        for question in tqdm(rows, desc=f"{method_name}/{model_name}/{video.video_id}", unit="q", disable=None):
-            result, error = None, None
-            try:
-                result = method.answer(question)
-            except Exception as exc:  # noqa: BLE001 — recorded per question, counted wrong, shown in the tables
-                error = f"{type(exc).__name__}: {exc}"
-                log.error("question %s failed: %s\n%s", question.qid, error, traceback.format_exc())
-            predictions.append(_prediction(question, context, result, error))
+        with tqdm(total=len(rows), desc=f"{method_name}/{model_name}/{video.video_id}", unit="q",
+                  disable=None) as progress:
+            for start in range(0, len(rows), batch):
+                chunk = rows[start:start + batch]
+                predictions += [_prediction(q, context, result, error) for q, (result, error)
+                                in zip(chunk, _answer_chunk(method, chunk))]
+                progress.update(len(chunk))
     finally:
         if backend is not None:
             backend.close()

@@ -166,6 +166,17 @@ def cmd_aggregate(args: argparse.Namespace) -> None:
     log.info("wrote tables for %d run(s) to %s", tables["main"].height, args.out)
 
 
+def cmd_report(args: argparse.Namespace) -> None:
+    from senri.records import Question, read_table
+    from senri.report import build_report
+
+    stage = _stage_config(args, "report")
+    path = build_report(args.predictions, read_table(args.questions, Question), args.out, stage["report"],
+                        seed=int(stage["seed"]), decimals=stage["aggregate"]["decimals"])
+    cfgmod.write_sidecar(Path(args.out) / "report", "report", stage)
+    log.info("wrote %s", path)
+
+
 def cmd_config(args: argparse.Namespace) -> None:
     cfg = cfgmod.compose(args.overrides)
     print(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True), end="")
@@ -246,6 +257,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--predictions", nargs="+", required=True, help="prediction files or folders")
     p.add_argument("--questions", default="results/questions.parquet")
     p.add_argument("--out", default="results/tables")
+
+    p = add("report", cmd_report, "paper-layout tables, figures, paired statistics and report.html")
+    _add_config_options(p)
+    p.add_argument("--predictions", nargs="+", required=True, help="prediction files (their .config.yaml beside)")
+    p.add_argument("--questions", default="results/questions.parquet")
+    p.add_argument("--out", default="results", help="writes OUT/report.html and OUT/report/")
 
     p = add("config", cmd_config, "print the composed, validated config and the runs it implies")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. method=[random] seed=3")

@@ -167,6 +167,8 @@ def stage_slice(cfg: Mapping[str, Any], stage: str, method: str | None = None, m
         }
     if stage == "aggregate":
         return {"aggregate": cfg["aggregate"]}
+    if stage == "report":
+        return {"report": cfg["report"], "aggregate": cfg["aggregate"], "seed": cfg["seed"]}
     raise KeyError(f"no config slice defined for stage {stage!r}")
 
 

@@ -32,6 +32,8 @@ STAGE_CODE: dict[str, tuple[str, ...]] = {
                "methods/prompted.py", "registry.py", "backends/__init__.py", "backends/base.py",
                "backends/cache.py", "backends/openai_format.py"),
     "aggregate": ("aggregate.py", "records.py"),
+    "report": ("aggregate.py", "records.py", "stats.py", "report/__init__.py", "report/tables.py",
+               "report/figures.py", "report/render.py"),
 }
 
 

@@ -87,6 +87,10 @@ class Method:
     def answer(self, question: Question) -> MethodAnswer:
         raise NotImplementedError
 
+    def answer_many(self, questions: Sequence[Question]) -> list[MethodAnswer]:
+        """Answer several questions; methods whose calls are independent override this to batch them."""
+        return [self.answer(q) for q in questions]
+
     def chat_many(self, requests: Sequence[ChatRequest], tally: CallTally) -> list[ChatResponse]:
         """Send requests to the run's backend (in one batch, so GPU and remote backends overlap them)."""
         if self.context.backend is None:

@@ -11,10 +11,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from senri.answers import ANSWER_SCHEMA, best_letter, cyclic_order, debiased_scores, parse_answer, question_prompt
-from senri.backends.base import ChatRequest, Message, Part
+from senri.backends.base import ChatRequest, ChatResponse, Message, Part
 from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
 from senri.records import LETTERS, Question
 
@@ -64,28 +64,46 @@ class PromptedChoice(Method):
             **sampling,
         )
 
-    def answer(self, question: Question) -> MethodAnswer:
-        tally = CallTally()
+    def _requests(self, question: Question) -> list[ChatRequest]:
+        options = list(question.options)
+        if self.answer_format != "logprobs":
+            return [self._request(question, options, "answer")]
+        shifts = range(len(LETTERS)) if self.debias else range(1)
+        return [self._request(question, [options[i] for i in cyclic_order(k)], f"answer:shift{k}") for k in shifts]
+
+    def _finish(self, question: Question, responses: Sequence[ChatResponse], tally: CallTally) -> MethodAnswer:
         options = list(question.options)
         trace: dict[str, Any] = {"answer_format": self.answer_format}
         if self.answer_format != self.requested_format:
             trace["format_fallback"] = f"{self.requested_format} → {self.answer_format} (backend capability)"
-        if self.answer_format != "logprobs":
-            (response,) = self.chat_many([self._request(question, options, "answer")], tally)
-            if response.error:
-                return MethodAnswer(None, None, False, tally, trace)
-            parsed = parse_answer(response.text, options)
-            trace["parse_rule"] = parsed.rule
-            return MethodAnswer(parsed.letter, response.text, parsed.ok, tally, trace)
-
-        shifts = range(len(LETTERS)) if self.debias else range(1)
-        requests = [self._request(question, [options[i] for i in cyclic_order(k)], f"answer:shift{k}")
-                    for k in shifts]
-        responses = self.chat_many(requests, tally)
         if any(r.error for r in responses):
             return MethodAnswer(None, None, False, tally, trace)
-        per_shift = {k: r.letter_logprobs or {} for k, r in zip(shifts, responses)}
+        if self.answer_format != "logprobs":
+            parsed = parse_answer(responses[0].text, options)
+            trace["parse_rule"] = parsed.rule
+            return MethodAnswer(parsed.letter, responses[0].text, parsed.ok, tally, trace)
+        per_shift = {k: r.letter_logprobs or {} for k, r in enumerate(responses)}
         scores = debiased_scores(per_shift)
         letter = best_letter(scores)
         trace.update({"debias": self.debias, "letter_logprobs": per_shift, "scores": scores})
         return MethodAnswer(letter, responses[0].text, letter is not None, tally, trace)
+
+    def answer(self, question: Question) -> MethodAnswer:
+        return self.answer_many([question])[0]
+
+    def answer_many(self, questions: Sequence[Question]) -> list[MethodAnswer]:
+        """All requests of these questions in one batch: vLLM batches them, the openai backend overlaps them."""
+        per_question = [self._requests(q) for q in questions]
+        flat = [r for requests in per_question for r in requests]
+        if self.context.backend is None:
+            raise RuntimeError(f"method {self.context.method_name!r} needs a model, but none is configured")
+        responses = self.context.backend.complete_many(flat)
+        answers, start = [], 0
+        for question, requests in zip(questions, per_question):
+            mine = responses[start:start + len(requests)]
+            start += len(requests)
+            tally = CallTally()
+            for request, response in zip(requests, mine):
+                tally.add(request, response)
+            answers.append(self._finish(question, mine, tally))
+        return answers

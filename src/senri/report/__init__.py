@@ -1,0 +1,136 @@
+"""The report stage: paper-layout tables, figures and paired statistics from the prediction files.
+
+:func:`build_report` writes ``<out>/report.html`` (self-contained) and, under ``<out>/report/``, every
+table as Parquet, CSV and Markdown and every figure as PNG and SVG. Each run's approach and frame budget
+come from the config it ran with (the ``.config.yaml`` next to its predictions), so the report describes
+what was run, not what the current config says.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import polars as pl
+import yaml
+
+from senri.aggregate import (CATEGORIES, CATEGORY_LABELS, FAILURE_COLUMNS, FAILURE_LABELS, FAILURE_NOTE, RUN_KEYS,
+                             answer_positions, load_predictions, main_table, mark_failures, per_video_table, score,
+                             to_markdown)
+from senri.config import sidecar_path
+from senri.report import figures
+from senri.report.render import figure_html, page, table_html
+from senri.report.tables import APPROACH_LABELS, ReportTables, build_tables
+
+log = logging.getLogger(__name__)
+
+HEADERS = {**CATEGORY_LABELS, **FAILURE_LABELS, "method": "Method", "model": "Model", "n": "N",
+           "approach": "Approach", "group": "Memory system / pair", "label": "Workflow", "run": "Run",
+           "reference": "Reference", "variant": "Variant", "setting": "Setting"}
+
+
+def run_metadata(prediction_paths: Sequence[str | Path]) -> pl.DataFrame:
+    """Per run: approach, implementation and frame budget, read from each prediction file's config sidecar."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for path in map(Path, prediction_paths):
+        sidecar = sidecar_path(path)
+        if not sidecar.is_file():
+            continue
+        stage = (yaml.safe_load(sidecar.read_text()) or {}).get("config", {})
+        method, model = stage.get("method", {}), stage.get("model", {})
+        key = (method.get("name"), model.get("name"))
+        rows.setdefault(key, {"method": key[0], "model": key[1], "approach": method.get("approach", "baseline"),
+                              "implementation": method.get("implementation"), "frames": method.get("frames")})
+    schema = {"method": pl.String, "model": pl.String, "approach": pl.String, "implementation": pl.String,
+              "frames": pl.Int64}
+    return pl.DataFrame(list(rows.values()), schema=schema)
+
+
+def _write_table(df: pl.DataFrame, out_dir: Path, name: str, markdown: str) -> None:
+    df.write_parquet(out_dir / f"{name}.parquet")
+    df.write_csv(out_dir / f"{name}.csv")
+    (out_dir / f"{name}.md").write_text(markdown)
+
+
+def _markdown_grouped(df: pl.DataFrame, group: str, decimals: int) -> str:
+    parts = []
+    for (value,), part in df.group_by(group, maintain_order=True):
+        parts.append(f"**{APPROACH_LABELS.get(value, value)}**\n\n" + to_markdown(part.drop(group), HEADERS, decimals))
+    return "\n".join(parts)
+
+
+def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame, out: str | Path,
+                 config: Mapping[str, Any], seed: int, decimals: int = 1) -> Path:
+    out = Path(out)
+    tables_dir, figures_dir = out / "report" / "tables", out / "report" / "figures"
+    tables_dir.mkdir(parents=True, exist_ok=True)
+    scored = score(load_predictions(prediction_paths), questions)
+    main = main_table(scored, decimals)
+    per_video = per_video_table(scored, decimals)
+    positions = answer_positions(scored, questions)
+    runs = run_metadata(prediction_paths)
+    report: ReportTables = build_tables(scored, main, runs, config, seed, decimals)
+
+    flagged_main = mark_failures(report.main)
+    flagged_pairs = mark_failures(report.pairs, "label")
+    flagged_ablations = mark_failures(report.ablations, "variant")
+    flagged_no_visual = mark_failures(report.no_visual, "setting")
+    _write_table(report.main, tables_dir, "main", _markdown_grouped(flagged_main, "approach", decimals))
+    _write_table(report.pairs, tables_dir, "pairs", to_markdown(flagged_pairs, HEADERS, decimals))
+    _write_table(report.ablations, tables_dir, "ablations", to_markdown(flagged_ablations, HEADERS, decimals))
+    _write_table(report.no_visual, tables_dir, "no_visual_input", to_markdown(flagged_no_visual, HEADERS, decimals))
+    _write_table(report.stats, tables_dir, "paired_stats", to_markdown(report.stats, decimals=decimals))
+
+    pair_specs = [(p.get("group") or f"{p['baseline']} → {p['treatment']}", p["baseline"], p["treatment"])
+                  for p in config.get("pairs") or []]
+    pair_specs += [(f"{a['reference']} → {label}", a["reference"], run)
+                   for a in config.get("ablations") or [] for label, run in (a.get("variants") or {}).items()]
+    pngs = {
+        "frame_budget": figures.frame_budget_curve(main, runs, figures_dir),
+        "paired_change": figures.paired_change_heatmap(per_video, pair_specs, figures_dir),
+        "task_types": figures.task_type_bars(main, figures_dir),
+        "letters": figures.letter_distribution(positions, figures_dir),
+    }
+
+    resamples = int(config["bootstrap_resamples"])
+    stats_note = (f"Δ = treatment − baseline in points, from the displayed accuracies; 95% paired bootstrap CI "
+                  f"({resamples:,} resamples of questions within videos, seed {seed}); exact McNemar p on the "
+                  f"discordant questions.")
+    sections = [
+        ("Main results (Table 2 layout)", table_html(flagged_main.with_columns(
+            pl.col("approach").replace(APPROACH_LABELS)), HEADERS, group_by="approach", decimals=decimals)),
+        ("Paired comparisons (Table 3 layout)", table_html(flagged_pairs, HEADERS, decimals=decimals)
+         + f'<p class="note">{html.escape(stats_note)}</p>'),
+        ("Ablations (Table 4 layout)", table_html(flagged_ablations, HEADERS, decimals=decimals)
+         if report.ablations.height else '<p class="note">No ablation is configured for the runs of this run set.</p>'),
+        ("No visual input (Table 11 layout)", table_html(flagged_no_visual, HEADERS, decimals=decimals)),
+        ("Accuracy vs frame budget (Fig. 5 layout)", figure_html(
+            pngs["frame_budget"], "Direct perception accuracy vs frame budget",
+            "this run set has no direct-perception runs at two or more frame budgets "
+            "(e.g. method=[direct] method.direct.frames=[32,128,512] with a vision-language model)")),
+        ("Per-video paired change (Fig. 6 layout)", figure_html(
+            pngs["paired_change"], "Accuracy change per video (points; blue better, red worse)",
+            "no configured pair has both runs in this run set")),
+        ("Accuracy by task type", figure_html(pngs["task_types"], "Accuracy by task type", "no runs")),
+        ("Answer letters", figure_html(pngs["letters"], "Predicted letters vs ground truth", "no runs")
+         + table_html(positions, HEADERS)),
+        ("Per video", table_html(mark_failures(per_video), HEADERS, decimals=decimals)),
+        ("Paired statistics", table_html(report.stats, decimals=3)),
+    ]
+    if report.skipped:
+        sections.append(("Not shown", "<ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in report.skipped)
+                         + "</ul>"))
+    footer = html.escape(f"{FAILURE_NOTE} Failure columns: {', '.join(FAILURE_LABELS[c] for c in FAILURE_COLUMNS)} "
+                         f"(timeouts are counted among errors too).")
+    report_path = out / "report.html"
+    tmp = report_path.with_name(".report.html.tmp")
+    tmp.write_text(page("senri report", sections, footer))
+    tmp.replace(report_path)
+    log.info("report: %d run(s), %d comparison(s), %d skipped; wrote %s", main.height,
+             report.stats["comparison"].n_unique() if report.stats.height else 0, len(report.skipped), report_path)
+    return report_path
+
+
+__all__ = ["build_report", "run_metadata", "CATEGORIES", "RUN_KEYS"]

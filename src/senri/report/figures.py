@@ -1,0 +1,121 @@
+"""The report's figures (matplotlib, written as PNG and SVG): Fig. 5, Fig. 6 and two diagnostics.
+
+Each function takes tables, writes ``<name>.png`` and ``<name>.svg`` under ``out_dir`` and returns the PNG
+path, or None when the run set holds nothing to draw (the report then says why).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import polars as pl  # noqa: E402
+
+from senri.records import LETTERS, TASK_TYPES  # noqa: E402
+
+# Deterministic SVGs: fixed hash salt for element ids, no creation date.
+plt.rcParams["svg.hashsalt"] = "senri"
+plt.rcParams["font.size"] = 9
+
+
+def _save(fig, out_dir: Path, name: str) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    png = out_dir / f"{name}.png"
+    fig.savefig(png, dpi=120, bbox_inches="tight", metadata={"Software": None})
+    fig.savefig(out_dir / f"{name}.svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
+    plt.close(fig)
+    return png
+
+
+def frame_budget_curve(main: pl.DataFrame, runs: pl.DataFrame, out_dir: Path) -> Path | None:
+    """Fig. 5: direct perception's Total accuracy against its frame budget, one line per model."""
+    direct = (main.join(runs, on=["method", "model"])
+              .filter((pl.col("approach") == "direct_perception") & pl.col("frames").is_not_null()))
+    if direct.is_empty() or direct["frames"].n_unique() < 2:
+        return None
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    for model, part in sorted(direct.group_by("model"), key=lambda kv: kv[0][0]):
+        part = part.sort("frames")
+        ax.plot(part["frames"], part["total"], marker="o", label=model[0])
+    budgets = sorted(direct["frames"].unique().to_list())
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(budgets, [str(b) for b in budgets])
+    ax.axhline(25.0, color="grey", lw=0.8, ls="--", label="random (25.0)")
+    ax.set_xlabel("frames sampled uniformly over the whole video")
+    ax.set_ylabel("Total accuracy (%)")
+    ax.set_title("Direct perception: accuracy vs frame budget")
+    ax.legend(fontsize=8)
+    return _save(fig, out_dir, "frame_budget")
+
+
+def paired_change_heatmap(per_video: pl.DataFrame, pairs: list[tuple[str, str, str]], out_dir: Path) -> Path | None:
+    """Fig. 6: per-video accuracy change (points) of each treatment over its baseline; blue better, red worse."""
+    def accuracy(run: str) -> dict[str, float]:
+        method, model = run.split("/", 1)
+        part = per_video.filter((pl.col("method") == method) & (pl.col("model") == model))
+        return dict(zip(part["video_id"], part["accuracy"]))
+
+    rows, labels = [], []
+    videos = sorted(per_video["video_id"].unique().to_list())
+    for label, base, treat in pairs:
+        a, t = accuracy(base), accuracy(treat)
+        if not a or not t:
+            continue
+        rows.append([t.get(v, np.nan) - a.get(v, np.nan) for v in videos])
+        labels.append(label)
+    if not rows:
+        return None
+    values = np.array(rows, dtype=float)
+    limit = max(1.0, float(np.nanmax(np.abs(values))))
+    fig, ax = plt.subplots(figsize=(1.2 + 0.9 * len(videos), 0.8 + 0.55 * len(rows)))
+    image = ax.imshow(values, cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
+    for (i, j), value in np.ndenumerate(values):
+        dark = not np.isnan(value) and abs(value) > 0.6 * limit
+        ax.text(j, i, "–" if np.isnan(value) else f"{value:+.1f}", ha="center", va="center", fontsize=8,
+                color="white" if dark else "black")
+    ax.set_xticks(range(len(videos)), videos, rotation=45, ha="right")
+    ax.set_yticks(range(len(labels)), labels)
+    fig.colorbar(image, ax=ax, label="accuracy change (points)")
+    ax.set_title("Per-video paired change")
+    return _save(fig, out_dir, "paired_change")
+
+
+def task_type_bars(main: pl.DataFrame, out_dir: Path) -> Path | None:
+    """Accuracy per task type, one bar per run."""
+    if main.is_empty():
+        return None
+    types = [t.lower() for t in TASK_TYPES]
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    width = 0.8 / main.height
+    for k, row in enumerate(main.iter_rows(named=True)):
+        values = [row[t] if row[t] is not None else 0.0 for t in types]
+        ax.bar(np.arange(len(types)) + k * width, values, width, label=f"{row['method']}/{row['model']}")
+    ax.set_xticks(np.arange(len(types)) + width * (main.height - 1) / 2, list(TASK_TYPES))
+    ax.axhline(25.0, color="grey", lw=0.8, ls="--")
+    ax.set_ylabel("accuracy (%)")
+    ax.set_title("Accuracy by task type")
+    ax.legend(fontsize=7, ncols=2)
+    return _save(fig, out_dir, "task_types")
+
+
+def letter_distribution(positions: pl.DataFrame, out_dir: Path) -> Path | None:
+    """Predicted-letter shares per run next to the ground truth's (exposes 'always A' models)."""
+    if positions.is_empty():
+        return None
+    columns = [*LETTERS, "none"]
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    width = 0.8 / positions.height
+    for k, row in enumerate(positions.iter_rows(named=True)):
+        shares = [100 * row[c] / row["n"] if row["n"] else 0.0 for c in columns]
+        name = row["method"] if not row["model"] else f"{row['method']}/{row['model']}"
+        ax.bar(np.arange(len(columns)) + k * width, shares, width, label=name,
+               color="black" if row["method"] == "(ground truth)" else None)
+    ax.set_xticks(np.arange(len(columns)) + width * (positions.height - 1) / 2, columns)
+    ax.set_ylabel("share of questions (%)")
+    ax.set_title("Predicted answer letters vs ground truth")
+    ax.legend(fontsize=7, ncols=2)
+    return _save(fig, out_dir, "letters")

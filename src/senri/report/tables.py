@@ -1,0 +1,178 @@
+"""The papers' table layouts, computed from scored predictions, with paired statistics beside every delta.
+
+- ``main``: one row per method × model grouped by approach (Table 2);
+- ``pairs``: baseline and treatment rows per configured pair, then a Δ row (Table 3);
+- ``ablations``: a reference run and its variants, each with its Δ to the reference (Table 4);
+- ``no_visual``: expected random guessing and the configured settings (Table 11);
+- ``stats``: the long table behind every Δ: category, n, Δ, bootstrap CI, discordant counts, McNemar p.
+
+Runs are named ``method/model``. A configured pair or setting whose runs are not in this run set is skipped
+and listed in ``skipped`` — the report says what it could not show rather than showing something else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping, Sequence
+
+import polars as pl
+
+from senri.aggregate import CATEGORIES, FAILURE_COLUMNS, RUN_KEYS, mark_failures
+from senri.stats import PairedComparison, compare
+
+APPROACH_ORDER = ("baseline", "direct_perception", "evidence_seeking", "persistent_memory")
+APPROACH_LABELS = {"baseline": "Baselines", "direct_perception": "Direct Perception",
+                   "evidence_seeking": "Evidence Seeking", "persistent_memory": "Persistent Memory"}
+
+
+def run_name(method: str, model: str) -> str:
+    return f"{method}/{model}"
+
+
+def category_mask(scored: pl.DataFrame, category: str) -> pl.Expr:
+    if category == "total":
+        return pl.lit(True)
+    if category in ("es", "se"):
+        return pl.col("direction").str.to_lowercase() == category
+    return pl.col("task_type").str.to_lowercase() == category
+
+
+@dataclass
+class ReportTables:
+    main: pl.DataFrame
+    pairs: pl.DataFrame
+    ablations: pl.DataFrame
+    no_visual: pl.DataFrame
+    stats: pl.DataFrame
+    skipped: list[str] = field(default_factory=list)
+
+
+def main_by_approach(main: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
+    """Table 2: the aggregate's main table with each run's approach, ordered by approach then name."""
+    order = {a: i for i, a in enumerate(APPROACH_ORDER)}
+    table = main.join(runs.select(*RUN_KEYS, "approach"), on=RUN_KEYS, how="left").with_columns(
+        pl.col("approach").fill_null("baseline"))
+    return (table.with_columns(_order=pl.col("approach").replace_strict(order, default=len(order)))
+            .sort("_order", *RUN_KEYS).drop("_order")
+            .select("approach", *RUN_KEYS, "n", *CATEGORIES, *FAILURE_COLUMNS))
+
+
+def paired_stats(scored: pl.DataFrame, baseline: str, treatment: str, label: str, resamples: int,
+                 confidence: float, seed: int, decimals: int) -> list[dict[str, Any]]:
+    """Per-category paired comparison of two runs over the questions both were asked."""
+    def outcomes(run: str) -> pl.DataFrame:
+        method, model = run.split("/", 1)
+        return scored.filter((pl.col("method") == method) & (pl.col("model") == model))
+
+    base = outcomes(baseline).select("qid", "video_id", "task_type", "direction", pl.col("correct").alias("a"))
+    both = base.join(outcomes(treatment).select("qid", pl.col("correct").alias("t")), on="qid", how="inner")
+    rows = []
+    for category in CATEGORIES:
+        part = both.filter(category_mask(both, category))
+        if part.is_empty():
+            continue
+        result: PairedComparison = compare(part["a"].to_list(), part["t"].to_list(), part["video_id"].to_list(),
+                                           resamples=resamples, confidence=confidence, seed=seed,
+                                           decimals=decimals)
+        rows.append({"comparison": label, "baseline": baseline, "treatment": treatment, "category": category,
+                     **asdict(result)})
+    return rows
+
+
+def _run_row(main: pl.DataFrame, run: str) -> dict[str, Any] | None:
+    method, model = run.split("/", 1)
+    found = main.filter((pl.col("method") == method) & (pl.col("model") == model))
+    return None if found.is_empty() else found.row(0, named=True)
+
+
+def _delta_row(stats: Sequence[Mapping[str, Any]], label: str) -> dict[str, Any]:
+    """The Δ row of a pair: per category "Δ [low, high] p" as text."""
+    row: dict[str, Any] = {"label": label}
+    for s in stats:
+        row[s["category"]] = (f"{s['delta_pp']:+.1f} [{s['ci_low_pp']:+.1f}, {s['ci_high_pp']:+.1f}] "
+                              f"p={s['mcnemar_p']:.2g}")
+    return row
+
+
+def build_tables(scored: pl.DataFrame, main: pl.DataFrame, runs: pl.DataFrame, config: Mapping[str, Any],
+                 seed: int, decimals: int = 1) -> ReportTables:
+    resamples, confidence = int(config["bootstrap_resamples"]), float(config["confidence"])
+    skipped: list[str] = []
+    stats_rows: list[dict[str, Any]] = []
+
+    def present(*names: str) -> bool:
+        missing = [n for n in names if _run_row(main, n) is None]
+        return not missing
+
+    def shown(run: str) -> dict[str, Any]:
+        row = _run_row(main, run)
+        assert row is not None
+        return {c: row[c] for c in (*CATEGORIES, *FAILURE_COLUMNS)}
+
+    pair_rows: list[dict[str, Any]] = []
+    for pair in config.get("pairs") or []:
+        base, treat, group = pair["baseline"], pair["treatment"], pair.get("group", "")
+        if not present(base, treat):
+            skipped.append(f"pair {group or base + ' → ' + treat}: run(s) not in this run set")
+            continue
+        label = f"{group}: {base} → {treat}" if group else f"{base} → {treat}"
+        stats = paired_stats(scored, base, treat, label, resamples, confidence, seed, decimals)
+        stats_rows += stats
+        pair_rows.append({"group": group, "run": base, "label": pair.get("baseline_label", "Original"),
+                          **shown(base)})
+        pair_rows.append({"group": group, "run": treat, "label": pair.get("treatment_label", treat.split("/")[0]),
+                          **shown(treat)})
+        pair_rows.append({"group": group, "run": "", **_delta_row(stats, "Δ [95% CI] McNemar p")})
+
+    ablation_rows: list[dict[str, Any]] = []
+    for ablation in config.get("ablations") or []:
+        reference, variants = ablation["reference"], dict(ablation.get("variants") or {})
+        if not present(reference):
+            skipped.append(f"ablations of {reference}: reference run not in this run set")
+            continue
+        ablation_rows.append({"reference": reference, "variant": ablation.get("label", reference), "run": reference,
+                              **shown(reference)})
+        for variant_label, run in variants.items():
+            if not present(run):
+                skipped.append(f"ablation {variant_label!r} ({run}): run not in this run set")
+                continue
+            stats = paired_stats(scored, reference, run, f"{reference} → {variant_label}", resamples, confidence,
+                                 seed, decimals)
+            stats_rows += stats
+            ablation_rows.append({"reference": reference, "variant": variant_label, "run": run, **shown(run)})
+            delta = _delta_row(stats, "")
+            delta.pop("label")
+            ablation_rows.append({"reference": reference, "run": "", "variant": "Δ vs reference [95% CI] McNemar p",
+                                  **delta})
+
+    no_visual_rows: list[dict[str, Any]] = [{"setting": "Random guessing (expected)", "run": "",
+                                             **{c: 25.0 for c in CATEGORIES}}]
+    for setting in config.get("no_visual_input") or []:
+        if not present(setting["run"]):
+            skipped.append(f"setting {setting['label']!r} ({setting['run']}): run not in this run set")
+            continue
+        no_visual_rows.append({"setting": setting["label"], "run": setting["run"], **shown(setting["run"])})
+
+    stats_schema = {"comparison": pl.String, "baseline": pl.String, "treatment": pl.String, "category": pl.String,
+                    **{k: (pl.Float64 if k in ("delta_pp", "ci_low_pp", "ci_high_pp", "mcnemar_p") else pl.Int64)
+                       for k in PairedComparison.__dataclass_fields__}}
+    return ReportTables(
+        main=main_by_approach(main, runs),
+        pairs=_frame(pair_rows, ["group", "run", "label"]),
+        ablations=_frame(ablation_rows, ["reference", "variant", "run"]),
+        no_visual=_frame(no_visual_rows, ["setting", "run"]),
+        stats=pl.DataFrame(stats_rows, schema=stats_schema),
+        skipped=skipped,
+    )
+
+
+def _frame(rows: list[dict[str, Any]], keys: list[str]) -> pl.DataFrame:
+    """Rows mixing numeric runs and text Δ rows: every category cell as text, failures as integers."""
+    columns = [*keys, *CATEGORIES, *FAILURE_COLUMNS]
+    def text(value: Any) -> str | None:
+        if value is None:
+            return None
+        return f"{value:.1f}" if isinstance(value, float) else str(value)
+    data = {c: [text(r.get(c)) if c in CATEGORIES or c in keys else r.get(c) for r in rows] for c in columns}
+    schema = {c: (pl.Int64 if c in FAILURE_COLUMNS else pl.String) for c in columns}
+    return pl.DataFrame(data, schema=schema)

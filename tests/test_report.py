@@ -1,0 +1,120 @@
+"""The report: paper-layout tables with paired statistics, figures, failure marks, one self-contained page."""
+
+from __future__ import annotations
+
+import base64
+import re
+
+import polars as pl
+import pytest
+
+from senri.config import write_sidecar
+from senri.ingest import ingest
+from senri.records import Prediction, to_frame, write_table
+from senri.report import build_report
+
+CONFIG = {
+    "bootstrap_resamples": 2000,
+    "confidence": 0.95,
+    "pairs": [{"group": "vision", "baseline": "blind/m", "treatment": "direct_8/m"},
+              {"group": "absent", "baseline": "blind/m", "treatment": "senri_agent/m"}],
+    "ablations": [{"reference": "direct_8/m", "variants": {"fewer frames": "direct_4/m"}}],
+    "no_visual_input": [{"label": "Question and options only", "run": "blind/m"},
+                        {"label": "Direct perception (8 frames)", "run": "direct_8/m"}],
+}
+
+
+@pytest.fixture(scope="module")
+def questions(small_demo):
+    return ingest([small_demo["questions"]], small_demo["videos_dir"], [".mp4"])
+
+
+def write_run(root, questions, method, model, approach, correct_every, frames=None, failures=()):
+    """Predictions where every ``correct_every``-th question is right; ``failures`` maps qid index → kind."""
+    rows = []
+    for i, q in enumerate(questions.iter_rows(named=True)):
+        right = i % correct_every == 0
+        pred = q["answer"] if right else "ABCD"[("ABCD".index(q["answer"]) + 1) % 4]
+        kind = dict(failures).get(i)
+        error = {"timeout": "ReadTimeout: timed out", "error": "HTTP 500: boom"}.get(kind)
+        if kind:
+            pred = None
+        rows.append(Prediction(video_id=q["video_id"], qid=q["qid"], task_type=q["task_type"], method=method,
+                               model=model, pred=pred, answer=q["answer"], correct=pred == q["answer"],
+                               parse_ok=kind is None, raw_output=pred, n_llm_calls=1, n_vlm_calls=0,
+                               prompt_tokens=10, completion_tokens=1, latency_s=0.1, error=error))
+    paths = []
+    for video, part in to_frame(rows, Prediction).group_by("video_id"):
+        path = root / "predictions" / method / model / f"{video[0]}.parquet"
+        write_table(part, path, Prediction)
+        method_config = {"name": method, "approach": approach, "implementation": method.split("_")[0],
+                         **({"frames": frames} if frames else {})}
+        write_sidecar(path, "answer", {"seed": 0, "method": method_config, "model": {"name": model}})
+        paths.append(path)
+    return paths
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory, questions):
+    root = tmp_path_factory.mktemp("report")
+    paths = []
+    paths += write_run(root, questions, "random", "none", "baseline", 4)
+    paths += write_run(root, questions, "blind", "m", "baseline", 3, failures={1: "parse", 2: "timeout"})
+    paths += write_run(root, questions, "direct_4", "m", "direct_perception", 2, frames=4)
+    paths += write_run(root, questions, "direct_8", "m", "direct_perception", 1, frames=8, failures={5: "error"})
+    html = build_report(paths, questions, root / "out", CONFIG, seed=7)
+    return root / "out", html
+
+
+def test_tables_follow_the_paper_layouts(report):
+    out, _ = report
+    main = pl.read_parquet(out / "report/tables/main.parquet")
+    assert main["approach"].to_list() == ["baseline", "baseline", "direct_perception", "direct_perception"]
+    blind = main.filter(pl.col("method") == "blind").row(0, named=True)
+    assert (blind["parse_failures"], blind["errors"], blind["timeouts"], blind["missing"]) == (1, 1, 1, 0)
+    pairs = pl.read_parquet(out / "report/tables/pairs.parquet")
+    assert pairs["run"].to_list() == ["blind/m", "direct_8/m", ""]
+    assert re.fullmatch(r"[+-]\d+\.\d \[[+-]\d+\.\d, [+-]\d+\.\d\] p=\S+", pairs["total"][2])
+    ablations = pl.read_parquet(out / "report/tables/ablations.parquet")
+    assert ablations["variant"].to_list()[1] == "fewer frames"
+    no_visual = pl.read_parquet(out / "report/tables/no_visual_input.parquet")
+    assert no_visual["setting"][0] == "Random guessing (expected)" and no_visual["total"][0] == "25.0"
+    # Every marked run carries † in the Markdown of each table it appears in.
+    for name in ("main", "pairs", "no_visual_input"):
+        text = (out / f"report/tables/{name}.md").read_text()
+        assert re.search(r"(blind|Question and options only|Original) †", text), name
+
+
+def test_paired_statistics_for_every_category_with_the_seed(report, questions):
+    out, _ = report
+    stats = pl.read_parquet(out / "report/tables/paired_stats.parquet")
+    vision = stats.filter(pl.col("comparison") == "vision: blind/m → direct_8/m")
+    assert vision["category"].to_list() == ["total", "es", "l", "np", "oc", "rr", "se", "rer", "ter"]
+    total = vision.filter(pl.col("category") == "total").row(0, named=True)
+    assert total["n"] == questions.height and total["seed"] == 7 and total["resamples"] == 2000
+    assert total["ci_low_pp"] <= total["delta_pp"] <= total["ci_high_pp"]
+    # direct_8 is right everywhere except its one error; blind is right on every third question minus 2 failures.
+    assert total["treatment_correct"] == questions.height - 1
+    assert total["b_treatment_only"] - total["c_baseline_only"] == total["treatment_correct"] - total["baseline_correct"]
+
+
+def test_figures_are_written_as_png_and_svg_and_embedded(report):
+    out, html_path = report
+    for name in ("frame_budget", "paired_change", "task_types", "letters"):
+        assert (out / f"report/figures/{name}.png").stat().st_size > 1000, name
+        assert (out / f"report/figures/{name}.svg").read_text().lstrip().startswith("<?xml")
+    page = html_path.read_text()
+    images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
+    assert len(images) == 4 and all(base64.b64decode(i)[:8] == b"\x89PNG\r\n\x1a\n" for i in images)
+    for heading in ("Table 2 layout", "Table 3 layout", "Table 4 layout", "Table 11 layout", "Fig. 5 layout",
+                    "Fig. 6 layout", "Accuracy by task type", "Answer letters", "Paired statistics"):
+        assert heading in page, heading
+    assert "src=\"http" not in page and "<link" not in page  # self-contained
+    assert "pair absent: run(s) not in this run set" in page
+
+
+def test_the_report_is_deterministic(report, questions, tmp_path):
+    out, html_path = report
+    paths = sorted((out.parent / "predictions").rglob("*.parquet"))
+    again = build_report(paths, questions, tmp_path, CONFIG, seed=7)
+    assert again.read_text() == html_path.read_text()
