@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import polars as pl
-from scipy.stats import chisquare
+from scipy.stats import chisquare  # installed with the dev extra
 
 REPO = Path(__file__).resolve().parents[1]
 LETTERS = "ABCD"
