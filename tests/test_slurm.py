@@ -75,14 +75,16 @@ def test_profile_is_found_as_typed_from_the_repository_root(monkeypatch):
 
 def test_demo_runs_inside_slurm_jobs_and_matches_a_local_run(cluster, tmp_path):
     on_cluster, local = tmp_path / "cluster", tmp_path / "local"
-    proc = on_slurm(cluster, on_cluster)
+    # Sparse face detection keeps this test about the cluster, not about CPU time (the demo has no faces).
+    fast = "overrides=anonymize.stride=30"
+    proc = on_slurm(cluster, on_cluster, "--config", fast)
     assert proc.returncode == 0, proc.stdout[-6000:]
-    assert snakemake(local, "-c2").returncode == 0
+    assert snakemake(local, "-c2", "--config", fast).returncode == 0
 
     logs = sorted((on_cluster / "results" / "logs").rglob("*.log"))
-    # demo_video, probe, frames ×2 each; answer ×8 (4 methods per video); demo_questions, ingest,
+    # demo_video, anonymize, probe, frames ×2 each; answer ×8 (4 methods per video); demo_questions, ingest,
     # videos_table, aggregate, report
-    assert len(logs) == 19
+    assert len(logs) == 21
     job_ids = set()
     for log in logs:
         match = re.search(r"SLURM_JOB_ID=(\d+)", log.read_text())
@@ -105,13 +107,14 @@ def test_a_failed_job_names_its_rule_and_log_and_the_rerun_resumes(cluster, tmp_
     videos.mkdir()
     shutil.copy(small_demo["videos"]["demo_01"], videos / "demo_01.mp4")
     (videos / "demo_02.mp4").write_bytes(b"not a video at all")
-    overrides = f"overrides=dataset=senri dataset.questions=[{small_demo['questions']}] dataset.videos_dir={videos}"
+    overrides = (f"overrides=dataset=senri dataset.questions=[{small_demo['questions']}] dataset.videos_dir={videos}"
+                 " anonymize.stride=30")
     work = tmp_path / "work"
 
     failed = on_slurm(cluster, work, "--config", overrides)
     assert failed.returncode != 0
-    assert "Error in rule probe" in failed.stdout
-    assert re.search(r"\.snakemake/slurm_logs/rule_probe/demo_02/\d+\.log", failed.stdout), failed.stdout[-4000:]
+    assert "Error in rule anonymize" in failed.stdout  # the first stage that reads the video's pixels
+    assert re.search(r"\.snakemake/slurm_logs/rule_anonymize/demo_02/\d+\.log", failed.stdout), failed.stdout[-4000:]
     finished = work / "results/predictions/random/none/demo_01.parquet"
     assert finished.exists()  # keep-going: the healthy video's jobs ran to the end
     before = finished.stat().st_mtime_ns
@@ -120,6 +123,7 @@ def test_a_failed_job_names_its_rule_and_log_and_the_rerun_resumes(cluster, tmp_
     resumed = on_slurm(cluster, work, "--config", overrides)
     assert resumed.returncode == 0, resumed.stdout[-6000:]
     ran = re.findall(r"^(?:local)?rule (\w+):", resumed.stdout, re.MULTILINE)
-    assert sorted(ran) == ["aggregate", "all", *["answer"] * 4, "frames", "probe", "report", "videos_table"], ran
+    assert sorted(ran) == ["aggregate", "all", "anonymize", *["answer"] * 4, "frames", "probe", "report",
+                           "videos_table"], ran
     assert finished.stat().st_mtime_ns == before
     assert pl.read_parquet(work / "results/tables/main.parquet")["n"].to_list() == [32] * 4

@@ -124,6 +124,21 @@ def cmd_frames(args: argparse.Namespace) -> None:
              stats.get("n_frames", 0), stats.get("seeks", 0), stats.get("bad_packets", 0))
 
 
+def cmd_anonymize(args: argparse.Namespace) -> None:
+    from senri.anonymize.stage import AnonymizeConfig, anonymize_video
+
+    settings = dict(_stage_config(args, "anonymize")["anonymize"])
+    if args.detector:
+        settings["detectors"] = args.detector
+    if args.stride:
+        settings["stride"] = args.stride
+    if args.keep_audio:
+        settings["keep_audio"] = True
+    video_id = args.video_id or Path(args.video).stem
+    anonymize_video(args.video, args.out, args.detections, video_id, AnonymizeConfig.from_mapping(settings))
+    cfgmod.write_sidecar(args.out, "anonymize", {"anonymize": settings})
+
+
 def cmd_carrier(args: argparse.Namespace) -> None:
     from senri.decode import write_carrier
 
@@ -240,6 +255,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("videos-table", cmd_videos_table, "gather per-video probe tables into results/videos.parquet")
     p.add_argument("inputs", nargs="+")
     p.add_argument("--out", default="results/videos.parquet")
+
+    p = add("anonymize", cmd_anonymize, "blur faces (and plates) in every frame: anonymized video + detections")
+    _add_config_options(p)
+    p.add_argument("video")
+    p.add_argument("--out", required=True, help="anonymized video (.mp4)")
+    p.add_argument("--detections", required=True, help="detections table (.parquet)")
+    p.add_argument("--video-id")
+    p.add_argument("--detector", action="append", help="detector plugin (repeatable); default from config")
+    p.add_argument("--stride", type=int, help="detect on every N-th frame; default from config")
+    p.add_argument("--keep-audio", action="store_true")
 
     p = add("answer", cmd_answer, "answer one video's questions with one method and model")
     _add_config_options(p)

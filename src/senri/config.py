@@ -158,6 +158,8 @@ def stage_slice(cfg: Mapping[str, Any], stage: str, method: str | None = None, m
         return {key: dataset[key] for key in ("name", "questions", "videos_dir", "video_ext")}
     if stage == "probe":
         return {"probe": cfg["probe"]}
+    if stage == "anonymize":
+        return {"anonymize": cfg["anonymize"]}
     if stage == "answer":
         assert method is not None and model is not None
         return {

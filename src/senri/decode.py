@@ -210,7 +210,7 @@ def output_size(width: int, height: int, short_side: int | None) -> tuple[int, i
     return max(2, round(width * scale / 2) * 2), max(2, round(height * scale / 2) * 2)
 
 
-def _upright_rgb(frame, short_side: int | None) -> np.ndarray:  # noqa: ANN001 - av.VideoFrame
+def upright_rgb(frame, short_side: int | None) -> np.ndarray:  # noqa: ANN001 - av.VideoFrame
     """RGB pixels, resized while converting (swscale), then rotated as the display matrix says."""
     width, height = output_size(frame.width, frame.height, short_side)
     image = frame.to_ndarray(width=width, height=height, format="rgb24", interpolation="AREA")
@@ -468,7 +468,7 @@ def _decode_image(decoder: _Decoder, pick: int, short_side: int | None) -> np.nd
         return WATCHDOG
     except av.error.FFmpegError as exc:
         return f"decode error: {exc}"
-    return "frame could not be decoded" if frame is None else _upright_rgb(frame, short_side)
+    return "frame could not be decoded" if frame is None else upright_rgb(frame, short_side)
 
 
 def _explain(reason: str | None, watchdog_s: float | None, pts_s: float) -> str:

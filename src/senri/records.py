@@ -108,6 +108,22 @@ class FrameRow:
     error: str | None
 
 
+@dataclass(frozen=True)
+class Detection:
+    """One face or plate box in one frame of the anonymization stage (after the box scale factor)."""
+
+    video_id: str
+    frame_index: int
+    pts_s: float
+    cls: str        # face | plate
+    score: float
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+    source: str     # detected | propagated (covered from the bracketing detections)
+
+
 _POLARS_TYPES: dict[Any, pl.DataType] = {
     bytes: pl.Binary(),
     str: pl.String(),

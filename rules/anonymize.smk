@@ -1,0 +1,27 @@
+# Stage 3: anonymization. One job per video: faces (and plates) blurred in every frame, streamed, before any
+# later stage looks at pixels. When `anonymize.enabled`, probing and frame sampling read this video.
+
+
+rule anonymize:
+    input:
+        video=original_video_file,
+    output:
+        video="results/anonymized/{video_id}.mp4",
+        detections="results/anonymized/{video_id}.detections.parquet",
+        config="results/anonymized/{video_id}.config.yaml",
+    params:
+        config=stage_config("anonymize"),
+        code=stage_code("anonymize"),
+    log:
+        "results/logs/anonymize/{video_id}.log",
+    benchmark:
+        "results/benchmarks/anonymize/{video_id}.tsv"
+    threads: 2
+    resources:
+        mem_mb=2000,
+        runtime=600,
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "{SENRI_CLI} anonymize {input.video:q} --video-id {wildcards.video_id} --config {params.config:q}"
+        " --out {output.video} --detections {output.detections} > {log} 2>&1"

@@ -1,0 +1,1 @@
+"""Anonymization: faces and licence plates blurred in every frame before any later stage sees pixels."""
