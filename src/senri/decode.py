@@ -510,36 +510,20 @@ def write_frame_store(
 
     Only one batch of JPEGs is in memory at a time; the file appears atomically when complete.
     """
-    import pyarrow.parquet as pq
+    from senri.records import FrameRow, TableStream
 
-    from senri.records import FrameRow, to_frame
-
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    schema = to_frame([], FrameRow).to_arrow().schema
     counts = {"frames": 0, "failed": 0}
-    try:
-        with pq.ParquetWriter(tmp, schema) as writer:
-            batch: list[FrameRow] = []
-            for sampled in frames:
-                image = sampled.image
-                batch.append(FrameRow(
-                    video_id=video_id, plan=plan, target_s=sampled.target_s, frame_index=sampled.frame_index,
-                    pts_s=sampled.pts_s, deviation_s=sampled.deviation_s,
-                    width=None if image is None else int(image.shape[1]),
-                    height=None if image is None else int(image.shape[0]),
-                    jpeg=None if image is None else encode_jpeg(image, jpeg_quality), error=sampled.error,
-                ))
-                counts["frames" if sampled.error is None else "failed"] += 1
-                if len(batch) >= batch_size:
-                    writer.write_table(to_frame(batch, FrameRow).to_arrow().cast(schema))
-                    batch.clear()
-            if batch or not (counts["frames"] + counts["failed"]):
-                writer.write_table(to_frame(batch, FrameRow).to_arrow().cast(schema))
-        tmp.replace(out)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with TableStream(out, FrameRow, batch_size=batch_size) as table:
+        for sampled in frames:
+            image = sampled.image
+            table.write(FrameRow(
+                video_id=video_id, plan=plan, target_s=sampled.target_s, frame_index=sampled.frame_index,
+                pts_s=sampled.pts_s, deviation_s=sampled.deviation_s,
+                width=None if image is None else int(image.shape[1]),
+                height=None if image is None else int(image.shape[0]),
+                jpeg=None if image is None else encode_jpeg(image, jpeg_quality), error=sampled.error,
+            ))
+            counts["frames" if sampled.error is None else "failed"] += 1
     return counts
 
 

@@ -207,5 +207,44 @@ def write_table(df: pl.DataFrame, path: str | os.PathLike, record: type) -> Path
     return path
 
 
+class TableStream:
+    """Write record rows to Parquet as they come, ``batch_size`` per row group, so memory stays flat however
+    long the input; the file appears atomically on a clean exit and is removed on an exception."""
+
+    def __init__(self, path: str | os.PathLike, record: type, batch_size: int = 4096) -> None:
+        self.path, self.record, self.batch_size = Path(path), record, batch_size
+        self.tmp = self.path.with_name(f".{self.path.name}.tmp")
+        self.schema = to_frame([], record).to_arrow().schema
+        self.batch: list[Any] = []
+        self.rows = 0
+
+    def __enter__(self) -> "TableStream":
+        import pyarrow.parquet as pq
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.writer = pq.ParquetWriter(self.tmp, self.schema)
+        return self
+
+    def write(self, row: Any) -> None:
+        self.batch.append(row)
+        self.rows += 1
+        if len(self.batch) >= self.batch_size:
+            self._flush()
+
+    def _flush(self) -> None:
+        self.writer.write_table(to_frame(self.batch, self.record).to_arrow().cast(self.schema))
+        self.batch.clear()
+
+    def __exit__(self, exc_type, exc, tb) -> None:  # noqa: ANN001
+        try:
+            if exc_type is None and (self.batch or not self.rows):
+                self._flush()
+            self.writer.close()
+            if exc_type is None:
+                self.tmp.replace(self.path)
+        finally:
+            self.tmp.unlink(missing_ok=True)
+
+
 def read_table(path: str | os.PathLike, record: type) -> pl.DataFrame:
     return check_frame(pl.read_parquet(path), record, str(path))

@@ -28,7 +28,7 @@ from senri.anonymize.detectors import DETECTORS
 from senri.anonymize.detectors.base import Box, Detector
 from senri.anonymize.tracks import Tracker, interpolate
 from senri.media import MediaError
-from senri.records import Detection, write_table, to_frame
+from senri.records import Detection, TableStream
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +94,11 @@ def _detect(detectors: list[Detector], image: np.ndarray, scale: float) -> list[
     return [box.scaled(scale, width, height) for detector in detectors for box in detector.detect(image)]
 
 
+def _write(table: TableStream, rows: list[Detection]) -> None:
+    for row in rows:
+        table.write(row)
+
+
 def _rows(video_id: str, index: int, pts_s: float, boxes: list[Box], source: str) -> list[Detection]:
     return [Detection(video_id=video_id, frame_index=index, pts_s=pts_s, cls=b.cls, score=round(b.score, 4),
                       x0=round(b.x0, 2), y0=round(b.y0, 2), x1=round(b.x1, 2), y1=round(b.y1, 2), source=source)
@@ -106,17 +111,17 @@ def anonymize_video(src: str | Path, out: str | Path, detections_out: str | Path
     src, out, detections_out = Path(src), Path(out), Path(detections_out)
     started = time.perf_counter()
     detectors = [DETECTORS.load(name)(config.detector_config) for name in config.detectors]
-    rows: list[Detection] = []
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.stem}.tmp{out.suffix}")
     try:
-        stats = _stream(src, tmp, video_id, config, detectors, rows)
+        # Detections stream to disk as they are made: memory stays flat however long the video.
+        with TableStream(detections_out, Detection) as rows:
+            stats = _stream(src, tmp, video_id, config, detectors, rows)
+        tmp.replace(out)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    write_table(to_frame(rows, Detection), detections_out, Detection)
-    tmp.replace(out)
-    stats.boxes = len(rows)
+    stats.boxes = rows.rows
     stats.wall_s = time.perf_counter() - started
     log.info("%s: %d frames (%d detected, %d propagated), %d boxes, detection %.1f s of %.1f s", video_id,
              stats.frames, stats.detected_frames, stats.propagated_frames, stats.boxes, stats.detect_s, stats.wall_s)
@@ -124,7 +129,7 @@ def anonymize_video(src: str | Path, out: str | Path, detections_out: str | Path
 
 
 def _stream(src: Path, tmp: Path, video_id: str, config: AnonymizeConfig, detectors: list[Detector],
-            rows: list[Detection]) -> AnonymizeStats:
+            rows: TableStream) -> AnonymizeStats:
     import av
 
     from senri.decode import upright_rgb
@@ -178,12 +183,12 @@ def _stream(src: Path, tmp: Path, video_id: str, config: AnonymizeConfig, detect
                     fraction = (j - last_index) / (index - last_index)
                     covered = previous + now + [interpolate(a, b, fraction) for a, b in step.spans]
                     blur_boxes(img, covered, config.blur_fraction)
-                    rows.extend(_rows(video_id, j, p_s, covered, "propagated"))
+                    _write(rows, _rows(video_id, j, p_s, covered, "propagated"))
                     encode(img, p)
                     stats.propagated_frames += 1
                 blur_boxes(image, now, config.blur_fraction)
-                rows.extend(_rows(video_id, index, pts_s, step.detected, "detected"))
-                rows.extend(_rows(video_id, index, pts_s, step.predicted, "propagated"))
+                _write(rows, _rows(video_id, index, pts_s, step.detected, "detected"))
+                _write(rows, _rows(video_id, index, pts_s, step.predicted, "propagated"))
                 encode(image, pts)
                 stats.detected_frames += 1
                 previous = now
