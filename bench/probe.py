@@ -9,7 +9,6 @@ a 1 s GOP, then times each variant three times and prints medians and ratios mea
 from __future__ import annotations
 
 import argparse
-import hashlib
 import statistics
 import sys
 import time
@@ -18,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from senri import demo  # noqa: E402
-from senri.probe import fingerprint, probe  # noqa: E402
+from senri.probe import file_sha256, fingerprint, probe  # noqa: E402
 
 
 def median_time(func, repeats: int = 3) -> float:
@@ -28,14 +27,6 @@ def median_time(func, repeats: int = 3) -> float:
         func()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
-
-
-def full_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def main() -> None:
@@ -56,7 +47,7 @@ def main() -> None:
     bounded = median_time(lambda: probe(video, "v", keyframe_scan_s=120))
     full = median_time(lambda: probe(video, "v", keyframe_scan_s=walk.duration_s + 60))
     cheap = median_time(lambda: fingerprint(video))
-    whole = median_time(lambda: full_sha256(video))
+    whole = median_time(lambda: file_sha256(video))
     print(f"probe, 120 s packet scan : {bounded:8.3f} s")
     print(f"probe, full packet scan  : {full:8.3f} s   ratio full/bounded = {full / bounded:6.1f}x")
     print(f"fingerprint (2 MiB read) : {cheap:8.4f} s")

@@ -18,6 +18,15 @@ from senri.records import VideoInfo
 FINGERPRINT_CHUNK = 1 << 20
 
 
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of a whole file, read in 1 MiB blocks (model files: their identity must be exact)."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def fingerprint(path: str | Path) -> str:
     """A cheap content hash: size plus the first and last MiB. Changes when the file is re-encoded or cut."""
     path = Path(path)

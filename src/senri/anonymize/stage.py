@@ -94,15 +94,12 @@ def _detect(detectors: list[Detector], image: np.ndarray, scale: float) -> list[
     return [box.scaled(scale, width, height) for detector in detectors for box in detector.detect(image)]
 
 
-def _write(table: TableStream, rows: list[Detection]) -> None:
-    for row in rows:
-        table.write(row)
-
-
-def _rows(video_id: str, index: int, pts_s: float, boxes: list[Box], source: str) -> list[Detection]:
-    return [Detection(video_id=video_id, frame_index=index, pts_s=pts_s, cls=b.cls, score=round(b.score, 4),
-                      x0=round(b.x0, 2), y0=round(b.y0, 2), x1=round(b.x1, 2), y1=round(b.y1, 2), source=source)
-            for b in boxes]
+def _write(table: TableStream, video_id: str, index: int, pts_s: float, boxes: list[Box], source: str) -> None:
+    """One detections-table row per box of one frame."""
+    for b in boxes:
+        table.write(Detection(video_id=video_id, frame_index=index, pts_s=pts_s, cls=b.cls, score=round(b.score, 4),
+                              x0=round(b.x0, 2), y0=round(b.y0, 2), x1=round(b.x1, 2), y1=round(b.y1, 2),
+                              source=source))
 
 
 def anonymize_video(src: str | Path, out: str | Path, detections_out: str | Path, video_id: str,
@@ -183,12 +180,12 @@ def _stream(src: Path, tmp: Path, video_id: str, config: AnonymizeConfig, detect
                     fraction = (j - last_index) / (index - last_index)
                     covered = previous + now + [interpolate(a, b, fraction) for a, b in step.spans]
                     blur_boxes(img, covered, config.blur_fraction)
-                    _write(rows, _rows(video_id, j, p_s, covered, "propagated"))
+                    _write(rows, video_id, j, p_s, covered, "propagated")
                     encode(img, p)
                     stats.propagated_frames += 1
                 blur_boxes(image, now, config.blur_fraction)
-                _write(rows, _rows(video_id, index, pts_s, step.detected, "detected"))
-                _write(rows, _rows(video_id, index, pts_s, step.predicted, "propagated"))
+                _write(rows, video_id, index, pts_s, step.detected, "detected")
+                _write(rows, video_id, index, pts_s, step.predicted, "propagated")
                 encode(image, pts)
                 stats.detected_frames += 1
                 previous = now

@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 #: Sampling parameters every backend understands; anything else in a model config is backend-specific.

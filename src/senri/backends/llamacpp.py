@@ -15,7 +15,6 @@ two busy cores fell from 43 to 0.6 tokens/s.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib.util
 import json
 import logging
@@ -28,6 +27,7 @@ from typing import Any, Mapping
 
 from senri.backends.base import Backend, BackendError, Capabilities, ChatRequest, ChatResponse
 from senri.backends.openai_format import chat_body, parse_chat_response
+from senri.probe import file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +48,6 @@ def gguf_path(config: Mapping[str, Any]) -> Path:
     if not path.is_file():
         raise BackendError(f"model config gguf: model file {path} does not exist")
     return path
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def default_threads() -> int:

@@ -49,6 +49,10 @@ class CallTally:
         if response.error:
             self.errors.append(f"{request.purpose or 'call'}: {response.error}")
 
+    def add_all(self, requests: Sequence[ChatRequest], responses: Sequence[ChatResponse]) -> None:
+        for request, response in zip(requests, responses):
+            self.add(request, response)
+
 
 @dataclass
 class MethodAnswer:
@@ -91,14 +95,12 @@ class Method:
         """Answer several questions; methods whose calls are independent override this to batch them."""
         return [self.answer(q) for q in questions]
 
-    def chat_many(self, requests: Sequence[ChatRequest], tally: CallTally) -> list[ChatResponse]:
-        """Send requests to the run's backend (in one batch, so GPU and remote backends overlap them)."""
+    def chat_many(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+        """Send requests to the run's backend in one batch (GPU and remote backends overlap them); callers
+        book the responses into the tally of the question(s) they belong to."""
         if self.context.backend is None:
             raise RuntimeError(f"method {self.context.method_name!r} needs a model, but none is configured")
-        responses = self.context.backend.complete_many(list(requests))
-        for request, response in zip(requests, responses):
-            tally.add(request, response)
-        return responses
+        return self.context.backend.complete_many(list(requests))
 
     def sampling(self) -> dict[str, Any]:
         """The model config's sampling parameters (greedy by default), seeded with the run's seed."""

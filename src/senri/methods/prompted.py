@@ -95,15 +95,12 @@ class PromptedChoice(Method):
         """All requests of these questions in one batch: vLLM batches them, the openai backend overlaps them."""
         per_question = [self._requests(q) for q in questions]
         flat = [r for requests in per_question for r in requests]
-        if self.context.backend is None:
-            raise RuntimeError(f"method {self.context.method_name!r} needs a model, but none is configured")
-        responses = self.context.backend.complete_many(flat)
+        responses = self.chat_many(flat)
         answers, start = [], 0
         for question, requests in zip(questions, per_question):
             mine = responses[start:start + len(requests)]
             start += len(requests)
             tally = CallTally()
-            for request, response in zip(requests, mine):
-                tally.add(request, response)
+            tally.add_all(requests, mine)
             answers.append(self._finish(question, mine, tally))
         return answers

@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 import polars as pl
 import yaml
 
-from senri.aggregate import (CATEGORIES, CATEGORY_LABELS, FAILURE_COLUMNS, FAILURE_LABELS, FAILURE_NOTE, RUN_KEYS,
+from senri.aggregate import (CATEGORY_LABELS, FAILURE_COLUMNS, FAILURE_LABELS, FAILURE_NOTE,
                              answer_positions, load_predictions, main_table, mark_failures, per_video_table, score,
                              to_markdown)
 from senri.config import sidecar_path
@@ -133,4 +133,4 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
     return report_path
 
 
-__all__ = ["build_report", "run_metadata", "CATEGORIES", "RUN_KEYS"]
+__all__ = ["build_report", "run_metadata"]

@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 
 import polars as pl
 
-from senri.aggregate import CATEGORIES, FAILURE_COLUMNS, RUN_KEYS, mark_failures
+from senri.aggregate import CATEGORIES, FAILURE_COLUMNS, RUN_KEYS
 from senri.stats import PairedComparison, compare
 
 APPROACH_ORDER = ("baseline", "direct_perception", "evidence_seeking", "persistent_memory")
