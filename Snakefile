@@ -6,6 +6,8 @@ include: "rules/common.smk"
 include: "rules/ingest.smk"
 include: "rules/anonymize.smk"
 include: "rules/decode.smk"
+include: "rules/track.smk"
+include: "rules/memory.smk"
 include: "rules/answer.smk"
 include: "rules/report.smk"
 
@@ -17,6 +19,7 @@ rule all:
         "results/videos.parquet",
         prediction_files,
         frame_stores,
+        memory_files,
         "results/tables/main.md",
         "results/report.html",
     default_target: True

@@ -1,6 +1,7 @@
 # Shared by every rule file: the config (composed with Hydra and validated once per run), the config
 # slice and code digest each rule gets as params, and the input functions. No rule logic lives here.
 
+import re
 import sys
 from pathlib import Path
 
@@ -31,6 +32,7 @@ wildcard_constraints:
     method=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     model=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     plan=r"[A-Za-z0-9][A-Za-z0-9_-]*",
+    captioner=re.escape(SENRI["memory"]["captioner"]),  # the memory stage runs the configured captioner only
 
 
 def stage_config(stage):
@@ -56,9 +58,37 @@ def original_video_file(wildcards):
 
 def video_file(wildcards):
     """The video every pixel-reading stage uses: the anonymized one when anonymization is on."""
-    if SENRI["anonymize"]["enabled"]:
-        return f"results/anonymized/{wildcards.video_id}.mp4"
-    return original_video_file(wildcards)
+    return senri_workflow.pixel_video(SENRI, wildcards.video_id)
+
+
+def memory_inputs(wildcards):
+    return senri_workflow.memory_inputs(SENRI, wildcards.video_id)
+
+
+def memory_options(wildcards, input):
+    """``--track/--ocr/--detections`` for the captioner's optional inputs that this config has."""
+    return " ".join(f"--{name} {input[name]}" for name in ("track", "ocr", "detections") if name in input.keys())
+
+
+def memory_gpus(wildcards):
+    """A VLM captioner on a GPU backend asks for its GPU; the perception captioner for none."""
+    model = SENRI.get("captioner_model") or {}
+    return int(model.get("gpus", 1 if model.get("backend") in senri_workflow.GPU_BACKENDS else 0))
+
+
+def memory_mem_mb(wildcards):
+    model = SENRI.get("captioner_model") or {}
+    return int(model.get("mem_mb", 16000 if model.get("backend") in senri_workflow.GPU_BACKENDS else 2000))
+
+
+def memory_files(wildcards):
+    """Memory tables (and the track's path plots) when a selected method reads the memory."""
+    if not any(spec.get("uses_memory") for spec in SENRI["method"].values()):
+        return []
+    files = [senri_workflow.memory_table(SENRI, v) for v in VIDEO_IDS]
+    if SENRI["memory"]["captioner"] == "perception":
+        files += [f"results/track/{v}.png" for v in VIDEO_IDS]
+    return files
 
 
 def probe_tables(wildcards):
@@ -92,8 +122,14 @@ def answer_inputs(wildcards):
 
 
 def answer_media_options(wildcards, input):
-    """``--frames``/``--carrier`` options for the answer CLI, for methods whose inputs include them."""
-    return " ".join(f"--{name} {input[name]}" for name in ("frames", "carrier") if name in input.keys())
+    """``--frames``/``--carrier`` (frame methods) and ``--memory``, ``--video``, … (memory methods) options
+    for the answer CLI, for the inputs this job has."""
+    names = {"frames": "frames", "carrier": "carrier", "memory": "memory", "pixels": "video", "track": "track",
+             "ocr": "ocr", "detections": "detections"}
+    options = [f"--{option} {input[name]}" for name, option in names.items() if name in input.keys()]
+    if "memory" in input.keys():
+        options.append(f"--caption-cache {senri_workflow.caption_cache_dir(SENRI, wildcards.video_id)}")
+    return " ".join(options)
 
 
 def answer_threads(wildcards):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -24,12 +25,13 @@ log = logging.getLogger(__name__)
 
 
 def check_method_declaration(name: str, method_cls: type[Method], method_config: Mapping[str, Any]) -> None:
-    """The config's ``uses_model`` must agree with the class, or runs land under the wrong model folder."""
-    if bool(method_config.get("uses_model", method_cls.uses_model)) != method_cls.uses_model:
-        raise ValueError(
-            f"method {name!r}: config says uses_model={method_config.get('uses_model')}, "
-            f"but {method_cls.__name__}.uses_model is {method_cls.uses_model}"
-        )
+    """The config's ``uses_model`` / ``uses_memory`` must agree with the class, or runs land under the wrong
+    model folder or miss the inputs the workflow gives only to memory methods."""
+    for flag in ("uses_model", "uses_memory"):
+        declared = getattr(method_cls, flag)
+        if bool(method_config.get(flag, declared)) != declared:
+            raise ValueError(f"method {name!r}: config says {flag}={method_config.get(flag)}, "
+                             f"but {method_cls.__name__}.{flag} is {declared}")
 
 
 def _prediction(question: Question, context: RunContext, result: MethodAnswer | None, error: str | None) -> Prediction:
@@ -59,6 +61,15 @@ def _prediction(question: Question, context: RunContext, result: MethodAnswer | 
     )
 
 
+def memory_context(memory: MemoryInputs, video: VideoInfo, stage_config: Mapping[str, Any]) -> dict[str, Any]:
+    from senri.captioners.base import VideoMedia
+
+    media = VideoMedia(video.video_id, memory.video, video.fingerprint, video.duration_s, memory.track, memory.ocr,
+                       memory.detections)
+    return {"memory": memory.memory, "media": media, "memory_config": stage_config["memory"],
+            "caption_cache": memory.caption_cache}
+
+
 def _answer_chunk(method: Method, questions: list[Question]) -> list[tuple[MethodAnswer | None, str | None]]:
     """Answer a chunk together (one batch for the backend). If that raises, answer one by one, so the
     exception is recorded against the question that caused it; the calls that had finished are in the
@@ -80,9 +91,21 @@ def _answer_one(method: Method, question: Question) -> tuple[MethodAnswer | None
         return None, error
 
 
+@dataclass(frozen=True)
+class MemoryInputs:
+    """A memory method's inputs: the memory table, the media a captioner reads, the shared caption cache."""
+
+    memory: Path
+    video: Path
+    track: Path | None
+    ocr: Path | None
+    detections: Path | None
+    caption_cache: Path
+
+
 def answer_video(questions: pl.DataFrame, video: VideoInfo, stage_config: Mapping[str, Any],
                  frames: str | Path | None = None, carrier: str | Path | None = None,
-                 cache: str | Path | None = None) -> pl.DataFrame:
+                 cache: str | Path | None = None, memory: MemoryInputs | None = None) -> pl.DataFrame:
     """Answer every question of ``video`` with the configured method and model; return prediction rows.
 
     ``cache`` is the job's durable response cache: every finished model call is stored there at once, so
@@ -93,7 +116,10 @@ def answer_video(questions: pl.DataFrame, video: VideoInfo, stage_config: Mappin
     method_name, model_name = method_config.pop("name"), model_config.pop("name")
     method_cls = METHODS.load(method_config["implementation"])
     check_method_declaration(method_name, method_cls, method_config)
+    if method_cls.uses_memory and memory is None:
+        raise ValueError(f"method {method_name!r} needs the video's memory inputs (--memory, --video, ...)")
     backend = open_backend(model_config, cache) if method_cls.uses_model else None
+    method: Method | None = None
     try:
         context = RunContext(
             video=video,
@@ -105,6 +131,7 @@ def answer_video(questions: pl.DataFrame, video: VideoInfo, stage_config: Mappin
             backend=backend,
             frames=Path(frames) if frames else None,
             carrier=Path(carrier) if carrier else None,
+            **(memory_context(memory, video, stage_config) if method_cls.uses_memory and memory else {}),
         )
         method = method_cls(context)
         rows = from_frame(questions.filter(pl.col("video_id") == video.video_id), Question)
@@ -118,6 +145,8 @@ def answer_video(questions: pl.DataFrame, video: VideoInfo, stage_config: Mappin
                                 in zip(chunk, _answer_chunk(method, chunk))]
                 progress.update(len(chunk))
     finally:
+        if method is not None:
+            method.close()
         if backend is not None:
             backend.close()
     failed = sum(p.error is not None for p in predictions)

@@ -117,7 +117,8 @@ def _letter_from_value(value: object, options: Sequence[str]) -> str | None:
     return _option_from_text(value, options) if value else None
 
 
-def _json_objects(text: str) -> list[dict]:
+def json_objects(text: str) -> list[dict]:
+    """JSON objects in a model output: the whole text, fenced blocks, then flat `{…}` spans, in that order."""
     candidates = [text.strip()]
     candidates += re.findall(r"```(?:json)?\s*(\{.*?\})\s*```", text, re.DOTALL)
     candidates += re.findall(r"\{[^{}]*\}", text)
@@ -138,7 +139,7 @@ def parse_answer(text: str | None, options: Sequence[str]) -> ParsedAnswer:
         return ParsedAnswer(None, "none")
     if "</think>" in text:
         text = text.rsplit("</think>", 1)[1]
-    for obj in _json_objects(text):
+    for obj in json_objects(text):
         fields = {str(k).lower(): v for k, v in obj.items()}
         if "answer" in fields:
             letter = _letter_from_value(fields["answer"], options)

@@ -164,10 +164,61 @@ def cmd_answer(args: argparse.Namespace) -> None:
     video = from_frame(read_table(args.video_info, VideoInfo), VideoInfo)
     if len(video) != 1:
         raise SystemExit(f"senri answer: {args.video_info} must hold exactly one video, found {len(video)}")
+    memory = None
+    if args.memory:
+        from senri.answer import MemoryInputs
+
+        if not (args.video and args.caption_cache):
+            raise SystemExit("senri answer: --memory needs --video and --caption-cache too")
+        memory = MemoryInputs(Path(args.memory), Path(args.video), _path(args.track), _path(args.ocr),
+                              _path(args.detections), Path(args.caption_cache))
     predictions = answer_video(read_table(args.questions, Question), video[0], stage, frames=args.frames,
-                               carrier=args.carrier, cache=args.cache)
+                               carrier=args.carrier, cache=args.cache, memory=memory)
     write_table(predictions, args.out, Prediction)
     cfgmod.write_sidecar(args.out, "answer", stage)
+
+
+def _path(value: str | None) -> Path | None:
+    return Path(value) if value else None
+
+
+def cmd_track(args: argparse.Namespace) -> None:
+    from senri.records import OcrRow, TrackRow, write_table
+    from senri.track import TrackConfig, compute_track, plot_track, track_intervals
+
+    stage = _stage_config(args, "track")
+    config = TrackConfig.from_mapping(stage["track"])
+    video_id = args.video_id or Path(args.video).stem
+    track, ocr, stats = compute_track(args.video, video_id, config)
+    write_table(ocr, args.ocr, OcrRow)
+    plot_track(track, args.plot, video_id)
+    write_table(track, args.out, TrackRow)
+    cfgmod.write_sidecar(args.out, "track", stage)
+    turns, still = track_intervals(track, config)
+    log.info("%s: %d samples (%d failed), %d OCR reads (%d reused views), %d distinct texts; turns: %s; %d pauses",
+             video_id, stats["samples"], stats["failed"], stats["ocr_reads"], stats["ocr_reused"],
+             ocr["text"].n_unique() if ocr.height else 0, ", ".join(t.label for t in turns) or "none", len(still))
+
+
+def cmd_memory(args: argparse.Namespace) -> None:
+    from senri.captioners.base import VideoMedia
+    from senri.memory import build_memory, open_service
+    from senri.records import MemoryCost, MemoryRow, VideoInfo, from_frame, read_table, write_table
+
+    stage = _stage_config(args, "memory")
+    info = from_frame(read_table(args.video_info, VideoInfo), VideoInfo)[0]
+    media = VideoMedia(info.video_id, Path(args.video), info.fingerprint, info.duration_s, _path(args.track),
+                       _path(args.ocr), _path(args.detections))
+    service = open_service(stage, media, args.caption_cache)
+    try:
+        rows, cost = build_memory(service, stage["memory"], info.duration_s)
+    finally:
+        service.close()
+    write_table(cost, args.cost, MemoryCost)
+    write_table(rows, args.out, MemoryRow)
+    cfgmod.write_sidecar(args.out, "memory", stage)
+    log.info("%s: %d caption(s); %d computed, %d reused from the caption cache, %d frame(s) read",
+             info.video_id, rows.height, service.stats.computed, service.stats.reused, service.stats.frames)
 
 
 def cmd_aggregate(args: argparse.Namespace) -> None:
@@ -275,7 +326,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--frames", help="frame store of the method's plan (methods that look at frames)")
     p.add_argument("--carrier", help="carrier video of that frame store (backends that take video)")
     p.add_argument("--cache", help="durable response cache (SQLite); a rerun repeats no finished call")
+    p.add_argument("--memory", help="memory methods: the video's memory table")
+    p.add_argument("--video", help="memory methods: the (anonymized) video, for re-captioning")
+    p.add_argument("--track", help="memory methods: the video's track table (perception captioner)")
+    p.add_argument("--ocr", help="memory methods: the video's OCR table (perception captioner)")
+    p.add_argument("--detections", help="memory methods: the anonymization stage's detections")
+    p.add_argument("--caption-cache", help="memory methods: the shared caption cache folder")
     p.add_argument("--out", required=True)
+
+    p = add("track", cmd_track, "ego-motion track, on-screen text and path plot of one video")
+    _add_config_options(p)
+    p.add_argument("video")
+    p.add_argument("--video-id")
+    p.add_argument("--out", required=True, help="track table (.parquet)")
+    p.add_argument("--ocr", required=True, help="OCR table (.parquet)")
+    p.add_argument("--plot", required=True, help="dead-reckoned path (.png)")
+
+    p = add("memory", cmd_memory, "caption memory of one video (the precomputed levels), via the caption cache")
+    _add_config_options(p)
+    p.add_argument("--video-info", required=True, help="the video's probe table")
+    p.add_argument("--video", required=True, help="the (anonymized) video")
+    p.add_argument("--track", help="track table (perception captioner)")
+    p.add_argument("--ocr", help="OCR table (perception captioner)")
+    p.add_argument("--detections", help="the anonymization stage's detections")
+    p.add_argument("--caption-cache", required=True, help="caption cache folder")
+    p.add_argument("--out", required=True, help="memory table (.parquet)")
+    p.add_argument("--cost", required=True, help="cost table (.parquet): captions computed vs reused, frames")
 
     p = add("aggregate", cmd_aggregate, "accuracy tables (Parquet, CSV, Markdown) from prediction files")
     _add_config_options(p)

@@ -54,8 +54,25 @@ def compose(overrides: str | Iterable[str] | None = None, config_dir: Path = CON
     cfg.setdefault("method", {})
     cfg.setdefault("model", {})
     expand_frame_budgets(cfg)
+    cfg["captioner_model"] = captioner_model(cfg, Path(config_dir))
     validate(cfg)
     return cfg
+
+
+def captioner_model(cfg: Mapping[str, Any], config_dir: Path) -> dict[str, Any] | None:
+    """The model config of a VLM captioner (``memory.captioner`` names a model config), or None for the
+    perception captioner. It need not be among the selected inference models."""
+    name = cfg.get("memory", {}).get("captioner", "perception")
+    if name == "perception":
+        return None
+    if name in cfg.get("model", {}):
+        return dict(cfg["model"][name])
+    path = config_dir / "model" / f"{name}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"config.memory.captioner: {name!r} is neither 'perception' nor a model config "
+                          f"(no {path})")
+    data = yaml.safe_load(path.read_text()) or {}
+    return {k: v for k, v in data.items() if not str(k).startswith("#")}
 
 
 def expand_frame_budgets(cfg: dict[str, Any]) -> None:
@@ -160,13 +177,20 @@ def stage_slice(cfg: Mapping[str, Any], stage: str, method: str | None = None, m
         return {"probe": cfg["probe"]}
     if stage == "anonymize":
         return {"anonymize": cfg["anonymize"]}
+    if stage == "track":
+        return {"track": cfg["track"]}
+    if stage == "memory":
+        return {"memory": cfg["memory"], "track": cfg["track"], "captioner_model": cfg.get("captioner_model")}
     if stage == "answer":
         assert method is not None and model is not None
-        return {
+        slice_ = {
             "seed": cfg["seed"],
             "method": {"name": method, **cfg["method"][method]},
             "model": {"name": model, **cfg["model"].get(model, {})},
         }
+        if cfg["method"][method].get("uses_memory"):
+            slice_["memory"] = stage_slice(cfg, "memory")
+        return slice_
     if stage == "aggregate":
         return {"aggregate": cfg["aggregate"]}
     if stage == "report":

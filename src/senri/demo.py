@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import random
 import shutil
 import subprocess
@@ -56,6 +57,10 @@ OBJECT_COLORS = {"red": "0xD03030", "blue": "0x3050D0", "green": "0x30A040", "ye
 BACKGROUNDS = ("0x6B705C", "0x3D405B", "0x81B29A", "0x7F5539", "0x5E548E", "0x2A9D8F", "0x8D99AE",
                "0x6D597A", "0x355070", "0x9C6644", "0x52796F", "0x4A4E69")
 RELATIONS = ("To my front left", "To my front right", "To my rear left", "To my rear right")
+#: geq expression of the turn panorama: a static, non-repeating texture, strongest at coarse scales so optical
+#: flow follows large pans without locking onto a repeated pattern.
+PANORAMA = ("geq=lum='128+45*sin(X/29+2*sin(Y/41))+35*sin(Y/17+X/61)+25*sin((X+Y)/11+3*sin(X/97))'"
+            ":cb='128+50*sin(X/83+Y/59)':cr='128+50*cos(X/47-Y/71)'")
 INDEX_BITS = 20
 INDEX_BIT_WIDTH = 32
 INDEX_STRIP_ROWS = 8
@@ -76,10 +81,18 @@ class DemoConfig:
     height: int
     fps: int
     gop_s: float
+    #: The synthetic camera's horizontal field of view: a turn of θ pans the view by f·θ pixels,
+    #: f = (width/2)/tan(hfov/2), so the ego-motion track can recover the angle.
+    camera_hfov_deg: float = 90.0
+    turn_deg: int = 90
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> "DemoConfig":
-        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls)})
+        fields = dataclasses.fields(cls)
+        missing = [f.name for f in fields if f.name not in data and f.default is dataclasses.MISSING]
+        if missing:
+            raise KeyError(f"demo config lacks {missing}")
+        return cls(**{f.name: data[f.name] for f in fields if f.name in data})
 
 
 @dataclass(frozen=True)
@@ -104,6 +117,7 @@ class Turn:
     passer: str
     start_s: int
     end_s: int
+    degrees: int = 90
 
 
 @dataclass(frozen=True)
@@ -117,6 +131,7 @@ class Walk:
     fps: int
     gop_s: float
     has_audio: bool
+    camera_hfov_deg: float = 90.0
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -158,7 +173,7 @@ def plan_walk(cfg: DemoConfig, video_id: str) -> Walk:
         )
         if i < n - 1:
             turns.append(
-                Turn(rng.choice(("left", "right")), passers[i], start + cfg.place_s, start + period)
+                Turn(rng.choice(("left", "right")), passers[i], start + cfg.place_s, start + period, cfg.turn_deg)
             )
     index = int(video_id.rsplit("_", 1)[-1]) if video_id.rsplit("_", 1)[-1].isdigit() else 0
     return Walk(
@@ -171,6 +186,7 @@ def plan_walk(cfg: DemoConfig, video_id: str) -> Walk:
         fps=cfg.fps,
         gop_s=cfg.gop_s,
         has_audio=index % 2 == 1,  # odd videos carry an audio track, even ones none: both kinds get probed
+        camera_hfov_deg=cfg.camera_hfov_deg,
     )
 
 
@@ -321,14 +337,23 @@ def _place_chain(place: Place, walk: Walk, font: str) -> str:
     return ",".join(filters)
 
 
+def pan_pixels(degrees: float, width: int, hfov_deg: float) -> float:
+    """Horizontal image travel of a rotation by ``degrees`` for a pinhole camera of ``hfov_deg``."""
+    focal = (width / 2) / math.tan(math.radians(hfov_deg) / 2)
+    return focal * math.radians(degrees)
+
+
 def _turn_chain(turn: Turn, walk: Walk, font: str) -> str:
     w, h, duration = walk.width, walk.height, turn.end_s - turn.start_s
-    travel = 2 * w
+    travel = round(pan_pixels(turn.degrees, w, walk.camera_hfov_deg))
     # Turning right moves the scene left in the frame: the crop window slides right over the texture.
     x = f"{travel}*t/{duration}" if turn.direction == "right" else f"{travel}-{travel}*t/{duration}"
     return ",".join(
         [
-            f"testsrc2=s={3 * w}x{h}:r={walk.fps}:d={duration}",
+            # A still, textured panorama (one frame, looped): only the camera moves it, and every part of
+            # it has texture for optical flow to follow.
+            f"color=c=gray:s={w + travel + (w + travel) % 2}x{h}:r={walk.fps}:d=1,{PANORAMA},trim=end_frame=1,"
+            f"loop=loop={duration * walk.fps - 1}:size=1:start=0,setpts=N/({walk.fps}*TB)",
             f"crop=w={w}:h={h}:x='{x}':y=0",
             _text(font, turn.passer, h // 12, f"w-(w+text_w)*t/{duration}", str(h // 2), box="0xFFD166"),
         ]

@@ -248,3 +248,81 @@ class TableStream:
 
 def read_table(path: str | os.PathLike, record: type) -> pl.DataFrame:
     return check_frame(pl.read_parquet(path), record, str(path))
+
+
+@dataclass(frozen=True)
+class TrackRow:
+    """One sample of a video's ego-motion track (the ``track`` stage), at the track's frame rate.
+
+    ``heading_deg`` is cumulative yaw since the start (positive = clockwise = turning right), integrated
+    from the horizontal image motion through the configured field of view; ``turn_event`` names the turn
+    a sample belongs to ("right 90°", "U-turn left 180°"); ``place_label`` the most prominent stationary
+    sign text read at or shortly before t.
+    """
+
+    video_id: str
+    t_s: float
+    frame_index: int
+    shift_px: float          # horizontal image motion since the previous sample, at full width
+    turn_rate_deg_s: float
+    heading_deg: float
+    motion: float            # median optical-flow magnitude, frame widths per second
+    moving: bool
+    appearance_change: float  # 1 − colour-histogram correlation with the previous sample
+    scene_cut: bool
+    turn_event: str | None
+    place_label: str | None
+
+
+@dataclass(frozen=True)
+class OcrRow:
+    """One text line read in one frame (``reused`` when the view had not changed since the last read)."""
+
+    video_id: str
+    t_s: float
+    frame_index: int
+    text: str
+    score: float
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+    reused: bool
+
+
+@dataclass(frozen=True)
+class MemoryRow:
+    """One caption of a video's hierarchical memory (the ``memory`` stage, or a method's re-captions).
+
+    ``created_at`` is when the caption was first computed (kept in the caption cache, so a rebuilt memory
+    is byte-identical); ``heading_change_deg`` and ``place_labels`` are the clip's ego-motion context.
+    """
+
+    video_id: str
+    level: str               # coarse | fine | ultra_fine
+    start_s: float
+    end_s: float
+    fps: float
+    n_frames: int
+    instruction_hash: str
+    text: str
+    captioner: str
+    created_at: str
+    heading_change_deg: float | None
+    place_labels: str | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class MemoryCost:
+    """What building one video's memory cost: captions computed vs reused and frames the captioner read."""
+
+    video_id: str
+    captioner: str
+    level: str
+    clips: int
+    computed: int
+    reused: int
+    frames: int
+    failed: int
+    wall_s: float

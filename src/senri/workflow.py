@@ -32,8 +32,11 @@ STAGE_CODE: dict[str, tuple[str, ...]] = {
                   "anonymize/detectors/centerface.py", "anonymize/detectors/plates.py",
                   "anonymize/detectors/egoblur.py", "decode.py", "records.py", "media.py"),
     "answer": ("answer.py", "answers.py", "records.py", "methods/__init__.py", "methods/base.py",
-               "methods/prompted.py", "registry.py", "backends/__init__.py", "backends/base.py",
+               "methods/prompted.py", "methods/structured.py", "registry.py", "backends/__init__.py", "backends/base.py",
                "backends/cache.py", "backends/openai_format.py"),
+    "track": ("track.py", "decode.py", "records.py"),
+    "memory": ("memory.py", "captioners/__init__.py", "captioners/base.py", "captioners/perception.py",
+               "captioners/vlm.py", "track.py", "decode.py", "records.py"),
     "aggregate": ("aggregate.py", "records.py"),
     "report": ("aggregate.py", "records.py", "stats.py", "report/__init__.py", "report/tables.py",
                "report/figures.py", "report/render.py"),
@@ -55,6 +58,8 @@ def code_digest(stage: str, method_implementation: str | None = None, backend: s
         from senri.methods import METHODS
 
         files.append(_module_file(METHODS.target(method_implementation).partition(":")[0]))
+        if getattr(METHODS.load(method_implementation), "uses_memory", False):
+            files += [PACKAGE_DIR / rel for rel in STAGE_CODE["memory"]]
     if backend is not None and backend != "none":
         from senri.backends import BACKENDS
 
@@ -109,11 +114,42 @@ def answer_resources(cfg: Mapping[str, Any], model: str) -> dict[str, int]:
     }
 
 
+def pixel_video(cfg: Mapping[str, Any], video_id: str) -> str:
+    """The video every pixel-reading stage uses: the anonymized one when anonymization is on."""
+    if cfg["anonymize"]["enabled"]:
+        return f"results/anonymized/{video_id}.mp4"
+    return video_path(cfg, video_id)
+
+
+def memory_inputs(cfg: Mapping[str, Any], video_id: str) -> dict[str, str]:
+    """What a captioner of ``video_id`` reads: the video, the track and OCR tables (perception captioner)
+    and the anonymization stage's detections (when anonymization is on)."""
+    inputs = {"info": f"results/probe/{video_id}.parquet", "pixels": pixel_video(cfg, video_id)}
+    if cfg["memory"]["captioner"] == "perception":
+        inputs["track"] = f"results/track/{video_id}.parquet"
+        inputs["ocr"] = f"results/track/{video_id}.ocr.parquet"
+    if cfg["anonymize"]["enabled"]:
+        inputs["detections"] = f"results/anonymized/{video_id}.detections.parquet"
+    return inputs
+
+
+def memory_table(cfg: Mapping[str, Any], video_id: str) -> str:
+    return f"results/memory/{cfg['memory']['captioner']}/{video_id}.parquet"
+
+
+def caption_cache_dir(cfg: Mapping[str, Any], video_id: str) -> str:
+    return f"results/cache/captions/{cfg['memory']['captioner']}/{video_id}"
+
+
 def answer_inputs(cfg: Mapping[str, Any], method: str, model: str, video_id: str) -> dict[str, str]:
-    """Input files of one answer job: questions, the video's probe table, and the frame store (plus its
-    carrier when the model takes video) of the method's sampling plan, if the method reads frames."""
+    """Input files of one answer job: questions, the video's probe table, the frame store (plus its carrier
+    when the model takes video) of the method's sampling plan if the method reads frames, and the memory
+    table plus the captioner's inputs if it is a memory method."""
     inputs = {"questions": "results/questions.parquet", "video": f"results/probe/{video_id}.parquet"}
     spec = cfg["method"][method]
+    if spec.get("uses_memory"):
+        inputs["memory"] = memory_table(cfg, video_id)
+        inputs.update({k: v for k, v in memory_inputs(cfg, video_id).items() if k != "info"})
     if spec.get("plan"):
         inputs["frames"] = f"results/frames/{spec['plan']}/{video_id}.parquet"
         model_spec = cfg["model"].get(model, {})

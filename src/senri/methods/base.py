@@ -8,13 +8,15 @@ from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
 from senri.backends.base import Backend, ChatRequest, ChatResponse
+from senri.captioners.base import VideoMedia
 from senri.records import Question, VideoInfo
 
 
 @dataclass(frozen=True)
 class RunContext:
     """Everything a method may read besides the question: the video's facts, its config slice, the model
-    backend (None for model-free methods) and the frame store of its sampling plan (if it uses frames)."""
+    backend (None for model-free methods), the frame store of its sampling plan (if it uses frames), and for
+    memory methods the video's memory table, media (for re-captioning), memory config and caption cache."""
 
     video: VideoInfo
     method_name: str
@@ -25,6 +27,10 @@ class RunContext:
     backend: Backend | None = None
     frames: Path | None = None
     carrier: Path | None = None
+    memory: Path | None = None
+    media: VideoMedia | None = None
+    memory_config: Mapping[str, Any] | None = None
+    caption_cache: Path | None = None
 
 
 @dataclass
@@ -78,18 +84,23 @@ class Method:
 
     ``approach`` groups methods in the report tables (the papers' direct perception / evidence seeking /
     persistent memory); ``uses_model`` tells the workflow whether to run the method once per model;
-    ``uses_frames`` whether its jobs need the frame store of the plan named in the method config.
+    ``uses_frames`` whether its jobs need the frame store of the plan named in the method config;
+    ``uses_memory`` whether they need the video's caption memory and a captioner.
     """
 
     approach: ClassVar[str] = "baseline"
     uses_model: ClassVar[bool] = True
     uses_frames: ClassVar[bool] = False
+    uses_memory: ClassVar[bool] = False
 
     def __init__(self, context: RunContext) -> None:
         self.context = context
 
     def answer(self, question: Question) -> MethodAnswer:
         raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what the method opened (a captioner, say); the backend is the answer stage's to close."""
 
     def answer_many(self, questions: Sequence[Question]) -> list[MethodAnswer]:
         """Answer several questions; methods whose calls are independent override this to batch them."""
