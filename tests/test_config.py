@@ -6,14 +6,25 @@ from senri import config as cfgmod
 from senri.methods import METHODS
 
 
-def test_defaults_select_the_demo_random_and_blind_on_the_embedded_model():
+def test_defaults_select_the_demo_random_blind_and_videolucy_on_the_embedded_model():
     cfg = cfgmod.compose()
     assert cfg["dataset"]["name"] == "demo"
     assert cfgmod.runs(cfg) == [("random", "none"), ("blind", "smollm2"), ("blind_letter", "smollm2"),
-                                ("blind_debiased", "smollm2")]
+                                ("blind_debiased", "smollm2"), ("videolucy", "smollm2")]
     assert cfg["model"]["smollm2"]["backend"] == "llamacpp"
-    for group in ("dataset", "method", "model", "sampling", "memory", "anonymize"):
+    assert cfg["memory"]["captioner"] == "perception" and cfg["captioner_model"] is None
+    for group in ("dataset", "method", "model", "sampling", "memory", "track", "anonymize"):
         assert group in cfg
+
+
+def test_a_vlm_captioner_brings_its_model_config_and_only_memory_methods_read_the_memory_slice():
+    cfg = cfgmod.compose(["memory.captioner=qwen25vl7b_vllm"])
+    assert cfg["captioner_model"]["backend"] == "vllm" and "qwen25vl7b_vllm" not in cfg["model"]
+    assert cfgmod.stage_slice(cfg, "memory")["captioner_model"]["backend"] == "vllm"
+    assert "memory" in cfgmod.stage_slice(cfg, "answer", method="videolucy", model="smollm2")
+    assert "memory" not in cfgmod.stage_slice(cfg, "answer", method="blind", model="smollm2")
+    with pytest.raises(cfgmod.ConfigError, match="memory.captioner"):
+        cfgmod.compose(["memory.captioner=no_such_model"])
 
 
 @pytest.mark.parametrize(

@@ -76,7 +76,8 @@ def test_profile_is_found_as_typed_from_the_repository_root(monkeypatch):
 def test_demo_runs_inside_slurm_jobs_and_matches_a_local_run(cluster, tmp_path):
     on_cluster, local = tmp_path / "cluster", tmp_path / "local"
     # Sparse face detection keeps this test about the cluster, not about CPU time (the demo has no faces).
-    fast = "overrides=anonymize.stride=30"
+    # The memory stages and videolucy have their own DAG test (test_workflow); here the four prompt methods.
+    fast = "overrides=anonymize.stride=30 method=[random,blind,blind_letter,blind_debiased]"
     proc = on_slurm(cluster, on_cluster, "--config", fast)
     assert proc.returncode == 0, proc.stdout[-6000:]
     assert snakemake(local, "-c2", "--config", fast).returncode == 0
@@ -108,7 +109,7 @@ def test_a_failed_job_names_its_rule_and_log_and_the_rerun_resumes(cluster, tmp_
     shutil.copy(small_demo["videos"]["demo_01"], videos / "demo_01.mp4")
     (videos / "demo_02.mp4").write_bytes(b"not a video at all")
     overrides = (f"overrides=dataset=senri dataset.questions=[{small_demo['questions']}] dataset.videos_dir={videos}"
-                 " anonymize.stride=30")
+                 " anonymize.stride=30 method=[random,blind,blind_letter,blind_debiased]")
     work = tmp_path / "work"
 
     failed = on_slurm(cluster, work, "--config", overrides)

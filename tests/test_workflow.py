@@ -112,19 +112,53 @@ def test_a_rerun_answers_from_the_response_cache_byte_for_byte(demo_run):
     assert "16 hit(s), 0 miss(es), hit rate 100.0%" in log
 
 
+def test_demo_memory_is_built_by_the_perception_captioner_from_the_track(demo_run):
+    walks = {w["video_id"]: w for w in json.loads((demo_run / "results/demo/walks.json").read_text())}
+    for video_id, walk in walks.items():
+        memory = pl.read_parquet(demo_run / f"results/memory/perception/{video_id}.parquet")
+        assert memory["level"].to_list() == ["coarse"] * 7 and memory["error"].is_null().all()
+        text = " ".join(memory["text"])
+        for place in walk["places"]:
+            assert f'"{place["name"]}"' in text  # the signs, read by OCR
+        log = (demo_run / f"results/logs/track/{video_id}.log").read_text()
+        turns = re.search(r"turns: (.*); \d+ pauses", log).group(1).split(", ")
+        assert [t.split()[0] for t in turns] == [t["direction"] for t in walk["turns"]]
+        assert all(abs(int(t.split()[1].rstrip("°")) - 90) <= 30 for t in turns)
+        assert f"Turned {turns[0]}" in text
+        cost = pl.read_parquet(demo_run / f"results/memory/perception/{video_id}.cost.parquet")
+        assert cost["computed"].to_list() == [7] and cost["frames"].sum() > 0
+    assert (demo_run / "results/track/demo_01.png").read_bytes()[:4] == b"\x89PNG"
+    lucy = pl.concat([pl.read_parquet(p) for p in (demo_run / "results/predictions/videolucy/smollm2").glob("*.parquet")])
+    assert lucy.height == 32 and lucy["error"].is_null().all() and lucy["trace"].is_not_null().all()
+    assert (lucy["n_llm_calls"] >= 2).all() and (lucy["n_llm_calls"] <= 24).all()  # (2 + 2·5)·(1 + 1 repair)
+
+
+def test_a_second_run_makes_no_captioner_call(demo_run):
+    for path in ("results/memory/perception/demo_02.parquet", "results/predictions/videolucy/smollm2/demo_02.parquet"):
+        (demo_run / path).unlink()
+    snakemake(demo_run, "-c2")
+    memory_log = (demo_run / "results/logs/memory/perception/demo_02.log").read_text()
+    assert "0 computed, 7 reused from the caption cache" in memory_log
+    answer_log = (demo_run / "results/logs/answer/videolucy/smollm2/demo_02.log").read_text()
+    assert "0 miss(es), hit rate 100.0%" in answer_log
+    assert re.search(r"captioner perception: 0 caption\(s\) computed, \d+ reused", answer_log), answer_log
+
+
 def test_every_stage_writes_its_config_log_and_benchmark(demo_run):
     results = demo_run / "results"
     for sidecar in ["questions.config.yaml", "probe/demo_01.config.yaml", "tables/config.yaml",
-                    "predictions/random/none/demo_02.config.yaml", "demo/questions.config.yaml"]:
+                    "predictions/random/none/demo_02.config.yaml", "demo/questions.config.yaml",
+                    "track/demo_01.config.yaml", "memory/perception/demo_02.config.yaml"]:
         assert (results / sidecar).is_file(), sidecar
     assert "seed: 0" in (results / "predictions/random/none/demo_01.config.yaml").read_text()
     for log in ["ingest.log", "aggregate.log", "videos_table.log", "demo_questions.log", "probe/demo_01.log",
-                "answer/random/none/demo_02.log", "demo_video/demo_01.log"]:
+                "answer/random/none/demo_02.log", "demo_video/demo_01.log", "track/demo_02.log",
+                "memory/perception/demo_01.log"]:
         assert (results / "logs" / log).is_file(), log
     frames = pl.read_parquet(results / "frames/uniform_512/demo_01.parquet")
     assert frames.height == 512 and frames["error"].is_null().all() and (frames["height"] == 360).all()
     for bench in ["probe/demo_02.tsv", "answer/random/none/demo_01.tsv", "demo_video/demo_02.tsv",
-                  "frames/uniform_512/demo_01.tsv"]:
+                  "frames/uniform_512/demo_01.tsv", "track/demo_01.tsv", "memory/perception/demo_02.tsv"]:
         assert (results / "benchmarks" / bench).is_file(), bench
 
 
@@ -184,6 +218,40 @@ def test_direct_perception_on_a_tiny_vlm_reads_the_frame_store_through_the_dag(t
     assert (tmp_path / "results/report/figures/frame_budget.png").stat().st_size > 1000
     for budget in (4, 8):  # random weights: parse failures are expected, flagged with †
         assert re.search(rf"^\| direct_{budget}( †)? \| tiny \| 32 \|", main, re.MULTILINE), main
+
+
+def test_every_agent_method_runs_through_the_dag_on_the_perception_memory(tmp_path):
+    """memory_search, senri_agent and its three ablations on the small demo's perception memory, with a scripted
+    controller/verifier model: the DAG wires memory, track, caption cache and retrieval index into every job."""
+    script = tmp_path / "agent.jsonl"
+    verify = {"action": "verify", "checks": [{"target_context": "the sign in front of me", "objective": "read the sign",
+                                              "requirements": ["the sign is legible"], "windows": [[3, 9]]}]}
+    report = {"observation": "a sign", "evidence_moments": [0], "requirement_findings": {"R1": "a sign", "R2": "legible"},
+              "requirement_evidence_moments": {"R1": [0], "R2": [1]}}
+    rules = [{"match": "Update the working memory", "text": json.dumps({"note": "r1: a legible sign",
+                                                                        "selected_report_ids": ["r1"]})},
+             {"match": "observe in these frames", "text": json.dumps(report)},
+             {"match": "Target context (R1)", "text": json.dumps(report)},
+             {"match": "[r1]", "text": json.dumps({"action": "answer", "answer": "B"})},
+             {"match": "This is the last round", "text": json.dumps({"action": "answer", "answer": "A"})},
+             {"match": "search, verify, answer", "text": json.dumps(verify)},
+             {"match": "search, answer", "text": json.dumps({"action": "search", "query": "which sign did I see"})}]
+    script.write_text("".join(json.dumps(r) + "\n" for r in rules))
+    methods = "memory_search,senri_agent,senri_agent_no_tg,senri_agent_no_pv,senri_agent_no_wm"
+    overrides = ("dataset.demo.places_per_video=5 dataset.demo.place_s=12 dataset.demo.turn_s=2 sampling.build=[] "
+                 f"anonymize.stride=30 method=[{methods}] model=[] "
+                 f"+model.agent={{backend:scripted,script:{script},concurrency:4,images:true}} method.memory_search.retriever=bm25")
+    snakemake(tmp_path, "-c2", "--config", f"overrides={overrides}")
+    main = pl.read_parquet(tmp_path / "results/tables/main.parquet")
+    assert sorted(main["method"]) == sorted(methods.split(","))
+    assert (main["n"] == 32).all() and (main["errors"] == 0).all() and (main["parse_failures"] == 0).all()
+    for method in methods.split(","):
+        predictions = pl.read_parquet(tmp_path / f"results/predictions/{method}/agent/demo_01.parquet")
+        actions = {tuple(json.loads(t)["actions"]) for t in predictions["trace"]}
+        expected = ("search",) * 5 + ("answer",) if method == "memory_search" else ("verify", "answer")
+        assert actions == {expected}, (method, actions)
+    index = list((tmp_path / "results/cache/captions/perception/demo_01/index").glob("index-*.npy"))
+    assert len(index) == 1  # the embedding index, built once per memory and shared by the agent jobs
 
 
 def test_invalid_config_stops_the_workflow_naming_the_key(demo_run):

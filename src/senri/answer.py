@@ -146,6 +146,9 @@ def answer_video(questions: pl.DataFrame, video: VideoInfo, stage_config: Mappin
                 progress.update(len(chunk))
     finally:
         if method is not None:
+            summary = method.summary()
+            if summary:
+                log.info("%s", summary)
             method.close()
         if backend is not None:
             backend.close()

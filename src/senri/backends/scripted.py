@@ -3,16 +3,20 @@
 Each line is a rule ``{"match": "text", "text": "...", ...}``; a request gets the first rule whose ``match``
 occurs in its last user message (a rule without ``match`` matches anything). Optional fields:
 ``letter_logprobs`` (a dict), ``error`` (the call fails with this message), ``delay_s`` (sleep first, to
-let tests kill a run mid-call), ``prompt_tokens`` / ``completion_tokens``. Every request is appended to
-``record`` (a JSONL file) when configured, so tests can inspect exactly what a method sent.
+let tests kill a run mid-call, or to stand for a model's latency), ``prompt_tokens`` / ``completion_tokens``.
+Every request is appended to ``record`` (a JSONL file) when configured, so tests can inspect exactly what a
+method sent. ``concurrency`` (default 1) answers up to that many requests of one batch at once, as a server
+with that many slots would.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from senri.backends.base import Backend, BackendError, Capabilities, ChatRequest, ChatResponse
 
@@ -27,6 +31,8 @@ class ScriptedBackend(Backend):
             raise BackendError(f"model config script: scripted backend needs an existing JSONL file, got {script!r}")
         self.rules = [json.loads(line) for line in Path(script).read_text().splitlines() if line.strip()]
         self.record = Path(config["record"]) if config.get("record") else None
+        self.concurrency = max(1, int(config.get("concurrency", 1)))
+        self._record_lock = threading.Lock()
 
     @property
     def capabilities(self) -> Capabilities:
@@ -40,7 +46,7 @@ class ScriptedBackend(Backend):
     def complete(self, request: ChatRequest) -> ChatResponse:
         prompt = next((m.plain_text() for m in reversed(request.messages) if m.role == "user"), "")
         if self.record is not None:
-            with self.record.open("a") as handle:
+            with self._record_lock, self.record.open("a") as handle:
                 handle.write(json.dumps({"purpose": request.purpose, "payload": request.cache_payload()}) + "\n")
         for rule in self.rules:
             if rule.get("match") is None or rule["match"] in prompt:
@@ -55,3 +61,16 @@ class ScriptedBackend(Backend):
                     letter_logprobs=rule.get("letter_logprobs"),
                 )
         return ChatResponse(text="", error=f"scripted backend: no rule matches the prompt {prompt[:80]!r}")
+
+    def complete_many(self, requests: Sequence[ChatRequest],
+                      on_done: Callable[[int, ChatResponse], None] | None = None) -> list[ChatResponse]:
+        if self.concurrency == 1 or len(requests) < 2:
+            return super().complete_many(requests, on_done)
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            futures = [pool.submit(self.complete, r) for r in requests]
+            responses = []
+            for i, future in enumerate(futures):
+                responses.append(future.result())
+                if on_done is not None:
+                    on_done(i, responses[-1])
+        return responses

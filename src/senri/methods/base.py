@@ -102,6 +102,10 @@ class Method:
     def close(self) -> None:
         """Release what the method opened (a captioner, say); the backend is the answer stage's to close."""
 
+    def summary(self) -> str | None:
+        """A line for the job's log about the method's own costs (captions computed vs reused, say)."""
+        return None
+
     def answer_many(self, questions: Sequence[Question]) -> list[MethodAnswer]:
         """Answer several questions; methods whose calls are independent override this to batch them."""
         return [self.answer(q) for q in questions]

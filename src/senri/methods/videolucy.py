@@ -96,6 +96,11 @@ class VideoLucy(Method):
     def close(self) -> None:
         self.service.close()
 
+    def summary(self) -> str:
+        stats = self.service.stats
+        return (f"captioner {self.service.name}: {stats.computed} caption(s) computed, {stats.reused} reused "
+                f"from the caption cache, {stats.frames} frame(s) read, {stats.failed} failed")
+
     # ------------------------------------------------------------------------------------------ prompts
     def _messages(self, text: str) -> tuple[Message, ...]:
         system = self.context.method_config.get("system") or ROLE
