@@ -173,20 +173,27 @@ def test_adding_a_method_reruns_only_answer_and_aggregate(demo_run):
 
 
 def test_a_changed_slice_reruns_exactly_the_stages_that_read_it(demo_run):
-    assert planned_jobs(demo_run, "--config", "overrides=seed=5") == {"answer": 8, "aggregate": 1, "report": 1,
+    assert planned_jobs(demo_run, "--config", "overrides=seed=5") == {"answer": 10, "aggregate": 1, "report": 1,
                                                                       "all": 1}
-    assert planned_jobs(demo_run, "--config", "overrides=memory.long_video_min_s=5000") == {}  # read by no stage yet
+    # The memory slice is read by the memory stage and the memory methods' answer jobs (videolucy).
+    assert planned_jobs(demo_run, "--config", "overrides=memory.long_video_min_s=5000") == {
+        "memory": 2, "answer": 2, "aggregate": 1, "report": 1, "all": 1}
+    assert planned_jobs(demo_run, "--config", "overrides=track.hfov_deg=60") == {
+        "track": 2, "memory": 2, "answer": 2, "aggregate": 1, "report": 1, "all": 1}
+    # Another inference setting never re-captions: only the model's answer jobs rerun.
+    assert planned_jobs(demo_run, "--config", "overrides=model.smollm2.max_tokens=300") == {
+        "answer": 8, "aggregate": 1, "report": 1, "all": 1}
     assert planned_jobs(demo_run, "--config", "overrides=sampling.plans.uniform_512.n=256") == {"frames": 2, "all": 1}
     assert planned_jobs(demo_run, "--config", "overrides=sampling.carriers=true") == {"carrier": 2, "all": 1}
     assert planned_jobs(demo_run, "--config", "overrides=aggregate.decimals=2") == {"aggregate": 1, "report": 1,
                                                                                     "all": 1}
     assert planned_jobs(demo_run, "--config", "overrides=report.bootstrap_resamples=2000") == {"report": 1, "all": 1}
     assert planned_jobs(demo_run, "--config", "overrides=anonymize.stride=10") == {
-        "anonymize": 2, "probe": 2, "frames": 2, "videos_table": 1, "answer": 8, "aggregate": 1, "report": 1,
-        "all": 1,
+        "anonymize": 2, "probe": 2, "frames": 2, "track": 2, "memory": 2, "videos_table": 1, "answer": 10,
+        "aggregate": 1, "report": 1, "all": 1,
     }
     assert planned_jobs(demo_run, "--config", "overrides=probe.keyframe_scan_s=60") == {
-        "probe": 2, "videos_table": 1, "answer": 8, "aggregate": 1, "report": 1, "all": 1,
+        "probe": 2, "videos_table": 1, "memory": 2, "answer": 10, "aggregate": 1, "report": 1, "all": 1,
     }
 
 

@@ -48,6 +48,10 @@ SEARCH_SCHEMA = {
     "properties": {"period": {"type": "integer"}, "instruction": {"type": "string"}},
     "required": ["period", "instruction"],
 }
+LOCALIZE_FORM = '{"periods": [<numbers>], "whole_video": <true|false>}'
+ANSWER_FORM = ('{"confidence": <true|false>, "answer": "<A|B|C|D>", "time_period": "<m:ss–m:ss>", '
+               '"reason": "<one sentence>"}')
+SEARCH_FORM = '{"period": <number>, "instruction": "<instruction>"}'
 ROLE = ("You help answer a question about my long first-person video from its text memory: time periods with "
         "descriptions written by a captioner. 'I' is the camera wearer.")
 
@@ -110,6 +114,9 @@ class VideoLucy(Method):
     def _question(question: Question) -> str:
         return f"Question: {question.question.strip()}\nOptions:\n{format_options(question.options)}"
 
+    def _memory_and_question(self, question: Question, memory: list[Entry]) -> str:
+        return f"Current memory:\n{format_memory([e.row for e in memory])}\n\n{self._question(question)}\n\n"
+
     def _localize(self, question: Question, tally: CallTally) -> StructuredReply:
         n = len(self.coarse)
 
@@ -124,11 +131,9 @@ class VideoLucy(Method):
         text = (f"Coarse memory of the whole video:\n{format_memory(self.coarse)}\n\n{self._question(question)}\n\n"
                 f"Which time periods are most relevant to this question? Give the numbers of at most "
                 f"{self.sparse_periods} periods, or set whole_video to true if answering needs the whole video "
-                f"(for example counting or ordering over all of it). Reply with JSON only: "
-                f'{{"periods": [<numbers>], "whole_video": <true|false>}}')
-        return ask_json(self, self._messages(text), LOCALIZE_SCHEMA, valid,
-                        '{"periods": [<numbers>], "whole_video": <true|false>}', "localize", tally, self.retries,
-                        max_tokens=64)
+                f"(for example counting or ordering over all of it). Reply with JSON only: {LOCALIZE_FORM}")
+        return ask_json(self, self._messages(text), LOCALIZE_SCHEMA, valid, LOCALIZE_FORM, "localize", tally,
+                        self.retries, max_tokens=64)
 
     def _answer(self, question: Question, memory: list[Entry], forced: bool, tally: CallTally) -> StructuredReply:
         def valid(obj: dict) -> dict | None:
@@ -144,11 +149,8 @@ class VideoLucy(Method):
                 "whether the memory objectively supports it." if forced else
                 "Set confidence to true only if the memory objectively supports one option; otherwise false "
                 "(more detail will be looked up).")
-        text = (f"Current memory:\n{format_memory([e.row for e in memory])}\n\n{self._question(question)}\n\n{rule} "
-                'Reply with JSON only: {"confidence": <true|false>, "answer": "<A|B|C|D>", '
-                '"time_period": "<m:ss–m:ss>", "reason": "<one sentence>"}')
-        return ask_json(self, self._messages(text), ANSWER_SCHEMA, valid,
-                        '{"confidence": <true|false>, "answer": "<A|B|C|D>", "time_period": "...", "reason": "..."}',
+        text = f"{self._memory_and_question(question, memory)}{rule} Reply with JSON only: {ANSWER_FORM}"
+        return ask_json(self, self._messages(text), ANSWER_SCHEMA, valid, ANSWER_FORM,
                         "answer:forced" if forced else "answer", tally, self.retries, max_tokens=160)
 
     def _search(self, question: Question, memory: list[Entry], tally: CallTally) -> StructuredReply:
@@ -160,13 +162,11 @@ class VideoLucy(Method):
                 return None
             return {"period": period, "instruction": instruction.strip() or "Describe this part in detail."}
 
-        text = (f"Current memory:\n{format_memory([e.row for e in memory])}\n\n{self._question(question)}\n\n"
-                f"The memory is not detailed enough yet. Periods not yet searched: {open_ids}. Pick the single "
-                f"period among them most likely to hold the missing detail, and write an instruction telling the "
-                f"captioner what to look for there (without naming the options). Reply with JSON only: "
-                f'{{"period": <number>, "instruction": "<instruction>"}}')
-        return ask_json(self, self._messages(text), SEARCH_SCHEMA, valid,
-                        '{"period": <number>, "instruction": "<instruction>"}', "search", tally, self.retries,
+        text = (f"{self._memory_and_question(question, memory)}The memory is not detailed enough yet. Periods not "
+                f"yet searched: {open_ids}. Pick the single period among them most likely to hold the missing "
+                f"detail, and write an instruction telling the captioner what to look for there (without naming "
+                f"the options). Reply with JSON only: {SEARCH_FORM}")
+        return ask_json(self, self._messages(text), SEARCH_SCHEMA, valid, SEARCH_FORM, "search", tally, self.retries,
                         max_tokens=96)
 
     # ------------------------------------------------------------------------------------------ the loop
