@@ -133,6 +133,32 @@ def test_demo_memory_is_built_by_the_perception_captioner_from_the_track(demo_ru
     assert (lucy["n_llm_calls"] >= 2).all() and (lucy["n_llm_calls"] <= 24).all()  # (2 + 2·5)·(1 + 1 repair)
 
 
+def _clock_s(text: str) -> int:
+    minutes, seconds = text.split(":")
+    return int(minutes) * 60 + int(seconds)
+
+
+def test_the_demo_memory_holds_every_navigation_answer(demo_run):
+    """Reading only the memory's text (signs with when they were read, turns with when they happened), the
+    route of every navigation-planning (NP) question is the correct option's: the information is there for a
+    memory method to use."""
+    questions = pl.read_parquet(demo_run / "results/questions.parquet").filter(pl.col("task_type") == "NP")
+    assert questions.height == 4
+    for q in questions.iter_rows(named=True):
+        text = " ".join(pl.read_parquet(demo_run / f"results/memory/perception/{q['video_id']}.parquet")["text"])
+        signs: dict[str, list[int]] = {}
+        for name, first, last in re.findall(r'"([A-Z ]+)" \((\d+:\d\d)(?:–(\d+:\d\d))?\)', text):
+            signs.setdefault(name, []).extend([_clock_s(first), _clock_s(last or first)])
+        turns = [(_clock_s(start), side) for side, start in
+                 re.findall(r"Turned (left|right) \d+° at (\d+:\d\d)–", text)]
+        start, end = re.search(r"After I left the (.+), how did I walk to the (.+)\?", q["question"]).groups()
+        left_at, arrived_at = max(signs[start.upper()]), min(signs[end.upper()])
+        route = [side for t, side in sorted(turns) if left_at <= t <= arrived_at]
+        phrase = ", ".join(f"turn {d}" for d in route[:-1]) + f", then turn {route[-1]}"
+        correct = q["option_" + q["answer"].lower()]
+        assert phrase[0].upper() + phrase[1:] == correct, (q["qid"], route, correct)
+
+
 def test_a_second_run_makes_no_captioner_call(demo_run):
     for path in ("results/memory/perception/demo_02.parquet", "results/predictions/videolucy/smollm2/demo_02.parquet"):
         (demo_run / path).unlink()
