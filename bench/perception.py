@@ -30,8 +30,9 @@ OUT = REPO / "results" / "bench" / "perception"
 def make_video(minutes: float, width: int) -> Path:
     from senri import demo
 
-    places = max(5, round(minutes * 60 / 30))
-    cfg = demo.DemoConfig(n_videos=1, seed=11, places_per_video=min(places, 24), place_s=24, turn_s=6, width=width,
+    places, turn_s = 12, 6  # the demo's name pools allow 12 places; their length sets the duration
+    place_s = max(12, round((minutes * 60 - (places - 1) * turn_s) / places))
+    cfg = demo.DemoConfig(n_videos=1, seed=11, places_per_video=places, place_s=place_s, turn_s=turn_s, width=width,
                           height=round(width * 9 / 16 / 2) * 2, fps=30, gop_s=1)
     path = OUT / f"walk_{minutes:g}min_{width}.mp4"
     if not path.exists():
