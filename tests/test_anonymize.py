@@ -207,3 +207,11 @@ def test_cli_writes_video_detections_and_config(tmp_path, faces_run, senri_env):
     assert len(decode_all(out)) == FRAMES
     assert pl.read_parquet(tmp_path / "cli.parquet")["source"].unique().sort().to_list() == ["detected", "propagated"]
     assert "stride: 20" in (tmp_path / "cli.config.yaml").read_text()
+
+
+def test_streaming_stages_can_return_freed_heap_memory():
+    from senri import memtrim
+
+    assert memtrim.release() is True  # glibc (Debian): malloc_trim exists and runs
+    memtrim.every(999)
+    memtrim.every(1000)

@@ -34,6 +34,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import polars as pl
 
+from senri import memtrim
 from senri.records import OcrRow, TrackRow, to_frame
 
 log = logging.getLogger(__name__)
@@ -345,6 +346,7 @@ def compute_track(video: str | Path, video_id: str, config: TrackConfig,
             stats["failed"] += 1
             continue
         stats["samples"] += 1
+        memtrim.every(stats["samples"])
         stats["width"] = frame.image.shape[1]
         shift, magnitude, change = meter.step(frame.image)
         samples.append({"t_s": frame.pts_s, "frame_index": frame.frame_index, "shift": shift,

@@ -24,6 +24,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from senri import memtrim
 from senri.anonymize.detectors import DETECTORS
 from senri.anonymize.detectors.base import Box, Detector
 from senri.anonymize.tracks import Tracker, interpolate
@@ -212,6 +213,7 @@ def _stream(src: Path, tmp: Path, video_id: str, config: AnonymizeConfig, detect
                         if index % config.stride == 0:
                             flush(detect_last())
                         index += 1
+                        memtrim.every(index)  # keeps resident memory flat over hours of frames
             except av.FFmpegError as exc:
                 log.warning("%s: decoding stopped at frame %d (%s); the frames before it are kept", src, index, exc)
             if pending:
