@@ -19,7 +19,7 @@ the caption cost.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import polars as pl
 
