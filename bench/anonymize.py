@@ -87,14 +87,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--short-min", type=float, default=1.0)
     parser.add_argument("--long-min", type=float, default=10.0)
+    parser.add_argument("--memory-only", action="store_true", help="skip the throughput table (RSS is not "
+                        "affected by other work on the machine; frames/s is)")
     args = parser.parse_args()
     short = make_video(OUT / f"faces_{args.short_min:g}min.mp4", args.short_min)
     long = make_video(OUT / f"faces_{args.long_min:g}min.mp4", args.long_min)
 
-    print(f"throughput on {short.name} (1280×720, 30 fps), whole stage:")
-    print(f"{'configuration':<38} {'frames/s':>9} {'detect share':>13} {'detected':>9} {'propagated':>11} "
-          f"{'h per 2.5 h video':>18}")
-    for label, detectors, width, stride in CONFIGS:
+    if not args.memory_only:
+        print(f"throughput on {short.name} (1280×720, 30 fps), whole stage:")
+        print(f"{'configuration':<38} {'frames/s':>9} {'detect share':>13} {'detected':>9} {'propagated':>11} "
+              f"{'h per 2.5 h video':>18}")
+    for label, detectors, width, stride in ([] if args.memory_only else CONFIGS):
         s = run_stage(short, detectors, width, stride)
         fps = s["frames"] / s["wall_s"]
         print(f"{label:<38} {fps:>9.1f} {s['detect_s'] / s['wall_s']:>12.0%} "
