@@ -95,3 +95,15 @@ def ffprobe_frames(path: Path) -> tuple[list[float], set[float]]:
     ).stdout
     rows = [line.split(",") for line in out.split() if line and not line.startswith("N/A")]
     return sorted(float(r[0]) for r in rows), {float(r[0]) for r in rows if "K" in r[1]}
+
+
+def make_probed_clip(folder: Path, video_id: str):  # noqa: ANN201 - (video path, VideoInfo)
+    """A 120 s, 160×120, 4 fps H.264 test clip with a keyframe every second, and its probe facts: the video
+    the memory and agent tests caption and verify."""
+    from senri.media import run_ffmpeg
+    from senri.probe import probe
+
+    video = folder / f"{video_id}.mp4"
+    run_ffmpeg(["-y", "-f", "lavfi", "-i", "testsrc2=s=160x120:r=4:d=120", "-c:v", "libx264", "-g", "4",
+                "-pix_fmt", "yuv420p", str(video)], what="test video")
+    return video, probe(video, video_id)

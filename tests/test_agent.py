@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import make_probed_clip
 from senri.answer import MemoryInputs, answer_video
-from senri.media import run_ffmpeg
-from senri.probe import probe
 from senri.records import MemoryRow, Question, to_frame, write_table
 from senri.verify import Cell, Check, cell_times, cells_for_window, check_cells, read_report, validate_checks
 
@@ -128,10 +127,7 @@ DEFAULT_CONTROLLER = [
 @pytest.fixture(scope="module")
 def shop(tmp_path_factory):
     out = tmp_path_factory.mktemp("shop")
-    video = out / "shop.mp4"
-    run_ffmpeg(["-y", "-f", "lavfi", "-i", "testsrc2=s=160x120:r=4:d=120", "-c:v", "libx264", "-g", "4",
-                "-pix_fmt", "yuv420p", str(video)], what="test video")
-    info = probe(video, "shop")
+    video, info = make_probed_clip(out, "shop")
     texts = ["I walk into a toy shop.", "I look at shelves of figures.", "I pick up a figure from a shelf.",
              "I pay at the counter."]
     rows = [MemoryRow("shop", "coarse", 30.0 * i, 30.0 * (i + 1), 1.0, 30, "h", text, "perception", "t", None, None,

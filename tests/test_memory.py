@@ -9,11 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import make_probed_clip
 from senri.answer import MemoryInputs, answer_video
 from senri.captioners.base import Clip, VideoMedia
-from senri.media import run_ffmpeg
 from senri.memory import CaptionCache, build_memory, choose_preset, level_clips, open_service, split
-from senri.probe import probe
 from senri.records import MemoryCost, MemoryRow, Question, check_frame, to_frame, write_table
 
 REPO = Path(__file__).resolve().parents[1]
@@ -87,10 +86,7 @@ def _script(path: Path, localize: str, search: list[tuple[str, str]]) -> Path:
 def hall(tmp_path_factory):
     """A 120 s generated video, its probe facts, and its coarse memory built by a scripted VLM captioner."""
     out = tmp_path_factory.mktemp("hall")
-    video = out / "hall.mp4"
-    run_ffmpeg(["-y", "-f", "lavfi", "-i", "testsrc2=s=160x120:r=4:d=120", "-c:v", "libx264", "-g", "4",
-                "-pix_fmt", "yuv420p", str(video)], what="test video")
-    info = probe(video, "hall")
+    video, info = make_probed_clip(out, "hall")
     return {"dir": out, "video": video, "info": info}
 
 

@@ -306,6 +306,28 @@ class OcrReader:
         return lines
 
 
+class TextReader:
+    """OCR behind the unchanged-view gate: a frame whose view has not changed since the last read reuses that
+    read (its rows say ``reused``). The track stage and the perception captioner read text through this."""
+
+    def __init__(self, config: "TrackConfig", ocr: OcrReader | None = None) -> None:
+        self.ocr = ocr or OcrReader(config.ocr_min_score)
+        self.gate = ChangeGate(config.ocr_change_fraction)
+        self.last: list[tuple[str, float, tuple[float, float, float, float]]] = []
+        self.reads = 0
+        self.reused = 0
+
+    def rows(self, video_id: str, frame: Any) -> list[OcrRow]:  # noqa: ANN401 - a decoded SampledFrame
+        fresh = self.gate.changed(frame.image)
+        if fresh:
+            self.last = self.ocr.read(frame.image)
+            self.reads += 1
+        else:
+            self.reused += 1
+        return [OcrRow(video_id, float(frame.pts_s), int(frame.frame_index), text, score, *box, not fresh)
+                for text, score, box in self.last]
+
+
 class ChangeGate:
     """Says whether a frame differs enough from the last one read to be worth reading again."""
 
@@ -332,14 +354,12 @@ def compute_track(video: str | Path, video_id: str, config: TrackConfig,
     """Measure the track and read the text of one video; returns (track rows, OCR rows, stats)."""
     from senri.decode import FramePlan, read_frames
 
-    ocr = ocr or OcrReader(config.ocr_min_score)
+    texts = TextReader(config, ocr)
     meter = MotionMeter(config.flow_width)
-    gate = ChangeGate(config.ocr_change_fraction)
     ocr_every = max(1, round(config.fps / config.ocr_fps))
     samples: list[dict[str, Any]] = []
     ocr_rows: list[OcrRow] = []
-    last_read: list[tuple[str, float, tuple[float, float, float, float]]] = []
-    stats = {"samples": 0, "failed": 0, "ocr_reads": 0, "ocr_reused": 0, "width": 0}
+    stats = {"samples": 0, "failed": 0, "width": 0}
     plan = FramePlan(kind="fps", rate=config.fps, accuracy="exact")
     for k, frame in enumerate(read_frames(video, plan.targets, accuracy="exact", short_side=config.short_side)):
         if frame.image is None:
@@ -352,14 +372,8 @@ def compute_track(video: str | Path, video_id: str, config: TrackConfig,
         samples.append({"t_s": frame.pts_s, "frame_index": frame.frame_index, "shift": shift,
                         "magnitude": magnitude, "change": change})
         if k % ocr_every == 0:
-            fresh = gate.changed(frame.image)
-            if fresh:
-                last_read = ocr.read(frame.image)
-                stats["ocr_reads"] += 1
-            else:
-                stats["ocr_reused"] += 1
-            ocr_rows += [OcrRow(video_id, float(frame.pts_s), int(frame.frame_index), text, score, *box, not fresh)
-                         for text, score, box in last_read]
+            ocr_rows += texts.rows(video_id, frame)
+    stats.update(ocr_reads=texts.reads, ocr_reused=texts.reused)
     ocr_table = to_frame(ocr_rows, OcrRow)
     track = assemble_track(video_id, samples, ocr_table, stats["width"] or 1, config)
     return track, ocr_table, stats
@@ -452,22 +466,27 @@ def plot_track(track: pl.DataFrame, out: str | Path, title: str) -> Path:
     return out
 
 
+def window(table: pl.DataFrame, start_s: float, end_s: float, column: str = "t_s") -> pl.DataFrame:
+    """The rows of a per-time table within [start_s, end_s): how every clip reads the track, OCR and boxes."""
+    return table.filter((pl.col(column) >= start_s) & (pl.col(column) < end_s))
+
+
 def describe_track(track: pl.DataFrame, start_s: float, end_s: float, config: TrackConfig) -> list[str]:
     """Factual sentences about the track within [start_s, end_s): turns, pauses, heading change, cuts."""
-    window = track.filter((pl.col("t_s") >= start_s) & (pl.col("t_s") < end_s))
-    if window.is_empty():
+    span = window(track, start_s, end_s)
+    if span.is_empty():
         return []
-    turns, still = track_intervals(window, config)
+    turns, still = track_intervals(span, config)
     lines = []
     for event in turns:
         lines.append(f"Turned {event.label} at {clock(event.start_s)}–{clock(event.end_s)}.")
     for pause in still:
         lines.append(f"Stood still {clock(pause.start_s)}–{clock(pause.end_s)}.")
-    moving_share = float(window["moving"].mean())
-    change = heading_change(window, start_s, end_s)
+    moving_share = float(span["moving"].mean())
+    change = _heading_span(span)
     lines.append(f"Camera moving {moving_share:.0%} of the time; heading change {change:+.0f}° "
                  f"(positive = to the right).")
-    cuts = window.filter(pl.col("scene_cut"))["t_s"].to_list()
+    cuts = span.filter(pl.col("scene_cut"))["t_s"].to_list()
     if cuts:
         lines.append("Scene changes at " + ", ".join(clock(c) for c in cuts[:8])
                      + (f" and {len(cuts) - 8} more" if len(cuts) > 8 else "") + ".")
@@ -475,19 +494,21 @@ def describe_track(track: pl.DataFrame, start_s: float, end_s: float, config: Tr
 
 
 def active_labels(track: pl.DataFrame, start_s: float, end_s: float) -> list[str]:
-    window = track.filter((pl.col("t_s") >= start_s) & (pl.col("t_s") < end_s))
-    return list(dict.fromkeys(x for x in window["place_label"].to_list() if x))
+    return list(dict.fromkeys(x for x in window(track, start_s, end_s)["place_label"].to_list() if x))
+
+
+def _heading_span(span: pl.DataFrame) -> float:
+    return 0.0 if span.height < 2 else float(span["heading_deg"][-1] - span["heading_deg"][0])
 
 
 def heading_change(track: pl.DataFrame, start_s: float, end_s: float) -> float:
-    window = track.filter((pl.col("t_s") >= start_s) & (pl.col("t_s") < end_s))
-    return 0.0 if window.height < 2 else float(window["heading_deg"][-1] - window["heading_deg"][0])
+    return _heading_span(window(track, start_s, end_s))
 
 
 def iter_texts(ocr: pl.DataFrame, start_s: float, end_s: float) -> Iterable[tuple[str, float, float]]:
     """Distinct texts read within [start_s, end_s) with when each was first and last read."""
-    window = ocr.filter((pl.col("t_s") >= start_s) & (pl.col("t_s") < end_s))
-    if window.is_empty():
+    span = window(ocr, start_s, end_s)
+    if span.is_empty():
         return []
-    spans = window.group_by("text").agg(pl.col("t_s").min().alias("first"), pl.col("t_s").max().alias("last"))
+    spans = span.group_by("text").agg(pl.col("t_s").min().alias("first"), pl.col("t_s").max().alias("last"))
     return [(r["text"], r["first"], r["last"]) for r in spans.sort("first", "text").iter_rows(named=True)]

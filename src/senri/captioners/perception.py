@@ -56,56 +56,53 @@ class PerceptionCaptioner(Captioner):
     # ------------------------------------------------------------------------------------------------
     def _texts(self, clip: Clip) -> tuple[pl.DataFrame, int]:
         """OCR rows for the clip and the number of frames they come from (extra reads above ``ocr_fps``)."""
-        window = self.ocr.filter((pl.col("t_s") >= clip.start_s) & (pl.col("t_s") < clip.end_s))
-        track_window = self.track.filter((pl.col("t_s") >= clip.start_s) & (pl.col("t_s") < clip.end_s))
-        ocr_every = max(1, round(self.track_config.fps / self.track_config.ocr_fps))
-        table_frames = len(track_window["t_s"].to_list()[::ocr_every]) if not track_window.is_empty() else 0
+        from senri.track import window
+
         if clip.fps <= self.track_config.ocr_fps * 1.001:
-            return window, table_frames
+            ocr_every = max(1, round(self.track_config.fps / self.track_config.ocr_fps))
+            table_frames = len(window(self.track, clip.start_s, clip.end_s)["t_s"].to_list()[::ocr_every])
+            return window(self.ocr, clip.start_s, clip.end_s), table_frames
         from senri.decode import at_fps, read_frames
-        from senri.track import ChangeGate, OcrReader
+        from senri.track import OcrReader, TextReader
 
         if self._reader is None:
             self._reader = OcrReader(self.track_config.ocr_min_score)
-        gate = ChangeGate(self.track_config.ocr_change_fraction)
-        rows, last, n = [], [], 0
+        texts = TextReader(self.track_config, self._reader)
+        rows, n = [], 0
         for frame in read_frames(self.media.video, at_fps(clip.fps, clip.start_s, clip.end_s), accuracy="exact",
                                  short_side=self.track_config.short_side):
-            if frame.image is None:
-                continue
-            n += 1
-            fresh = gate.changed(frame.image)
-            if fresh:
-                last = self._reader.read(frame.image)
-            rows += [OcrRow(self.media.video_id, float(frame.pts_s), int(frame.frame_index), text, score, *box,
-                            not fresh) for text, score, box in last]
+            if frame.image is not None:
+                n += 1
+                rows += texts.rows(self.media.video_id, frame)
         return to_frame(rows, OcrRow), n
 
     def _detections(self, clip: Clip) -> list[str]:
         if self.detections is None:
             return []
-        window = self.detections.filter((pl.col("pts_s") >= clip.start_s) & (pl.col("pts_s") < clip.end_s))
+        from senri.track import clock, window
+
+        boxes_in_clip = window(self.detections, clip.start_s, clip.end_s, column="pts_s")
         lines = []
         for cls, noun in (("face", "face"), ("plate", "licence plate")):
-            boxes = window.filter(pl.col("cls") == cls)
+            boxes = boxes_in_clip.filter(pl.col("cls") == cls)
             if boxes.is_empty():
                 continue
             per_frame = boxes.group_by("frame_index").len()
             first, last = boxes["pts_s"].min(), boxes["pts_s"].max()
             lines.append(f"Blurred {noun}s: up to {per_frame['len'].max()} per frame, in {per_frame.height} frames "
-                         f"between {_clock(first)} and {_clock(last)}.")
+                         f"between {clock(first)} and {clock(last)}.")
         return lines
 
     def caption(self, clip: Clip) -> Caption:
-        from senri.track import active_labels, describe_track, iter_texts
+        from senri.track import active_labels, clock, describe_track, iter_texts
 
         ocr, n_frames = self._texts(clip)
-        lines = [f"Measured {_clock(clip.start_s)}–{_clock(clip.end_s)} ({clip.level}, {n_frames} frames read "
+        lines = [f"Measured {clock(clip.start_s)}–{clock(clip.end_s)} ({clip.level}, {n_frames} frames read "
                  f"at {clip.fps:g} fps)."]
         texts = list(iter_texts(ocr, clip.start_s, clip.end_s))
         if texts:
             lines.append("Text read: " + "; ".join(
-                f'"{text}" ({_clock(first)}' + (f"–{_clock(last)})" if last > first else ")")
+                f'"{text}" ({clock(first)}' + (f"–{clock(last)})" if last > first else ")")
                 for text, first, last in texts) + ".")
         else:
             lines.append("No text read.")
@@ -116,8 +113,3 @@ class PerceptionCaptioner(Captioner):
         lines += self._detections(clip)
         return Caption(" ".join(lines), n_frames)
 
-
-def _clock(seconds: float) -> str:
-    from senri.track import clock
-
-    return clock(seconds)
