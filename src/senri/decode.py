@@ -7,9 +7,12 @@ presentation timestamp and every keyframe. Then each target is resolved *before*
 - ``exact``: the frame whose timestamp is nearest the target; a tie goes to the earlier frame. Decoding
   goes forward and seeks only when a keyframe lies between the last decoded frame and the wanted one, and
   the decoder skips non-reference frames (most B-frames) that nobody asked for, so the work is close to
-  the least a decoder can do (a wanted frame needs the reference frames of its GOP prefix).
-- ``keyframe``: the keyframe nearest the target (tie → earlier); one seek and one decoded frame per
-  sample, spread over ``threads`` decoders. The returned timestamp and its deviation are recorded.
+  the least a decoder can do (a wanted frame needs the reference frames of its GOP prefix). When the
+  next wanted frame is past a keyframe, the decoder is drained right after the wanted frame's packet
+  instead of being fed the packets after it (its B-frame reorder delay).
+- ``keyframe``: the keyframe nearest the target (tie → earlier); one seek and exactly one decoded frame
+  per sample (its packet, then a drain), spread over ``threads`` decoders. The returned timestamp and its
+  deviation are recorded.
 - ``auto``: ``keyframe`` when the keyframe interval is at most ``keyframe_fraction`` (default ¼) of the
   spacing between targets, else ``exact``.
 
@@ -230,6 +233,8 @@ class _Decoder:
         # Packets of frames nobody asked for are decoded only if other frames reference them: a
         # non-reference frame (most B-frames) on the way to a wanted frame is skipped by the decoder.
         self.wanted_pts = wanted
+        self._wanted_sorted = sorted(wanted) if wanted else []
+        self._drain_at: int | None = None
         self._skipping = False
         self._frames: Iterator | None = None
         self.last_pts: int | None = None  # the last frame decoded
@@ -244,8 +249,14 @@ class _Decoder:
                 if skip != self._skipping:
                     self.stream.codec_context.skip_frame = "NONREF" if skip else "DEFAULT"
                     self._skipping = skip
+            drain = packet.pts is not None and packet.pts == self._drain_at
             try:
                 frames = packet.decode()
+                if drain:
+                    # The next wanted frame lies past a keyframe (a seek): hand out the frames the decoder
+                    # holds back for B-frame reordering now, instead of decoding packets nobody needs.
+                    frames = [*frames, *self.stream.codec_context.decode(None)]
+                    self.stream.codec_context.flush_buffers()
             except Exception as exc:  # noqa: BLE001 - corrupt data: skip the packet, keep going
                 self.counters["bad_packets"] += 1
                 log.debug("skipping undecodable packet at pts %s: %s", packet.pts, exc)
@@ -254,6 +265,50 @@ class _Decoder:
                 if frame.pts is not None:
                     self.counters["decoded"] += 1
                     yield frame
+            if drain:
+                return  # the decoder is reset; the next request seeks
+
+    def keyframe_alone(self, wanted: int):  # noqa: ANN201 - av.VideoFrame | None
+        """The keyframe with pts == ``wanted``, decoded from its own packet and nothing else.
+
+        After a seek the decoder would otherwise hold the keyframe back until the frames that follow it in
+        decode order arrive (the B-frame reorder delay), decoding two or three more frames per sample;
+        draining it right after the one packet hands the keyframe out at once, and a reset makes it ready
+        for the next seek.
+        """
+        self.container.seek(wanted, stream=self.stream, backward=True, any_frame=False)
+        self.counters["seeks"] += 1
+        self._frames, self.carry = None, None
+        codec = self.stream.codec_context
+        for packet in self.container.demux(self.stream):
+            if time.monotonic() > self.deadline:
+                raise TimeoutError("watchdog")
+            if packet.pts is None or (packet.dts is not None and packet.dts > wanted):
+                return None  # end of stream, or the wanted packet is not where the index said
+            if packet.pts != wanted:
+                continue  # the seek landed on an earlier keyframe
+            try:
+                frames = [*codec.decode(packet), *codec.decode(None)]
+            except Exception as exc:  # noqa: BLE001 - a corrupt keyframe fails its sample only
+                self.counters["bad_packets"] += 1
+                log.debug("undecodable keyframe at pts %s: %s", wanted, exc)
+                frames = []
+            finally:
+                codec.flush_buffers()
+            for frame in frames:
+                self.counters["decoded"] += 1
+                self.last_pts = frame.pts
+                if frame.pts == wanted:
+                    return frame
+            return None
+        return None
+
+    def _seek_follows(self, wanted: int) -> bool:
+        """Whether the next wanted frame after ``wanted`` (if any) will be reached by a seek."""
+        if not self._wanted_sorted:
+            return False
+        i = bisect.bisect_right(self._wanted_sorted, wanted)
+        return i == len(self._wanted_sorted) or self.index.keyframe_between(wanted, self._wanted_sorted[i])
 
     def frame_at(self, wanted: int, keyframe: int):  # noqa: ANN201 - av.VideoFrame | None
         """The frame with pts == ``wanted``, or None when the stream does not deliver it.
@@ -271,6 +326,7 @@ class _Decoder:
             self._frames = self._frame_stream()
             self.counters["seeks"] += 1
         self.carry = None
+        self._drain_at = wanted if self._seek_follows(wanted) else None
         for frame in self._frames:
             self.last_pts = frame.pts
             if frame.pts == wanted:
@@ -343,8 +399,7 @@ def read_frames(
         else:
             # Every pick starts at its own keyframe: independent decoders, one per core, each taking every
             # `threads`-th pick, beat one decoder whose frame threads drain at every seek.
-            images = _parallel_images(path, index, picks, short_side, deadline, max(1, threads), counters,
-                                      skip_unwanted=mode == "exact")
+            images = _parallel_images(path, index, picks, short_side, deadline, max(1, threads), counters, mode)
         image: np.ndarray | str | None = None
         image_pts: int | None = None
         next_out = 0
@@ -378,7 +433,7 @@ def _seek_bound(index: VideoIndex, picks: list[int]) -> bool:
 
 def _parallel_images(path: str | Path, index: VideoIndex, picks: list[int], short_side: int | None,
                      deadline: float, threads: int, counters: dict[str, int],
-                     skip_unwanted: bool) -> Iterator[tuple[int, np.ndarray | str]]:
+                     mode: str) -> Iterator[tuple[int, np.ndarray | str]]:
     """Frames decoded by ``threads`` workers (each its own demuxer and decoder), yielded in ``picks`` order.
 
     When every pick needs its own seek, a serial loop leaves a core idle; PyAV releases the GIL while
@@ -411,9 +466,10 @@ def _parallel_images(path: str | Path, index: VideoIndex, picks: list[int], shor
                 stream = container.streams.video[0]
                 stream.thread_type = "NONE"  # a few frames per seek: frame threads would only add latency
                 decoder = _Decoder(container, stream, index, deadline, counters=local,
-                                   wanted=set(mine) if skip_unwanted else None)
+                                   wanted=set(mine) if mode == "exact" else None)
                 for pick in mine:
-                    item = WATCHDOG if time.monotonic() > deadline else _decode_image(decoder, pick, short_side)
+                    item = WATCHDOG if time.monotonic() > deadline else _decode_image(
+                        decoder, pick, short_side, alone=mode == "keyframe")
                     if not deliver(worker, (pick, item)):
                         return
                     done += 1
@@ -458,12 +514,13 @@ def _pick_frames(index: VideoIndex, targets: Sequence[float], mode: str,
     return wanted, failed
 
 
-def _decode_image(decoder: _Decoder, pick: int, short_side: int | None) -> np.ndarray | str:
-    """The upright, resized image of frame ``pick``, or why there is none."""
+def _decode_image(decoder: _Decoder, pick: int, short_side: int | None, alone: bool = False) -> np.ndarray | str:
+    """The upright, resized image of frame ``pick`` (a keyframe decoded by itself when ``alone``), or why not."""
     import av
 
     try:
-        frame = decoder.frame_at(pick, decoder.index.keyframe_at_or_before(pick))
+        frame = (decoder.keyframe_alone(pick) if alone
+                 else decoder.frame_at(pick, decoder.index.keyframe_at_or_before(pick)))
     except TimeoutError:
         return WATCHDOG
     except av.error.FFmpegError as exc:
