@@ -73,19 +73,21 @@ def test_profile_is_found_as_typed_from_the_repository_root(monkeypatch):
     assert found[1].resolve() == (SLURM_PROFILE / "config.yaml").resolve()
 
 
-def test_demo_runs_inside_slurm_jobs_and_matches_a_local_run(cluster, tmp_path):
+def test_demo_runs_inside_slurm_jobs_and_matches_a_local_run(cluster, tmp_path, small_demo):
     on_cluster, local = tmp_path / "cluster", tmp_path / "local"
-    # Sparse face detection keeps this test about the cluster, not about CPU time (the demo has no faces).
-    # The memory stages and videolucy have their own DAG test (test_workflow); here the four prompt methods.
-    fast = "overrides=anonymize.stride=30 method=[random,blind,blind_letter,blind_debiased]"
+    # The small demo and sparse face detection keep this test about the cluster, not about CPU time (the
+    # full demo's DAG, memory stages and videolucy have their own test in test_workflow); here the four
+    # prompt methods.
+    fast = (f"overrides=dataset=senri dataset.questions=[{small_demo['questions']}] "
+            f"dataset.videos_dir={small_demo['videos_dir']} anonymize.stride=30 "
+            "method=[random,blind,blind_letter,blind_debiased]")
     proc = on_slurm(cluster, on_cluster, "--config", fast)
     assert proc.returncode == 0, proc.stdout[-6000:]
     assert snakemake(local, "-c2", "--config", fast).returncode == 0
 
     logs = sorted((on_cluster / "results" / "logs").rglob("*.log"))
-    # demo_video, anonymize, probe, frames ×2 each; answer ×8 (4 methods per video); demo_questions, ingest,
-    # videos_table, aggregate, report
-    assert len(logs) == 21
+    # anonymize, probe, frames ×2 each; answer ×8 (4 methods per video); ingest, videos_table, aggregate, report
+    assert len(logs) == 18, [str(log.relative_to(on_cluster)) for log in logs]
     job_ids = set()
     for log in logs:
         match = re.search(r"SLURM_JOB_ID=(\d+)", log.read_text())
