@@ -21,7 +21,7 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from senri.answers import cyclic_order, question_prompt  # noqa: E402
+from senri.answers import best_letter, cyclic_order, debiased_scores, question_prompt  # noqa: E402
 from senri.backends import open_backend  # noqa: E402
 from senri.backends.base import ChatRequest, Message  # noqa: E402
 from senri.config import compose  # noqa: E402
@@ -31,18 +31,17 @@ from senri.records import LETTERS  # noqa: E402
 CONTEXTS = ("none", "memory", "answer stated")
 
 
-def debiased_letter(backend, question: str, options: list[str], context: str) -> str:  # noqa: ANN001
-    scores = [0.0] * len(options)
+def debiased_letter(backend, question: str, options: list[str], context: str) -> str | None:  # noqa: ANN001
+    """The letter `blind_debiased` would give with this context (None on a tie, counted wrong)."""
+    per_shift = {}
     for shift in range(len(options)):
-        order = cyclic_order(shift, len(options))
-        text = question_prompt(question, [options[i] for i in order], "logprobs", context)
+        text = question_prompt(question, [options[i] for i in cyclic_order(shift)], "logprobs", context)
         response = backend.complete(ChatRequest(messages=(Message.text("user", text),), max_tokens=1,
                                                 letter_logprobs=tuple(LETTERS)))
         if response.error:
             raise RuntimeError(response.error)
-        for position, i in enumerate(order):
-            scores[i] += response.letter_logprobs[LETTERS[position]]
-    return LETTERS[max(range(len(options)), key=scores.__getitem__)]
+        per_shift[shift] = response.letter_logprobs
+    return best_letter(debiased_scores(per_shift))
 
 
 def main() -> None:

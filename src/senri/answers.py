@@ -50,11 +50,15 @@ def format_options(options: Sequence[str]) -> str:
     return "\n".join(f"{letter}. {text}" for letter, text in zip(LETTERS, options))
 
 
+def question_block(question: str, options: Sequence[str]) -> str:
+    """"Question: …", "Options:" and the lettered options, one per line: how every prompt states a question."""
+    return "\n".join([f"Question: {question.strip()}", "Options:", format_options(options)])
+
+
 def question_prompt(question: str, options: Sequence[str], answer_format: str, context: str = "") -> str:
     """The text part of an answering prompt: optional context, the question, lettered options, the format."""
     parts = [context.strip()] if context.strip() else []
-    parts += [f"Question: {question.strip()}", "Options:", format_options(options),
-              FORMAT_INSTRUCTIONS[answer_format]]
+    parts += [question_block(question, options), FORMAT_INSTRUCTIONS[answer_format]]
     return "\n".join(parts)
 
 

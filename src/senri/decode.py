@@ -11,7 +11,8 @@ presentation timestamp and every keyframe. Then each target is resolved *before*
   next wanted frame is past a keyframe, the decoder is drained right after the wanted frame's packet
   instead of being fed the packets after it (its B-frame reorder delay).
 - ``keyframe``: the keyframe nearest the target (tie → earlier); one seek and exactly one decoded frame
-  per sample (its packet, then a drain), spread over ``threads`` decoders. The returned timestamp and its
+  per sample (its packet, then the same drain: the next pick is past a keyframe), spread over ``threads``
+  decoders. The returned timestamp and its
   deviation are recorded.
 - ``auto``: ``keyframe`` when the keyframe interval is at most ``keyframe_fraction`` (default ¼) of the
   spacing between targets, else ``exact``.
@@ -268,41 +269,6 @@ class _Decoder:
             if drain:
                 return  # the decoder is reset; the next request seeks
 
-    def keyframe_alone(self, wanted: int):  # noqa: ANN201 - av.VideoFrame | None
-        """The keyframe with pts == ``wanted``, decoded from its own packet and nothing else.
-
-        After a seek the decoder would otherwise hold the keyframe back until the frames that follow it in
-        decode order arrive (the B-frame reorder delay), decoding two or three more frames per sample;
-        draining it right after the one packet hands the keyframe out at once, and a reset makes it ready
-        for the next seek.
-        """
-        self.container.seek(wanted, stream=self.stream, backward=True, any_frame=False)
-        self.counters["seeks"] += 1
-        self._frames, self.carry = None, None
-        codec = self.stream.codec_context
-        for packet in self.container.demux(self.stream):
-            if time.monotonic() > self.deadline:
-                raise TimeoutError("watchdog")
-            if packet.pts is None or (packet.dts is not None and packet.dts > wanted):
-                return None  # end of stream, or the wanted packet is not where the index said
-            if packet.pts != wanted:
-                continue  # the seek landed on an earlier keyframe
-            try:
-                frames = [*codec.decode(packet), *codec.decode(None)]
-            except Exception as exc:  # noqa: BLE001 - a corrupt keyframe fails its sample only
-                self.counters["bad_packets"] += 1
-                log.debug("undecodable keyframe at pts %s: %s", wanted, exc)
-                frames = []
-            finally:
-                codec.flush_buffers()
-            for frame in frames:
-                self.counters["decoded"] += 1
-                self.last_pts = frame.pts
-                if frame.pts == wanted:
-                    return frame
-            return None
-        return None
-
     def _seek_follows(self, wanted: int) -> bool:
         """Whether the next wanted frame after ``wanted`` (if any) will be reached by a seek."""
         if not self._wanted_sorted:
@@ -399,7 +365,7 @@ def read_frames(
         else:
             # Every pick starts at its own keyframe: independent decoders, one per core, each taking every
             # `threads`-th pick, beat one decoder whose frame threads drain at every seek.
-            images = _parallel_images(path, index, picks, short_side, deadline, max(1, threads), counters, mode)
+            images = _parallel_images(path, index, picks, short_side, deadline, max(1, threads), counters)
         image: np.ndarray | str | None = None
         image_pts: int | None = None
         next_out = 0
@@ -432,8 +398,7 @@ def _seek_bound(index: VideoIndex, picks: list[int]) -> bool:
 
 
 def _parallel_images(path: str | Path, index: VideoIndex, picks: list[int], short_side: int | None,
-                     deadline: float, threads: int, counters: dict[str, int],
-                     mode: str) -> Iterator[tuple[int, np.ndarray | str]]:
+                     deadline: float, threads: int, counters: dict[str, int]) -> Iterator[tuple[int, np.ndarray | str]]:
     """Frames decoded by ``threads`` workers (each its own demuxer and decoder), yielded in ``picks`` order.
 
     When every pick needs its own seek, a serial loop leaves a core idle; PyAV releases the GIL while
@@ -465,11 +430,9 @@ def _parallel_images(path: str | Path, index: VideoIndex, picks: list[int], shor
             with av.open(str(path)) as container:
                 stream = container.streams.video[0]
                 stream.thread_type = "NONE"  # a few frames per seek: frame threads would only add latency
-                decoder = _Decoder(container, stream, index, deadline, counters=local,
-                                   wanted=set(mine) if mode == "exact" else None)
+                decoder = _Decoder(container, stream, index, deadline, wanted=set(mine), counters=local)
                 for pick in mine:
-                    item = WATCHDOG if time.monotonic() > deadline else _decode_image(
-                        decoder, pick, short_side, alone=mode == "keyframe")
+                    item = WATCHDOG if time.monotonic() > deadline else _decode_image(decoder, pick, short_side)
                     if not deliver(worker, (pick, item)):
                         return
                     done += 1
@@ -514,13 +477,12 @@ def _pick_frames(index: VideoIndex, targets: Sequence[float], mode: str,
     return wanted, failed
 
 
-def _decode_image(decoder: _Decoder, pick: int, short_side: int | None, alone: bool = False) -> np.ndarray | str:
-    """The upright, resized image of frame ``pick`` (a keyframe decoded by itself when ``alone``), or why not."""
+def _decode_image(decoder: _Decoder, pick: int, short_side: int | None) -> np.ndarray | str:
+    """The upright, resized image of frame ``pick``, or why there is none."""
     import av
 
     try:
-        frame = (decoder.keyframe_alone(pick) if alone
-                 else decoder.frame_at(pick, decoder.index.keyframe_at_or_before(pick)))
+        frame = decoder.frame_at(pick, decoder.index.keyframe_at_or_before(pick))
     except TimeoutError:
         return WATCHDOG
     except av.error.FFmpegError as exc:

@@ -59,6 +59,11 @@ class TrackConfig:
     label_max_drift: float = 0.15
     label_hold_s: float = 10.0
 
+    @property
+    def ocr_every(self) -> int:
+        """Every how many motion samples OCR reads one (the track stage and the captioner count alike)."""
+        return max(1, round(self.fps / self.ocr_fps))
+
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> "TrackConfig":
         fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -356,7 +361,6 @@ def compute_track(video: str | Path, video_id: str, config: TrackConfig,
 
     texts = TextReader(config, ocr)
     meter = MotionMeter(config.flow_width)
-    ocr_every = max(1, round(config.fps / config.ocr_fps))
     samples: list[dict[str, Any]] = []
     ocr_rows: list[OcrRow] = []
     stats = {"samples": 0, "failed": 0, "width": 0}
@@ -371,7 +375,7 @@ def compute_track(video: str | Path, video_id: str, config: TrackConfig,
         shift, magnitude, change = meter.step(frame.image)
         samples.append({"t_s": frame.pts_s, "frame_index": frame.frame_index, "shift": shift,
                         "magnitude": magnitude, "change": change})
-        if k % ocr_every == 0:
+        if k % config.ocr_every == 0:
             ocr_rows += texts.rows(video_id, frame)
     stats.update(ocr_reads=texts.reads, ocr_reused=texts.reused)
     ocr_table = to_frame(ocr_rows, OcrRow)

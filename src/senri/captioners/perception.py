@@ -59,8 +59,8 @@ class PerceptionCaptioner(Captioner):
         from senri.track import window
 
         if clip.fps <= self.track_config.ocr_fps * 1.001:
-            ocr_every = max(1, round(self.track_config.fps / self.track_config.ocr_fps))
-            table_frames = len(window(self.track, clip.start_s, clip.end_s)["t_s"].to_list()[::ocr_every])
+            every = self.track_config.ocr_every
+            table_frames = len(window(self.track, clip.start_s, clip.end_s)["t_s"].to_list()[::every])
             return window(self.ocr, clip.start_s, clip.end_s), table_frames
         from senri.decode import at_fps, read_frames
         from senri.track import OcrReader, TextReader

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from senri.answers import format_options
+from senri.answers import question_block
 from senri.backends.base import ChatRequest, ImagePart, Message, Part
 from senri.memory import format_memory
 from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
@@ -127,7 +127,7 @@ class MemorySearch(Method):
 
     def _controller_messages(self, ep: Episode, round_no: int, forced: bool) -> tuple[Message, ...]:
         q = ep.question
-        lines = [f"Question: {q.question.strip()}", "Options:", format_options(q.options), ""]
+        lines = [question_block(q.question, q.options), ""]
         rows = [ep.retrieved[i] for i in sorted(ep.retrieved)]
         if rows:
             lines += ["Text memories retrieved so far:", format_memory(rows, numbered=False), "",
@@ -267,7 +267,7 @@ class MemorySearch(Method):
         q = ep.question
         rows = [ep.retrieved[i] for i in sorted(ep.retrieved)]
         text = "\n".join([
-            f"Question: {q.question.strip()}", "Options:", format_options(q.options), "",
+            question_block(q.question, q.options), "",
             f"Current note: {ep.note or '(empty)'}", "",
             "Retrieved text memories (claims of the memory, not visual facts):",
             format_memory(rows, numbered=False) if rows else "(none)", "",

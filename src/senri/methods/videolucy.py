@@ -23,7 +23,7 @@ from typing import Any
 
 import polars as pl
 
-from senri.answers import format_options
+from senri.answers import question_block
 from senri.backends.base import Message
 from senri.captioners.base import Clip
 from senri.memory import LEVELS, choose_preset, format_memory, next_level, open_service, split
@@ -112,7 +112,7 @@ class VideoLucy(Method):
 
     @staticmethod
     def _question(question: Question) -> str:
-        return f"Question: {question.question.strip()}\nOptions:\n{format_options(question.options)}"
+        return question_block(question.question, question.options)
 
     def _memory_and_question(self, question: Question, memory: list[Entry]) -> str:
         return f"Current memory:\n{format_memory([e.row for e in memory])}\n\n{self._question(question)}\n\n"
