@@ -137,12 +137,35 @@ def json_objects(text: str) -> list[dict]:
     return found
 
 
+_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
+
+
+def split_reasoning(text: str | None) -> tuple[str, str | None]:
+    """``(reply, reasoning)`` of a model output: a reasoning model's ``<think>…</think>`` block is cut off.
+
+    Covers the three shapes seen in practice: ``<think>…</think>reply`` (Qwen3, QwQ); ``…</think>reply`` when
+    the chat template already opened the block (DeepSeek-R1 distills); and an unclosed ``<think>…`` cut at the
+    token limit, whose reply is empty. Backends that return reasoning in a separate field (``reasoning_content``
+    of OpenAI-compatible servers) hand it over in the same ``<think>`` form, so this is the one place it is read.
+    """
+    text = text or ""
+    closes = list(_THINK_CLOSE.finditer(text))
+    if closes:
+        last = closes[-1]
+        reasoning = _THINK_OPEN.sub("", text[:last.start()], count=1).strip()
+        return text[last.end():].strip(), reasoning
+    opened = _THINK_OPEN.search(text)
+    if opened and not text[:opened.start()].strip():
+        return "", text[opened.end():].strip()
+    return text, None
+
+
 def parse_answer(text: str | None, options: Sequence[str]) -> ParsedAnswer:
     """Apply the module's parsing rule to one model output."""
+    text = split_reasoning(text)[0]
     if not text or not text.strip():
         return ParsedAnswer(None, "none")
-    if "</think>" in text:
-        text = text.rsplit("</think>", 1)[1]
     for obj in json_objects(text):
         fields = {str(k).lower(): v for k, v in obj.items()}
         if "answer" in fields:

@@ -56,7 +56,24 @@ def compose(overrides: str | Iterable[str] | None = None, config_dir: Path = CON
     expand_frame_budgets(cfg)
     cfg["captioner_model"] = captioner_model(cfg, Path(config_dir))
     validate(cfg)
+    attach_prompt_identities(cfg)
     return cfg
+
+
+def attach_prompt_identities(cfg: dict[str, Any]) -> None:
+    """Record, beside every config part that names a prompt family (``prompts:``), the digest of the prompt
+    files it will read (``prompt_identity``): the files' text becomes part of the stage's config slice, so
+    editing a prompt reruns exactly the jobs that use it, and the run's recorded config says which wording ran."""
+    from senri.prompts import PromptError, prompt_identity
+
+    parts = [(f"config.method.{name}", spec) for name, spec in cfg.get("method", {}).items()]
+    parts.append(("config.memory", cfg.get("memory", {})))
+    for where, spec in parts:
+        if isinstance(spec, dict) and spec.get("prompts"):
+            try:
+                spec["prompt_identity"] = prompt_identity(spec)
+            except PromptError as exc:
+                raise ConfigError(f"{where}.prompts: {exc}") from exc
 
 
 def captioner_model(cfg: Mapping[str, Any], config_dir: Path) -> dict[str, Any] | None:

@@ -93,7 +93,13 @@ def parse_chat_response(body: Mapping[str, Any], request: ChatRequest, latency_s
         return ChatResponse(text="", latency_s=latency_s, attempts=attempts,
                             error=f"response has no choices: {str(body)[:300]}")
     choice = choices[0]
-    text = (choice.get("message") or {}).get("content") or ""
+    message = choice.get("message") or {}
+    text = message.get("content") or ""
+    # Reasoning models behind vLLM / llama.cpp servers return their thinking in a field of its own; it is
+    # handed on in the one form every parser strips (senri.answers.split_reasoning) and traces keep.
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    if isinstance(reasoning, str) and reasoning.strip():
+        text = f"<think>{reasoning}</think>{text}"
     usage = body.get("usage") or {}
     return ChatResponse(
         text=text,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
-from senri.backends.base import Backend, ChatRequest, ChatResponse
+from senri.backends.base import DEFAULT_MAX_TOKENS, Backend, ChatRequest, ChatResponse
 from senri.captioners.base import VideoMedia
 from senri.records import Question, VideoInfo
 
@@ -117,8 +117,27 @@ class Method:
             raise RuntimeError(f"method {self.context.method_name!r} needs a model, but none is configured")
         return self.context.backend.complete_many(list(requests))
 
+    def role_max_tokens(self, role: str) -> int:
+        """A role's completion-token limit, from the method config's ``max_tokens`` map (e.g.
+        ``max_tokens: {controller: 4096, verifier: 4096}``). Limits are config, never literals in a method:
+        a reasoning model needs room to think before its JSON. A role the map does not name falls back to
+        the model config's ``max_tokens``."""
+        limits = self.context.method_config.get("max_tokens") or {}
+        if isinstance(limits, Mapping) and role in limits:
+            return int(limits[role])
+        return int(self.context.model_config.get("max_tokens", DEFAULT_MAX_TOKENS))
+
+    def prompts(self):
+        """This method's prompt templates (``prompts:`` family, overlaid by ``prompts_dir``)."""
+        from senri.prompts import config_prompts
+
+        prompts = config_prompts(self.context.method_config)
+        if prompts is None:
+            raise ValueError(f"method {self.context.method_name!r}: its config names no prompt family (prompts:)")
+        return prompts
+
     def sampling(self) -> dict[str, Any]:
         """The model config's sampling parameters (greedy by default), seeded with the run's seed."""
         model = self.context.model_config
         return {"temperature": float(model.get("temperature", 0.0)), "top_p": float(model.get("top_p", 1.0)),
-                "max_tokens": int(model.get("max_tokens", 256)), "seed": self.context.seed}
+                "max_tokens": int(model.get("max_tokens", DEFAULT_MAX_TOKENS)), "seed": self.context.seed}

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from senri.answers import json_objects
+from senri.answers import json_objects, split_reasoning
 from senri.backends.base import ChatRequest, Message
 from senri.methods.base import CallTally, Method
 
@@ -26,10 +26,14 @@ class StructuredReply:
     text: str
     attempts: int
     error: str | None = None
+    #: A reasoning model's thinking (``<think>…</think>``), cut off before the JSON was read; kept for the trace.
+    reasoning: str | None = None
 
     def record(self, purpose: str) -> dict[str, Any]:
         """The trace entry of this call."""
         entry: dict[str, Any] = {"call": purpose, "attempts": self.attempts, "reply": self.value}
+        if self.reasoning:
+            entry["reasoning"] = self.reasoning
         if self.value is None:
             entry["failure"] = self.error or "malformed"
             entry["raw"] = self.text[:500]
@@ -37,7 +41,8 @@ class StructuredReply:
 
 
 def first_valid(text: str, validate: Validator) -> dict | None:
-    body = text.rsplit("</think>", 1)[1] if "</think>" in text else text
+    """The first JSON object in ``text`` (reasoning cut off first) that ``validate`` accepts, validated."""
+    body = split_reasoning(text)[0]
     for candidate in json_objects(body):
         checked = validate(candidate)
         if checked is not None:
@@ -64,10 +69,13 @@ def ask_json(method: Method, messages: tuple[Message, ...], schema: Mapping[str,
         if response.error:
             return StructuredReply(None, "", attempts, f"model call failed: {response.error}")
         text = response.text or ""
-        value = first_valid(text, validate)
+        reply, reasoning = split_reasoning(text)
+        value = first_valid(reply, validate)
         if value is not None:
-            return StructuredReply(value, text, attempts)
-        messages = messages + (Message.text("assistant", text),
+            return StructuredReply(value, text, attempts, reasoning=reasoning)
+        # The repair turn quotes the reply without its reasoning: resending a long think block would
+        # only spend the context window.
+        messages = messages + (Message.text("assistant", reply),
                                Message.text("user", f"That reply was not valid. Reply with only JSON of the form "
                                                     f"{form} and nothing else."))
-    return StructuredReply(None, text, attempts, "malformed JSON after repair")
+    return StructuredReply(None, text, attempts, "malformed JSON after repair", split_reasoning(text)[1])
