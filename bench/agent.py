@@ -7,6 +7,8 @@ A scripted model backend sleeps ``--latency`` seconds per call (a remote API or 
 then answers. The same episodes run with the cells' verifier calls in one batch (``parallel_verifiers:
 true``, the default) and one after another (false); the script prints both wall times, their ratio
 (target ≥ 2.5×) and the calls per question. Frames are decoded from a generated video in both runs.
+With ``--video`` the scripted model takes video, so every verifier gets its cell as a 1 frame/s carrier (the
+paper's native-video input); the script also prints what building one carrier costs at 8, 16 and 64 frames.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.5, help="seconds per model call")
     parser.add_argument("--concurrency", type=int, default=16, help="calls the backend serves at once (a server's slots)")
     parser.add_argument("--questions", type=int, default=3)
+    parser.add_argument("--video", action="store_true", help="verifiers get 1 frame/s carrier videos")
     args = parser.parse_args()
 
     from senri.answer import MemoryInputs, answer_video
@@ -67,7 +70,7 @@ def main() -> None:
                             "uses_model": True, "uses_memory": True, "max_rounds": 5, "top_k": 3, "retriever": "bm25",
                             "json_retries": 1, "wm_reports": 3, "wm_frames": 4, "verifier_short_side": 180,
                             "parallel_verifiers": parallel},
-                 "model": {"name": "sleepy", "backend": "scripted", "script": str(script),
+                 "model": {"name": "sleepy", "backend": "scripted", "script": str(script), "video": args.video,
                            "concurrency": args.concurrency, "batch_questions": 1},
                  "memory": {"memory": {"captioner": "perception"}}}
         inputs = MemoryInputs(work / "memory.parquet", video, None, None, None, work / "captions")
@@ -89,6 +92,23 @@ def main() -> None:
               f"{r['calls']:.0f} | {r['correct']}/{args.questions} |")
     ratio = results["sequential verifiers"]["wall_s"] / results["parallel verifiers"]["wall_s"]
     print(f"speed-up of parallel verifiers at the same calls: {ratio:.2f}× (target ≥ 2.5×)")
+    if args.video:
+        carrier_cost(video)
+
+
+def carrier_cost(video: Path) -> None:
+    """Wall time of packing one verifier cell's frames into its 1 frame/s carrier (448-pixel short side)."""
+    from senri.decode import carrier_frame_count, carrier_from_jpegs, encode_jpeg, read_frames
+
+    jpegs = [encode_jpeg(f.image) for f in read_frames(video, [float(t) for t in range(64)], short_side=448)]
+    print("| carrier frames | build ms | bytes |")
+    print("|---|---|---|")
+    for n in (8, 16, 64):
+        started = time.perf_counter()
+        mp4 = carrier_from_jpegs(jpegs[:n])
+        wall = time.perf_counter() - started
+        assert carrier_frame_count(mp4) == n
+        print(f"| {n} | {1000 * wall:.0f} | {len(mp4)} |")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Probe cost on a long video: bounded packet scan vs scanning every packet, cheap fingerprint vs full hash.
+"""Probe cost on a long video: bounded packet scan vs scanning every packet, cheap fingerprint vs full hash,
+and the damage check (decodable length vs declared duration) on the intact file and on a copy cut at half.
 
     python bench/probe.py [--minutes 24]
 
@@ -17,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from senri import demo  # noqa: E402
-from senri.probe import file_sha256, fingerprint, probe  # noqa: E402
+from senri.probe import check_decodable, file_sha256, fingerprint, probe  # noqa: E402
 
 
 def median_time(func, repeats: int = 3) -> float:
@@ -52,6 +53,15 @@ def main() -> None:
     print(f"probe, full packet scan  : {full:8.3f} s   ratio full/bounded = {full / bounded:6.1f}x")
     print(f"fingerprint (2 MiB read) : {cheap:8.4f} s")
     print(f"sha256 of the whole file : {whole:8.4f} s   ratio whole/fingerprint = {whole / cheap:6.1f}x")
+    cut = video.with_name(f"{video.stem}.cut{video.suffix}")
+    if not cut.exists():
+        with video.open("rb") as source:
+            cut.write_bytes(source.read(video.stat().st_size // 2))
+    intact = median_time(lambda: check_decodable(video))
+    damaged = median_time(lambda: check_decodable(cut))
+    verdict = check_decodable(cut)
+    print(f"damage check, intact     : {intact:8.3f} s   (tail decode: {100 * intact / bounded:.0f}% of the probe)")
+    print(f"damage check, cut at half: {damaged:8.3f} s   (found {verdict.decodable_s:.0f} of {verdict.container_s:.0f} s)")
 
 
 if __name__ == "__main__":

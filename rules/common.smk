@@ -22,6 +22,7 @@ SENRI = senri_config.compose(config.get("overrides"), config_dir=Path(workflow.b
 RUNS = senri_config.runs(SENRI)
 VIDEO_IDS = senri_workflow.planned_video_ids(SENRI)
 IS_DEMO = senri_workflow.is_demo(SENRI)
+IS_NEEDLE = senri_workflow.is_needle(SENRI)
 
 # Every rule calls the package of this checkout (what the code digests hash), in whatever Python the job
 # runs: the active virtual environment, a conda env of envs/, or a cluster node's.
@@ -45,6 +46,9 @@ def stage_code(stage):
 
 
 def demo_videos(wildcards):
+    """Videos the workflow generates itself (dataset=demo or dataset=needle): ingest waits for them."""
+    if IS_NEEDLE:
+        return [f"results/needle/videos/{v}.mp4" for v in VIDEO_IDS]
     return [f"results/demo/videos/{v}.mp4" for v in VIDEO_IDS] if IS_DEMO else []
 
 

@@ -23,6 +23,7 @@ rule frames:
     shell:
         "{SENRI_CLI} frames {input.video:q} --video-id {wildcards.video_id} --config {params.config:q}"
         " --threads {threads} --out {output.table} > {log} 2>&1"
+        " || (tail -n 3 {log} >&2; exit 1)"  # a damaged or unreadable video: its one-line reason on the console
 
 
 rule carrier:

@@ -59,7 +59,9 @@ rule ingest:
     conda:
         "../envs/cpu.yaml"
     shell:
+        # A failing ingest prints its problem list (file, row, field) on the console, not only in the log.
         "{SENRI_CLI} ingest --config {params.config:q} --out {output.table} > {log} 2>&1"
+        " || (tail -n 200 {log} >&2; exit 1)"
 
 
 rule probe:

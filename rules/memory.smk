@@ -1,5 +1,6 @@
 # Stage 4b: hierarchical caption memory. One job per (captioner, video): the precomputed levels (coarse by
-# default), question-independent. Every caption goes through the shared caption cache (not an output:
+# default), question-independent, at the preset the video's length picks (recorded in the cost table;
+# `senri memory --plan-only --duration S` shows it without captioning). Every caption goes through the shared caption cache (not an output:
 # Snakemake keeps it when a job fails, and answer jobs of memory methods add their re-captions to it), so a
 # rerun, another question, method or inference model never captions the same clip twice.
 

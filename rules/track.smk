@@ -27,3 +27,4 @@ rule track:
         "OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS={threads} {SENRI_CLI} track {input.video:q}"
         " --video-id {wildcards.video_id} --config {params.config:q} --out {output.table} --ocr {output.ocr}"
         " --plot {output.plot} > {log} 2>&1"
+        " || (tail -n 3 {log} >&2; exit 1)"  # a damaged or unreadable video: its one-line reason on the console

@@ -3,7 +3,9 @@ citations, and whole episodes with a scripted controller / verifier / updater ov
 
 from __future__ import annotations
 
+import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -44,7 +46,11 @@ def test_several_windows_are_split_independently_and_ordered():
     cells = check_cells([check])
     assert [(c.window, round(c.start_s, 3), round(c.end_s, 3)) for c in cells] == [
         (1, 0, 6.667), (1, 3.333, 10), (0, 100, 104)]
-    assert [(c.start_s, c.end_s) for c in check_cells([check], split=False)] == [(0, 10), (100, 104)]
+    # Without parallel verifiers a check is ONE cell over all its windows (the paper: one verifier per check).
+    [whole] = check_cells([check], split=False)
+    assert (whole.check, whole.window, whole.intervals()) == (0, -1, ((0, 10), (100, 104)))
+    times = cell_times(whole, fps=1, budget=8)  # 14 s of windows at 1 frame/s > B = 8: 8 frames spread over both
+    assert len(times) == 8 and all(0 <= t <= 10 or 100 <= t <= 104 for t in times) and times[-1] > 100
 
 
 def test_cell_frames_follow_the_rate_capped_at_the_budget():
@@ -60,7 +66,7 @@ def test_checks_are_clamped_clipped_and_capped_and_every_adjustment_recorded():
            {**base, "windows": [[500, 600]]},
            {**base, "windows": [[1, 2]], "preset": "dense"}]
     checks, problems = validate_checks(raw, duration_s=120)
-    assert problems == ["4 checks asked, the first 3 kept", "check 2: no window inside the video"]
+    assert problems == ["4 checks asked, the first 3 kept", "check 3: no window inside the video"]  # 1-based
     first, second = checks
     assert first.fps == 4 and first.budget == 64 and first.windows == ((0, 20),)
     assert "f 10 clamped to 4" in first.adjustments and "B 100 clamped to 64" in first.adjustments
@@ -99,18 +105,21 @@ VERIFY = {"action": "verify", "checks": [{"target_context": "the moment I pick u
                                           "requirements": ["the shelf is fully visible"],
                                           "windows": [[60, 70]], "fps": 1, "budget": 8}]}
 REPORT = {"observation": "a shelf with rows of figures", "explanation": "rows counted bottom to top",
-          "ambiguity_reason": "", "next_evidence_needed": "", "evidence_moments": [1, 2],
+          "ambiguity_reason": "", "next_evidence_needed": "",
+          "evidence_moments": [{"offset_sec": 1, "note": "hand"}, {"offset_sec": 2.4, "note": "shelf"}],
           "requirement_findings": {"R1": "a hand takes a figure", "R2": "the shelf is fully visible; 4 shelf rows"},
-          "requirement_evidence_moments": {"R1": [1], "R2": [2, 3, 4, 5, 6]}}
+          "requirement_evidence_moments": {"R1": [{"offset_sec": 1}],
+                                           "R2": [{"offset_sec": s} for s in (2, 3, 4, 5, 6)]}}
 
 
-def _rules(controller: list[dict]) -> list[dict]:
+def _rules(controller: list[dict], extra: list[dict] = ()) -> list[dict]:
     return [
+        *extra,
         {"match": "Update the working memory",
          "text": json.dumps({"note": "Report r1: 4 shelf rows seen at the pick-up (visual).",
                              "selected_report_ids": ["r1", "r7"]})},
         {"match": "Target context (R1)", "text": json.dumps(REPORT)},
-        {"match": "Describe what you observe", "text": json.dumps({**REPORT, "requirement_findings": {},
+        {"match": "observe in these frames", "text": json.dumps({**REPORT, "requirement_findings": {},
                                                                      "requirement_evidence_moments": {}})},
         *controller,
     ]
@@ -137,15 +146,17 @@ def shop(tmp_path_factory):
 
 
 def run_agent(shop, tmp_path: Path, method: str, controller: list[dict] = DEFAULT_CONTROLLER,
-              retriever: str = "bm25", **settings) -> tuple[dict, list[dict]]:
+              retriever: str = "bm25", extra: list[dict] = (), model: dict | None = None,
+              **settings) -> tuple[dict, list[dict]]:
     script, record = tmp_path / f"{method}.jsonl", tmp_path / f"{method}.calls.jsonl"
-    script.write_text("".join(json.dumps(r) + "\n" for r in _rules(controller)))
+    record.unlink(missing_ok=True)
+    script.write_text("".join(json.dumps(r) + "\n" for r in _rules(controller, extra)))
     stage = {"seed": 0,
              "method": {"name": method, "implementation": method, "approach": "persistent_memory", "uses_model": True,
                         "uses_memory": True, "max_rounds": 5, "top_k": 2, "retriever": retriever, "json_retries": 1,
                         "wm_reports": 3, "wm_frames": 4, "verifier_short_side": 64, **settings},
              "model": {"name": "agent", "backend": "scripted", "script": str(script), "record": str(record),
-                       "concurrency": 4},
+                       "concurrency": 4, **(model or {})},
              "memory": {"memory": {"captioner": "perception"}}}
     inputs = MemoryInputs(shop["dir"] / "memory.parquet", shop["video"], None, None, None, tmp_path / "captions")
     row = answer_video(to_frame([QUESTION], Question), shop["info"], stage, memory=inputs).row(0, named=True)
@@ -161,7 +172,9 @@ def test_a_verify_finding_answers_right_where_memory_search_answers_wrong(shop, 
     verify = trace["rounds"][0]
     assert verify["cells"] == [[60, 66.667], [63.333, 70]]
     assert verify["working_memory"]["kept"] == ["r1"] and verify["working_memory"]["dropped_unknown_ids"] == ["r7"]
-    assert agent["n_vlm_calls"] >= 2 and agent["n_llm_calls"] >= 2
+    # Two verifiers, the updater (it sees the evidence frames) and round 2's controller (the kept report's
+    # frames) are vision calls; only round 1's controller, with nothing seen yet, is text-only.
+    assert agent["n_vlm_calls"] == 4 and agent["n_llm_calls"] == 1
 
     baseline, _ = run_agent(shop, tmp_path, "memory_search")
     assert baseline["pred"] == "A" and not baseline["correct"]
@@ -194,7 +207,7 @@ def test_verifiers_are_choice_blind(shop, tmp_path):
 def test_search_retrieves_memories_and_candidates_for_the_controller(shop, tmp_path):
     _, calls = run_agent(shop, tmp_path, "memory_search")
     second = json.dumps(_controller_calls(calls)[1]["payload"])
-    assert "I pick up a figure from a shelf." in second and "[60s, 90s]" in second
+    assert "I pick up a figure from a shelf." in second and "[60, 90] s, valid_absolute_sec [0, 120]" in second
 
 
 def test_malformed_controller_json_is_retried_once_then_recorded(shop, tmp_path):
@@ -221,7 +234,7 @@ def test_ablations_change_only_their_part(shop, tmp_path):
     assert no_wm["pred"] == "C"
     no_tg, calls = run_agent(shop, tmp_path, "senri_agent_no_tg")
     verifier = [json.dumps(c["payload"]) for c in calls if c["purpose"] == "verify"]
-    assert verifier and all("Target context" not in v and "Describe what you observe" in v for v in verifier)
+    assert verifier and all("Target context" not in v and "observe in these frames" in v for v in verifier)
 
 
 def test_embedding_retrieval_builds_its_index_once_per_memory(shop, tmp_path):
@@ -232,3 +245,236 @@ def test_embedding_retrieval_builds_its_index_once_per_memory(shop, tmp_path):
     assert trace["retriever"] == "embedding"
     assert trace["rounds"][0]["hits"][0].startswith("coarse 60–90s")  # "pick up a figure" is the nearest text
     assert len(list((tmp_path / "captions" / "index").glob("index-*.npy"))) == 1
+
+
+# ------------------------------------------------------------------------ the paper's protocol, issue 16
+
+def _texts(call: dict, role: str) -> str:
+    return "\n".join(p for m in call["payload"]["messages"] if m["role"] == role for p in m["content"]
+                     if isinstance(p, str))
+
+
+def _calls(calls: list[dict], purpose: str) -> list[dict]:
+    return [c for c in calls if c["purpose"] == purpose]
+
+
+def test_cells_are_capped_per_round_evenly_and_the_cap_is_recorded():
+    from senri.verify import cap_cells
+
+    long = Check("t", "o", (), ((0, 3 * 3600),), fps=4, budget=8)   # the issue's 3 h window at f = 4, B = 8
+    short = Check("t", "o", (), ((0, 20),), fps=1, budget=8)        # 4 cells
+    cells = check_cells([long, short])
+    assert len(cells) == 10_799 + 4
+    kept, caps = cap_cells(cells, 64)
+    assert len(kept) == 64 and caps == [{"check": 0, "cells": 10_799, "kept": 60}]
+    mine = [c for c in kept if c.check == 0]
+    assert mine[0].start_s == 0 and mine[-1].end_s == pytest.approx(3 * 3600)  # spread from first to last
+    gaps = [b.start_s - a.start_s for a, b in zip(mine, mine[1:])]
+    assert max(gaps) - min(gaps) < 2 * (mine[1].end_s - mine[1].start_s)
+    assert cap_cells(cells[:5], 64) == (cells[:5], [])
+
+
+def test_option_text_copied_into_a_check_is_stripped_or_refused_and_recorded():
+    from senri.verify import strip_choice_text
+
+    forbidden = [QUESTION.question, *QUESTION.options]
+    assert strip_choice_text("Are there Four rows, or five?", forbidden) == ("Are there […] rows, or […]?",
+                                                                             ["Five", "Four"])
+    raw = [{"target_context": "the moment I pick up the figure", "objective": "is it Four or Five rows",
+            "requirements": ["Three rows", "the shelf is visible"], "windows": [[60, 62]]},
+           {"target_context": "Four", "objective": "Five", "windows": [[60, 62]]}]
+    checks, problems = validate_checks(raw, 120, forbidden)
+    assert checks[0].objective == "is it […] or […] rows" and checks[0].requirements == ("[…] rows",
+                                                                                         "the shelf is visible")
+    assert any("option text removed" in a for a in checks[0].adjustments)
+    assert problems == ["check 2: refused: target_context and objective are required and may not copy the "
+                        "question or option text"]
+
+
+def test_option_text_never_reaches_a_verifier_even_when_the_controller_copies_it(shop, tmp_path):
+    leaky = {"action": "verify", "rationale": "count rows", "checks": [
+        {"target_context": f"the moment I pick up the figure: {QUESTION.question}",
+         "objective": "decide between Two, Three, Four and Five rows", "requirements": ["Four rows are visible"],
+         "windows": [[60, 64]], "fps": 1, "preset": "sparse"}]}
+    row, calls = run_agent(shop, tmp_path, "senri_agent",
+                           controller=[{"match": "Problems with your previous verify",
+                                        "text": json.dumps({"action": "answer", "rationale": "r", "answer": "C"})},
+                                       {"match": "search, verify, answer", "text": json.dumps(leaky)}])
+    verifiers = _calls(calls, "verify")
+    assert verifiers
+    for call in verifiers:
+        text = _texts(call, "user") + _texts(call, "system")
+        assert QUESTION.question not in text
+        for option in QUESTION.options:
+            assert not re.search(rf"\b{option}\b", text, re.IGNORECASE), option
+    trace = json.loads(row["trace"])
+    verify = trace["rounds"][0]
+    assert any("question/option text removed" in a for a in verify["checks"][0]["adjustments"])
+    # The controller hears about it in the next round, and the trace keeps what it was shown.
+    assert any("option text removed" in f for f in trace["rounds"][1]["feedback_shown"])
+    assert "Problems with your previous verify action" in _texts(_controller_calls(calls)[1], "user")
+
+
+def test_no_pv_makes_exactly_one_verifier_call_per_check_over_all_its_windows(shop, tmp_path):
+    two = {"action": "verify", "rationale": "two checks", "checks": [
+        {"target_context": "the moment I pick up the figure", "objective": "count the rows",
+         "windows": [[10, 30], [60, 90]], "fps": 1, "preset": "sparse"},
+        {"target_context": "the moment I pay", "objective": "read the price", "windows": [[90, 110]], "fps": 2,
+         "frame_budget": 12}]}
+    controller = [{"match": "[r2]", "text": json.dumps({"action": "answer", "rationale": "r", "answer": "C"})},
+                  {"match": "search, verify, answer", "text": json.dumps(two)}]
+    row, calls = run_agent(shop, tmp_path, "senri_agent_no_pv", controller=controller,
+                           extra=[{"match": "Update the working memory",
+                                   "text": json.dumps({"note": "n", "selected_report_ids": ["r1", "r2"]})}])
+    trace = json.loads(row["trace"])
+    assert trace["verifier_calls"] == 2 == len(_calls(calls, "verify")) and trace["cells"] == 2
+    frames = [sum(1 for m in c["payload"]["messages"] for p in m["content"] if isinstance(p, dict))
+              for c in _calls(calls, "verify")]
+    assert frames == [8, 12]  # 50 s of windows at 1 frame/s capped at B = 8; 20 s at 2 frames/s capped at 12
+    full, _ = run_agent(shop, tmp_path, "senri_agent", controller=controller)
+    assert json.loads(full["trace"])["verifier_calls"] > 2  # the full method splits the same checks into cells
+
+
+def test_updater_picks_beyond_three_are_recorded_as_truncated(shop, tmp_path):
+    wide = {"action": "verify", "rationale": "scan", "checks": [
+        {"target_context": "the moment I pick up the figure", "objective": "count the rows",
+         "requirements": ["the shelf is visible"], "windows": [[60, 80]], "fps": 1}]}  # 4 cells
+    picks = {"note": "r1-r4 each saw a shelf", "selected_report_ids": ["r1", "r2", "r3", "r4", "r9"]}
+    row, calls = run_agent(shop, tmp_path, "senri_agent",
+                           controller=[{"match": "[r3]", "text": json.dumps({"action": "answer", "answer": "C"})},
+                                       {"match": "search, verify, answer", "text": json.dumps(wide)}],
+                           extra=[{"match": "Update the working memory", "text": json.dumps(picks)}])
+    memory = json.loads(row["trace"])["rounds"][0]["working_memory"]
+    assert memory["kept"] == ["r1", "r2", "r3"] and memory["truncated"] == ["r4"]
+    assert memory["dropped_unknown_ids"] == ["r9"]
+    update = _calls(calls, "update")[0]
+    # Its own system prompt, the question and options as fixed context, the pool, the evidence frames.
+    assert "maintain the working memory" in _texts(update, "system")
+    assert "Options:" in _texts(update, "user") and "Four" in _texts(update, "user")
+    assert "Report pool" in _texts(update, "user") and "[r4]" in _texts(update, "user")
+    images = [p for m in update["payload"]["messages"] for p in m["content"] if isinstance(p, dict)]
+    assert images and all("image" in p for p in images)
+
+
+def test_a_verifier_reply_cut_at_the_token_limit_gets_its_repair_attempt(shop, tmp_path):
+    cut = json.dumps(REPORT)[:60]  # what a reply cut by max_tokens looks like
+    row, calls = run_agent(shop, tmp_path, "senri_agent",
+                           extra=[{"match": "That reply was not valid", "text": json.dumps(REPORT)},
+                                  {"match": "Target context (R1)", "text": cut, "completion_tokens": 64}],
+                           max_tokens={"verifier": 64, "controller": 300, "updater": 200})
+    trace = json.loads(row["trace"])
+    verify = trace["rounds"][0]
+    assert verify["repairs"] == 2 and verify["failures"] == [] and row["pred"] == "C"
+    repairs = _calls(calls, "verify:repair")
+    assert len(repairs) == 2 and all(c["payload"]["max_tokens"] == 64 for c in repairs)
+    assert all(c["payload"]["max_tokens"] == 64 for c in _calls(calls, "verify"))  # the role's limit, from config
+    assert all(c["payload"]["max_tokens"] == 300 for c in _controller_calls(calls))
+
+
+def test_a_think_block_before_the_json_parses_and_is_kept_in_the_trace(shop, tmp_path):
+    think_verify = {"match": "search, verify, answer",
+                    "text": "<think>I need the shelf; a verify is best.</think>"
+                            + json.dumps({**VERIFY, "rationale": "see"})}
+    row, _ = run_agent(shop, tmp_path, "senri_agent",
+                       controller=[DEFAULT_CONTROLLER[0], think_verify],
+                       extra=[{"match": "Target context (R1)",
+                               "text": "<think>count carefully</think>\n" + json.dumps(REPORT)}])
+    trace = json.loads(row["trace"])
+    assert row["pred"] == "C" and trace["actions"] == ["verify", "answer"]
+    assert trace["calls"][0]["reasoning"] == "I need the shelf; a verify is best."
+    assert trace["rounds"][0]["rationale"] == "see"
+    assert set(trace["rounds"][0]["verifier_reasoning"].values()) == {"count carefully"}
+
+
+def test_verifiers_get_a_1fps_carrier_video_with_exactly_the_sampled_frames(shop, tmp_path, monkeypatch):
+    import av
+
+    from senri.decode import carrier_frame_count, carrier_from_jpegs
+
+    carriers = []
+
+    def recording(jpegs, fps=1.0):
+        mp4 = carrier_from_jpegs(jpegs, fps)
+        carriers.append((len(jpegs), mp4))
+        return mp4
+
+    monkeypatch.setattr("senri.decode.carrier_from_jpegs", recording)
+    row, calls = run_agent(shop, tmp_path, "senri_agent", model={"video": True})
+    verify = json.loads(row["trace"])["rounds"][0]
+    assert verify["verifier_input"] == "video"
+    for call in _calls(calls, "verify"):
+        media = [p for m in call["payload"]["messages"] for p in m["content"] if isinstance(p, dict)]
+        assert len(media) == 1 and media[0]["fps"] == 1.0  # one video part, no images
+    # Cells [60, 66.7] and [63.3, 70] at f = 1: 6 frames each, every one in its carrier, at 1 frame/s.
+    assert [n for n, _ in carriers] == [6, 6]
+    for n, mp4 in carriers:
+        assert carrier_frame_count(mp4) == n
+        with av.open(io.BytesIO(mp4)) as container:
+            times = [float(f.time) for f in container.decode(video=0)]
+        assert times == pytest.approx(list(range(n)))
+
+
+def test_checks_may_use_any_window_in_the_valid_range_and_problems_come_back(shop, tmp_path):
+    outside = {"action": "verify", "rationale": "look early and late", "checks": [
+        {"target_context": "the moment I pick up the figure", "objective": "count the rows",
+         "windows": [[5, 9], [110, 200]], "fps": 9, "preset": "dense"}]}
+    row, calls = run_agent(shop, tmp_path, "senri_agent",
+                           controller=[{"match": "Problems with your previous verify",
+                                        "text": json.dumps({"action": "answer", "answer": "B"})},
+                                       {"match": "search, verify, answer", "text": json.dumps(outside)}],
+                           max_cells_per_round=3)
+    verify = json.loads(row["trace"])["rounds"][0]
+    assert verify["checks"][0]["windows"] == [[5, 9], [110, 120]]  # no candidate covers [5, 9]: still allowed
+    assert verify["checks"][0]["budget"] == 16 and verify["checks"][0]["fps"] == 4
+    # [5, 9] at f = 4, B = 16 is one cell; [110, 120] is four (τ = 4 s): five cells asked, three kept.
+    assert verify["cells_asked"] == 5 and len(verify["cells"]) == 3 and verify["cell_caps"] == [
+        {"check": 0, "cells": 5, "kept": 3}]
+    shown = _texts(_controller_calls(calls)[1], "user")
+    for problem in ("clipped to [110, 120]", "f 9 clamped to 4", "capped to 3"):
+        assert problem in shown, problem
+
+
+def test_a_prompts_dir_replaces_a_role_prompt_without_code_changes(shop, tmp_path):
+    from senri.prompts import prompt_identity
+
+    mine = tmp_path / "published"
+    mine.mkdir()
+    (mine / "controller_system.txt").write_text("MY OWN PLANNER WORDING. Reply with one JSON action.\n")
+    _, calls = run_agent(shop, tmp_path, "senri_agent", prompts="senri_agent", prompts_dir=str(mine))
+    assert _texts(_controller_calls(calls)[0], "system") == "MY OWN PLANNER WORDING. Reply with one JSON action."
+    assert "choice-blind visual observation worker" in _texts(_calls(calls, "verify")[0], "system")  # default kept
+    ours, theirs = (prompt_identity({"prompts": "senri_agent", "prompts_dir": d}) for d in (None, str(mine)))
+    assert ours["files"]["controller_system"] != theirs["files"]["controller_system"]
+    assert ours["files"]["verifier_system"] == theirs["files"]["verifier_system"]
+
+
+def test_report_summaries_name_the_check_its_requirements_and_the_verifier_s_reasoning():
+    check = Check("the moment I pick up the figure", "count the shelf rows", ("the shelf is fully visible",),
+                  ((60, 63),), 1, 8, position=2)
+    report = read_report("r4", 1, check, Cell(1, 0, 60, 63), {
+        "observation": "a shelf", "explanation": "rows counted bottom to top",
+        "ambiguity_reason": "the top row is cut off", "next_evidence_needed": "a wider view of the top shelf",
+        "evidence_moments": [{"offset_sec": 1}],
+        "requirement_findings": {"R1": "a hand takes a figure", "R2": "partly"},
+        "requirement_evidence_moments": {"R1": [{"offset_sec": 0}], "R2": []},
+    }, frame_times=[60.0, 61.0, 62.0])
+    summary = report.summary()
+    for expected in ("[r4] check 2, cell 60.0–63.0s", "objective: count the shelf rows",
+                     "R1 (target context): the moment I pick up the figure", "R2: the shelf is fully visible",
+                     "finding R1: a hand takes a figure (at 60.0s)", "finding R2: partly",
+                     "explanation: rows counted bottom to top", "ambiguity: the top row is cut off",
+                     "evidence still needed: a wider view of the top shelf", "evidence gaps: R2"):
+        assert expected in summary, expected
+
+
+def test_a_verify_with_no_usable_window_is_reported_to_the_controller(shop, tmp_path):
+    nowhere = {"action": "verify", "rationale": "late", "checks": [
+        {"target_context": "the moment I pay", "objective": "read the price", "windows": [[500, 600], "soon"]}]}
+    row, calls = run_agent(shop, tmp_path, "senri_agent",
+                           controller=[{"match": "no window inside the video",
+                                        "text": json.dumps({"action": "answer", "answer": "D"})},
+                                       {"match": "search, verify, answer", "text": json.dumps(nowhere)}])
+    trace = json.loads(row["trace"])
+    assert trace["actions"] == ["verify", "answer"] and trace["verifier_calls"] == 0 and row["pred"] == "D"
+    assert trace["rounds"][0]["problems"] == ["check 1: no window inside the video"]
+    assert not _calls(calls, "verify") and not _calls(calls, "update")

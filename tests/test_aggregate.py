@@ -141,3 +141,19 @@ def test_outputs_in_every_format(tmp_path):
         assert pl.read_parquet(tmp_path / "t" / f"{name}.parquet").height > 0
         assert pl.read_csv(tmp_path / "t" / f"{name}.csv").height > 0
         assert (tmp_path / "t" / f"{name}.md").read_text().startswith("| ")
+
+
+def test_the_memory_captioner_is_part_of_a_runs_identity(tmp_path):
+    questions = _questions({"L": 4, "RR": 2, "OC": 2, "NP": 2, "RER": 3, "TER": 1}, n_videos=2)
+    perception = _predictions(questions, "videolucy", "m", {"L": 4}).with_columns(memory=pl.lit("perception"))
+    vlm = _predictions(questions, "videolucy", "m", {"L": 2}).with_columns(memory=pl.lit("qwen25vl7b_vllm"))
+    old = _predictions(questions, "blind", "m", {"L": 1}).drop("memory", "n_caption_calls", "caption_s")
+    for name, frame in (("p", perception), ("v", vlm), ("old", old)):
+        frame.write_parquet(tmp_path / f"{name}.parquet")
+    tables = aggregate([tmp_path / f"{n}.parquet" for n in ("p", "v", "old")], questions, tmp_path / "out")
+    main = tables["main"]
+    assert main.select("method", "memory", "correct_l").rows() == [
+        ("blind", "none", 1), ("videolucy", "perception", 4), ("videolucy", "qwen25vl7b_vllm", 2)]
+    assert set(tables["per_video"]["memory"]) == {"none", "perception", "qwen25vl7b_vllm"}
+    assert tables["answer_positions"]["memory"].to_list() == ["", "none", "perception", "qwen25vl7b_vllm"]
+    assert "| Method | Model | Memory |" in (tmp_path / "out/main.md").read_text()

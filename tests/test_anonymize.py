@@ -167,7 +167,9 @@ def test_odd_sizes_and_rotation_give_a_correct_output(tmp_path):
         assert d.frames == s.frames or len(list(dst.decode(video=0))) == 10
 
 
-@pytest.mark.parametrize("content, message", [(b"", "cannot open"), (b"this is not a video" * 100, "cannot open")])
+@pytest.mark.parametrize("content, message", [(b"", "not a readable video"),
+                                              (b"this is not a video" * 100, "not a readable video")],
+                         ids=["empty", "text"])
 def test_unreadable_input_is_a_clear_error_and_writes_nothing(tmp_path, content, message):
     bad = tmp_path / "bad.mp4"
     bad.write_bytes(content)

@@ -185,3 +185,130 @@ def test_a_killed_answer_run_restarts_without_repeating_finished_calls(tmp_path,
     clean = subprocess.run(command("clean"), env=senri_env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
     assert clean.returncode == 0, clean.stderr
     assert (tmp_path / "killed.parquet").read_bytes() == (tmp_path / "clean.parquet").read_bytes()
+
+
+# --- direct perception as the paper ran it: one native video of exactly the sampled frames, greedy -------------
+
+def _direct_inputs(tmp_path, small_demo, frames: int = 6):
+    from senri import cli
+    from senri.decode import write_carrier
+
+    store = tmp_path / f"uniform_{frames}.parquet"
+    config = {"plan": {"name": f"uniform_{frames}", "kind": "uniform", "n": frames, "placement": "center",
+                       "accuracy": "auto"}, "short_side": 64, "jpeg_quality": 90, "keyframe_fraction": 0.25,
+              "watchdog_s": 600}
+    assert cli.main(["frames", str(small_demo["videos"]["demo_01"]), "--video-id", "demo_01", "--config",
+                     json.dumps(config), "--out", str(store)]) == 0
+    carrier = tmp_path / f"uniform_{frames}.carrier.mp4"
+    write_carrier(store, carrier)
+    return store, carrier
+
+
+def _direct_stage(tmp_path, frames: int, **model) -> dict:
+    script, record = tmp_path / "direct.jsonl", tmp_path / "direct.calls.jsonl"
+    script.write_text(json.dumps({"text": '{"answer": "B"}'}) + "\n")
+    return {"seed": 0,
+            "method": {"name": "direct", "implementation": "direct", "approach": "direct_perception",
+                       "uses_model": True, "frames": frames, "plan": f"uniform_{frames}", "answer_format": "json",
+                       "greedy": True},
+            "model": {"name": "vid", "backend": "scripted", "script": str(script), "record": str(record),
+                      "temperature": 0.7, **model}}
+
+
+def test_direct_sends_one_native_video_of_exactly_the_sampled_frames_greedily(tmp_path, demo_tables, small_demo):
+    from senri.decode import carrier_frame_count
+
+    questions, video = demo_tables
+    store, carrier = _direct_inputs(tmp_path, small_demo)
+    stage = _direct_stage(tmp_path, 6, video=True)
+    predictions = answer_video(questions, video, stage, frames=store, carrier=carrier)
+    assert predictions["error"].is_null().all() and (predictions["pred"] == "B").all()
+    assert carrier_frame_count(carrier.read_bytes()) == 6
+    calls = [json.loads(line) for line in (tmp_path / "direct.calls.jsonl").read_text().splitlines()]
+    for call in calls:
+        parts = [p for m in call["payload"]["messages"] for p in m["content"]]
+        media = [p for p in parts if isinstance(p, dict)]
+        assert len(media) == 1 and media[0]["fps"] == 1.0 and "video" in media[0]  # one video, no images
+        text = "".join(p for p in parts if isinstance(p, str))
+        assert "packs 6 frames sampled uniformly" in text and text.count(":") >= 6  # every carrier second's time
+        assert call["payload"]["temperature"] == 0.0  # greedy, whatever the model config says
+    assert {json.loads(t)["visual_input"] for t in predictions["trace"]} == {"video"}
+    assert {json.loads(t)["frames"] for t in predictions["trace"]} == {6}
+    # A backend without video input gets the same frames as timestamped images.
+    images = answer_video(questions, video, _direct_stage(tmp_path, 6), frames=store, carrier=None)
+    assert {json.loads(t)["visual_input"] for t in images["trace"]} == {"images"}
+
+
+def test_direct_refuses_a_carrier_that_does_not_hold_exactly_the_sampled_frames(tmp_path, demo_tables, small_demo):
+    from senri.decode import write_carrier
+
+    questions, video = demo_tables
+    store, _ = _direct_inputs(tmp_path, small_demo)
+    short = tmp_path / "short.parquet"
+    pl.read_parquet(store).head(5).write_parquet(short)
+    stale = tmp_path / "stale.carrier.mp4"
+    write_carrier(short, stale)  # 5 frames for a 6-frame store
+    with pytest.raises(ValueError, match="carrier holds 5 frames.*6 decoded frames"):
+        answer_video(questions, video, _direct_stage(tmp_path, 6, video=True), frames=store, carrier=stale)
+
+
+def test_thinking_switch_reaches_the_chat_template(tmp_path):
+    from tiny_vlm import build_tiny_llava
+
+    from senri.backends.base import ChatRequest, Message
+    from senri.backends.openai_format import chat_body, chat_template_kwargs, thinking_body
+    from senri.backends.transformers import TransformersBackend
+
+    assert chat_template_kwargs({"thinking": False}) == {"enable_thinking": False}
+    assert chat_template_kwargs({"thinking": None}) == {} == chat_template_kwargs({})
+    request = ChatRequest(messages=(Message.text("user", "hi"),), max_tokens=2)
+    assert chat_body(request, None, extra=thinking_body({"thinking": False}))["chat_template_kwargs"] == {
+        "enable_thinking": False}
+    folder = build_tiny_llava(tmp_path / "tiny")
+    seen = []
+    backend = TransformersBackend({"path": str(folder), "thinking": False})
+    original = backend.processor.apply_chat_template
+    backend.processor.apply_chat_template = lambda *a, **k: seen.append(k) or original(*a, **k)
+    assert backend.complete(request).error is None
+    assert seen[0]["enable_thinking"] is False and backend.identity["enable_thinking"] is False
+    assert "enable_thinking" not in TransformersBackend({"path": str(folder)}).identity  # unset: cache keys unchanged
+    # llama.cpp's in-process server takes the switch in the request body (a template without it ignores it).
+    import yaml
+
+    from senri.backends import BACKENDS
+    from senri.config import CONFIG_DIR
+
+    smollm2 = {**yaml.safe_load((CONFIG_DIR / "model" / "smollm2.yaml").read_text()), "thinking": False}
+    llama = BACKENDS.load("llamacpp")(smollm2)
+    try:
+        assert llama.complete(request).error is None and llama.identity["enable_thinking"] is False
+    finally:
+        llama.close()
+
+
+@pytest.mark.workflow
+def test_direct_perception_in_video_mode_through_the_dag(tmp_path):
+    """The DAG builds the plan's carrier for a model that takes video and the answer job sends it as one video
+    of exactly the sampled frames. (A tiny random Qwen2-VL would need torchvision's video processor, which is
+    not installable beside the CPU torch here; a scripted video model stands in for it.)"""
+    from test_workflow import snakemake
+
+    from senri.decode import carrier_frame_count
+
+    script, record = tmp_path / "video.jsonl", tmp_path / "video.calls.jsonl"
+    script.write_text(json.dumps({"text": '{"answer": "C"}'}) + "\n")
+    overrides = ("dataset.demo.places_per_video=5 dataset.demo.place_s=12 dataset.demo.turn_s=2 sampling.build=[] "
+                 "anonymize.stride=30 method=[direct] method.direct.frames=[8] model=[] "
+                 f"+model.vid={{backend:scripted,script:{script},record:{record},video:true,images:true}}")
+    snakemake(tmp_path, "-c2", "--config", f"overrides={overrides}")
+    for video_id in ("demo_01", "demo_02"):
+        carrier = tmp_path / f"results/frames/uniform_8/{video_id}.carrier.mp4"
+        store = pl.read_parquet(tmp_path / f"results/frames/uniform_8/{video_id}.parquet")
+        assert carrier_frame_count(carrier.read_bytes()) == store.height == 8
+        predictions = pl.read_parquet(tmp_path / f"results/predictions/direct_8/vid/{video_id}.parquet")
+        assert predictions["error"].is_null().all() and (predictions["pred"] == "C").all()
+        traces = [json.loads(t) for t in predictions["trace"]]
+        assert {(t["visual_input"], t["frames"]) for t in traces} == {("video", 8)}
+    calls = [json.loads(line) for line in record.read_text().splitlines()]
+    assert calls and all([p["fps"] for m in c["payload"]["messages"] for p in m["content"] if isinstance(p, dict)]
+                         == [1.0] for c in calls)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from senri.answers import (ANSWER_SCHEMA, best_letter, cyclic_order, debiased_scores, parse_answer,
+from senri.answers import (ANSWER_SCHEMA, FORMAT_INSTRUCTIONS, best_letter, cyclic_order, debiased_scores, parse_answer,
                            question_prompt)
 
 OPTIONS = ["To my rear left", "To my rear right", "To my front left", "To my front right"]
@@ -86,3 +86,15 @@ def test_debiasing_cancels_a_fixed_position_preference():
 def test_no_letter_seen_or_a_tie_is_no_prediction():
     assert best_letter([-1e9] * 4) is None
     assert best_letter([-1.0, -1.0, -2.0, -3.0]) is None
+
+
+def test_the_answer_prompt_family_keeps_the_built_in_format_lines():
+    """The format lines moved into config/prompts/answer/ (where prompts_dir can replace them); their default
+    text is the built-in one, so prompts of existing runs are byte-identical."""
+    from senri.prompts import prompt_set
+
+    prompts = prompt_set("answer")
+    for answer_format, line in FORMAT_INSTRUCTIONS.items():
+        assert prompts.render(f"format_{answer_format}") == line
+        assert question_prompt("Where was I?", OPTIONS, answer_format, instruction=prompts.render(
+            f"format_{answer_format}")) == question_prompt("Where was I?", OPTIONS, answer_format)

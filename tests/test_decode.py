@@ -9,6 +9,7 @@ from conftest import ffprobe_frames, make_indexed_video, set_display_rotation
 from senri import decode
 from senri.cli import main
 from senri.demo import read_frame_index
+from senri.media import MediaError
 
 
 # ----------------------------------------------------------------------------------------- plans (by hand)
@@ -147,25 +148,28 @@ def test_truncated_file_returns_what_exists_and_records_the_rest(videos, tmp_pat
     data = videos["h264_gop1s"].read_bytes()
     cut = tmp_path / "cut.mp4"
     cut.write_bytes(data[: len(data) // 2])
-    frames = list(decode.read_frames(cut, decode.uniform(24, 0, 12), accuracy="exact", watchdog_s=60))
+    with pytest.raises(MediaError, match="damaged video.*on_damaged_video"):  # the default policy: fail
+        list(decode.read_frames(cut, decode.uniform(24, 0, 12), accuracy="exact", on_damaged="fail"))
+    frames = list(decode.read_frames(cut, decode.uniform(24, 0, 12), accuracy="exact", watchdog_s=60,
+                                     on_damaged="keep_decodable"))
     assert len(frames) == 24
     good = [f for f in frames if f.error is None]
     failed = [f for f in frames if f.error is not None]
     assert good and failed
     assert all(_stripe_index(f.image) == f.frame_index for f in good)
     assert max(f.target_s for f in good) < min(f.target_s for f in failed)
-    assert "truncated" in failed[-1].error or "decode" in failed[-1].error
+    assert "past the decodable end" in failed[-1].error
 
 
-def test_file_cut_before_its_index_fails_every_target_without_raising(videos, tmp_path):
+def test_file_cut_before_its_index_is_one_clear_error(videos, tmp_path):
     source = make_indexed_video(tmp_path / "moov_last.mp4", seconds=4)
     subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", str(source), "-c", "copy", str(tmp_path / "late.mp4")],
                    check=True)  # without faststart the index (moov) is written last
     data = (tmp_path / "late.mp4").read_bytes()
     cut = tmp_path / "cut.mp4"
     cut.write_bytes(data[: len(data) // 2])
-    frames = list(decode.read_frames(cut, [0.5, 1.0, 2.0]))
-    assert len(frames) == 3 and all(f.error.startswith("video cannot be read") for f in frames)
+    with pytest.raises(MediaError, match="cut.mp4: not a readable video"):
+        list(decode.read_frames(cut, [0.5, 1.0, 2.0]))
 
 
 def test_corrupt_middle_does_not_crash_and_answers_every_target(videos, tmp_path):
@@ -242,5 +246,5 @@ def test_a_plan_can_be_given_as_its_target_function(videos):
     plan = decode.FramePlan("uniform", n=3, placement="linspace", accuracy="exact")
     frames = list(decode.read_frames(videos["h264_gop1s"], plan.targets, accuracy=plan.accuracy))
     assert [f.frame_index for f in frames] == [0, 179, 359]  # 5.983 s lies halfway: the tie goes to 179
-    unreadable = list(decode.read_frames(videos["h264_gop1s"].with_name("absent.mp4"), plan.targets))
-    assert unreadable == []  # nothing to plan against: no targets, no rows, no exception
+    with pytest.raises(MediaError, match="absent.mp4"):  # nothing to plan against: one clear error, no rows
+        list(decode.read_frames(videos["h264_gop1s"].with_name("absent.mp4"), plan.targets))

@@ -101,3 +101,25 @@ def test_unreadable_and_unsupported_files(tmp_path, videos_dir):
     with pytest.raises(IngestError) as err:
         ingest([tmp_path / "q.txt", tmp_path / "broken.json", tmp_path / "missing.json"], videos_dir, [".mp4"])
     assert len(err.value.problems) == 3
+
+
+def test_identical_options_and_inverted_evidence_windows_are_rejected(tmp_path, videos_dir):
+    records = [
+        _record("q1", options=["left", "right", " Left ", "ahead"]),  # A and C read the same
+        _record("q2", evidence_start_s=12.0, evidence_end_s=3.5),  # ends before it starts
+        _record("q3", evidence_start_s=3.5, evidence_end_s=12.0),  # fine
+    ]
+    path = tmp_path / "q.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    with pytest.raises(IngestError) as err:
+        ingest([path], videos_dir, [".mp4"])
+    assert {(p.row, p.field) for p in err.value.problems} == {(1, "options"), (2, "evidence_start_s")}
+    message = str(err.value)
+    assert "options A and C are identical" in message and "evidence window ends before it starts" in message
+
+
+@pytest.mark.parametrize("fmt", ["json", "jsonl", "csv"])
+def test_a_byte_order_mark_is_accepted_in_every_text_format(tmp_path, videos_dir, fmt):
+    path = _write_all_formats(tmp_path, [_record("q1")])[fmt]
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert ingest([path], videos_dir, [".mp4"])["qid"].to_list() == ["q1"]

@@ -1,5 +1,5 @@
-"""Caption memory, the shared caption cache and VideoLucy backtracking, with a scripted VLM captioner and a
-scripted agent model over a generated video (real decoding, real caption cache, real method code)."""
+"""Caption memory, presets and the shared caption cache, with a scripted VLM captioner over generated videos
+(real decoding, real caption cache). VideoLucy's backtracking is in tests/test_videolucy.py."""
 
 from __future__ import annotations
 
@@ -9,11 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import make_probed_clip
-from senri.answer import MemoryInputs, answer_video
 from senri.captioners.base import Clip, VideoMedia
-from senri.memory import CaptionCache, build_memory, choose_preset, level_clips, open_service, split
-from senri.records import MemoryCost, MemoryRow, Question, check_frame, to_frame, write_table
+from senri.memory import (CaptionCache, build_memory, choose_preset, describe_preset_rule, keep_good_caption,
+                          level_clips, memory_plan, open_service, split)
+from senri.records import MemoryCost, check_frame
 
 REPO = Path(__file__).resolve().parents[1]
 MEMORY = yaml.safe_load((REPO / "config/memory/auto.yaml").read_text())
@@ -27,15 +26,45 @@ def test_split_covers_the_span_with_a_shorter_last_clip():
         split(0, 10, 0)
 
 
-def test_presets_follow_video_length():
-    assert choose_preset(MEMORY, 120)[0] == "short"
-    assert choose_preset(MEMORY, 2 * 3600)[0] == "medium"
-    name, levels = choose_preset(MEMORY, 6 * 3600)
-    assert name == "long" and levels["coarse"].clip_s == 800 and levels["ultra_fine"].fps == 1.0
-    # A 2.5 h SENRI video: coarse 150 s clips at 1 fps → 60 coarse captions.
-    assert len(level_clips(MEMORY, 9000, "coarse", "x")) == 60
+#: Every bin edge of the `auto` rule in config/memory/auto.yaml and the preset on each side of it.
+EDGES = [(600, "mlvu_short", "mlvu_medium"), (1200, "mlvu_medium", "mlvu_long"), (3600, "mlvu_long", "lvbench_medium"),
+         (5400, "lvbench_medium", "lvbench_long"), (7200, "lvbench_long", "egomem")]
+
+
+@pytest.mark.parametrize("edge,below,above", EDGES)
+def test_auto_preset_at_every_bin_edge(edge, below, above):
+    assert choose_preset(MEMORY, edge - 0.5)[0] == below
+    assert choose_preset(MEMORY, edge)[0] == below  # a duration on a bound takes the shorter preset
+    assert choose_preset(MEMORY, edge + 0.001)[0] == above
+    assert choose_preset(MEMORY, 1)[0] == "mlvu_short" and choose_preset(MEMORY, 10 * 3600)[0] == "egomem"
+
+
+def test_every_appendix_setting_is_a_named_preset():
+    spec = {"mlvu_short": (30, 5, 1, 1, 2, 2), "mlvu_medium": (60, 5, 1, 1, 2, 2), "mlvu_long": (100, 10, 1, 1, 2, 2),
+            "mlvu_extra_long": (200, 10, 1, 1, 2, 2), "videomme_short": (5, 1, 1, 2, 4, 4),
+            "videomme_medium": (50, 5, 1, 1, 2, 2), "videomme_long": (100, 10, 1, 1, 2, 2),
+            "lvbench_short": (100, 10, 1, 1, 2, 2), "lvbench_medium": (150, 10, 1, 1, 2, 2),
+            "lvbench_long": (200, 10, 1, 1, 2, 2), "egomem": (800, 80, 8, 0.25, 0.5, 1)}
+    assert set(MEMORY["presets"]) == set(spec)
+    for name, (tc, tf, tuf, fc, ff, fu) in spec.items():
+        _, levels = choose_preset({**MEMORY, "preset": name}, 10)
+        assert [(levels[lv].clip_s, levels[lv].fps) for lv in ("coarse", "fine", "ultra_fine")] == [
+            (tc, fc), (tf, ff), (tuf, fu)], name
     with pytest.raises(ValueError, match="no preset named"):
         choose_preset({**MEMORY, "preset": "huge"}, 10)
+
+
+def test_a_two_and_a_half_hour_walk_gets_egomem_with_200_frames_per_coarse_clip():
+    plan = memory_plan(MEMORY, 9000)
+    assert plan["preset"] == "egomem" and plan["auto"]
+    assert plan["levels"]["coarse"] == {"clip_s": 800, "fps": 0.25, "clips": 12, "frames_per_clip": 200,
+                                        "dropped_per_clip": 0, "precomputed": True}
+    assert plan["levels"]["fine"]["frames_per_clip"] == 40 and plan["levels"]["ultra_fine"]["frames_per_clip"] == 8
+    capped = memory_plan({**MEMORY, "max_frames": 32}, 9000)["levels"]["coarse"]
+    assert capped["frames_per_clip"] == 32 and capped["dropped_per_clip"] == 168
+    rule = describe_preset_rule(MEMORY)
+    assert "7200 s < duration" not in rule and "duration > 7200 s: egomem" in rule
+    assert len(level_clips(MEMORY, 9000, "coarse", "x")) == 12
 
 
 def test_caption_cache_round_trip_and_damaged_entries(tmp_path):
@@ -52,139 +81,120 @@ def test_caption_cache_round_trip_and_damaged_entries(tmp_path):
     assert not list((tmp_path / "captions").glob("*/.*.tmp"))
 
 
-# ------------------------------------------------------------------------------------------- VideoLucy
 
-NEEDLE = "I hold a red cup"
-QUESTION = Question(video_id="hall", qid="hall_1", task_type="OC", direction="ES",
-                    question="What was I holding in my hand?", option_a="A phone", option_b="A red cup",
-                    option_c="A book", option_d="Nothing", answer="B",
-                    evidence_start_s=64.0, evidence_end_s=66.0)
-
-
-def _answer(confident: bool, letter: str) -> str:
-    return json.dumps({"confidence": confident, "answer": letter, "time_period": "1:04-1:06", "reason": "r"})
-
-
-def _script(path: Path, localize: str, search: list[tuple[str, str]]) -> Path:
-    rules = [
-        # The captioner (the scripted backend's captioning rules): the needle is only in one 2 s clip.
-        {"match": "from 64s to 66s", "text": f"{NEEDLE}."},
-        {"match": "frames of my first-person video", "text": "I walk along a grey corridor."},
-        {"match": "Which time periods", "text": localize},
-        *({"match": m, "text": t} for m, t in search),
-        {"match": NEEDLE, "text": _answer(True, "B")},  # the answering agent, once the needle is in memory
-        {"match": "You must choose", "text": _answer(False, "A")},
-        {"match": "Set confidence to true only", "text": _answer(False, "A")},
-        {"match": "Periods not yet searched", "text": "I think period two"},  # malformed: no JSON
-        {"match": "That reply was not valid", "text": "period two, as I said"},  # the repair fails too
-    ]
-    path.write_text("".join(json.dumps(r) + "\n" for r in rules))
-    return path
+# ------------------------------------------------------------------------------------------- captioners
 
 
 @pytest.fixture(scope="module")
-def hall(tmp_path_factory):
-    """A 120 s generated video, its probe facts, and its coarse memory built by a scripted VLM captioner."""
-    out = tmp_path_factory.mktemp("hall")
-    video, info = make_probed_clip(out, "hall")
-    return {"dir": out, "video": video, "info": info}
+def long_clip(tmp_path_factory):
+    """An 800 s, 64×48, 1 fps video: one EgoMem coarse clip."""
+    from senri.media import run_ffmpeg
+    from senri.probe import probe
+
+    out = tmp_path_factory.mktemp("long")
+    video = out / "long.mp4"
+    run_ffmpeg(["-y", "-f", "lavfi", "-i", "testsrc2=s=64x48:r=1:d=800", "-c:v", "libx264", "-g", "4",
+                "-pix_fmt", "yuv420p", str(video)], what="test video")
+    return video, probe(video, "long")
 
 
-def _memory_slice(script: Path, record: Path) -> dict:
-    return {"memory": {**MEMORY, "captioner": "scripted_vlm", "max_frames": 8, "short_side": 64},
-            "track": {}, "captioner_model": {"backend": "scripted", "script": str(script), "record": str(record)}}
-
-
-def _run(hall, tmp_path, localize: str, search: list[tuple[str, str]], max_iterations: int = 5,
-         caption_cache: Path | None = None) -> tuple[dict, list[dict], dict]:
-    script = _script(tmp_path / "script.jsonl", localize, search)
+def _vlm_service(tmp_path, video, info, rules, **memory):
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    script = tmp_path / "script.jsonl"
+    script.write_text("".join(json.dumps(r) + "\n" for r in rules))
     record = tmp_path / "calls.jsonl"
-    memory_slice = _memory_slice(script, record)
-    cache_dir = caption_cache or tmp_path / "captions"
-    media = VideoMedia("hall", hall["video"], hall["info"].fingerprint, hall["info"].duration_s)
-    service = open_service(memory_slice, media, cache_dir)
-    rows, cost = build_memory(service, memory_slice["memory"], hall["info"].duration_s)
+    model = {"backend": "scripted", "script": str(script), "record": str(record)}
+    model.update(memory.pop("model", {}))
+    memory_slice = {"memory": {**MEMORY, "captioner": "scripted_vlm", "short_side": 48, **memory}, "track": {},
+                    "captioner_model": model}
+    media = VideoMedia(info.video_id, video, info.fingerprint, info.duration_s)
+    return open_service(memory_slice, media, tmp_path / "captions"), record
+
+
+def _calls(record: Path) -> list[dict]:
+    return [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
+
+
+def test_an_800_s_clip_at_a_quarter_fps_sends_200_frames_and_a_cap_records_what_it_drops(long_clip, tmp_path):
+    video, info = long_clip
+    rules = [{"match": "This clip", "text": "I walk.", "prompt_tokens": 5000, "completion_tokens": 300,
+              "latency_s": 2.5}]
+    service, record = _vlm_service(tmp_path / "all", video, info, rules)
+    rows = service.captions([Clip(0, 800, 0.25, "describe", "coarse")])
+    payload = _calls(record)[0]["payload"]
+    images = [p for p in payload["messages"][0]["content"] if isinstance(p, dict) and "image" in p]
+    assert len(images) == 200 and rows[0].n_frames == 200 and rows[0].dropped_frames == 0
+    assert payload["max_tokens"] == 2048  # the released code's max_new_tokens
+    assert "200 frames sampled at 0.25 per second" in payload["messages"][0]["content"][0]
+    stats = service.stats
+    assert (stats.calls, stats.prompt_tokens, stats.completion_tokens, stats.seconds) == (1, 5000, 300, 2.5)
     service.close()
-    write_table(rows, tmp_path / "memory.parquet", MemoryRow)
+
+    capped, record = _vlm_service(tmp_path / "capped", video, info, rules, max_frames=32)
+    rows = capped.captions([Clip(0, 800, 0.25, "describe", "coarse")])
+    images = [p for p in _calls(record)[0]["payload"]["messages"][0]["content"] if isinstance(p, dict)]
+    assert len(images) == 32 and rows[0].n_frames == 32 and rows[0].dropped_frames == 168
+    assert capped.stats.dropped_frames == 168
+    capped.close()
+
+
+def test_a_backend_that_takes_video_gets_the_clip_as_one_video_at_its_rate(long_clip, tmp_path):
+    video, info = long_clip
+    service, record = _vlm_service(tmp_path, video, info, [{"text": "I walk."}], model={"video": True})
+    rows = service.captions([Clip(0, 80, 0.5, "describe", "fine")])
+    parts = [p for p in _calls(record)[0]["payload"]["messages"][0]["content"] if isinstance(p, dict)]
+    assert parts == [{"video": parts[0]["video"], "fps": 0.5}] and rows[0].n_frames == 40
+    service.close()
+
+
+def test_two_levels_with_the_same_span_and_rate_are_two_cache_entries(long_clip, tmp_path):
+    video, info = long_clip
+    fine, ultra = Clip(0, 1, 4.0, "x", "fine"), Clip(0, 1, 4.0, "x", "ultra_fine")  # videomme_short's levels
+    assert CaptionCache.key("fp", {}, fine) != CaptionCache.key("fp", {}, ultra)
+    service, record = _vlm_service(tmp_path, video, info, [{"text": "I walk."}])
+    rows = service.captions([fine, ultra])
+    assert [r.level for r in rows] == ["fine", "ultra_fine"] and service.stats.computed == 2
+    assert len(service.cache) == 2 and len(_calls(record)) == 2
+    service.close()
+
+
+def test_failed_captioner_calls_are_counted_never_cached_and_never_replace_a_good_caption(long_clip, tmp_path):
+    video, info = long_clip
+    rules = [{"match": "from 10 s to 20 s", "error": "CUDA out of memory"},
+             {"match": "from 20 s to 30 s", "text": "   "},  # an empty caption is a failure too
+             {"text": "I walk."}]
+    service, record = _vlm_service(tmp_path, video, info, rules)
+    clips = [Clip(s, s + 10, 1.0, "x", "fine") for s in (0, 10, 20)]
+    rows = service.captions(clips)
+    assert [r.error is None for r in rows] == [True, False, False] and rows[1].text == ""
+    assert (service.stats.computed, service.stats.failed, service.stats.calls) == (1, 2, 3)
+    assert len(service.cache) == 1  # a rerun tries the failed clips again
+    service.captions(clips)
+    assert (service.stats.reused, service.stats.failed, service.stats.calls) == (1, 4, 5)
+    old = rows[0]
+    kept = keep_good_caption(old, rows[1])
+    assert kept.text == "I walk." and "CUDA out of memory" in kept.error
+    assert keep_good_caption(old, rows[0]) is rows[0]
+    service.close()
+
+
+def test_vlm_identity_holds_the_wrapper_prompt_and_the_frame_selection_code(long_clip, tmp_path):
+    video, info = long_clip
+    service, _ = _vlm_service(tmp_path, video, info, [{"text": "I walk."}])
+    identity = service.captioner.identity()
+    assert identity["wrapper"] and identity["frame_code"] and identity["max_frames"] is None
+    assert identity["max_tokens"] == 2048 and identity["as_video"] is False
+    service.close()
+
+
+def test_the_memory_stage_records_its_preset_and_the_captioner_cost(long_clip, tmp_path):
+    video, info = long_clip
+    service, _ = _vlm_service(tmp_path, video, info, [{"text": "I walk.", "prompt_tokens": 10}],
+                              preset="egomem")
+    rows, cost = build_memory(service, {**MEMORY, "preset": "egomem"}, info.duration_s)
+    service.close()
     check_frame(cost, MemoryCost, "cost")
-    stage = {"seed": 0,
-             "method": {"name": "videolucy", "implementation": "videolucy", "approach": "persistent_memory",
-                        "uses_model": True, "uses_memory": True, "max_iterations": max_iterations,
-                        "sparse_periods": 3, "json_retries": 1},
-             "model": {"name": "agent", "backend": "scripted", "script": str(script), "record": str(record)},
-             "memory": memory_slice}
-    inputs = MemoryInputs(tmp_path / "memory.parquet", hall["video"], None, None, None, cache_dir)
-    questions = to_frame([QUESTION], Question)
-    predictions = answer_video(questions, hall["info"], stage, memory=inputs)
-    row = predictions.row(0, named=True)
-    calls = [json.loads(line) for line in record.read_text().splitlines()]
-    return row, calls, {"rows": rows, "cost": cost}
-
-
-SEARCH_PATH = [("Periods not yet searched: [0, 1, 2]", json.dumps({"period": 1, "instruction": "what do I hold?"})),
-               ("Periods not yet searched: [0, 2, 3, 4, 5]",
-                json.dumps({"period": 2, "instruction": "what do I hold?"}))]
-
-
-def test_the_needle_is_found_only_after_backtracking_to_ultra_fine(hall, tmp_path):
-    row, calls, built = _run(hall, tmp_path, json.dumps({"periods": [2], "whole_video": False}), SEARCH_PATH)
-    assert built["rows"].height == 4 and set(built["rows"]["level"]) == {"coarse"}
-    assert row["pred"] == "B" and row["correct"]
-    trace = json.loads(row["trace"])
-    assert trace["sparse_init"] == {"whole_video": False, "picked": [2], "kept": [1, 2, 3]}
-    # The path: coarse 60–90 s (re-captioned, split into fine), then fine 60–70 s (split into ultra-fine).
-    assert [it["period"] for it in trace["iterations"]] == ["coarse 60–90s", "fine 60–70s"]
-    assert trace["iterations"][1]["captions"][:2] == ["fine 60–70s", "ultra_fine 60–62s"]
-    assert "ultra_fine 64–66s" in trace["final_memory"]
-    assert not trace["forced"] and row["n_llm_calls"] == 6  # localize, answer, 2 × (search, answer)
-    # Captions: 4 coarse by the memory stage; then 1 + 3 and 1 + 5 by backtracking, of which the re-caption
-    # of fine 60–70 s with the same instruction is the caption its split already made (a cache hit).
-    assert trace["captions"]["computed"] == 9 and trace["captions"]["reused"] == 1
-    captions = [c for c in calls if c["purpose"].startswith("caption:")]
-    assert len(captions) == 4 + 9
-
-
-def test_without_enough_depth_the_answer_is_forced_and_wrong(hall, tmp_path):
-    row, _, _ = _run(hall, tmp_path, json.dumps({"periods": [2], "whole_video": False}), SEARCH_PATH,
-                     max_iterations=1)
-    trace = json.loads(row["trace"])
-    assert [it["period"] for it in trace["iterations"]] == ["coarse 60–90s"]
-    assert trace["forced"] and row["pred"] == "A" and not row["correct"]
-    assert trace["calls"][-1]["call"] == "answer" and row["n_llm_calls"] == 4
-
-
-def test_malformed_json_is_repaired_once_then_recorded_and_calls_stay_bounded(hall, tmp_path):
-    row, calls, _ = _run(hall, tmp_path, json.dumps({"periods": [2], "whole_video": False}), [], max_iterations=5)
-    trace = json.loads(row["trace"])
-    searches = [c for c in trace["calls"] if c["call"] == "search"]
-    assert len(searches) == 5 and all(c["attempts"] == 2 and c["failure"] for c in searches)
-    assert any(c["purpose"] == "search:repair" for c in calls)
-    assert len(trace["iterations"]) == 5 and trace["forced"]
-    # 1 localize + 1 answer + 5 × (search + repair + answer); the bound is (2 + 2·5)·(1 + retries) = 24.
-    assert row["n_llm_calls"] == 17 <= 24
-    assert row["error"] is None and row["pred"] in "ABCD"
-
-
-def test_a_whole_video_question_skips_sparse_init(hall, tmp_path):
-    row, calls, _ = _run(hall, tmp_path, json.dumps({"periods": [], "whole_video": True}), SEARCH_PATH[:0])
-    trace = json.loads(row["trace"])
-    assert trace["sparse_init"]["whole_video"] is True
-    first_answer = next(c for c in calls if c["purpose"] == "answer")
-    prompt = json.dumps(first_answer["payload"])
-    assert all(f"[{i}] coarse" in prompt for i in range(4))
-
-
-def test_a_rerun_makes_no_captioner_call(hall, tmp_path):
-    shared = tmp_path / "shared_captions"
-    first_dir, second_dir = tmp_path / "first", tmp_path / "second"
-    first_dir.mkdir()
-    second_dir.mkdir()
-    localize = json.dumps({"periods": [2], "whole_video": False})
-    _, first_calls, _ = _run(hall, first_dir, localize, SEARCH_PATH, caption_cache=shared)
-    row, second_calls, built = _run(hall, second_dir, localize, SEARCH_PATH, caption_cache=shared)
-    assert [c for c in first_calls if c["purpose"].startswith("caption:")]
-    assert not [c for c in second_calls if c["purpose"].startswith("caption:")]
-    assert built["cost"]["reused"].sum() == 4 and built["cost"]["computed"].sum() == 0
-    trace = json.loads(row["trace"])
-    assert trace["captions"]["computed"] == 0 and trace["captions"]["reused"] == 10 and row["correct"]
-    assert not list(shared.glob("*/.*.tmp"))
+    assert rows.height == 1 and rows["n_frames"].to_list() == [200]
+    row = cost.row(0, named=True)
+    assert (row["preset"], row["clip_s"], row["fps"], row["computed"], row["caption_prompt_tokens"]) == (
+        "egomem", 800, 0.25, 1, 10)

@@ -29,7 +29,7 @@ def questions(small_demo):
     return ingest([small_demo["questions"]], small_demo["videos_dir"], [".mp4"])
 
 
-def write_run(root, questions, method, model, approach, correct_every, frames=None, failures=()):
+def write_run(root, questions, method, model, approach, correct_every, frames=None, failures=(), memory="none"):
     """Predictions where every ``correct_every``-th question is right; ``failures`` maps qid index → kind."""
     rows = []
     for i, q in enumerate(questions.iter_rows(named=True)):
@@ -42,7 +42,7 @@ def write_run(root, questions, method, model, approach, correct_every, frames=No
         rows.append(Prediction(video_id=q["video_id"], qid=q["qid"], task_type=q["task_type"], method=method,
                                model=model, pred=pred, answer=q["answer"], correct=pred == q["answer"],
                                parse_ok=kind is None, raw_output=pred, n_llm_calls=1, n_vlm_calls=0,
-                               prompt_tokens=10, completion_tokens=1, latency_s=0.1, error=error))
+                               prompt_tokens=10, completion_tokens=1, latency_s=0.1, error=error, memory=memory))
     paths = []
     for video, part in to_frame(rows, Prediction).group_by("video_id"):
         path = root / "predictions" / method / model / f"{video[0]}.parquet"
@@ -118,3 +118,24 @@ def test_the_report_is_deterministic(report, questions, tmp_path):
     paths = sorted((out.parent / "predictions").rglob("*.parquet"))
     again = build_report(paths, questions, tmp_path, CONFIG, seed=7)
     assert again.read_text() == html_path.read_text()
+
+
+def test_the_memory_captioner_names_runs_in_every_table_and_the_page(questions, tmp_path):
+    paths = write_run(tmp_path / "perception", questions, "videolucy", "m", "persistent_memory", 3, memory="perception")
+    paths += write_run(tmp_path / "vlm", questions, "videolucy", "m", "persistent_memory", 2,
+                       memory="qwen25vl7b_vllm")
+    paths += write_run(tmp_path, questions, "blind", "m", "baseline", 4)
+    config = {**CONFIG, "pairs": [{"group": "captioner", "baseline": "videolucy/m/perception",
+                                   "treatment": "videolucy/m/qwen25vl7b_vllm"},
+                                  {"group": "ambiguous", "baseline": "blind/m", "treatment": "videolucy/m"}],
+              "ablations": [], "no_visual_input": [{"label": "Question and options only", "run": "blind/m"}]}
+    html = build_report(paths, questions, tmp_path / "out", config, seed=7).read_text()
+    tables = tmp_path / "out/report/tables"
+    main = pl.read_parquet(tables / "main.parquet")
+    assert sorted(zip(main["method"], main["memory"])) == [
+        ("blind", "none"), ("videolucy", "perception"), ("videolucy", "qwen25vl7b_vllm")]
+    pairs = pl.read_parquet(tables / "pairs.parquet")
+    assert pairs["memory"].to_list() == ["perception", "qwen25vl7b_vllm", ""]
+    assert pl.read_parquet(tables / "no_visual_input.parquet")["memory"].to_list() == ["none", "none"]
+    assert "videolucy/m: ran over more than one memory" in html
+    assert "qwen25vl7b_vllm" in (tables / "main.md").read_text() and ">perception<" in html

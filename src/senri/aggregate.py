@@ -19,8 +19,12 @@ from senri.records import LETTERS, TASK_TYPES, Prediction, Question, check_frame
 CATEGORIES: tuple[str, ...] = ("total", "es", "l", "np", "oc", "rr", "se", "rer", "ter")
 CATEGORY_LABELS = {"total": "Total", "es": "ES", "l": "L", "np": "NP", "oc": "OC", "rr": "RR", "se": "SE",
                    "rer": "RER", "ter": "TER"}
-RUN_KEYS = ["method", "model"]
+#: What names a run in every table: the method, the inference model and the memory's captioner (``perception``,
+#: a VLM model config's name, or ``none`` for methods without a memory), so a VideoLucy-shaped run over
+#: perception text can never be read as one over a VLM's captions.
+RUN_KEYS = ["method", "model", "memory"]
 #: Per-run failure counts, shown as columns in every table a run appears in (timeouts are also errors).
+RUN_LABELS = {"method": "Method", "model": "Model", "memory": "Memory"}
 FAILURE_COLUMNS = ("parse_failures", "errors", "timeouts", "missing")
 FAILURE_LABELS = {"parse_failures": "Parse failures", "errors": "Errors", "timeouts": "Timeouts", "missing": "Missing"}
 FAILURE_MARK = " †"
@@ -55,8 +59,20 @@ def load_predictions(paths: Iterable[str | Path]) -> pl.DataFrame:
         files.extend(sorted(path.rglob("*.parquet")) if path.is_dir() else [path])
     if not files:
         raise AggregateError("no prediction files given")
-    frames = [check_frame(pl.read_parquet(f), Prediction, str(f)).select(list(schema_of(Prediction))) for f in files]
+    frames = [check_frame(with_defaults(pl.read_parquet(f)), Prediction, str(f)).select(list(schema_of(Prediction)))
+              for f in files]
     return pl.concat(frames, how="vertical")
+
+
+def with_defaults(df: pl.DataFrame) -> pl.DataFrame:
+    """Columns the prediction contract added later with a default (``memory``, the captioner counts), filled in
+    for files written before them; a column without a default stays missing and fails the check."""
+    import dataclasses
+
+    schema = schema_of(Prediction)
+    missing = [f for f in dataclasses.fields(Prediction)
+               if f.name not in df.columns and f.default is not dataclasses.MISSING and f.default is not None]
+    return df.with_columns([pl.lit(f.default, dtype=schema[f.name]).alias(f.name) for f in missing])
 
 
 def score(predictions: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:
@@ -148,7 +164,7 @@ def answer_positions(scored: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFr
         ]
 
     truth = questions.select(letter_counts(questions, "answer")).select(
-        pl.lit("(ground truth)").alias("method"), pl.lit("").alias("model"), pl.all()
+        pl.lit("(ground truth)").alias("method"), pl.lit("").alias("model"), pl.lit("").alias("memory"), pl.all()
     )
     runs = scored.group_by(RUN_KEYS, maintain_order=True).agg(letter_counts(scored, "pred")).sort(RUN_KEYS)
     return pl.concat([truth, runs], how="vertical")
@@ -191,8 +207,7 @@ def mark_failures(table: pl.DataFrame, column: str = "method") -> pl.DataFrame:
 def main_markdown(table: pl.DataFrame, decimals: int = 1) -> str:
     flagged = mark_failures(table)
     shown = flagged.select(*RUN_KEYS, "n", *CATEGORIES, *FAILURE_COLUMNS)
-    text = to_markdown(shown, {**CATEGORY_LABELS, "method": "Method", "model": "Model", "n": "N", **FAILURE_LABELS},
-                       decimals)
+    text = to_markdown(shown, {**CATEGORY_LABELS, **RUN_LABELS, "n": "N", **FAILURE_LABELS}, decimals)
     if table.select(has_failures().any()).item():
         text += "\n" + FAILURE_NOTE + "\n"
     return text
@@ -211,8 +226,8 @@ def aggregate(prediction_paths: Sequence[str | Path], questions: pl.DataFrame, o
     }
     _write(tables["main"], out_dir, "main", main_markdown(tables["main"], decimals))
     _write(tables["per_video"], out_dir, "per_video",
-           to_markdown(tables["per_video"], {"video_id": "Video", "accuracy": "Accuracy"}, decimals))
-    _write(tables["answer_positions"], out_dir, "answer_positions", to_markdown(tables["answer_positions"]))
+           to_markdown(tables["per_video"], {**RUN_LABELS, "video_id": "Video", "accuracy": "Accuracy"}, decimals))
+    _write(tables["answer_positions"], out_dir, "answer_positions", to_markdown(tables["answer_positions"], RUN_LABELS))
     return tables
 
 

@@ -58,7 +58,22 @@ def _prediction(question: Question, context: RunContext, result: MethodAnswer | 
         latency_s=round(tally.latency_s, 6) if tally else 0.0,
         error=error,
         trace=None if result is None else result.trace_json(),
+        memory=memory_label(context),
+        n_caption_calls=tally.caption_calls if tally else 0,
+        n_captions_reused=tally.captions_reused if tally else 0,
+        caption_prompt_tokens=tally.caption_prompt_tokens if tally else 0,
+        caption_completion_tokens=tally.caption_completion_tokens if tally else 0,
+        caption_s=round(tally.caption_s, 6) if tally else 0.0,
     )
+
+
+def memory_label(context: RunContext) -> str:
+    """The ``memory`` column: the memory's captioner (``perception`` or the VLM's model config name), or
+    ``none`` for a method that reads no memory — so a run over perception text never passes for one over a
+    VLM's captions."""
+    if context.memory_config is None:
+        return "none"
+    return str(context.memory_config["memory"]["captioner"])
 
 
 def memory_context(memory: MemoryInputs, video: VideoInfo, stage_config: Mapping[str, Any]) -> dict[str, Any]:

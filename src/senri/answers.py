@@ -55,10 +55,14 @@ def question_block(question: str, options: Sequence[str]) -> str:
     return "\n".join([f"Question: {question.strip()}", "Options:", format_options(options)])
 
 
-def question_prompt(question: str, options: Sequence[str], answer_format: str, context: str = "") -> str:
-    """The text part of an answering prompt: optional context, the question, lettered options, the format."""
+def question_prompt(question: str, options: Sequence[str], answer_format: str, context: str = "",
+                    instruction: str | None = None) -> str:
+    """The text part of an answering prompt: optional context, the question, lettered options, the format.
+
+    ``instruction`` replaces the built-in format line: methods pass the one of their prompt family
+    (``config/prompts/answer/format_<format>.txt``, whose default text is :data:`FORMAT_INSTRUCTIONS`)."""
     parts = [context.strip()] if context.strip() else []
-    parts += [question_block(question, options), FORMAT_INSTRUCTIONS[answer_format]]
+    parts += [question_block(question, options), (instruction or FORMAT_INSTRUCTIONS[answer_format]).strip()]
     return "\n".join(parts)
 
 

@@ -29,6 +29,25 @@ def _stage_config(args: argparse.Namespace, stage: str, **keys: str) -> dict[str
     return cfgmod.stage_slice(cfgmod.compose(args.override), stage, **keys)
 
 
+class _Parser(argparse.ArgumentParser):
+    """Argument errors as one line naming the argument (no usage dump), exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _positive(kind: type) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'a whole number' if kind is int else 'a number'}") from None
+        if not value > 0 or value != value or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        return value
+    return parse
+
+
 def _add_config_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="the stage's config slice as JSON (as the workflow passes it)")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
@@ -55,6 +74,26 @@ def cmd_demo_data(args: argparse.Namespace) -> None:
         questions = demo.write_questions(demo_cfg, out_dir / "questions.jsonl", out_dir / "walks.json")
         cfgmod.write_sidecar(out_dir / "questions.jsonl", "demo_data", stage)
         log.info("wrote %d questions to %s", len(questions), out_dir / "questions.jsonl")
+
+
+def cmd_needle_data(args: argparse.Namespace) -> None:
+    from senri import needle
+
+    stage = _stage_config(args, "needle_data")
+    if not stage.get("needle"):
+        raise SystemExit("senri needle-data: the selected dataset has no 'needle' section (use dataset=needle)")
+    try:
+        needle_cfg = needle.NeedleConfig.from_mapping(stage["needle"])
+    except (KeyError, ValueError) as exc:
+        raise SystemExit(f"senri needle-data: config.dataset.needle: {exc}") from exc
+    out_dir = Path(args.out_dir)
+    for video_id in args.video:
+        log.info("wrote %s", needle.build(needle_cfg, out_dir, video_id, threads=args.threads))
+    if args.merge:
+        table = needle.merge(needle_cfg, out_dir)
+        cfgmod.write_sidecar(out_dir / "questions.jsonl", "needle_data", stage)
+        log.info("wrote %d needle questions on %d videos to %s", table.height, table["video_id"].n_unique(),
+                 out_dir / "questions.jsonl")
 
 
 def cmd_ingest(args: argparse.Namespace) -> None:
@@ -87,19 +126,20 @@ def _frame_plan(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
         stage = json.loads(args.config)
         plan = dict(stage["plan"])
         return plan.pop("name"), {**stage, "plan": plan}
-    chosen = [flag for flag in ("uniform", "fps", "timestamps") if getattr(args, flag)]
+    chosen = [flag for flag in ("uniform", "fps", "timestamps") if getattr(args, flag) is not None]
     if len(chosen) != 1:
         raise SystemExit("senri frames: give exactly one of --uniform N, --fps RATE, --timestamps T [T ...]")
     plan = {"kind": chosen[0], "accuracy": args.accuracy, "start_s": args.start, "end_s": args.end}
-    if args.uniform:
+    if args.uniform is not None:
         plan.update(n=args.uniform, placement=args.placement)
-    elif args.fps:
+    elif args.fps is not None:
         plan.update(rate=args.fps)
     else:
         plan.update(times=args.timestamps)
     name = args.plan or (f"uniform_{args.uniform}" if args.uniform else f"fps_{args.fps:g}" if args.fps else "timestamps")
     return name, {"plan": plan, "short_side": args.short_side, "jpeg_quality": args.quality,
-                  "keyframe_fraction": args.keyframe_fraction, "watchdog_s": args.watchdog}
+                  "keyframe_fraction": args.keyframe_fraction, "watchdog_s": args.watchdog,
+                  "on_damaged_video": args.on_damaged_video}
 
 
 def cmd_frames(args: argparse.Namespace) -> None:
@@ -114,7 +154,7 @@ def cmd_frames(args: argparse.Namespace) -> None:
     frames = decode.read_frames(
         args.video, plan.targets, accuracy=plan.accuracy, short_side=settings["short_side"],
         keyframe_fraction=settings["keyframe_fraction"], watchdog_s=settings["watchdog_s"], stats=stats,
-        threads=args.threads,
+        threads=args.threads, on_damaged=settings.get("on_damaged_video", "fail"),
     )
     counts = decode.write_frame_store(frames, args.out, args.video_id or Path(args.video).stem, name,
                                       jpeg_quality=settings["jpeg_quality"])
@@ -127,7 +167,8 @@ def cmd_frames(args: argparse.Namespace) -> None:
 def cmd_anonymize(args: argparse.Namespace) -> None:
     from senri.anonymize.stage import AnonymizeConfig, anonymize_video
 
-    settings = dict(_stage_config(args, "anonymize")["anonymize"])
+    stage = _stage_config(args, "anonymize")
+    settings = {**stage["anonymize"], "on_damaged_video": stage.get("on_damaged_video", "fail")}
     if args.detector:
         settings["detectors"] = args.detector
     if args.stride:
@@ -189,7 +230,8 @@ def cmd_track(args: argparse.Namespace) -> None:
     stage = _stage_config(args, "track")
     config = TrackConfig.from_mapping(stage["track"])
     video_id = args.video_id or Path(args.video).stem
-    track, ocr, stats = compute_track(args.video, video_id, config)
+    track, ocr, stats = compute_track(args.video, video_id, config,
+                                      on_damaged=stage.get("on_damaged_video", "fail"))
     write_table(ocr, args.ocr, OcrRow)
     plot_track(track, args.plot, video_id)
     write_table(track, args.out, TrackRow)
@@ -200,12 +242,37 @@ def cmd_track(args: argparse.Namespace) -> None:
              ocr["text"].n_unique() if ocr.height else 0, ", ".join(t.label for t in turns) or "none", len(still))
 
 
+def _print_memory_plan(memory: dict, duration_s: float) -> None:
+    """The dry run: which preset a video of this length gets and what each level would caption."""
+    from senri.memory import memory_plan
+
+    plan = memory_plan(memory, duration_s)
+    how = "by the auto rule" if plan["auto"] else "named in config.memory.preset"
+    print(f"duration {duration_s:g} s → preset {plan['preset']} ({how}); captioner {plan['captioner']}")
+    for level, spec in plan["levels"].items():
+        cap = f", {spec['dropped_per_clip']} dropped by max_frames" if spec["dropped_per_clip"] else ""
+        print(f"  {level}: {spec['clips']} clip(s) of {spec['clip_s']:g} s at {spec['fps']:g} fps → "
+              f"{spec['frames_per_clip']} frames per clip{cap}"
+              f"{' (built by the memory stage)' if spec['precomputed'] else ' (captioned on demand)'}")
+
+
 def cmd_memory(args: argparse.Namespace) -> None:
     from senri.captioners.base import VideoMedia
     from senri.memory import build_memory, open_service
     from senri.records import MemoryCost, MemoryRow, VideoInfo, from_frame, read_table, write_table
 
     stage = _stage_config(args, "memory")
+    if args.plan_only:
+        if args.duration is None and not args.video_info:
+            raise SystemExit("senri memory --plan-only: give --duration SECONDS or --video-info")
+        duration = args.duration if args.duration is not None else from_frame(
+            read_table(args.video_info, VideoInfo), VideoInfo)[0].duration_s
+        _print_memory_plan(stage["memory"], duration)
+        return
+    missing = [f"--{n.replace('_', '-')}" for n in ("video_info", "video", "caption_cache", "out", "cost")
+               if not getattr(args, n)]
+    if missing:
+        raise SystemExit(f"senri memory: {', '.join(missing)} required (or --plan-only)")
     info = from_frame(read_table(args.video_info, VideoInfo), VideoInfo)[0]
     media = VideoMedia(info.video_id, Path(args.video), info.fingerprint, info.duration_s, _path(args.track),
                        _path(args.ocr), _path(args.detections))
@@ -233,12 +300,15 @@ def cmd_aggregate(args: argparse.Namespace) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> None:
+    import polars as pl
+
     from senri.records import Question, read_table
     from senri.report import build_report
 
     stage = _stage_config(args, "report")
+    needles = pl.read_parquet(args.needles) if args.needles else None
     path = build_report(args.predictions, read_table(args.questions, Question), args.out, stage["report"],
-                        seed=int(stage["seed"]), decimals=stage["aggregate"]["decimals"])
+                        seed=int(stage["seed"]), decimals=stage["aggregate"]["decimals"], needles=needles)
     cfgmod.write_sidecar(Path(args.out) / "report", "report", stage)
     log.info("wrote %s", path)
 
@@ -247,10 +317,18 @@ def cmd_config(args: argparse.Namespace) -> None:
     cfg = cfgmod.compose(args.overrides)
     print(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True), end="")
     print("# runs (method, model): " + ", ".join(f"{m}/{mo}" for m, mo in cfgmod.runs(cfg)))
+    from senri.memory import describe_preset_rule
+
+    memory = cfg["memory"]
+    if memory["preset"] == "auto":
+        print("# memory preset rule (memory.preset=auto; the preset is recorded in each video's memory cost "
+              "table):\n" + "\n".join(f"#   {line}" for line in describe_preset_rule(memory).splitlines()))
+    else:
+        print(f"# memory preset: {memory['preset']} (named; memory.preset=auto picks by duration)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="senri", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="senri", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True, metavar="<stage>")
 
@@ -265,6 +343,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--video", action="append", default=[], help="render only this demo video (repeatable)")
     p.add_argument("--skip-videos", action="store_true", help="write only the question file")
     p.add_argument("--skip-questions", action="store_true", help="write only videos")
+    p.add_argument("--threads", type=int, default=1, help="encoder threads per video")
+
+    p = add("needle-data", cmd_needle_data, "build needle-in-a-video-haystack videos and their questions")
+    _add_config_options(p)
+    p.add_argument("--out-dir", default="results/needle", help="writes videos/<id>.mp4, questions/<id>.jsonl")
+    p.add_argument("--video", action="append", default=[], help="build this needle video (repeatable)")
+    p.add_argument("--merge", action="store_true", help="gather every video's questions into questions.jsonl "
+                   "and needles.parquet")
     p.add_argument("--threads", type=int, default=1, help="encoder threads per video")
 
     p = add("ingest", cmd_ingest, "validate question files into results/questions.parquet")
@@ -285,9 +371,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="frame store to write (.parquet)")
     p.add_argument("--video-id", help="default: the file name without extension")
     p.add_argument("--plan", help="plan name (with --config: which plan of the config slice)")
-    p.add_argument("--uniform", type=int, metavar="N", help="N frames uniformly over [start, end]")
+    p.add_argument("--uniform", type=_positive(int), metavar="N", help="N frames uniformly over [start, end]")
     p.add_argument("--placement", choices=["center", "linspace", "interior"], default="center")
-    p.add_argument("--fps", type=float, metavar="RATE", help="RATE frames per second over [start, end)")
+    p.add_argument("--fps", type=_positive(float), metavar="RATE", help="RATE frames per second over [start, end)")
     p.add_argument("--timestamps", type=float, nargs="+", metavar="T", help="these times, in seconds")
     p.add_argument("--start", type=float, help="window start in seconds (default: first frame)")
     p.add_argument("--end", type=float, help="window end in seconds (default: last frame)")
@@ -297,6 +383,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keyframe-fraction", type=float, default=0.25)
     p.add_argument("--watchdog", type=float, default=3600, help="seconds before the video is given up")
     p.add_argument("--threads", type=int, default=2, help="decoder threads for keyframe plans")
+    p.add_argument("--on-damaged-video", choices=["fail", "keep_decodable"], default="fail",
+                   help="a truncated/corrupt video: fail (default) or sample its decodable part")
 
     p = add("carrier", cmd_carrier, "pack a frame store into a short video at 1 frame per second")
     p.add_argument("frame_store")
@@ -344,14 +432,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("memory", cmd_memory, "caption memory of one video (the precomputed levels), via the caption cache")
     _add_config_options(p)
-    p.add_argument("--video-info", required=True, help="the video's probe table")
-    p.add_argument("--video", required=True, help="the (anonymized) video")
+    p.add_argument("--video-info", help="the video's probe table")
+    p.add_argument("--video", help="the (anonymized) video")
     p.add_argument("--track", help="track table (perception captioner)")
     p.add_argument("--ocr", help="OCR table (perception captioner)")
     p.add_argument("--detections", help="the anonymization stage's detections")
-    p.add_argument("--caption-cache", required=True, help="caption cache folder")
-    p.add_argument("--out", required=True, help="memory table (.parquet)")
-    p.add_argument("--cost", required=True, help="cost table (.parquet): captions computed vs reused, frames")
+    p.add_argument("--caption-cache", help="caption cache folder")
+    p.add_argument("--out", help="memory table (.parquet)")
+    p.add_argument("--cost", help="cost table (.parquet): preset, captions computed vs reused, frames, tokens")
+    p.add_argument("--plan-only", action="store_true",
+                   help="dry run: print the preset and each level's clips and frames per clip, caption nothing")
+    p.add_argument("--duration", type=float, metavar="SECONDS", help="with --plan-only: a video of this length")
 
     p = add("aggregate", cmd_aggregate, "accuracy tables (Parquet, CSV, Markdown) from prediction files")
     _add_config_options(p)
@@ -364,6 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--predictions", nargs="+", required=True, help="prediction files (their .config.yaml beside)")
     p.add_argument("--questions", default="results/questions.parquet")
     p.add_argument("--out", default="results", help="writes OUT/report.html and OUT/report/")
+    p.add_argument("--needles", help="the needle stage's needles.parquet (dataset=needle): the needle figure")
 
     p = add("config", cmd_config, "print the composed, validated config and the runs it implies")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. method=[random] seed=3")
@@ -377,16 +469,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     from senri.records import TableError
     from senri.registry import RegistryError
 
-    args = build_parser().parse_args(argv)
+    from senri.backends.base import BackendError
+    from senri.secrets import scrub, scrub_logs
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "frames" and args.start is not None and args.end is not None and args.end < args.start:
+        parser.error(f"argument --end: {args.end:g} is before --start {args.start:g}")
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    scrub_logs()  # no API key or Authorization header reaches a log
     # Where the job ran, first line of every log: on a cluster, the SLURM job to look up.
     log.info("senri %s on %s (pid %d, SLURM_JOB_ID=%s)", args.command, platform.node(), os.getpid(),
              os.environ.get("SLURM_JOB_ID", "none"))
     try:
         args.func(args)
-    except (cfgmod.ConfigError, IngestError, MediaError, TableError, AggregateError, RegistryError) as exc:
-        print(f"senri {args.command}: error: {exc}", file=sys.stderr)
+    except (cfgmod.ConfigError, RegistryError, BackendError) as exc:  # the config or a key in it: usage, exit 2
+        print(f"senri {args.command}: error: {scrub(str(exc))}", file=sys.stderr)
+        return 2
+    except (IngestError, MediaError, TableError, AggregateError) as exc:
+        print(f"senri {args.command}: error: {scrub(str(exc))}", file=sys.stderr)
         return 1
     return 0
 

@@ -49,7 +49,7 @@ def compose(overrides: str | Iterable[str] | None = None, config_dir: Path = CON
             composed = hydra_compose(config_name="config", overrides=parse_overrides(overrides))
         cfg = OmegaConf.to_container(composed, resolve=True)
     except (HydraException, OmegaConfBaseException, ValueError) as exc:  # Hydra raises ValueError for some bad overrides
-        raise ConfigError(f"config: {exc}") from exc
+        raise ConfigError(f"config: {_one_line(exc, Path(config_dir))}") from exc
     assert isinstance(cfg, dict)
     cfg.setdefault("method", {})
     cfg.setdefault("model", {})
@@ -58,6 +58,19 @@ def compose(overrides: str | Iterable[str] | None = None, config_dir: Path = CON
     validate(cfg)
     attach_prompt_identities(cfg)
     return cfg
+
+
+def _one_line(exc: Exception, config_dir: Path) -> str:
+    """Hydra's error as one line; an unknown group option (``method=[nosuch]``) lists the valid names."""
+    import re
+
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    missing = re.search(r"Could not load '([\w-]+)/([^']+)'", text)
+    if missing and (config_dir / missing.group(1)).is_dir():
+        group, name = missing.groups()
+        valid = sorted(p.stem for p in (config_dir / group).glob("*.yaml"))
+        return f"unknown {group} {name!r}; valid names: {', '.join(valid)} (files in {config_dir / group})"
+    return text
 
 
 def attach_prompt_identities(cfg: dict[str, Any]) -> None:
@@ -160,7 +173,9 @@ def validate(cfg: Mapping[str, Any], schema: Mapping[str, Any] | None = None) ->
         ):
             problems.append(f"config.method.{name}: needs a model but only {NO_MODEL!r} is selected")
     if problems:
-        raise ConfigError("invalid config:\n  " + "\n  ".join(dict.fromkeys(problems)))
+        unique = list(dict.fromkeys(problems))  # one problem: one line, naming the key
+        raise ConfigError("invalid config: " + unique[0] if len(unique) == 1 else
+                          "invalid config:\n  " + "\n  ".join(unique))
 
 
 def runs(cfg: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -185,17 +200,20 @@ def stage_slice(cfg: Mapping[str, Any], stage: str, method: str | None = None, m
         if plan not in sampling["plans"]:
             raise ConfigError(f"config.sampling.plans: no plan named {plan!r}")
         return {"plan": {"name": plan, **sampling["plans"][plan]},
-                **{k: sampling[k] for k in ("short_side", "jpeg_quality", "keyframe_fraction", "watchdog_s")}}
+                **{k: sampling[k] for k in ("short_side", "jpeg_quality", "keyframe_fraction", "watchdog_s")},
+                "on_damaged_video": cfg.get("on_damaged_video", "fail")}
     if stage == "demo_data":
         return {"demo": dataset["demo"]}
+    if stage == "needle_data":
+        return {"needle": dataset.get("needle")}
     if stage == "ingest":
         return {key: dataset[key] for key in ("name", "questions", "videos_dir", "video_ext")}
     if stage == "probe":
         return {"probe": cfg["probe"]}
     if stage == "anonymize":
-        return {"anonymize": cfg["anonymize"]}
+        return {"anonymize": cfg["anonymize"], "on_damaged_video": cfg.get("on_damaged_video", "fail")}
     if stage == "track":
-        return {"track": cfg["track"]}
+        return {"track": cfg["track"], "on_damaged_video": cfg.get("on_damaged_video", "fail")}
     if stage == "memory":
         return {"memory": cfg["memory"], "track": cfg["track"], "captioner_model": cfg.get("captioner_model")}
     if stage == "answer":

@@ -20,8 +20,12 @@ presentation timestamp and every keyframe. Then each target is resolved *before*
 Timestamps are compared as integers in the stream's time base (no float ties). Frames come out upright
 (the display matrix is applied) and resized while decoding, and are yielded one by one, so memory does not
 grow with the number of frames. A target with no frame near it (a truncated file), a frame that fails to
-decode, or a video that outlasts its watchdog yields a :class:`SampledFrame` with ``error`` set; nothing
-raises mid-video.
+decode, a target outside the video (in every accuracy mode), or a video that outlasts its watchdog yields a
+:class:`SampledFrame` with ``error`` set; nothing raises mid-video. A file that is not a readable video
+raises :class:`~senri.media.MediaError` at once. A damaged video (its decodable length short of its declared
+duration, :func:`senri.probe.check_decodable`) raises too under ``on_damaged_video: fail``; under
+``keep_decodable`` the plan is laid over the declared duration and every target past the decodable end is a
+failed row that says so, never a silently shorter plan.
 """
 
 from __future__ import annotations
@@ -35,9 +39,12 @@ import time
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Literal, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Literal, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from senri.probe import Decodability
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +107,12 @@ class FramePlan:
 
     def targets(self, first_s: float, last_s: float) -> list[float]:
         start = first_s if self.start_s is None else max(first_s, self.start_s)
+        if self.start_s is not None and self.end_s is not None and self.end_s < self.start_s:
+            raise ValueError(f"plan window: end_s {self.end_s:g} is before start_s {self.start_s:g}")
+        if start > last_s:
+            raise ValueError(f"plan window: start_s {start:g} is after the video's last frame ({last_s:.2f} s)")
+        if self.end_s is not None and self.end_s < first_s:
+            raise ValueError(f"plan window: end_s {self.end_s:g} is before the video's first frame ({first_s:.2f} s)")
         if self.kind == "uniform":
             end = last_s if self.end_s is None else min(last_s, self.end_s)
             assert self.n is not None
@@ -324,6 +337,7 @@ def read_frames(
     max_deviation_s: float | None = None,
     stats: dict | None = None,
     threads: int = 2,
+    on_damaged: str | None = None,
 ) -> Iterator[SampledFrame]:
     """Yield one :class:`SampledFrame` per target, in the order the targets were given.
 
@@ -333,28 +347,44 @@ def read_frames(
     Frames are decoded in timestamp order; targets given out of order are answered from a small buffer
     of at most one image per distinct wanted frame (plans give sorted targets, so the buffer stays empty).
     ``max_deviation_s`` (default: max(1 s, 2 frame durations)) bounds how far the chosen frame may be from
-    its target in ``exact`` mode before the target counts as failed (a truncated file).
+    its target in ``exact`` mode before the target counts as failed (a truncated file). ``on_damaged`` is
+    the ``on_damaged_video`` policy (``fail`` | ``keep_decodable``) the stages pass; None (readers of a video
+    a stage has already checked) skips the damage check and takes the packet index as the video.
     """
     import av
 
+    from senri.media import MediaError
+    from senri.probe import Decodability, require_intact
+
     deadline = time.monotonic() + (watchdog_s if watchdog_s else math.inf)
+    # Unreadable as a whole (empty, not a video, cut before its MP4 index, no video stream) or damaged
+    # under on_damaged_video=fail: one clear error before anything is written.
+    verdict = require_intact(path, on_damaged) if on_damaged is not None else None
     try:
         container = av.open(str(path))
         stream = container.streams.video[0]
         index = build_index(container, stream)
     except (av.error.FFmpegError, IndexError, ValueError, OSError) as exc:
-        # Unreadable as a whole (e.g. a recording cut off before its MP4 index was written): every target
-        # is answered, as failed, so the caller's tables still account for it.
-        reason = f"video cannot be read: {exc}"
-        log.error("%s: %s", path, reason)
-        yield from (SampledFrame(t, error=reason) for t in (targets if not callable(targets) else ()))
-        return
+        raise MediaError(f"{path}: not a readable video ({exc})") from exc
+    first_s = index.seconds(index.pts[0])
+    if verdict is None:  # no damage check asked for: the packet index is the video
+        span = index.seconds(index.pts[-1] - index.pts[0] + index.frame_duration)
+        verdict = Decodability(str(path), first_s, span, span, index.seconds(index.frame_duration))
+    # A damaged video's plan covers the duration its container declares; what lies past the decodable end fails.
+    last_s = (first_s + verdict.container_s - verdict.frame_s) if verdict.truncated else index.seconds(index.pts[-1])
     if callable(targets):
-        targets = targets(index.seconds(index.pts[0]), index.seconds(index.pts[-1]))
+        try:
+            targets = targets(first_s, last_s)
+        except ValueError as exc:
+            container.close()
+            raise MediaError(f"{path}: {exc}") from exc
     with container:
         mode = choose_accuracy(accuracy, index, targets, keyframe_fraction)
         tolerance = max_deviation_s if max_deviation_s is not None else max(1.0, 2 * index.seconds(index.frame_duration))
-        wanted, results = _pick_frames(index, targets, mode, tolerance)
+        # Targets outside the video fail in every mode (a keyframe pick would otherwise answer 999 s with the
+        # last keyframe); a damaged video allows no slack past its decodable end.
+        wanted, results = _pick_frames(index, targets, mode, tolerance, (first_s, verdict.decodable_end_s),
+                                       damaged=verdict if verdict.truncated else None)
         picks = sorted(set(wanted.values()))
         counters = {"decoded": 0, "seeks": 0, "bad_packets": 0}
         if mode == "exact" and not _seek_bound(index, picks):
@@ -460,12 +490,27 @@ def _parallel_images(path: str | Path, index: VideoIndex, picks: list[int], shor
 WATCHDOG = "watchdog"
 
 
-def _pick_frames(index: VideoIndex, targets: Sequence[float], mode: str,
-                 tolerance: float) -> tuple[dict[int, int], dict[int, SampledFrame]]:
-    """Resolve every target to the pts it wants, before decoding; targets with no frame near them fail."""
+def _pick_frames(index: VideoIndex, targets: Sequence[float], mode: str, tolerance: float,
+                 span: tuple[float, float] = (-math.inf, math.inf),
+                 damaged: "Decodability | None" = None) -> tuple[dict[int, int], dict[int, SampledFrame]]:
+    """Resolve every target to the pts it wants, before decoding.
+
+    A target fails when it lies more than ``tolerance`` outside ``span`` (the video's first frame to the end
+    of its last decodable frame; no slack past the end of a ``damaged`` video) or, in exact mode, when no
+    frame is within ``tolerance`` of it.
+    """
     wanted: dict[int, int] = {}
     failed: dict[int, SampledFrame] = {}
+    first, end = span
     for i, target in enumerate(targets):
+        if damaged is not None and target > end:
+            failed[i] = SampledFrame(target, error=(
+                f"target {target:.3f} s is past the decodable end at {end:.3f} s of a damaged video "
+                f"({damaged.decodable_s:.2f} of {damaged.container_s:.2f} s decode)"))
+            continue
+        if not first - tolerance <= target <= end + tolerance:
+            failed[i] = SampledFrame(target, error=f"target {target:.3f} s is outside the video ({first:.2f}–{end:.2f} s)")
+            continue
         target_pts = index.to_pts(target)
         pick = index.nearest_frame(target_pts) if mode == "exact" else index.nearest_keyframe(target_pts)
         if mode == "exact" and abs(index.seconds(pick - target_pts)) > tolerance:
@@ -527,13 +572,18 @@ def write_frame_store(
 ) -> dict[str, int]:
     """Stream sampled frames into a Parquet frame store, ``batch_size`` rows per row group.
 
-    Only one batch of JPEGs is in memory at a time; the file appears atomically when complete.
+    Only one batch of JPEGs is in memory at a time; the file appears atomically when complete. A plan with
+    targets of which none yields a frame raises :class:`~senri.media.MediaError` with the first reason and
+    writes nothing: a frame store without a frame is never a success.
     """
+    from senri.media import MediaError
     from senri.records import FrameRow, TableStream
 
     counts = {"frames": 0, "failed": 0}
+    first_error: str | None = None
     with TableStream(out, FrameRow, batch_size=batch_size) as table:
         for sampled in frames:
+            first_error = first_error or sampled.error
             image = sampled.image
             table.write(FrameRow(
                 video_id=video_id, plan=plan, target_s=sampled.target_s, frame_index=sampled.frame_index,
@@ -543,6 +593,9 @@ def write_frame_store(
                 jpeg=None if image is None else encode_jpeg(image, jpeg_quality), error=sampled.error,
             ))
             counts["frames" if sampled.error is None else "failed"] += 1
+        if counts["failed"] and not counts["frames"]:
+            raise MediaError(f"{video_id}: plan {plan!r}: none of its {counts['failed']} targets gave a frame "
+                             f"(first: {first_error})")
     return counts
 
 
@@ -593,3 +646,29 @@ def write_carrier(frame_store: str | Path, out: str | Path, fps: float = 1.0) ->
     finally:
         tmp.unlink(missing_ok=True)
     return written
+
+
+def carrier_from_jpegs(jpegs: Sequence[bytes], fps: float = 1.0) -> bytes:
+    """An in-memory carrier of ``jpegs`` (frame k at second k/fps), packed by :func:`write_carrier` itself so a
+    verifier's carrier is encoded exactly like direct perception's."""
+    import tempfile
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with tempfile.TemporaryDirectory(prefix="senri-carrier-") as folder:
+        store, out = Path(folder) / "frames.parquet", Path(folder) / "carrier.mp4"
+        pq.write_table(pa.table({"jpeg": pa.array(list(jpegs), pa.binary())}), store)
+        write_carrier(store, out, fps=fps)
+        return out.read_bytes()
+
+
+def carrier_frame_count(mp4: bytes | str | Path) -> int:
+    """Frames in a carrier video, counted from its packets (no decode): the check that a carrier holds exactly
+    the frames that were sampled."""
+    import av
+
+    source = io.BytesIO(mp4) if isinstance(mp4, bytes) else str(mp4)
+    with av.open(source) as container:
+        stream = container.streams.video[0]
+        return sum(1 for packet in container.demux(stream) if packet.size)

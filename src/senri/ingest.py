@@ -60,7 +60,7 @@ def read_records(path: str | Path) -> Iterator[RawRecord | Problem]:
     suffix = path.suffix.lower()
     try:
         if suffix == ".json":
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(path.read_text(encoding="utf-8-sig"))  # a byte-order mark is fine, as in CSV
             if isinstance(data, dict) and isinstance(data.get("questions"), list):
                 data = data["questions"]
             if not isinstance(data, list):
@@ -87,7 +87,7 @@ def read_records(path: str | Path) -> Iterator[RawRecord | Problem]:
 
 
 def _jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
-    with path.open(encoding="utf-8") as handle:
+    with path.open(encoding="utf-8-sig") as handle:
         for line_no, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
@@ -156,6 +156,26 @@ def _schema_problems(validator: jsonschema.Draft202012Validator, raw: RawRecord,
     return problems
 
 
+def _consistency_problems(raw: RawRecord, record: dict) -> list[Problem]:
+    """What a schema cannot say: two options that read the same, an evidence window that ends before it starts."""
+    problems = []
+    options = record.get("options")
+    if isinstance(options, list) and all(isinstance(o, str) for o in options):
+        seen: dict[str, int] = {}
+        for i, option in enumerate(options[: len(LETTERS)]):
+            key = " ".join(option.split()).casefold()
+            if key in seen:
+                problems.append(Problem(raw.file, raw.row, "options",
+                                        f"options {LETTERS[seen[key]]} and {LETTERS[i]} are identical ({option!r})"))
+            else:
+                seen[key] = i
+    start, end = record.get("evidence_start_s"), record.get("evidence_end_s")
+    if isinstance(start, (int, float)) and isinstance(end, (int, float)) and start > end:
+        problems.append(Problem(raw.file, raw.row, "evidence_start_s",
+                                f"evidence window ends before it starts ({start:g} s > evidence_end_s {end:g} s)"))
+    return problems
+
+
 def find_video(videos_dir: str | Path, video_id: str, extensions: Sequence[str]) -> Path | None:
     for ext in extensions:
         candidate = Path(videos_dir) / f"{video_id}{ext}"
@@ -188,7 +208,7 @@ def ingest(
                 problems.append(raw)
                 continue
             record = normalize(raw.data)
-            record_problems = _schema_problems(validator, raw, record)
+            record_problems = _schema_problems(validator, raw, record) + _consistency_problems(raw, record)
             qid = record.get("qid")
             if isinstance(qid, str) and qid:
                 if qid in first_seen:

@@ -1,11 +1,12 @@
 """Hierarchical caption memory (VideoLucy-style) and the one caption cache every later step reuses.
 
 Levels (coarse → fine → ultra-fine) split the video into clips of shrinking span and rising frame rate; the
-level settings come from a preset picked by video length (``memory.preset: auto``). The memory stage
-captions the precomputed levels (coarse by default) with a question-independent instruction; methods that
-backtrack ask for more captions later, through the same :class:`CaptionService`.
+level settings come from a preset of the VideoLucy appendix, named or picked by video length
+(``memory.preset: auto`` and the ``auto`` rule in the config); the preset is recorded in the cost table.
+The memory stage captions the precomputed levels (coarse by default) with a question-independent
+instruction; methods that backtrack ask for more captions later, through the same :class:`CaptionService`.
 
-**The caption cache** is keyed by (video fingerprint, start, end, fps, instruction, captioner identity), so
+**The caption cache** is keyed by (video fingerprint, level, start, end, fps, instruction, captioner identity), so
 a caption is computed once and every question, method and inference model reuses it; changing the inference
 model never re-captions, changing the captioner (or its settings or code) keys new captions. Each caption is
 one small JSON file written atomically (temp file + rename) the moment it is computed, under
@@ -16,6 +17,7 @@ the same caption write the same content. A killed job loses no finished caption.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -36,10 +38,6 @@ from senri.records import MemoryCost, MemoryRow, TrackRow, read_table, to_frame
 log = logging.getLogger(__name__)
 
 LEVELS: tuple[str, ...] = ("coarse", "fine", "ultra_fine")
-COARSE_INSTRUCTION_DEFAULT = (
-    "Describe everything in this part of my first-person video comprehensively and coherently, in time order: "
-    "where I am, what I do, people and objects, and any visible text, signs, subtitles or overlays."
-)
 
 
 @dataclass(frozen=True)
@@ -48,20 +46,83 @@ class LevelSpec:
     fps: float
 
 
+def preset_rule(memory: Mapping[str, Any]) -> list[tuple[float | None, str]]:
+    """The ``auto`` rule as (upper bound in seconds or None, preset), shortest bound first, unbounded last.
+
+    Kept as a mapping preset → bound in the config (so one bound is one override, and the canonical JSON of
+    the config slice, which sorts keys, cannot reorder it)."""
+    rule = memory.get("auto") or {}
+    bounded = sorted((float(b), name) for name, b in rule.items() if b is not None)
+    return [*bounded, *((None, name) for name, b in rule.items() if b is None)]
+
+
+def describe_preset_rule(memory: Mapping[str, Any]) -> str:
+    """The ``auto`` rule in words, one line per bin (what ``senri config`` prints)."""
+    lines, low = [], 0.0
+    for bound, name in preset_rule(memory):
+        levels = memory["presets"][name]
+        settings = ", ".join(f"{lv} {levels[lv]['clip_s']:g} s @ {levels[lv]['fps']:g} fps" for lv in LEVELS)
+        span = f"{low:g} s < duration ≤ {bound:g} s" if bound is not None else f"duration > {low:g} s"
+        lines.append(f"{span}: {name} ({settings})")
+        low = bound if bound is not None else low
+    return "\n".join(lines)
+
+
 def choose_preset(memory: Mapping[str, Any], duration_s: float) -> tuple[str, dict[str, LevelSpec]]:
-    """The preset's name and level settings: the configured one, or by video length when ``auto``."""
+    """The preset's name and level settings: the configured one, or by the ``auto`` rule on the video's length
+    (the preset with the smallest upper bound ≥ the duration; a duration on a bound takes the shorter one)."""
     name = memory["preset"]
     if name == "auto":
-        if duration_s >= float(memory["long_video_min_s"]):
-            name = "long"
-        elif duration_s <= float(memory["short_video_max_s"]):
-            name = "short"
-        else:
-            name = "medium"
+        rule = preset_rule(memory)
+        if not rule:
+            raise ValueError("config.memory.auto: preset is 'auto' but no rule is given")
+        name = next((n for bound, n in rule if bound is None or duration_s <= bound + 1e-9), rule[-1][1])
     if name not in memory["presets"]:
         raise ValueError(f"config.memory.preset: no preset named {name!r} (known: {sorted(memory['presets'])})")
     levels = memory["presets"][name]
     return name, {level: LevelSpec(float(levels[level]["clip_s"]), float(levels[level]["fps"])) for level in LEVELS}
+
+
+def frames_per_clip(spec: LevelSpec, max_frames: int | None = None) -> tuple[int, int]:
+    """(frames sent, frames dropped) for a full clip of a level: every frame its rate gives, unless capped."""
+    from senri.decode import at_fps
+
+    wanted = len(at_fps(spec.fps, 0.0, spec.clip_s)) or 1
+    sent = wanted if not max_frames else min(wanted, int(max_frames))
+    return sent, wanted - sent
+
+
+def memory_plan(memory: Mapping[str, Any], duration_s: float) -> dict[str, Any]:
+    """What the memory of a video of ``duration_s`` would be, without captioning anything (the dry run):
+    the preset, and per level the clip span, rate, clips over the whole video and frames per clip."""
+    name, levels = choose_preset(memory, duration_s)
+    plan: dict[str, Any] = {"duration_s": duration_s, "preset": name, "auto": memory["preset"] == "auto",
+                            "captioner": memory.get("captioner"), "levels": {}}
+    for level in LEVELS:
+        spec = levels[level]
+        sent, dropped = frames_per_clip(spec, memory.get("max_frames"))
+        plan["levels"][level] = {"clip_s": spec.clip_s, "fps": spec.fps,
+                                 "clips": len(split(0.0, duration_s, spec.clip_s)),
+                                 "frames_per_clip": sent, "dropped_per_clip": dropped,
+                                 "precomputed": level in memory.get("precompute", ["coarse"])}
+    return plan
+
+
+def captioner_prompts(memory: Mapping[str, Any]):
+    """The captioner's prompt files (``prompts: captioner``, overlaid by ``prompts_dir``)."""
+    from senri.prompts import config_prompts, prompt_set
+
+    return config_prompts(memory) or prompt_set("captioner")
+
+
+def coarse_instruction(memory: Mapping[str, Any]) -> str:
+    """The question-independent coarse instruction (K1–K2 of the spec)."""
+    return captioner_prompts(memory).render("coarse")
+
+
+def deeper_instruction(memory: Mapping[str, Any], instruction: str) -> str:
+    """A deeper level's instruction: the visible-text request (as the released code adds it) + the agent's."""
+    return captioner_prompts(memory).render("deeper", instruction=instruction.strip())
 
 
 def split(start_s: float, end_s: float, clip_s: float) -> list[tuple[float, float]]:
@@ -95,8 +156,9 @@ class CaptionCache:
 
     @staticmethod
     def key(fingerprint: str, identity: Mapping[str, Any], clip: Clip) -> str:
-        payload = {"video": fingerprint, "start_s": round(clip.start_s, 6), "end_s": round(clip.end_s, 6),
-                   "fps": round(clip.fps, 6), "instruction": clip.instruction, "captioner": dict(identity)}
+        payload = {"video": fingerprint, "level": clip.level, "start_s": round(clip.start_s, 6),
+                   "end_s": round(clip.end_s, 6), "fps": round(clip.fps, 6), "instruction": clip.instruction,
+                   "captioner": dict(identity)}
         canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
         return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -130,13 +192,33 @@ class CaptionCache:
 
 @dataclass
 class CaptionStats:
+    """Captioner bookkeeping: every call made (``computed`` + ``failed``), captions reused from the cache (no
+    call), frames read and dropped by a frame cap, and the captioner's tokens and model seconds."""
+
     computed: int = 0
     reused: int = 0
     frames: int = 0
     failed: int = 0
+    dropped_frames: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
 
-    def as_dict(self) -> dict[str, int]:
-        return {"computed": self.computed, "reused": self.reused, "frames": self.frames, "failed": self.failed}
+    @property
+    def calls(self) -> int:
+        return self.computed + self.failed
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"computed": self.computed, "reused": self.reused, "frames": self.frames, "failed": self.failed,
+                "dropped_frames": self.dropped_frames, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "seconds": round(self.seconds, 6)}
+
+    def since(self, before: "CaptionStats") -> "CaptionStats":
+        """What happened after the snapshot ``before`` (a question's or a level's share)."""
+        return CaptionStats(**{k: (v - getattr(before, k)) for k, v in self.__dict__.items()})
+
+    def snapshot(self) -> "CaptionStats":
+        return CaptionStats(**self.__dict__)
 
 
 @dataclass
@@ -152,7 +234,9 @@ class CaptionService:
 
     def captions(self, clips: Sequence[Clip]) -> list[MemoryRow]:
         """Memory rows for ``clips``, from the cache where possible; misses go to the captioner in batches
-        of ``batch_clips`` and each batch is stored as soon as it returns."""
+        of ``batch_clips`` and each batch is stored as soon as it returns. A failed caption is never cached
+        (a rerun tries again) and its row carries ``error`` with empty text: callers that hold a good caption
+        of the same period keep it (:func:`keep_good_caption`)."""
         media = self.captioner.media
         identity = self.captioner.identity()
         keys = [CaptionCache.key(media.fingerprint, identity, clip) for clip in clips]
@@ -169,8 +253,12 @@ class CaptionService:
             now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
             for i, caption in zip(batch, captions):
                 record = {"text": caption.text, "n_frames": caption.n_frames, "error": caption.error,
-                          "created_at": now}
+                          "created_at": now, "dropped_frames": caption.dropped_frames}
                 self.stats.frames += caption.n_frames
+                self.stats.dropped_frames += caption.dropped_frames
+                self.stats.prompt_tokens += caption.prompt_tokens
+                self.stats.completion_tokens += caption.completion_tokens
+                self.stats.seconds += caption.latency_s
                 if caption.error is None:
                     self.cache.put(keys[i], record)
                     self.stats.computed += 1
@@ -191,6 +279,7 @@ class CaptionService:
             fps=clip.fps, n_frames=int(record["n_frames"]), instruction_hash=instruction_hash(clip.instruction),
             text=record["text"], captioner=self.name, created_at=record["created_at"],
             heading_change_deg=heading, place_labels=labels, error=record.get("error"),
+            dropped_frames=int(record.get("dropped_frames") or 0),
         )
 
     def close(self) -> None:
@@ -206,8 +295,9 @@ def open_captioner(memory_slice: Mapping[str, Any], media: VideoMedia) -> Captio
     model = memory_slice.get("captioner_model")
     if not model:
         raise ValueError(f"config.memory.captioner: {name!r} is neither 'perception' nor a model config")
-    settings = {"model": {"name": name, **model}, "max_frames": memory.get("max_frames", 32),
-                "short_side": memory.get("short_side", 448)}
+    settings = {"model": {"name": name, **model}, "max_frames": memory.get("max_frames"),
+                "short_side": memory.get("short_side", 448), "max_tokens": memory.get("max_tokens", 2048),
+                "video_input": memory.get("video_input", "auto"), "prompts": captioner_prompts(memory)}
     return CAPTIONERS.load("vlm")(settings, media)
 
 
@@ -226,25 +316,49 @@ def level_clips(memory: Mapping[str, Any], duration_s: float, level: str, instru
             for s, e in split(start_s, duration_s if end_s is None else end_s, spec.clip_s)]
 
 
+def keep_good_caption(old: MemoryRow, new: MemoryRow) -> MemoryRow:
+    """The row a period keeps after a re-caption: the new one, unless it failed and the old one is good — then
+    the old text stays and the failure is recorded beside it (``error``)."""
+    if new.error is None or old.error is not None or not old.text:
+        return new
+    return dataclasses.replace(old, error=f"re-caption ({new.level}, instruction {new.instruction_hash}) failed: "
+                                          f"{new.error}")
+
+
 def build_memory(service: CaptionService, memory: Mapping[str, Any], duration_s: float
                  ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Caption the precomputed levels of one video; returns (memory rows, cost rows)."""
-    instruction = memory.get("coarse_instruction") or COARSE_INSTRUCTION_DEFAULT
+    """Caption the precomputed levels of one video; returns (memory rows, cost rows). The cost table records
+    the preset the video got and, per level, every captioner call, cache reuse, frames and tokens."""
+    instruction = coarse_instruction(memory)
+    preset, levels = choose_preset(memory, duration_s)
     rows, costs = [], []
     for level in memory.get("precompute", ["coarse"]):
-        before = CaptionStats(**service.stats.as_dict())
+        before = service.stats.snapshot()
         started = time.monotonic()
         clips = level_clips(memory, duration_s, level, instruction)
         rows += service.captions(clips)
-        after = service.stats
-        costs.append(MemoryCost(service.captioner.media.video_id, service.name, level, len(clips),
-                                after.computed - before.computed, after.reused - before.reused,
-                                after.frames - before.frames, after.failed - before.failed,
-                                round(time.monotonic() - started, 3)))
-        log.info("%s %s: %d clip(s), %d computed, %d reused, %d frame(s) read, %d failed",
-                 service.captioner.media.video_id, level, len(clips), costs[-1].computed, costs[-1].reused,
-                 costs[-1].frames, costs[-1].failed)
+        spent = service.stats.since(before)
+        costs.append(MemoryCost(
+            video_id=service.captioner.media.video_id, captioner=service.name, level=level, clips=len(clips),
+            computed=spent.computed, reused=spent.reused, frames=spent.frames, failed=spent.failed,
+            wall_s=round(time.monotonic() - started, 3), preset=preset, clip_s=levels[level].clip_s,
+            fps=levels[level].fps, dropped_frames=spent.dropped_frames, caption_prompt_tokens=spent.prompt_tokens,
+            caption_completion_tokens=spent.completion_tokens, caption_s=round(spent.seconds, 6)))
+        log.info("%s %s (preset %s: %g s clips at %g fps): %d clip(s), %d computed, %d reused, %d frame(s) read, "
+                 "%d dropped by the frame cap, %d failed", service.captioner.media.video_id, level, preset,
+                 levels[level].clip_s, levels[level].fps, len(clips), spent.computed, spent.reused, spent.frames,
+                 spent.dropped_frames, spent.failed)
     return to_frame(rows, MemoryRow), to_frame(costs, MemoryCost)
+
+
+def row_context(row: Mapping[str, Any]) -> str:
+    """A caption's ego-motion context from the track ("signs: …; heading change +90°"), or ""."""
+    context = []
+    if row.get("place_labels"):
+        context.append(f"signs: {row['place_labels']}")
+    if row.get("heading_change_deg") is not None:
+        context.append(f"heading change {row['heading_change_deg']:+.0f}°")
+    return "; ".join(context)
 
 
 def format_memory(rows: Sequence[MemoryRow] | pl.DataFrame, numbered: bool = True) -> str:
@@ -255,12 +369,8 @@ def format_memory(rows: Sequence[MemoryRow] | pl.DataFrame, numbered: bool = Tru
     lines = []
     for i, row in enumerate(items):
         prefix = f"[{i}] " if numbered else ""
-        context = []
-        if row.get("place_labels"):
-            context.append(f"signs: {row['place_labels']}")
-        if row.get("heading_change_deg") is not None:
-            context.append(f"heading change {row['heading_change_deg']:+.0f}°")
-        suffix = f" ({'; '.join(context)})" if context else ""
+        context = row_context(row)
+        suffix = f" ({context})" if context else ""
         text = row["text"] or f"(no caption: {row.get('error')})"
         lines.append(f"{prefix}{row['level']} {clock(row['start_s'])}–{clock(row['end_s'])}{suffix}: {text}")
     return "\n".join(lines)

@@ -66,6 +66,10 @@ class VideoInfo:
     has_audio: bool
     size_bytes: int
     fingerprint: str
+    #: Whether the decodable length falls short of the declared duration (or decoding ends in an error).
+    truncated: bool = False
+    #: Seconds from the first frame to the end of the last frame that decodes (None: not checked).
+    decodable_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,16 @@ class Prediction:
     error: str | None
     #: JSON record of the method's steps (prompts' purposes, parse rule, scores, ...), for inspection.
     trace: str | None = None
+    #: The memory's captioner (``perception`` or a VLM model config's name); ``none`` for methods without a
+    #: memory. Part of a run's identity in every table.
+    memory: str = "none"
+    #: Captioner calls this question made (computed and failed; VLM ones are also in ``n_vlm_calls``),
+    #: captions it reused from the caption cache (no call), and the captioner's tokens and model seconds.
+    n_caption_calls: int = 0
+    n_captions_reused: int = 0
+    caption_prompt_tokens: int = 0
+    caption_completion_tokens: int = 0
+    caption_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -311,6 +325,8 @@ class MemoryRow:
     heading_change_deg: float | None
     place_labels: str | None
     error: str | None
+    #: Frames the level's rate gave but a frame cap (``memory.max_frames``) left out (0: every frame sent).
+    dropped_frames: int = 0
 
 
 @dataclass(frozen=True)
@@ -326,3 +342,11 @@ class MemoryCost:
     frames: int
     failed: int
     wall_s: float
+    #: The memory preset the video got (named, or by the ``auto`` rule) and this level's clip span and rate.
+    preset: str = ""
+    clip_s: float = 0.0
+    fps: float = 0.0
+    dropped_frames: int = 0
+    caption_prompt_tokens: int = 0
+    caption_completion_tokens: int = 0
+    caption_s: float = 0.0

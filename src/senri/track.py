@@ -354,10 +354,16 @@ class ChangeGate:
 # ------------------------------------------------------------------------------------------------- stage
 
 
-def compute_track(video: str | Path, video_id: str, config: TrackConfig,
-                  ocr: OcrReader | None = None) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
-    """Measure the track and read the text of one video; returns (track rows, OCR rows, stats)."""
+def compute_track(video: str | Path, video_id: str, config: TrackConfig, ocr: OcrReader | None = None,
+                  on_damaged: str = "fail") -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
+    """Measure the track and read the text of one video; returns (track rows, OCR rows, stats).
+
+    An unreadable video, or a damaged one under ``on_damaged="fail"``, raises :class:`MediaError`; so does a
+    video of which no sample decodes (an empty track is never a success). Failed samples are counted in
+    ``stats`` and the first reason is logged.
+    """
     from senri.decode import FramePlan, read_frames
+    from senri.media import MediaError
 
     texts = TextReader(config, ocr)
     meter = MotionMeter(config.flow_width)
@@ -365,9 +371,12 @@ def compute_track(video: str | Path, video_id: str, config: TrackConfig,
     ocr_rows: list[OcrRow] = []
     stats = {"samples": 0, "failed": 0, "width": 0}
     plan = FramePlan(kind="fps", rate=config.fps, accuracy="exact")
-    for k, frame in enumerate(read_frames(video, plan.targets, accuracy="exact", short_side=config.short_side)):
+    first_error: str | None = None
+    for k, frame in enumerate(read_frames(video, plan.targets, accuracy="exact", short_side=config.short_side,
+                                          on_damaged=on_damaged)):
         if frame.image is None:
             stats["failed"] += 1
+            first_error = first_error or frame.error
             continue
         stats["samples"] += 1
         memtrim.every(stats["samples"])
@@ -377,6 +386,11 @@ def compute_track(video: str | Path, video_id: str, config: TrackConfig,
                         "magnitude": magnitude, "change": change})
         if k % config.ocr_every == 0:
             ocr_rows += texts.rows(video_id, frame)
+    if stats["failed"]:
+        if not stats["samples"]:
+            raise MediaError(f"{video}: none of the track's {stats['failed']} samples decoded (first: {first_error})")
+        log.warning("%s: %d of %d track samples failed (first: %s)", video, stats["failed"],
+                    stats["failed"] + stats["samples"], first_error)
     stats.update(ocr_reads=texts.reads, ocr_reused=texts.reused)
     ocr_table = to_frame(ocr_rows, OcrRow)
     track = assemble_track(video_id, samples, ocr_table, stats["width"] or 1, config)

@@ -2,18 +2,25 @@
 verifier's report and the mapping of its citations back to the source video. Pure functions, no I/O.
 
 A check is ``(target_context, objective, requirements[])`` plus absolute windows, a sampling rate ``f``
-(clamped to [0.05, 4] frames/s) and a frame budget ``B`` (clamped to [8, 64]; presets sparse = 8, dense = 16
-when omitted). Each window [a, b] with D = b − a > 0 is split independently into cells:
+(clamped to [0.05, 4] frames/s) and a frame budget ``B`` (``frame_budget``, clamped to [8, 64]; when it is
+omitted the ``preset`` decides: sparse = 8, dense = 16). Windows may be any interval inside the video's valid
+range [0, duration] (candidate intervals are references, not limits). Each window [a, b] with D = b − a > 0
+is split independently into cells:
 
     τ = min(D, B / f);  L = max(1, ⌈2D/τ − 1⌉);  δ = 2D / (L + 1);
     cell r (1-based) = [a + (r − 1)·δ/2, a + (r − 1)·δ/2 + δ]
 
-so the first cell starts at a, the last ends at b, and neighbours overlap by 50 %.
+so the first cell starts at a, the last ends at b, and neighbours overlap by 50 %. Without parallel
+verifiers (the ``no_pv`` ablation) a check is one "cell" over all its windows, sampled at f and capped at B.
+
+Choice-blindness is enforced here too: a check whose fields copy the question or an option's text has that
+text removed (and the removal recorded); a check left without a target or objective is refused.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -21,6 +28,7 @@ F_MIN, F_MAX = 0.05, 4.0
 B_MIN, B_MAX = 8, 64
 PRESETS = {"sparse": 8, "dense": 16}
 MAX_CHECKS = 3
+REDACTED = "[…]"
 
 
 @dataclass(frozen=True)
@@ -31,7 +39,9 @@ class Check:
     windows: tuple[tuple[float, float], ...]
     fps: float
     budget: int
-    adjustments: tuple[str, ...] = ()  # what validation clamped, clipped or dropped
+    adjustments: tuple[str, ...] = ()  # what validation clamped, clipped, stripped or dropped
+    candidate_refs: tuple[str, ...] = ()
+    position: int = 1                  # 1-based place in the controller's list (how problems name it)
 
     def requirement_ids(self) -> list[tuple[str, str]]:
         """(R-id, condition): R1 is the target context, the listed requirements follow."""
@@ -41,9 +51,13 @@ class Check:
 @dataclass(frozen=True)
 class Cell:
     check: int
-    window: int
+    window: int          # -1: the whole check (no_pv)
     start_s: float
     end_s: float
+    spans: tuple[tuple[float, float], ...] = ()  # the intervals sampled; () = [start_s, end_s]
+
+    def intervals(self) -> tuple[tuple[float, float], ...]:
+        return self.spans or ((self.start_s, self.end_s),)
 
 
 def cells_for_window(a: float, b: float, fps: float, budget: int) -> list[tuple[float, float]]:
@@ -58,15 +72,48 @@ def cells_for_window(a: float, b: float, fps: float, budget: int) -> list[tuple[
 
 
 def check_cells(checks: Sequence[Check], split: bool = True) -> list[Cell]:
-    """Cells of every check, chronological within a check; ``split=False`` gives one cell per window."""
+    """Cells of every check, chronological within a check. ``split=False`` (no parallel verifiers) gives one
+    cell per *check*, spanning all its windows: one verifier looks at the whole check."""
     out = []
     for k, check in enumerate(checks):
-        spans = []
+        if not split:
+            spans = tuple(sorted((a, b) for a, b in check.windows if b > a))
+            if spans:
+                out.append(Cell(k, -1, spans[0][0], max(b for _, b in spans), spans))
+            continue
+        parts = []
         for w, (a, b) in enumerate(check.windows):
-            parts = cells_for_window(a, b, check.fps, check.budget) if split else ([(a, b)] if b > a else [])
-            spans += [(s, e, w) for s, e in parts]
-        out += [Cell(k, w, s, e) for s, e, w in sorted(spans)]
+            parts += [(s, e, w) for s, e in cells_for_window(a, b, check.fps, check.budget)]
+        out += [Cell(k, w, s, e) for s, e, w in sorted(parts)]
     return out
+
+
+def cap_cells(cells: Sequence[Cell], max_cells: int) -> tuple[list[Cell], list[dict[str, int]]]:
+    """At most ``max_cells`` cells in one verify round (a safety cap beyond the paper: a 3 h window at f = 4,
+    B = 8 would ask for ~10,800 verifier calls). The allowance is shared fairly between checks (a check that
+    needs fewer leaves the rest to the others) and each capped check keeps cells spread evenly over its own,
+    first and last included. Returns the kept cells and one record per capped check."""
+    per_check: dict[int, list[Cell]] = {}
+    for cell in cells:
+        per_check.setdefault(cell.check, []).append(cell)
+    if len(cells) <= max_cells:
+        return list(cells), []
+    quota: dict[int, int] = {}
+    left = max_cells
+    by_need = sorted(per_check, key=lambda k: len(per_check[k]))
+    for position, k in enumerate(by_need):  # water-filling: small checks take all they need
+        quota[k] = min(len(per_check[k]), left // (len(by_need) - position))
+        left -= quota[k]
+    kept, caps = [], []
+    for k, mine in per_check.items():
+        n, q = len(mine), quota[k]
+        if q >= n:
+            kept += mine
+            continue
+        picks = sorted({round(i * (n - 1) / (q - 1)) for i in range(q)}) if q > 1 else ([0] if q == 1 else [])
+        kept += [mine[i] for i in picks]
+        caps.append({"check": k, "cells": n, "kept": len(picks)})
+    return kept, caps
 
 
 def _number(value: Any) -> float | None:
@@ -77,9 +124,28 @@ def _number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def validate_checks(raw: Any, duration_s: float) -> tuple[list[Check], list[str]]:
-    """Checks from a controller's ``checks`` list: fields coerced, f and B clamped, windows clipped to
-    [0, duration]; at most 3 checks. Returns (checks, problems); each adjustment is recorded on its check."""
+def _norm(text: str) -> str:
+    return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
+
+
+def strip_choice_text(text: str, forbidden: Sequence[str]) -> tuple[str, list[str]]:
+    """``text`` without any of the ``forbidden`` strings (the question, the options), matched word-bounded,
+    case- and punctuation-insensitively; returns the cleaned text and what was removed. Longer strings are
+    removed first, so an option contained in another goes with it."""
+    removed = []
+    for phrase in sorted({p for p in forbidden if _norm(p)}, key=lambda p: (-len(p), p)):
+        words = _norm(phrase).split()
+        pattern = re.compile(r"(?<!\w)" + r"[\W_]+".join(re.escape(w) for w in words) + r"(?!\w)", re.IGNORECASE)
+        text, count = pattern.subn(REDACTED, text)
+        if count:
+            removed.append(phrase)
+    return text.strip(), removed
+
+
+def validate_checks(raw: Any, duration_s: float, forbidden: Sequence[str] = ()) -> tuple[list[Check], list[str]]:
+    """Checks from a controller's ``checks`` list: fields coerced, question/option text stripped (choice-blind),
+    f and B clamped, windows clipped to the valid range [0, duration]; at most 3 checks. Returns (checks,
+    problems); each adjustment is recorded on its check, and the caller reports both to the controller."""
     problems: list[str] = []
     if not isinstance(raw, list) or not raw:
         return [], ["verify needs a non-empty list of checks"]
@@ -88,14 +154,23 @@ def validate_checks(raw: Any, duration_s: float) -> tuple[list[Check], list[str]
     checks = []
     for i, item in enumerate(raw[:MAX_CHECKS]):
         if not isinstance(item, Mapping):
-            problems.append(f"check {i}: not an object")
+            problems.append(f"check {i + 1}: not an object")
             continue
         adjustments: list[str] = []
-        target = str(item.get("target_context") or "").strip()
-        objective = str(item.get("objective") or "").strip()
-        requirements = tuple(str(r).strip() for r in (item.get("requirements") or []) if str(r).strip())
+
+        def blind(name: str, value: Any) -> str:
+            text, removed = strip_choice_text(str(value or "").strip(), forbidden)
+            if removed:
+                adjustments.append(f"{name}: question/option text removed ({'; '.join(removed)})")
+            return "" if not text.replace(REDACTED, "").strip(" .,;:-") else text
+
+        target = blind("target_context", item.get("target_context"))
+        objective = blind("objective", item.get("objective"))
+        requirements = tuple(r for r in (blind("requirement", r) for r in (item.get("requirements") or [])) if r)
         if not target or not objective:
-            problems.append(f"check {i}: target_context and objective are required")
+            stripped = [a for a in adjustments if "removed" in a]
+            problems.append(f"check {i + 1}: refused: target_context and objective are required"
+                            + (" and may not copy the question or option text" if stripped else ""))
             continue
         fps = _number(item.get("fps", item.get("f")))
         if fps is None:
@@ -105,12 +180,14 @@ def validate_checks(raw: Any, duration_s: float) -> tuple[list[Check], list[str]
             clamped = min(max(fps, F_MIN), F_MAX)
             adjustments.append(f"f {fps:g} clamped to {clamped:g}")
             fps = clamped
-        budget_raw = item.get("budget", item.get("B"))
-        budget_value = _number(budget_raw)
+        budget_value = _number(item.get("frame_budget", item.get("budget", item.get("B"))))
         if budget_value is None:
-            preset = str(item.get("preset") or "sparse")
-            budget = PRESETS.get(preset, PRESETS["sparse"])
-            adjustments.append(f"B from preset {preset if preset in PRESETS else 'sparse'}: {budget}")
+            preset = str(item.get("preset") or "sparse").strip().lower()
+            if preset not in PRESETS:
+                adjustments.append(f"preset {preset!r} unknown: sparse")
+                preset = "sparse"
+            budget = PRESETS[preset]
+            adjustments.append(f"B from preset {preset}: {budget}")
         else:
             budget = int(round(budget_value))
             if not B_MIN <= budget <= B_MAX:
@@ -119,6 +196,8 @@ def validate_checks(raw: Any, duration_s: float) -> tuple[list[Check], list[str]
                 budget = clamped_b
         windows = []
         for window in item.get("windows") or []:
+            if isinstance(window, Mapping):
+                window = [window.get("start_sec", window.get("start")), window.get("end_sec", window.get("end"))]
             if not isinstance(window, (list, tuple)) or len(window) != 2:
                 adjustments.append(f"window {window!r} dropped: not [start, end]")
                 continue
@@ -127,32 +206,45 @@ def validate_checks(raw: Any, duration_s: float) -> tuple[list[Check], list[str]
                 adjustments.append(f"window {window!r} dropped: not numbers")
                 continue
             clipped = (max(0.0, min(a, b)), min(duration_s, max(a, b)))
+            if clipped[1] <= clipped[0]:
+                adjustments.append(f"window [{a:g}, {b:g}] dropped: outside the video [0, {duration_s:g}]")
+                continue
             if clipped != (a, b):
                 adjustments.append(f"window [{a:g}, {b:g}] clipped to [{clipped[0]:g}, {clipped[1]:g}]")
-            if clipped[1] > clipped[0]:
-                windows.append(clipped)
-            else:
-                adjustments.append(f"window [{a:g}, {b:g}] dropped: outside the video")
+            windows.append(clipped)
         if not windows:
-            problems.append(f"check {i}: no window inside the video")
+            problems.append(f"check {i + 1}: no window inside the video")
             continue
-        checks.append(Check(target, objective, requirements, tuple(windows), fps, budget, tuple(adjustments)))
+        refs = tuple(str(r) for r in (item.get("candidate_refs") or []) if str(r).strip())
+        checks.append(Check(target, objective, requirements, tuple(windows), fps, budget, tuple(adjustments), refs,
+                            i + 1))
     return checks, problems
 
 
 def cell_times(cell: Cell, fps: float, budget: int) -> list[float]:
-    """Frame times in a cell: every 1/f seconds from its start, capped at B (spread uniformly if more)."""
-    span = cell.end_s - cell.start_s
-    count = max(1, math.floor(span * fps + 1e-9))
-    if count <= budget:
-        return [cell.start_s + k / fps for k in range(count)]
-    return [cell.start_s + (k + 0.5) * span / budget for k in range(budget)]
+    """Frame times in a cell: every 1/f seconds from the start of each of its intervals, capped at B (spread
+    uniformly over the intervals' total length if more)."""
+    spans = cell.intervals()
+    counts = [max(1, math.floor((b - a) * fps + 1e-9)) for a, b in spans]
+    if sum(counts) <= budget:
+        return [a + k / fps for (a, _), n in zip(spans, counts) for k in range(n)]
+    total = sum(b - a for a, b in spans)
+    times = []
+    for k in range(budget):
+        offset = (k + 0.5) * total / budget
+        for a, b in spans:
+            if offset <= b - a:
+                times.append(a + offset)
+                break
+            offset -= b - a
+    return times
 
 
 @dataclass
 class Report:
     """One verifier's report with its citations mapped to absolute times; ``gaps`` are requirements without a
-    finding and a valid citation."""
+    finding and a valid citation. ``requirements`` keeps the check's (R-id, text) pairs so every summary says
+    what each R-id stands for."""
 
     report_id: str
     check: int
@@ -163,60 +255,102 @@ class Report:
     gaps: list[str]
     error: str | None = None
     evidence_frames: list[int] = field(default_factory=list)  # indexes into the cell's frames
+    requirements: list[tuple[str, str]] = field(default_factory=list)
+    objective: str = ""
+    position: int = 0   # the check's place in the controller's list (1-based); 0: unknown
 
     def summary(self) -> str:
+        """The report as the controller and the updater read it: which check, what each R-id means, the
+        findings, the explanation, the stated ambiguity and the evidence still needed."""
         f = self.fields
-        findings = f.get("requirement_findings") or {}
-        parts = [f"[{self.report_id}] cell {self.cell[0]:.1f}–{self.cell[1]:.1f}s"]
+        lines = [f"[{self.report_id}] check {self.position or self.check + 1}, "
+                 f"cell {self.cell[0]:.1f}–{self.cell[1]:.1f}s"]
+        if self.objective:
+            lines.append(f"  objective: {self.objective}")
+        for rid, text in self.requirements:
+            lines.append(f"  {rid}{' (target context)' if rid == 'R1' else ''}: {text}")
         if self.error:
-            return parts[0] + f": no report ({self.error})"
-        parts.append(f"observation: {f.get('observation', '')}")
-        if findings:
-            parts.append("findings: " + "; ".join(f"{k}: {v}" for k, v in findings.items()))
-        if self.evidence_s:
-            parts.append("evidence at " + ", ".join(f"{t:.1f}s" for t in self.evidence_s))
+            lines.append(f"  no report ({self.error})")
+            return "\n".join(lines)
+        lines.append(f"  observation: {f.get('observation') or ''}")
+        findings = f.get("requirement_findings") or {}
+        for rid, finding in findings.items():
+            cited = self.requirement_evidence_s.get(rid) or []
+            where = f" (at {', '.join(f'{t:.1f}s' for t in cited)})" if cited else ""
+            lines.append(f"  finding {rid}: {finding}{where}")
+        if f.get("explanation"):
+            lines.append(f"  explanation: {f['explanation']}")
         if f.get("ambiguity_reason"):
-            parts.append(f"ambiguity: {f['ambiguity_reason']}")
+            lines.append(f"  ambiguity: {f['ambiguity_reason']}")
         if f.get("next_evidence_needed"):
-            parts.append(f"needs: {f['next_evidence_needed']}")
+            lines.append(f"  evidence still needed: {f['next_evidence_needed']}")
+        if self.evidence_s:
+            lines.append("  evidence at " + ", ".join(f"{t:.1f}s" for t in self.evidence_s))
         if self.gaps:
-            parts.append("evidence gaps: " + ", ".join(self.gaps))
-        return " | ".join(parts)
+            lines.append("  evidence gaps: " + ", ".join(self.gaps))
+        return "\n".join(lines)
 
 
 REPORT_FIELDS = ("observation", "explanation", "ambiguity_reason", "next_evidence_needed", "evidence_moments",
                  "requirement_findings", "requirement_evidence_moments")
 
 
-def _moments(value: Any) -> list[float]:
-    if isinstance(value, (int, float, str)):
+def _offsets(value: Any) -> list[float]:
+    """Carrier offsets of a citation list: numbers, or objects with ``offset_sec``."""
+    if isinstance(value, (int, float, str, Mapping)):
         value = [value]
     if not isinstance(value, list):
         return []
-    return [n for n in (_number(v) for v in value) if n is not None]
+    out = []
+    for item in value:
+        if isinstance(item, Mapping):
+            item = item.get("offset_sec", item.get("offset"))
+        number = _number(item)
+        if number is not None:
+            out.append(number)
+    return out
+
+
+def _by_requirement(value: Any, key: str) -> dict[str, Any]:
+    """``{"R1": x}``, or a list of ``{"id"|"requirement_id": "R1", key: x}`` objects, as a dict by R-id."""
+    if isinstance(value, Mapping):
+        return {str(k).strip(): v for k, v in value.items()}
+    out: dict[str, Any] = {}
+    if isinstance(value, list):
+        for item in value:
+            if isinstance(item, Mapping):
+                rid = item.get("id", item.get("requirement_id"))
+                if rid is not None:
+                    out[str(rid).strip()] = item.get(key, item.get("moments", item.get("evidence_moments")))
+    return out
 
 
 def read_report(report_id: str, check_index: int, check: Check | None, cell: Cell, obj: Mapping[str, Any] | None,
-                frame_times: Sequence[float], error: str | None = None) -> Report:
-    """Map carrier-timeline citations (second k = frame k, frames shown at 1 frame/s) to absolute times;
-    a citation outside the carrier is invalid. Requirements (R-ids) without a non-empty finding and a valid
-    citation are evidence gaps."""
+                frame_times: Sequence[float], error: str | None = None, guided: bool = True) -> Report:
+    """Map carrier-timeline citations (``offset_sec``: frame k is shown during second [k, k+1) of the 1 frame/s
+    carrier) to absolute source times; a citation outside the carrier is invalid. With target guidance,
+    requirements (R-ids) without a non-empty finding and a valid citation are evidence gaps."""
     span = (cell.start_s, cell.end_s)
-    ids = [rid for rid, _ in check.requirement_ids()] if check is not None else []
+    requirements = check.requirement_ids() if check is not None else []
+    objective = check.objective if check is not None else ""
+    position = check.position if check is not None else 0
+    ids = [rid for rid, _ in requirements] if guided else []
     if obj is None:
-        return Report(report_id, check_index, span, {}, [], {}, ids, error or "no valid report")
+        return Report(report_id, check_index, span, {}, [], {}, ids, error or "no valid report",
+                      requirements=requirements, objective=objective, position=position)
 
-    def to_frames(moments: list[float]) -> list[int]:
-        return sorted({int(round(m)) for m in moments if 0 <= round(m) < len(frame_times)})
+    def to_frames(offsets: list[float]) -> list[int]:
+        n = len(frame_times)
+        return sorted({min(int(math.floor(m + 1e-6)), n - 1) for m in offsets if 0 <= m <= n})
 
-    evidence = to_frames(_moments(obj.get("evidence_moments")))
-    findings = obj.get("requirement_findings") if isinstance(obj.get("requirement_findings"), Mapping) else {}
-    cited = obj.get("requirement_evidence_moments")
-    cited = cited if isinstance(cited, Mapping) else {}
-    requirement_frames = {rid: to_frames(_moments(cited.get(rid))) for rid in ids}
+    evidence = to_frames(_offsets(obj.get("evidence_moments")))
+    findings = {rid: v for rid, v in _by_requirement(obj.get("requirement_findings"), "finding").items()}
+    cited = _by_requirement(obj.get("requirement_evidence_moments"), "offset_sec")
+    requirement_frames = {rid: to_frames(_offsets(cited.get(rid))) for rid in (ids or list(cited))}
     gaps = [rid for rid in ids if not str(findings.get(rid) or "").strip() or not requirement_frames[rid]]
     fields = {k: obj.get(k) for k in REPORT_FIELDS}
+    fields["requirement_findings"] = {rid: str(v) for rid, v in findings.items() if v is not None}
     all_frames = sorted(set(evidence) | {i for frames in requirement_frames.values() for i in frames})
     return Report(report_id, check_index, span, fields, [frame_times[i] for i in evidence],
                   {rid: [frame_times[i] for i in frames] for rid, frames in requirement_frames.items()}, gaps,
-                  evidence_frames=all_frames)
+                  evidence_frames=all_frames, requirements=requirements, objective=objective, position=position)

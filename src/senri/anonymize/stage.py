@@ -9,8 +9,14 @@ blur of the region composited through the ellipse inscribed in the box, with the
 box size so small faces get a proportionally strong blur.
 
 The output keeps the input's resolution (upright: a display rotation is applied to the pixels), frame count
-and timestamps; H.264 yuv420p (yuv444p when a side is odd, which 4:2:0 cannot hold); audio is dropped unless
-``keep_audio``. Every frame's boxes go to the detections table with ``source`` detected or propagated.
+and timestamps — a variable-frame-rate phone video keeps every frame's own timestamp, because the encoder
+works in the input's time base; H.264 yuv420p (yuv444p when a side is odd, which 4:2:0 cannot hold); audio
+is dropped unless ``keep_audio``. Every frame's boxes go to the detections table with ``source`` detected or
+propagated.
+
+A damaged input (decodable length short of its declared duration, :func:`senri.probe.check_decodable`)
+fails with one line under ``on_damaged_video: fail``; under ``keep_decodable`` the decodable part is written
+and the output's container comment says so, so probing the shorter copy still flags it ``truncated``.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from senri.anonymize.detectors import DETECTORS
 from senri.anonymize.detectors.base import Box, Detector
 from senri.anonymize.tracks import Tracker, interpolate
 from senri.media import MediaError
+from senri.probe import DAMAGED_SOURCE_TAG, Decodability, require_intact
 from senri.records import Detection, TableStream
 
 log = logging.getLogger(__name__)
@@ -45,6 +52,7 @@ class AnonymizeConfig:
     keep_audio: bool = False
     crf: int = 18
     preset: str = "veryfast"
+    on_damaged_video: str = "fail"
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> "AnonymizeConfig":
@@ -58,6 +66,7 @@ class AnonymizeConfig:
             keep_audio=bool(data.get("keep_audio", False)),
             crf=int(data.get("crf", 18)),
             preset=str(data.get("preset", "veryfast")),
+            on_damaged_video=str(data.get("on_damaged_video", "fail")),
         )
 
 
@@ -108,13 +117,14 @@ def anonymize_video(src: str | Path, out: str | Path, detections_out: str | Path
     """Write the anonymized video and its detections table; both appear atomically when complete."""
     src, out, detections_out = Path(src), Path(out), Path(detections_out)
     started = time.perf_counter()
+    verdict = require_intact(src, config.on_damaged_video)  # an unreadable or (by default) damaged video stops here
     detectors = [DETECTORS.load(name)(config.detector_config) for name in config.detectors]
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.stem}.tmp{out.suffix}")
     try:
         # Detections stream to disk as they are made: memory stays flat however long the video.
         with TableStream(detections_out, Detection) as rows:
-            stats = _stream(src, tmp, video_id, config, detectors, rows)
+            stats = _stream(src, tmp, video_id, config, detectors, rows, verdict)
         tmp.replace(out)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -127,7 +137,7 @@ def anonymize_video(src: str | Path, out: str | Path, detections_out: str | Path
 
 
 def _stream(src: Path, tmp: Path, video_id: str, config: AnonymizeConfig, detectors: list[Detector],
-            rows: TableStream) -> AnonymizeStats:
+            rows: TableStream, verdict: Decodability) -> AnonymizeStats:
     import av
 
     from senri.decode import upright_rgb
@@ -141,12 +151,16 @@ def _stream(src: Path, tmp: Path, video_id: str, config: AnonymizeConfig, detect
         if not source.streams.video:
             raise MediaError(f"{src}: no video stream")
         video_in = source.streams.video[0]
-        video_in.thread_type = "AUTO"
+        # Frame threads silently drop the frames around a corrupt packet; a damaged input decodes slice-threaded.
+        video_in.thread_type = "SLICE" if verdict.truncated else "AUTO"
         audio_in = source.streams.audio[0] if (config.keep_audio and source.streams.audio) else None
         rate = video_in.average_rate or video_in.guessed_rate
         if not rate or rate <= 0 or rate > 1000:
             raise MediaError(f"{src}: unusable frame rate metadata ({rate}); re-mux the file with a valid rate")
         with av.open(str(tmp), "w") as sink:
+            if verdict.truncated:
+                sink.metadata["comment"] = (f"{DAMAGED_SOURCE_TAG}: {verdict.decodable_s:.3f} of "
+                                            f"{verdict.container_s:.3f} s decode")
             video_out = None
             audio_out = sink.add_stream_from_template(audio_in) if audio_in is not None else None
             pending: list[tuple[int, float, int | None, np.ndarray]] = []  # frames since the last detection
@@ -160,7 +174,10 @@ def _stream(src: Path, tmp: Path, video_id: str, config: AnonymizeConfig, detect
                     video_out = sink.add_stream("libx264", rate=Fraction(rate).limit_denominator(100000))
                     video_out.width, video_out.height = width, height
                     video_out.pix_fmt = "yuv420p" if width % 2 == 0 and height % 2 == 0 else "yuv444p"
+                    # The encoder counts in the input's time base, not 1/rate: with 1/rate a variable-frame-
+                    # rate input gets decode timestamps past its presentation ones and the muxer refuses them.
                     video_out.time_base = video_in.time_base
+                    video_out.codec_context.time_base = video_in.time_base
                     # A keyframe every second, as action cameras record: frame sampling stays cheap downstream.
                     video_out.options = {"crf": str(config.crf), "preset": config.preset,
                                          "g": str(max(1, round(float(rate))))}
@@ -207,7 +224,12 @@ def _stream(src: Path, tmp: Path, video_id: str, config: AnonymizeConfig, detect
                             packet.stream = audio_out
                             sink.mux(packet)
                         continue
-                    for frame in packet.decode():
+                    try:
+                        frames = packet.decode()
+                    except av.FFmpegError as exc:  # a corrupt packet: skip it, as the frame sampler does
+                        log.warning("%s: skipping an undecodable packet after frame %d (%s)", src, index, exc)
+                        continue
+                    for frame in frames:
                         pts_s = float(frame.pts * video_in.time_base) if frame.pts is not None else float("nan")
                         pending.append((index, pts_s, frame.pts, upright_rgb(frame, None)))
                         if index % config.stride == 0:

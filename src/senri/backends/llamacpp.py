@@ -26,15 +26,23 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from senri.backends.base import Backend, BackendError, Capabilities, ChatRequest, ChatResponse
-from senri.backends.openai_format import chat_body, parse_chat_response
+from senri.backends.openai_format import chat_body, chat_template_kwargs, parse_chat_response, thinking_body
 from senri.probe import file_sha256
 
 log = logging.getLogger(__name__)
 
 
 def gguf_path(config: Mapping[str, Any]) -> Path:
-    """The model file named by ``gguf``: ``{path: ...}`` or ``{package: ..., file: ...}`` (inside a wheel)."""
+    """The model file named by ``gguf``: ``{path: ...}``, ``{package: ..., file: ...}`` (inside a wheel) or
+    ``{assembled: ...}`` (PyPI chunk packages concatenated once into the venv's data folder, senri.models)."""
     spec = config.get("gguf") or {}
+    if spec.get("assembled"):
+        from senri.models import AssemblyError, ChunkedModel, assemble
+
+        try:
+            return assemble(ChunkedModel.from_config(config))
+        except AssemblyError as exc:
+            raise BackendError(str(exc)) from exc
     if spec.get("path"):
         path = Path(spec["path"]).expanduser()
     elif spec.get("package") and spec.get("file"):
@@ -48,6 +56,14 @@ def gguf_path(config: Mapping[str, Any]) -> Path:
     if not path.is_file():
         raise BackendError(f"model config gguf: model file {path} does not exist")
     return path
+
+
+def _assembled_and_verified(config: Mapping[str, Any], path: Path) -> bool:
+    if not (config.get("gguf") or {}).get("assembled"):
+        return False
+    from senri.models import ChunkedModel, is_verified
+
+    return is_verified(path, ChunkedModel.from_config(config))
 
 
 def default_threads() -> int:
@@ -82,7 +98,8 @@ class LlamaCppBackend(Backend):
     def __init__(self, config: Mapping[str, Any]) -> None:
         super().__init__(config)
         self.model_path = gguf_path(config)
-        self.sha256 = file_sha256(self.model_path)
+        # An assembled model was hashed when it was built (its stamp still matches): 1 GB is not re-read.
+        self.sha256 = config["sha256"] if _assembled_and_verified(config, self.model_path) else file_sha256(self.model_path)
         expected = config.get("sha256")
         if expected and expected != self.sha256:
             raise BackendError(f"model config sha256: {self.model_path} has sha256 {self.sha256}, "
@@ -103,10 +120,14 @@ class LlamaCppBackend(Backend):
     @property
     def identity(self) -> dict[str, Any]:
         return {"kind": self.kind, "gguf_sha256": self.sha256, "mmproj": self.config.get("mmproj"),
-                "n_ctx": int(self.config.get("n_ctx", 4096))}
+                "n_ctx": int(self.config.get("n_ctx", 4096)), **chat_template_kwargs(self.config)}
 
     def complete(self, request: ChatRequest) -> ChatResponse:
-        body = chat_body(request, None)
+        # cache_prompt: the slot keeps the last prompt's KV cache and evaluates only what follows the shared
+        # prefix (a video's memory, when prompts put it first). llama.cpp notes logits may differ in the last
+        # bits between batch sizes, so a cached call's text can differ from an uncached one's (rarely).
+        body = chat_body(request, None, extra={"cache_prompt": bool(self.config.get("cache_prompt", True)),
+                                               **thinking_body(self.config)})
         started = time.perf_counter()
         try:
             with self._lock:

@@ -1,16 +1,22 @@
 """``openai`` backend: any OpenAI-compatible chat server (vLLM's server, llama.cpp's server, hosted APIs).
 
-Requests run concurrently (``concurrency`` at a time) on one async connection pool. Each request has a
-timeout and is retried with exponential backoff and full jitter on the failures that retrying fixes —
-429, 5xx, timeouts, refused or dropped connections — up to ``max_retries`` times; a request that still
-fails comes back with ``error`` set and the run goes on. The API key is read from the environment
-variable named by ``api_key_env`` and never written to logs, errors or outputs.
+Requests run concurrently (``concurrency`` at a time) on one async connection pool. Each attempt has a
+total deadline of ``timeout_s`` covering connect, waiting and reading (a server trickling a byte at a time
+cannot hold a call past it), and is retried with exponential backoff and full jitter on the failures that
+retrying fixes — 429, 5xx, timeouts, refused or dropped connections — up to ``max_retries`` times. A
+server's ``Retry-After`` is obeyed up to ``backoff_cap_s`` (a non-finite or larger value waits the cap). A
+request that still fails, or whose 200 body is malformed, comes back with ``error`` set and the run goes
+on; a request that failed for good is not sent again by this backend (a batch fallback that re-asks gets
+the recorded failure). The API key is read from the environment variable named by ``api_key_env``; it and
+any ``Authorization``/``api-key`` text a server echoes are scrubbed (:mod:`senri.secrets`) from every
+error, response text and log line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import random
 import time
@@ -19,7 +25,9 @@ from typing import Any, Callable, Mapping, Sequence
 import httpx
 
 from senri.backends.base import Backend, BackendError, Capabilities, ChatRequest, ChatResponse
-from senri.backends.openai_format import chat_body, parse_chat_response
+from senri.backends.openai_format import chat_body, parse_chat_response, thinking_body
+from senri.secrets import register as register_secret
+from senri.secrets import scrub
 
 log = logging.getLogger(__name__)
 
@@ -32,12 +40,20 @@ def backoff_delay(attempt: int, base_s: float, cap_s: float, rng: random.Random)
     return rng.uniform(0.0, min(cap_s, base_s * (2 ** attempt)))
 
 
-def retry_after_s(response: httpx.Response) -> float | None:
+def retry_after_s(response: httpx.Response, cap_s: float) -> float | None:
+    """The server's ``Retry-After`` in seconds, at most ``cap_s``; a non-finite value means the cap.
+
+    (An HTTP-date or unreadable value is ignored: the backoff schedule applies.)"""
     value = response.headers.get("retry-after")
     try:
-        return float(value) if value is not None else None
+        seconds = float(value) if value is not None else None
     except ValueError:
         return None
+    if seconds is None:
+        return None
+    if not math.isfinite(seconds):
+        return cap_s
+    return min(max(0.0, seconds), cap_s)
 
 
 class OpenAIBackend(Backend):
@@ -56,12 +72,16 @@ class OpenAIBackend(Backend):
         self.max_retries = int(config.get("max_retries", 5))
         self.backoff_base_s = float(config.get("backoff_base_s", 1.0))
         self.backoff_cap_s = float(config.get("backoff_cap_s", 60.0))
-        self.extra_body = dict(config.get("extra_body") or {})
+        # The model config's thinking switch travels as chat_template_kwargs; an explicit extra_body wins.
+        self.extra_body = {**thinking_body(config), **dict(config.get("extra_body") or {})}
         key_env = config.get("api_key_env")
         self._api_key = os.environ.get(key_env) if key_env else None
         if key_env and not self._api_key:
             raise BackendError(f"model config: api_key_env names {key_env!r}, which is not set in the environment")
+        register_secret(self._api_key)
         self._rng = random.Random(0)
+        # Requests that failed for good in this process, by cache key: never sent twice.
+        self._failed: dict[str, ChatResponse] = {}
 
     @property
     def capabilities(self) -> Capabilities:
@@ -80,6 +100,11 @@ class OpenAIBackend(Backend):
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
+    async def _attempt(self, client: httpx.AsyncClient, body: dict[str, Any]) -> httpx.Response:
+        """One POST, its body read in full, under one deadline for connect, wait and read together."""
+        return await asyncio.wait_for(
+            client.post(f"{self.base_url}/chat/completions", json=body, headers=self._headers()), self.timeout_s)
+
     async def _one(self, client: httpx.AsyncClient, semaphore: asyncio.Semaphore,
                    request: ChatRequest) -> ChatResponse:
         body = chat_body(request, self.model, video_ok=self.capabilities.video, extra=self.extra_body)
@@ -89,8 +114,10 @@ class OpenAIBackend(Backend):
             delay: float | None = None
             async with semaphore:
                 try:
-                    response = await client.post(f"{self.base_url}/chat/completions", json=body,
-                                                 headers=self._headers())
+                    response = await self._attempt(client, body)
+                except asyncio.TimeoutError:
+                    last_error = f"timed out: no complete response within timeout_s={self.timeout_s:g} s"
+                    delay = backoff_delay(attempt, self.backoff_base_s, self.backoff_cap_s, self._rng)
                 except RETRY_EXCEPTIONS as exc:
                     last_error = f"{type(exc).__name__}: {exc}"
                     delay = backoff_delay(attempt, self.backoff_base_s, self.backoff_cap_s, self._rng)
@@ -99,23 +126,33 @@ class OpenAIBackend(Backend):
                         try:
                             payload = response.json()
                         except ValueError:
-                            last_error = f"HTTP 200 with a body that is not JSON: {response.text[:200]!r}"
+                            last_error = f"HTTP 200 with a body that is not JSON: {scrub(response.text)[:200]!r}"
                             delay = backoff_delay(attempt, self.backoff_base_s, self.backoff_cap_s, self._rng)
                         else:
-                            return parse_chat_response(payload, request, time.perf_counter() - started,
-                                                       attempts=attempt + 1)
+                            # A malformed body is this call's error (parse_chat_response never raises on it).
+                            return self._scrubbed(parse_chat_response(payload, request, time.perf_counter() - started,
+                                                                      attempts=attempt + 1))
                     else:
-                        last_error = f"HTTP {response.status_code}: {response.text[:300]}"
+                        # Scrubbed before it is cut: a key split at the cut would escape the scrubber.
+                        last_error = f"HTTP {response.status_code}: {scrub(response.text)[:300]}"
                         if response.status_code not in RETRY_STATUS:
                             break
-                        delay = retry_after_s(response) or backoff_delay(
-                            attempt, self.backoff_base_s, self.backoff_cap_s, self._rng)
+                        delay = retry_after_s(response, self.backoff_cap_s)
+                        if delay is None:
+                            delay = backoff_delay(attempt, self.backoff_base_s, self.backoff_cap_s, self._rng)
             if attempt < self.max_retries and delay is not None:
                 log.warning("%s: attempt %d failed (%s); retrying in %.2f s", request.purpose or "request",
-                            attempt + 1, last_error, delay)
+                            attempt + 1, scrub(last_error), delay)
                 await asyncio.sleep(delay)
-        return ChatResponse(text="", latency_s=time.perf_counter() - started, error=last_error,
-                            attempts=attempt + 1)
+        return self._scrubbed(ChatResponse(text="", latency_s=time.perf_counter() - started, error=last_error,
+                                           attempts=attempt + 1))
+
+    @staticmethod
+    def _scrubbed(response: ChatResponse) -> ChatResponse:
+        """The response with the key and any echoed auth header removed from its text and error."""
+        response.text = scrub(response.text) or ""
+        response.error = scrub(response.error)
+        return response
 
     async def _many(self, requests: Sequence[ChatRequest],
                     on_done: Callable[[int, ChatResponse], None] | None) -> list[ChatResponse]:
@@ -123,7 +160,11 @@ class OpenAIBackend(Backend):
         limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
         async with httpx.AsyncClient(timeout=self.timeout_s, limits=limits) as client:
             async def indexed(i: int, request: ChatRequest) -> ChatResponse:
-                response = await self._one(client, semaphore, request)
+                try:
+                    response = await self._one(client, semaphore, request)
+                except Exception as exc:  # noqa: BLE001 - one request's surprise is its own error, never the batch's
+                    log.exception("%s: unexpected failure", request.purpose or "request")
+                    response = self._scrubbed(ChatResponse(text="", error=f"{type(exc).__name__}: {exc}"))
                 if on_done is not None:
                     on_done(i, response)
                 return response
@@ -135,4 +176,25 @@ class OpenAIBackend(Backend):
 
     def complete_many(self, requests: Sequence[ChatRequest],
                       on_done: Callable[[int, ChatResponse], None] | None = None) -> list[ChatResponse]:
-        return asyncio.run(self._many(requests, on_done))
+        from senri.backends.cache import request_key
+
+        keys = [request_key(self.identity, r) for r in requests]
+        results: list[ChatResponse | None] = [self._failed.get(k) for k in keys]
+        for i, known in enumerate(results):
+            if known is not None:
+                log.info("%s: failed before (%s); not sent again", requests[i].purpose or "request", known.error)
+                if on_done is not None:
+                    on_done(i, known)
+        todo = [i for i, r in enumerate(results) if r is None]
+
+        def done(j: int, response: ChatResponse) -> None:
+            i = todo[j]
+            if response.error is not None:
+                self._failed[keys[i]] = response
+            results[i] = response
+            if on_done is not None:
+                on_done(i, response)
+
+        if todo:
+            asyncio.run(self._many([requests[i] for i in todo], done))
+        return [r for r in results if r is not None]

@@ -63,6 +63,21 @@ def chat_body(request: ChatRequest, model: str | None, video_ok: bool = False,
     return body
 
 
+def chat_template_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Chat-template switches a model config asks for: ``thinking: false`` becomes ``enable_thinking=False``
+    (Qwen3-style reasoning models then answer without a think block); ``thinking`` unset or null leaves the
+    template's default. vLLM and transformers take these as ``chat_template_kwargs``; servers that speak this
+    format take them in the request body under the same name."""
+    thinking = config.get("thinking")
+    return {} if thinking is None else {"enable_thinking": bool(thinking)}
+
+
+def thinking_body(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The request-body fields that carry :func:`chat_template_kwargs` (empty when there is none)."""
+    kwargs = chat_template_kwargs(config)
+    return {"chat_template_kwargs": kwargs} if kwargs else {}
+
+
 def letter_scores(candidates: Iterable[tuple[str, float]], letters: tuple[str, ...]) -> dict[str, float]:
     """Log-probability of each letter among first-token ``(token, logprob)`` candidates.
 
@@ -87,26 +102,41 @@ def first_token_letter_logprobs(choice: Mapping[str, Any], letters: tuple[str, .
 
 def parse_chat_response(body: Mapping[str, Any], request: ChatRequest, latency_s: float,
                         attempts: int = 1) -> ChatResponse:
-    """Turn a chat-completions response body into a :class:`ChatResponse`."""
-    choices = body.get("choices") or []
-    if not choices:
+    """Turn a chat-completions response body into a :class:`ChatResponse`.
+
+    Never raises on what a server sent: a body of the wrong shape (``choices: "nope"``, a non-numeric token
+    count, a non-text ``content``) is this call's ``error``, so one bad response never aborts a batch.
+    """
+    def failed(reason: str) -> ChatResponse:
         return ChatResponse(text="", latency_s=latency_s, attempts=attempts,
-                            error=f"response has no choices: {str(body)[:300]}")
-    choice = choices[0]
-    message = choice.get("message") or {}
-    text = message.get("content") or ""
-    # Reasoning models behind vLLM / llama.cpp servers return their thinking in a field of its own; it is
-    # handed on in the one form every parser strips (senri.answers.split_reasoning) and traces keep.
-    reasoning = message.get("reasoning_content") or message.get("reasoning")
-    if isinstance(reasoning, str) and reasoning.strip():
-        text = f"<think>{reasoning}</think>{text}"
-    usage = body.get("usage") or {}
-    return ChatResponse(
-        text=text,
-        prompt_tokens=int(usage.get("prompt_tokens") or 0),
-        completion_tokens=int(usage.get("completion_tokens") or 0),
-        latency_s=latency_s,
-        letter_logprobs=(first_token_letter_logprobs(choice, request.letter_logprobs)
-                         if request.letter_logprobs else None),
-        attempts=attempts,
-    )
+                            error=f"malformed response body ({reason}): {str(body)[:300]}")
+
+    try:
+        choices = body.get("choices") or []
+        if not choices:
+            return ChatResponse(text="", latency_s=latency_s, attempts=attempts,
+                                error=f"response has no choices: {str(body)[:300]}")
+        if not isinstance(choices, list) or not isinstance(choices[0], Mapping):
+            return failed("choices is not a list of objects")
+        choice = choices[0]
+        message = choice.get("message") or {}
+        text = message.get("content") or ""
+        if not isinstance(text, str):
+            return failed("message content is not text")
+        # Reasoning models behind vLLM / llama.cpp servers return their thinking in a field of its own; it is
+        # handed on in the one form every parser strips (senri.answers.split_reasoning) and traces keep.
+        reasoning = message.get("reasoning_content") or message.get("reasoning")
+        if isinstance(reasoning, str) and reasoning.strip():
+            text = f"<think>{reasoning}</think>{text}"
+        usage = body.get("usage") or {}
+        return ChatResponse(
+            text=text,
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            latency_s=latency_s,
+            letter_logprobs=(first_token_letter_logprobs(choice, request.letter_logprobs)
+                             if request.letter_logprobs else None),
+            attempts=attempts,
+        )
+    except (AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:
+        return failed(f"{type(exc).__name__}: {exc}")

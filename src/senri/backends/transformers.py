@@ -3,7 +3,11 @@
 The model is loaded from a local folder (``path``), through ``AutoProcessor`` and
 ``AutoModelForImageTextToText``, so any image-text-to-text model transformers knows works the same way.
 Nothing is downloaded at run time: ``HF_HUB_OFFLINE=1`` is set before transformers is imported.
-Frames go in as images, in order, each after its timestamp ("[t=12.0s]") when the method gives one.
+Frames go in as images, in order, each after its timestamp ("[t=12.0s]") when the method gives one. With
+``video: true`` and a processor that has a video processor (Qwen2-VL / Qwen2.5-VL; it needs torchvision), a
+carrier video goes through the processor's native video input: its frames decoded, every one kept
+(``do_sample_frames=False``), at the carrier's rate. ``thinking: false`` is passed to the chat template as
+``enable_thinking=False``.
 
 Plain ``generate`` cannot constrain output to a JSON schema, so this backend says so in its capabilities and
 methods fall back to free text and the strict answer parser; answer-letter scoring reads the first
@@ -19,16 +23,27 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from senri.backends.base import Backend, BackendError, Capabilities, ChatRequest, ChatResponse, ImagePart
+from senri.backends.base import Backend, BackendError, Capabilities, ChatRequest, ChatResponse, ImagePart, VideoPart
+from senri.backends.openai_format import chat_template_kwargs
 
 log = logging.getLogger(__name__)
 
 
-def hf_messages(request: ChatRequest) -> tuple[list[dict[str, Any]], list[Any]]:
-    """Chat messages in transformers' typed-content form, plus the PIL images in the order they appear."""
+def carrier_frames(part: VideoPart) -> list[Any]:
+    """Every frame of a carrier video as an RGB PIL image, in order (the processor receives all of them)."""
+    import av
+
+    with av.open(io.BytesIO(part.mp4)) as container:
+        return [frame.to_image().convert("RGB") for frame in container.decode(video=0)]
+
+
+def hf_messages(request: ChatRequest, video_ok: bool = False
+                ) -> tuple[list[dict[str, Any]], list[Any], list[VideoPart]]:
+    """Chat messages in transformers' typed-content form, plus the PIL images and the video parts in the order
+    they appear."""
     from PIL import Image
 
-    messages, images = [], []
+    messages, images, videos = [], [], []
     for message in request.messages:
         content: list[dict[str, Any]] = []
         for part in message.content:
@@ -39,10 +54,14 @@ def hf_messages(request: ChatRequest) -> tuple[list[dict[str, Any]], list[Any]]:
                     content.append({"type": "text", "text": part.label()})
                 images.append(Image.open(io.BytesIO(part.jpeg)).convert("RGB"))
                 content.append({"type": "image"})
+            elif video_ok:
+                videos.append(part)
+                content.append({"type": "video"})
             else:
-                raise ValueError("the transformers backend takes frames as images, not video")
+                raise ValueError("this transformers model takes frames as images, not video (model config video: "
+                                 "true needs a processor with a video processor)")
         messages.append({"role": message.role, "content": content})
-    return messages, images
+    return messages, images, videos
 
 
 class TransformersBackend(Backend):
@@ -75,12 +94,14 @@ class TransformersBackend(Backend):
 
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities(images=True, video=False, json_schema=False, logprobs=True)
+        video = bool(self.config.get("video")) and getattr(self.processor, "video_processor", None) is not None
+        return Capabilities(images=True, video=video, json_schema=False, logprobs=True)
 
     @property
     def identity(self) -> dict[str, Any]:
         return {"kind": self.kind, "model": str(self.config["path"]), "revision": self.config.get("revision"),
-                "dtype": str(self.config.get("dtype", "auto"))}
+                "dtype": str(self.config.get("dtype", "auto")), **chat_template_kwargs(self.config),
+                **({"video": True} if self.capabilities.video else {})}
 
     def _letter_token_ids(self, letters: tuple[str, ...]) -> dict[str, list[int]]:
         """Token ids that spell each letter alone (with or without a leading space)."""
@@ -97,9 +118,15 @@ class TransformersBackend(Backend):
     def complete(self, request: ChatRequest) -> ChatResponse:
         torch = self.torch
         started = time.perf_counter()
-        messages, images = hf_messages(request)
-        prompt = self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        inputs = self.processor(text=[prompt], images=images or None, return_tensors="pt").to(self.device)
+        messages, images, videos = hf_messages(request, self.capabilities.video)
+        prompt = self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False,
+                                                    **chat_template_kwargs(self.config))
+        video_kwargs: dict[str, Any] = {}
+        if videos:
+            video_kwargs = {"videos": [carrier_frames(v) for v in videos], "fps": [v.fps for v in videos],
+                            "do_sample_frames": False}
+        inputs = self.processor(text=[prompt], images=images or None, return_tensors="pt",
+                                **video_kwargs).to(self.device)
         prompt_tokens = int(inputs["input_ids"].shape[1])
         sample = request.temperature > 0
         if sample:

@@ -3,7 +3,9 @@
 Import-guarded: vLLM is only installed where a GPU exists (``pip install -e '.[gpu]'``); elsewhere choosing
 this backend fails at job start with a message saying so. :meth:`complete_many` hands the whole batch to
 ``LLM.chat`` so the engine schedules all requests together (continuous batching); messages use the same
-OpenAI-format translation as the ``openai`` backend, which ``LLM.chat`` accepts as-is.
+OpenAI-format translation as the ``openai`` backend, which ``LLM.chat`` accepts as-is. With ``video: true``
+a carrier goes in as one ``video_url`` (the model's native video interface), all its frames kept
+(``video_frames``, default 512); ``thinking: false`` is passed as the template's ``enable_thinking=False``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import time
 from typing import Any, Callable, Mapping, Sequence
 
 from senri.backends.base import Backend, BackendError, Capabilities, ChatRequest, ChatResponse
-from senri.backends.openai_format import TOP_LOGPROBS, chat_messages, letter_scores
+from senri.backends.openai_format import TOP_LOGPROBS, chat_messages, chat_template_kwargs, letter_scores
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +34,13 @@ class VLLMBackend(Backend):
             raise BackendError("model config model: the vllm backend needs a model folder or name")
         self.vllm = vllm
         started = time.perf_counter()
+        engine_args = dict(config.get("engine_args") or {})
+        if config.get("video"):
+            # vLLM's video loader keeps 32 frames of a video by default; a carrier must pass whole (the paper's
+            # native video interface takes up to 512 sampled frames).
+            media = dict(engine_args.pop("media_io_kwargs", None) or {})
+            media["video"] = {"num_frames": int(config.get("video_frames", 512)), **(media.get("video") or {})}
+            engine_args["media_io_kwargs"] = media
         self.llm = vllm.LLM(
             model=str(config["model"]),
             tensor_parallel_size=int(config.get("gpus", 1)),
@@ -39,8 +48,9 @@ class VLLMBackend(Backend):
             gpu_memory_utilization=float(config.get("gpu_memory_utilization", 0.9)),
             limit_mm_per_prompt={"image": int(config.get("max_images", 512)), "video": 1},
             seed=int(config.get("engine_seed", 0)),
-            **dict(config.get("engine_args") or {}),
+            **engine_args,
         )
+        self.template_kwargs = chat_template_kwargs(config)
         log.info("vLLM loaded %s in %.1f s", config["model"], time.perf_counter() - started)
 
     @property
@@ -51,7 +61,8 @@ class VLLMBackend(Backend):
     @property
     def identity(self) -> dict[str, Any]:
         return {"kind": self.kind, "model": str(self.config["model"]), "revision": self.config.get("revision"),
-                "max_model_len": int(self.config.get("max_model_len", 32768))}
+                "max_model_len": int(self.config.get("max_model_len", 32768)), **chat_template_kwargs(self.config),
+                **({"video_frames": int(self.config.get("video_frames", 512))} if self.config.get("video") else {})}
 
     def _sampling(self, request: ChatRequest):
         kwargs: dict[str, Any] = {"max_tokens": request.max_tokens, "temperature": request.temperature,
@@ -75,7 +86,8 @@ class VLLMBackend(Backend):
         started = time.perf_counter()
         conversations = [chat_messages(r, video_ok=self.capabilities.video) for r in requests]
         try:
-            outputs = self.llm.chat(conversations, [self._sampling(r) for r in requests], use_tqdm=False)
+            outputs = self.llm.chat(conversations, [self._sampling(r) for r in requests], use_tqdm=False,
+                                    chat_template_kwargs=self.template_kwargs or None)
         except Exception as exc:  # noqa: BLE001 — a failed batch is recorded per request
             error = f"vLLM: {type(exc).__name__}: {exc}"
             responses = [ChatResponse(text="", error=error) for _ in requests]

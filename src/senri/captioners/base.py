@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
@@ -20,11 +21,46 @@ class Clip:
 
 @dataclass(frozen=True)
 class Caption:
-    """A captioner's text for one clip; ``error`` (text empty) when it could not describe the clip."""
+    """A captioner's text for one clip; ``error`` (text empty) when it could not describe the clip.
+    ``dropped_frames``: frames the clip's rate gave that a frame cap left out; tokens and ``latency_s`` are
+    the model call's (0 for a measuring captioner)."""
 
     text: str
     n_frames: int
     error: str | None = None
+    dropped_frames: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+
+
+def code_digest(roots: Sequence[Any], modules: Sequence[Any]) -> str:
+    """sha256 of the source of ``roots`` and of every function or class of ``modules`` they reach by name,
+    transitively: the code a captioner runs, and no more, so editing an unrelated function of a shared
+    module (say the track stage's plotting) does not re-key every caption. A name is followed when it is a
+    module-level function or class of one of ``modules`` (over-inclusion only costs a re-caption)."""
+    import inspect
+    import re
+
+    namespaces = [vars(m) for m in modules]
+    sources: dict[str, str] = {}
+    todo = list(roots)
+    while todo:
+        obj = todo.pop()
+        name = f"{obj.__module__}.{obj.__qualname__}"
+        if name in sources:
+            continue
+        sources[name] = inspect.getsource(obj)
+        for word in set(re.findall(r"\b[A-Za-z_][A-Za-z0-9_]*\b", sources[name])):
+            for namespace in namespaces:
+                member = namespace.get(word)
+                defined_here = getattr(member, "__module__", None) == namespace["__name__"]
+                if (inspect.isfunction(member) or inspect.isclass(member)) and defined_here:
+                    todo.append(member)
+    digest = hashlib.sha256()
+    for name in sorted(sources):
+        digest.update(name.encode() + b"\0" + sources[name].encode())
+    return digest.hexdigest()[:16]
 
 
 @dataclass(frozen=True)

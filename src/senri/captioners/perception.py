@@ -12,20 +12,12 @@ and time span, and a memory method's trace records the instruction it asked for.
 from __future__ import annotations
 
 import hashlib
-import inspect
 from typing import Any, Mapping, Sequence
 
 import polars as pl
 
-from senri.captioners.base import Caption, Captioner, Clip, VideoMedia
+from senri.captioners.base import Caption, Captioner, Clip, VideoMedia, code_digest
 from senri.records import Detection, OcrRow, TrackRow, read_table, to_frame
-
-
-def _source_digest(*objects: Any) -> str:
-    digest = hashlib.sha256()
-    for obj in objects:
-        digest.update(inspect.getsource(obj).encode())
-    return digest.hexdigest()[:16]
 
 
 class PerceptionCaptioner(Captioner):
@@ -42,13 +34,23 @@ class PerceptionCaptioner(Captioner):
         self.track = read_table(media.track, TrackRow)
         self.ocr = read_table(media.ocr, OcrRow)
         self.detections = read_table(media.detections, Detection) if media.detections else None
+        digest = hashlib.sha256()
+        for path in (media.track, media.ocr, media.detections):
+            digest.update(path.read_bytes() if path else b"-")
+        self._inputs_digest = digest.hexdigest()[:16]
         self._reader = None
 
     def identity(self) -> dict[str, Any]:
-        from senri import track
+        """Its track settings and the code it runs: this class and what it reaches in the track and decode
+        modules (not the whole track stage), plus the content of the tables it reads, so a track stage that
+        measured differently re-keys the captions without its code being part of this digest."""
+        import sys
+
+        from senri import decode, track
 
         return {"captioner": "perception", "track": self.track_config.__dict__,
-                "code": _source_digest(type(self), track)}
+                "code": code_digest([type(self)], [sys.modules[__name__], track, decode]),
+                "inputs": self._inputs_digest}
 
     def caption_many(self, clips: Sequence[Clip]) -> list[Caption]:
         return [self.caption(clip) for clip in clips]

@@ -1,15 +1,48 @@
-"""``vlm``: captions from any backend that takes images (vLLM, transformers, an OpenAI-compatible API).
+"""``vlm``: captions from any backend that takes images or video (vLLM, transformers, an OpenAI-compatible API).
 
-A clip's frames are decoded at the clip's frame rate (capped at ``max_frames``, spread uniformly), resized to
-``short_side``, and sent as timestamped images with the instruction. All clips given together go to the
-backend as one batch, so a GPU engine sees many clips at once.
+A clip is captioned from **every frame its level's rate gives** (the paper's setting, and the released code's:
+e.g. an 800 s EgoMem coarse clip at 0.25 fps is 200 frames); ``max_frames`` is an explicit cap (frames spread
+uniformly, and the caption records how many it dropped). Frames are resized to ``short_side``. Where the
+backend takes video (``video_input: auto``) the clip goes as one MP4 at the clip's own rate, the model's
+native video input, as the released code passes it; otherwise as timestamped images. The instruction is
+wrapped by the ``clip`` prompt (config/prompts/captioner/clip.txt: the clip's span, frame count and rate).
+All clips given together go to the backend as one batch, so a GPU engine sees many clips at once.
+
+The captioner's identity (part of every caption's cache key) holds the backend, the frame settings, the
+completion limit, the digest of the wrapper prompt and of the frame-selection code.
 """
 
 from __future__ import annotations
 
+import hashlib
+import sys
+import tempfile
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from senri.captioners.base import Caption, Captioner, Clip, VideoMedia
+from senri.answers import split_reasoning
+from senri.captioners.base import Caption, Captioner, Clip, VideoMedia, code_digest
+
+
+def clip_targets(clip: Clip, max_frames: int | None) -> tuple[list[float], int]:
+    """The clip's frame times at its rate, and how many a ``max_frames`` cap drops (spread uniformly)."""
+    from senri.decode import at_fps, uniform
+
+    targets = at_fps(clip.fps, clip.start_s, clip.end_s) or [clip.start_s]
+    if max_frames and len(targets) > max_frames:
+        return uniform(int(max_frames), clip.start_s, clip.end_s), len(targets) - int(max_frames)
+    return targets, 0
+
+
+def clip_video(frames: Sequence[Any], fps: float) -> bytes:
+    """The clip's decoded frames as one H.264 MP4 at ``fps``, through the frame store and carrier writers."""
+    from senri.decode import write_carrier, write_frame_store
+
+    with tempfile.TemporaryDirectory(prefix="senri-clip-") as tmp:
+        store, mp4 = Path(tmp) / "frames.parquet", Path(tmp) / "clip.mp4"
+        write_frame_store(frames, store, "clip", "clip")
+        write_carrier(store, mp4, fps=fps)
+        return mp4.read_bytes()
 
 
 class BackendCaptioner(Captioner):
@@ -17,47 +50,78 @@ class BackendCaptioner(Captioner):
 
     def __init__(self, config: Mapping[str, Any], media: VideoMedia) -> None:
         from senri.backends import open_backend
+        from senri.prompts import prompt_set
 
         super().__init__(config, media)
         self.model_config = dict(config["model"])
-        self.max_frames = int(config.get("max_frames", 32))
+        self.max_frames = int(config["max_frames"]) if config.get("max_frames") else None
         self.short_side = int(config.get("short_side", 448))
+        self.max_tokens = int(config.get("max_tokens", 2048))
+        self.prompts = config.get("prompts") or prompt_set("captioner")
         self.backend = open_backend(self.model_config, None)
-        if self.backend is None or not self.backend.capabilities.images:
-            raise ValueError(f"captioner model {self.model_config.get('name')!r} takes no images")
+        if self.backend is None or not (self.backend.capabilities.images or self.backend.capabilities.video):
+            raise ValueError(f"captioner model {self.model_config.get('name')!r} takes no images or video")
+        mode = config.get("video_input", "auto")
+        if mode not in ("auto", "video", "images"):
+            raise ValueError(f"config.memory.video_input: {mode!r} is not one of auto, video, images")
+        if mode == "video" and not self.backend.capabilities.video:
+            raise ValueError(f"config.memory.video_input: the captioner model {self.model_config.get('name')!r} "
+                             "takes no video input")
+        self.as_video = mode == "video" or (mode == "auto" and self.backend.capabilities.video)
 
     def identity(self) -> dict[str, Any]:
+        from senri import decode
+
+        wrapper = hashlib.sha256(self.prompts["clip"].text.encode()).hexdigest()[:16]
         return {"captioner": "vlm", "backend": self.backend.identity, "max_frames": self.max_frames,
-                "short_side": self.short_side, "max_tokens": int(self.model_config.get("max_tokens", 512)),
-                "temperature": float(self.model_config.get("temperature", 0.0))}
+                "short_side": self.short_side, "max_tokens": self.max_tokens, "as_video": self.as_video,
+                "temperature": float(self.model_config.get("temperature", 0.0)), "wrapper": wrapper,
+                "frame_code": code_digest([clip_targets, clip_video, BackendCaptioner._frames,
+                                           BackendCaptioner._request],
+                                          [sys.modules[__name__], decode])}
 
-    def _frames(self, clip: Clip) -> list:
-        from senri.backends.base import ImagePart
-        from senri.decode import at_fps, encode_jpeg, read_frames, uniform
+    def _frames(self, clip: Clip) -> tuple[list, int]:
+        """The clip's decoded frames (upright, resized) and how many the frame cap dropped."""
+        from senri.decode import read_frames
 
-        targets = at_fps(clip.fps, clip.start_s, clip.end_s) or [clip.start_s]
-        if len(targets) > self.max_frames:
-            targets = uniform(self.max_frames, clip.start_s, clip.end_s)
-        return [ImagePart(encode_jpeg(f.image), f.pts_s)
-                for f in read_frames(self.media.video, targets, short_side=self.short_side) if f.image is not None]
+        targets, dropped = clip_targets(clip, self.max_frames)
+        frames = [f for f in read_frames(self.media.video, targets, short_side=self.short_side) if f.image is not None]
+        return frames, dropped
+
+    def _request(self, clip: Clip, frames: Sequence[Any]):
+        from senri.backends.base import ChatRequest, ImagePart, Message, VideoPart
+        from senri.decode import encode_jpeg
+
+        text = self.prompts.render("clip", start=f"{clip.start_s:g}", end=f"{clip.end_s:g}", fps=f"{clip.fps:g}",
+                                   n_frames=len(frames), instruction=clip.instruction)
+        if self.as_video:
+            media: tuple = (VideoPart(clip_video(frames, clip.fps), clip.fps),)
+        else:
+            media = tuple(ImagePart(encode_jpeg(f.image), f.pts_s) for f in frames)
+        return ChatRequest(messages=(Message("user", (text, *media)),),
+                           temperature=float(self.model_config.get("temperature", 0.0)),
+                           max_tokens=self.max_tokens, purpose=f"caption:{clip.level}")
 
     def caption_many(self, clips: Sequence[Clip]) -> list[Caption]:
-        from senri.backends.base import ChatRequest, Message
-
-        frames = [self._frames(clip) for clip in clips]
-        requests = [
-            ChatRequest(
-                messages=(Message("user", (*images, f"These are frames of my first-person video from "
-                                                    f"{clip.start_s:.0f}s to {clip.end_s:.0f}s, each after its "
-                                                    f"timestamp. {clip.instruction}")),),
-                temperature=float(self.model_config.get("temperature", 0.0)),
-                max_tokens=int(self.model_config.get("max_tokens", 512)),
-                purpose=f"caption:{clip.level}",
-            )
-            for clip, images in zip(clips, frames)
-        ]
-        responses = self.backend.complete_many(requests)
-        return [Caption(r.text if not r.error else "", len(images), r.error) for r, images in zip(responses, frames)]
+        decoded = [self._frames(clip) for clip in clips]
+        requests, failed = [], {}
+        for i, (clip, (frames, _)) in enumerate(zip(clips, decoded)):
+            if frames:
+                requests.append((i, self._request(clip, frames)))
+            else:
+                failed[i] = f"no frame of {clip.start_s:g}–{clip.end_s:g} s could be decoded"
+        responses = dict(zip((i for i, _ in requests), self.backend.complete_many([r for _, r in requests])))
+        captions = []
+        for i, (frames, dropped) in enumerate(decoded):
+            if i in failed:
+                captions.append(Caption("", 0, failed[i], dropped))
+                continue
+            r = responses[i]
+            text = "" if r.error else split_reasoning(r.text or "")[0].strip()
+            error = r.error or (None if text else "the captioner returned an empty caption")
+            captions.append(Caption(text, len(frames), error, dropped, r.prompt_tokens, r.completion_tokens,
+                                    r.latency_s))
+        return captions
 
     def close(self) -> None:
         self.backend.close()

@@ -3,56 +3,66 @@
 ``memory_search`` is the "original workflow" SENRI-Agent builds on: each round a controller LLM picks one
 JSON action — ``search`` (one standalone query; the retriever returns text memories and, for each, a visual
 candidate = absolute interval + description) or ``answer`` — for at most ``max_rounds`` (5) rounds, then one
-forced answer round.
+forced answer round. Every action carries a short ``rationale`` (kept in the trace).
 
 ``senri_agent`` adds ``verify``: 1–3 target-guided visual checks (:mod:`senri.verify`), each split into
-adaptive temporal cells, each cell inspected by a choice-blind verifier (it sees the check's target
-context, objective and requirements and the cell's frames, never the question or options), all cells in one
-batch so the backend runs them in parallel. An updater LLM keeps a bounded working memory: a note and at most
-3 reports with 4 evidence frames each, copied unchanged. Ablations (Table 4): ``senri_agent_no_tg`` (a general
-observation prompt instead of the structured task), ``senri_agent_no_pv`` (one verifier per check, no
-cells), ``senri_agent_no_wm`` (every report and all their frames go to the controller).
+adaptive temporal cells (at most ``max_cells_per_round`` per verify, a safety cap recorded in the trace),
+each cell inspected by a choice-blind verifier: it sees the check's target context, objective and
+requirements and the cell's frames — as a 1 frame/s carrier video where the backend takes video, as images
+labelled with their carrier offsets otherwise — never the question or options. Its citations (``offset_sec``
+on the carrier) are mapped back to source time. All cells go in one batch (the backend runs them in
+parallel); malformed replies get one repair, batched too. Problems of a verify (dropped windows, clamps,
+caps, refused checks) are shown to the controller in the next round. An updater LLM, under its own system
+prompt, keeps a bounded working memory: a note and at most 3 reports with 4 evidence frames each, copied
+unchanged, chosen from the retained reports plus the latest batch.
+
+Ablations (Table 4): ``senri_agent_no_tg`` (a general observation prompt, no requirement list),
+``senri_agent_no_pv`` (one verifier per check over all its windows, at most B frames at rate f),
+``senri_agent_no_wm`` (no updater; every report and all its evidence frames go to the controller).
+
+Every prompt is a template file of the method's family (``config/prompts/senri_agent`` or
+``config/prompts/memory_search``; ``prompts_dir`` overlays the user's own), and every role's token limit
+comes from the method config's ``max_tokens`` map.
 """
 
 from __future__ import annotations
 
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from senri.answers import question_block
-from senri.backends.base import ChatRequest, ImagePart, Message, Part
+from senri.answers import question_block, split_reasoning
+from senri.backends.base import ChatRequest, ChatResponse, ImagePart, Message, Part, VideoPart
 from senri.memory import format_memory
 from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
-from senri.methods.structured import StructuredReply, ask_json
+from senri.methods.structured import StructuredReply, ask_json, first_valid
 from senri.records import LETTERS, MemoryRow, Question, read_table
 from senri.track import clock
-from senri.verify import Check, Report, cell_times, check_cells, read_report, validate_checks
+from senri.verify import Cell, Check, Report, cap_cells, cell_times, check_cells, read_report, validate_checks
 
-ROLE = ("You answer a four-choice question about my long first-person video ('I' is the camera wearer). You "
-        "cannot see the video; you act on it through tools. Keep rationales short.")
-VERIFIER_ROLE = ("You are a careful visual verifier. You see a few frames of a first-person video and report only "
-                 "what is visible in them. You do not know why you are asked.")
-REPORT_FORM = ('{"observation": "...", "explanation": "...", "ambiguity_reason": "...", "next_evidence_needed": "...", '
-               '"evidence_moments": [<seconds>], "requirement_findings": {"R1": "..."}, '
-               '"requirement_evidence_moments": {"R1": [<seconds>]}}')
+CITATION = {"type": "object", "properties": {"offset_sec": {"type": "number"}, "note": {"type": "string"}},
+            "required": ["offset_sec"]}
 REPORT_SCHEMA = {
     "type": "object",
     "properties": {
         "observation": {"type": "string"}, "explanation": {"type": "string"},
         "ambiguity_reason": {"type": "string"}, "next_evidence_needed": {"type": "string"},
-        "evidence_moments": {"type": "array", "items": {"type": "number"}},
+        "evidence_moments": {"type": "array", "items": CITATION},
         "requirement_findings": {"type": "object", "additionalProperties": {"type": "string"}},
         "requirement_evidence_moments": {"type": "object",
-                                         "additionalProperties": {"type": "array", "items": {"type": "number"}}},
+                                         "additionalProperties": {"type": "array", "items": CITATION}},
     },
-    "required": ["observation", "evidence_moments", "requirement_findings", "requirement_evidence_moments"],
+    "required": ["observation", "explanation", "ambiguity_reason", "next_evidence_needed", "evidence_moments",
+                 "requirement_findings", "requirement_evidence_moments"],
 }
 UPDATE_SCHEMA = {
     "type": "object",
     "properties": {"note": {"type": "string"}, "selected_report_ids": {"type": "array", "items": {"type": "string"}}},
     "required": ["note", "selected_report_ids"],
 }
+VERIFIER_INPUTS = ("auto", "video", "images")
 
 
 @dataclass
@@ -67,15 +77,21 @@ class Evidence:
 class Episode:
     question: Question
     tally: CallTally = field(default_factory=CallTally)
-    retrieved: dict[int, MemoryRow] = field(default_factory=dict)
+    retrieved: dict[int, MemoryRow] = field(default_factory=dict)   # in retrieval order (an append-only prompt)
     reports: list[Evidence] = field(default_factory=list)
     note: str = ""
     retained: list[Evidence] = field(default_factory=list)
+    feedback: list[str] = field(default_factory=list)               # problems of the last verify, shown once
     trace: dict[str, Any] = field(default_factory=lambda: {"rounds": [], "calls": []})
     verifier_calls: int = 0
     frames_inspected: int = 0
     cells: int = 0
     checks: int = 0
+
+
+def _report_valid(obj: dict) -> dict | None:
+    """A verifier reply is usable when it is an object with an observation or requirement findings."""
+    return obj if isinstance(obj, dict) and ("observation" in obj or "requirement_findings" in obj) else None
 
 
 class MemorySearch(Method):
@@ -86,8 +102,10 @@ class MemorySearch(Method):
     target_guided: ClassVar[bool] = True
     split_cells: ClassVar[bool] = True
     working_memory: ClassVar[bool] = True
+    default_prompts: ClassVar[str] = "memory_search"
 
     def __init__(self, context: RunContext) -> None:
+        from senri.prompts import prompt_set
         from senri.retrieval import MemoryIndex
 
         super().__init__(context)
@@ -101,6 +119,12 @@ class MemorySearch(Method):
         self.wm_frames = int(config.get("wm_frames", 4))
         self.short_side = int(config.get("verifier_short_side", 448))
         self.parallel = bool(config.get("parallel_verifiers", True))
+        self.max_cells = int(config.get("max_cells_per_round", 64))
+        self.updater_images = bool(config.get("updater_images", True))
+        self.verifier_input = str(config.get("verifier_input", "auto"))
+        if self.verifier_input not in VERIFIER_INPUTS:
+            raise ValueError(f"method {context.method_name!r}: verifier_input must be one of {VERIFIER_INPUTS}")
+        self.prompt_set = prompt_set(config.get("prompts") or self.default_prompts, config.get("prompts_dir"))
         table = read_table(context.memory, MemoryRow).sort("start_s", "level")
         self.memory = [MemoryRow(**row) for row in table.select(list(MemoryRow.__dataclass_fields__)).iter_rows(named=True)]
         index_dir = context.caption_cache / "index" if context.caption_cache else None
@@ -108,69 +132,99 @@ class MemorySearch(Method):
                                   for r in self.memory], index_dir, str(config.get("retriever", "embedding")))
         self.duration_s = context.video.duration_s
 
-    # ----------------------------------------------------------------------------------------- prompts
-    def _actions(self, forced: bool) -> tuple[list[str], str]:
+    @property
+    def _capabilities(self):
+        backend = self.context.backend
+        return backend.capabilities if backend is not None else None
+
+    # ----------------------------------------------------------------------------------------- context
+    def _memories_text(self, ep: Episode) -> str:
+        rows = list(ep.retrieved.values())
+        return format_memory(rows, numbered=False) if rows else "(nothing retrieved yet)"
+
+    def _candidates_text(self, ep: Episode) -> str:
+        if not ep.retrieved:
+            return "(none yet)"
+        return "\n".join(f"- c{n} [{r.start_s:.0f}, {r.end_s:.0f}] s, valid_absolute_sec [0, {self.duration_s:.0f}]: "
+                         f"{r.text[:160]}" for n, r in enumerate(ep.retrieved.values(), 1))
+
+    def _shown_reports(self, ep: Episode) -> list[Evidence]:
+        return ep.retained if self.working_memory else ep.reports
+
+    def _working_memory_text(self, ep: Episode) -> str:
+        shown = self._shown_reports(ep)
+        if not self.can_verify or not (shown or ep.note):
+            return ""
+        lines = [""]
+        if self.working_memory:
+            lines.append(f"Working memory note: {ep.note or '(empty)'}")
+            lines.append("Verifier reports kept in working memory (their evidence frames are shown above):"
+                         if shown else "No verifier report kept yet.")
+        else:
+            lines.append("All verifier reports so far (their evidence frames are shown above):"
+                         if shown else "No verifier report yet.")
+        lines += [e.report.summary() for e in shown]
+        return "\n".join(lines) + "\n"
+
+    def _evidence_parts(self, evidence: list[Evidence], per_report: int | None = None) -> list[Part]:
+        """Evidence frames as images labelled with their source time, each report's frames after its id."""
+        capabilities = self._capabilities
+        if capabilities is None or not capabilities.images:
+            return []
+        parts: list[Part] = []
+        for e in evidence:
+            frames = e.frames if per_report is None else e.frames[:per_report]
+            if frames:
+                parts.append(f"Evidence frames of {e.report.report_id}:")
+                parts += [ImagePart(jpeg, t) for t, jpeg in frames]
+        return parts
+
+    # ----------------------------------------------------------------------------------------- controller
+    def _actions_text(self, forced: bool) -> tuple[list[str], str]:
         if forced:
-            return ["answer"], ('This is the last round: answer now. Reply with JSON only: '
-                                '{"action": "answer", "answer": "<A|B|C|D>"}')
-        forms = ['{"action": "search", "query": "<one standalone query to the memory>"}']
-        names = ["search"]
-        if self.can_verify:
-            names.append("verify")
-            forms.append('{"action": "verify", "checks": [{"target_context": "<the occurrence to inspect>", '
-                         '"objective": "<one local observation goal>", "requirements": ["<observable condition>"], '
-                         '"windows": [[<start s>, <end s>]], "fps": <0.05-4>, "budget": <8-64>}]} '
-                         '(1-3 small checks; windows inside the candidates\' intervals, seconds of the video)')
-        names.append("answer")
-        forms.append('{"action": "answer", "answer": "<A|B|C|D>"}')
-        return names, "Choose one action: " + ", ".join(names) + ". Reply with JSON only, one of:\n" + "\n".join(forms)
+            return ["answer"], self.prompt_set.render("actions_forced")
+        names = ["search", "verify", "answer"] if self.can_verify else ["search", "answer"]
+        return names, self.prompt_set.render("actions")
 
     def _controller_messages(self, ep: Episode, round_no: int, forced: bool) -> tuple[Message, ...]:
+        _, actions = self._actions_text(forced)
+        feedback = ""
+        if ep.feedback:
+            feedback = "Problems with your previous verify action:\n" + "\n".join(f"- {p}" for p in ep.feedback) + "\n"
         q = ep.question
-        lines = [question_block(q.question, q.options), ""]
-        rows = [ep.retrieved[i] for i in sorted(ep.retrieved)]
-        if rows:
-            lines += ["Text memories retrieved so far:", format_memory(rows, numbered=False), "",
-                      "Visual candidates (interval in the video, description):"]
-            lines += [f"- [{r.start_s:.0f}s, {r.end_s:.0f}s] {r.text[:160]}" for r in rows]
-        else:
-            lines.append("Nothing retrieved yet.")
-        parts: list[Part] = []
-        shown = ep.reports if not self.working_memory else ep.retained
-        if self.can_verify:
-            if self.working_memory and ep.note:
-                lines += ["", f"Working memory note: {ep.note}"]
-            if shown:
-                lines += ["", "Verifier reports" + (" kept in working memory:" if self.working_memory else ":")]
-                lines += [e.report.summary() for e in shown]
-            images_ok = self.context.backend is not None and self.context.backend.capabilities.images
-            if images_ok:
-                parts = [ImagePart(jpeg, t) for e in shown for t, jpeg in e.frames]
-        names, form = self._actions(forced)
-        lines += ["", f"Round {round_no} of {self.max_rounds} (then a forced answer).", form]
-        return (Message.text("system", self.context.method_config.get("system") or ROLE),
-                Message("user", (*parts, "\n".join(lines))))
+        text = self.prompt_set.render(
+            "controller", duration_s=f"{self.duration_s:.0f}", memories=self._memories_text(ep),
+            candidates=self._candidates_text(ep), working_memory=self._working_memory_text(ep),
+            question=question_block(q.question, q.options), round=round_no, max_rounds=self.max_rounds,
+            feedback=feedback, actions=actions)
+        parts = self._evidence_parts(self._shown_reports(ep)) if self.can_verify else []
+        return (Message.text("system", self.prompt_set.render("controller_system")),
+                Message("user", (*parts, text)))
 
     def _controller(self, ep: Episode, round_no: int, forced: bool) -> StructuredReply:
-        names, form = self._actions(forced)
+        names, form = self._actions_text(forced)
 
         def valid(obj: dict) -> dict | None:
             action = str(obj.get("action", "")).strip().lower()
             if action not in names:
                 return None
+            rationale = str(obj.get("rationale") or "").strip()
             if action == "answer":
                 letter = str(obj.get("answer", "")).strip().strip("().").upper()
-                return {"action": "answer", "answer": letter} if letter in LETTERS else None
+                return {"action": "answer", "answer": letter, "rationale": rationale} if letter in LETTERS else None
             if action == "search":
                 query = str(obj.get("query", "")).strip()
-                return {"action": "search", "query": query} if query else None
-            return {"action": "verify", "checks": obj.get("checks")} if isinstance(obj.get("checks"), list) else None
+                return {"action": "search", "query": query, "rationale": rationale} if query else None
+            checks = obj.get("checks")
+            return {"action": "verify", "checks": checks, "rationale": rationale} if isinstance(checks, list) else None
 
-        schema = {"type": "object", "properties": {"action": {"enum": names}, "query": {"type": "string"},
-                                                   "answer": {"enum": list(LETTERS)}, "checks": {"type": "array"}},
-                  "required": ["action"]}
+        schema = {"type": "object", "properties": {"action": {"enum": names}, "rationale": {"type": "string"},
+                                                   "query": {"type": "string"}, "answer": {"enum": list(LETTERS)},
+                                                   "checks": {"type": "array"}},
+                  "required": ["action", "rationale"]}
         return ask_json(self, self._controller_messages(ep, round_no, forced), schema, valid, form,
-                        "control:forced" if forced else "control", ep.tally, self.retries, max_tokens=384)
+                        "control:forced" if forced else "control", ep.tally, self.retries,
+                        max_tokens=self.role_max_tokens("controller"))
 
     # ------------------------------------------------------------------------------------------ actions
     def _search(self, ep: Episode, query: str) -> dict[str, Any]:
@@ -181,23 +235,92 @@ class MemorySearch(Method):
                 "hits": [f"{self.memory[i].level} {self.memory[i].start_s:g}–{self.memory[i].end_s:g}s ({s:.3f})"
                          for i, s in hits]}
 
-    def _verifier_request(self, check: Check, frames: list[ImagePart]) -> ChatRequest:
+    def _as_video(self) -> bool:
+        capabilities = self._capabilities
+        takes_video = capabilities is not None and capabilities.video
+        if self.verifier_input == "video" and not takes_video:
+            raise ValueError(f"method {self.context.method_name!r}: verifier_input video, but model "
+                             f"{self.context.model_name!r} takes no video")
+        return self.verifier_input == "video" or (self.verifier_input == "auto" and takes_video)
+
+    def _verifier_visual(self, jpegs: list[bytes]) -> list[Part]:
+        """The cell's frames as the verifier sees them: a 1 frame/s carrier (frame k at offset k s) for
+        backends that take video, else images labelled with the same carrier offsets."""
+        if not self._as_video():
+            return [ImagePart(jpeg, float(k)) for k, jpeg in enumerate(jpegs)]
+        from senri.decode import carrier_frame_count, carrier_from_jpegs
+
+        mp4 = carrier_from_jpegs(jpegs, fps=1.0)
+        count = carrier_frame_count(mp4)
+        if count != len(jpegs):  # the paper's carrier check: exactly the sampled frames, nothing dropped or added
+            raise RuntimeError(f"verifier carrier holds {count} frames, {len(jpegs)} were sampled")
+        return [VideoPart(mp4, 1.0)]
+
+    def _verifier_request(self, check: Check, jpegs: list[bytes]) -> ChatRequest:
         """Choice-blind: only the check's task (or, without target guidance, a general prompt) and frames."""
         if self.target_guided:
-            requirement_lines = "\n".join(f"{rid}: {text}" for rid, text in check.requirement_ids())
-            task = (f"Target context (R1): {check.target_context}\nObjective: {check.objective}\n"
-                    f"Requirements, in order:\n{requirement_lines}\n")
+            ids = check.requirement_ids()
+            listed = "\n".join(f"{rid}: {text}" for rid, text in ids[1:]) or "(none beyond R1)"
+            task = self.prompt_set.render("verifier", objective=check.objective,
+                                          target_context=check.target_context, requirements=listed)
         else:
-            task = "Describe what you observe in these frames.\n"
-        text = (f"{task}The frames above are shown at 1 frame per second; cite moments as seconds on this clip's "
-                f"own timeline (0 = the first frame). Give a finding for each requirement id you can check and "
-                f"the moments that show it; leave a finding empty when the frames do not show it. "
-                f"Reply with JSON only: {REPORT_FORM}")
+            ids = []
+            task = self.prompt_set.render("verifier_general")
+        reply = self.prompt_set.render(
+            "verifier_reply", n_frames=len(jpegs),
+            finding_form=", ".join(f'"{rid}": "<finding>"' for rid, _ in ids),
+            moment_form=", ".join(f'"{rid}": [{{"offset_sec": <seconds>}}]' for rid, _ in ids))
         sampling = self.sampling()
-        sampling["max_tokens"] = max(sampling["max_tokens"], 384)
-        return ChatRequest(messages=(Message.text("system", VERIFIER_ROLE), Message("user", (*frames, text))),
-                           json_schema=REPORT_SCHEMA if self.context.backend.capabilities.json_schema else None,
-                           purpose="verify", **sampling)
+        sampling["max_tokens"] = self.role_max_tokens("verifier")
+        capabilities = self._capabilities
+        return ChatRequest(
+            messages=(Message.text("system", self.prompt_set.render("verifier_system")),
+                      Message("user", (task + "\n", *self._verifier_visual(jpegs), "\n" + reply))),
+            json_schema=REPORT_SCHEMA if capabilities is not None and capabilities.json_schema else None,
+            purpose="verify", **sampling)
+
+    def _send(self, requests: list[ChatRequest]) -> list[ChatResponse]:
+        if self.parallel:
+            return self.chat_many(requests)
+        return [self.chat_many([r])[0] for r in requests]
+
+    def _ask_verifiers(self, ep: Episode, requests: list[ChatRequest]
+                       ) -> list[tuple[dict | None, str | None, str | None, int]]:
+        """All verifier calls of a verify in one batch; every malformed reply (a reply cut at the token limit
+        included) gets one repair turn, the repairs batched too. Per request: (report object or None, error,
+        reasoning, attempts)."""
+        responses = self._send(requests)
+        ep.tally.add_all(requests, responses)
+        results: list[tuple[dict | None, str | None, str | None, int]] = []
+        repairs: list[tuple[int, ChatRequest]] = []
+        for i, (request, response) in enumerate(zip(requests, responses)):
+            if response.error:
+                results.append((None, response.error, None, 1))
+                continue
+            reply, reasoning = split_reasoning(response.text)
+            obj = first_valid(reply, _report_valid)
+            results.append((obj, None if obj else "malformed JSON", reasoning, 1))
+            if obj is None and self.retries > 0:
+                repair = self.prompt_set.render("repair", form='{"observation": "...", "explanation": "...", '
+                                                '"ambiguity_reason": "...", "next_evidence_needed": "...", '
+                                                '"evidence_moments": [...], "requirement_findings": {...}, '
+                                                '"requirement_evidence_moments": {...}}')
+                messages = request.messages + (Message.text("assistant", reply), Message.text("user", repair))
+                repairs.append((i, ChatRequest(messages=messages, json_schema=request.json_schema,
+                                               purpose="verify:repair", max_tokens=request.max_tokens,
+                                               temperature=request.temperature, top_p=request.top_p,
+                                               seed=request.seed)))
+        if repairs:
+            repair_responses = self._send([r for _, r in repairs])
+            ep.tally.add_all([r for _, r in repairs], repair_responses)
+            for (i, _), response in zip(repairs, repair_responses):
+                if response.error:
+                    results[i] = (None, f"repair failed: {response.error}", results[i][2], 2)
+                    continue
+                reply, reasoning = split_reasoning(response.text)
+                obj = first_valid(reply, _report_valid)
+                results[i] = (obj, None if obj else "malformed JSON after repair", reasoning or results[i][2], 2)
+        return results
 
     def _cells_frames(self, wanted: list[list[float]]) -> list[tuple[list[float], list[bytes]]]:
         """Frames of every cell of a verify in one pass over the video (one packet index, frames shared by
@@ -216,81 +339,92 @@ class MemorySearch(Method):
         return out
 
     def _verify(self, ep: Episode, raw_checks: Any) -> dict[str, Any]:
-        from senri.methods.structured import first_valid
-
-        checks, problems = validate_checks(raw_checks, self.duration_s)
-        cells = check_cells(checks, split=self.split_cells)
+        q = ep.question
+        checks, problems = validate_checks(raw_checks, self.duration_s, forbidden=[q.question, *q.options])
+        all_cells = check_cells(checks, split=self.split_cells)
+        cells, caps = cap_cells(all_cells, self.max_cells)
         ep.checks += len(checks)
         ep.cells += len(cells)
-        jobs = []
         frames_per_cell = self._cells_frames([cell_times(c, checks[c.check].fps, checks[c.check].budget)
                                               for c in cells])
+        jobs: list[tuple[Cell, Check, list[float], list[bytes]]] = []
+        empty = 0
         for cell, (pts, jpegs) in zip(cells, frames_per_cell):
-            check = checks[cell.check]
+            if not jpegs:
+                empty += 1
+                continue
+            jobs.append((cell, checks[cell.check], pts, jpegs))
             ep.frames_inspected += len(jpegs)
-            frames = [ImagePart(jpeg, float(k)) for k, jpeg in enumerate(jpegs)]  # the 1 frame/s carrier timeline
-            jobs.append((cell, check, pts, jpegs, self._verifier_request(check, frames)))
-        requests = [job[4] for job in jobs]
-        if self.parallel:
-            responses = self.chat_many(requests)
-        else:
-            responses = [self.chat_many([r])[0] for r in requests]
-        ep.tally.add_all(requests, responses)
+        # Carriers are H.264-encoded per cell; encoding runs outside the GIL, so threads overlap it (3x on 2 cores).
+        with ThreadPoolExecutor(max_workers=max(1, min(8, len(jobs), os.cpu_count() or 1))) as pool:
+            requests = list(pool.map(lambda job: self._verifier_request(job[1], job[3]), jobs))
+        results = self._ask_verifiers(ep, requests) if requests else []
         ep.verifier_calls += len(requests)
-        new = []
-        for (cell, check, pts, jpegs, _), response in zip(jobs, responses):
+        new, failures, reasoning = [], [], {}
+        for (cell, check, pts, jpegs), (obj, error, thought, attempts) in zip(jobs, results):
             report_id = f"r{len(ep.reports) + 1}"
-            obj = None if response.error else first_valid(response.text or "", lambda o: o)
-            report = read_report(report_id, cell.check, check if self.target_guided else None, cell, obj, pts,
-                                 response.error)
+            report = read_report(report_id, cell.check, check, cell, obj, pts, error, guided=self.target_guided)
             evidence = Evidence(report, [(pts[i], jpegs[i]) for i in report.evidence_frames])
             ep.reports.append(evidence)
             new.append(evidence)
-        record = {"checks": [{"target_context": c.target_context, "objective": c.objective,
-                              "requirements": list(c.requirements), "windows": [list(w) for w in c.windows],
-                              "fps": c.fps, "budget": c.budget, "adjustments": list(c.adjustments)} for c in checks],
-                  "problems": problems, "cells": [[round(c.start_s, 3), round(c.end_s, 3)] for c in cells],
-                  "reports": [e.report.summary() for e in new]}
+            if error:
+                failures.append(f"{report_id}: {error}" + (f" after {attempts} attempts" if attempts > 1 else ""))
+            if thought:
+                reasoning[report_id] = thought
+        # What the controller hears about its action in the next round.
+        feedback = list(problems)
+        for check in checks:
+            feedback += [f"check {check.position}: {a}" for a in check.adjustments if not a.startswith("B from preset")]
+        feedback += [f"check {checks[c['check']].position}: {c['cells']} cells, capped to {c['kept']} spread evenly "
+                     f"(at most {self.max_cells} verifier cells per verify)" for c in caps]
+        if empty:
+            feedback.append(f"{empty} cell(s) had no decodable frame and were skipped")
+        feedback += [f"verifier {f}" for f in failures]
+        ep.feedback = feedback
+        record: dict[str, Any] = {
+            "checks": [{"target_context": c.target_context, "objective": c.objective,
+                        "requirements": list(c.requirements), "windows": [list(w) for w in c.windows],
+                        "candidate_refs": list(c.candidate_refs), "fps": c.fps, "budget": c.budget,
+                        "adjustments": list(c.adjustments)} for c in checks],
+            "problems": problems, "cell_caps": caps, "cells_asked": len(all_cells),
+            "cells": [[round(c.start_s, 3), round(c.end_s, 3)] for c in cells],
+            "verifier_input": ("video" if self._as_video() else "images") if requests else None,
+            "repairs": sum(1 for r in results if r[3] > 1), "failures": failures,
+            "reports": [e.report.summary() for e in new], "feedback": feedback}
+        if reasoning:
+            record["verifier_reasoning"] = reasoning
         if self.working_memory and new:
             record["working_memory"] = self._update_memory(ep, new)
         return record
 
     def _update_memory(self, ep: Episode, new: list[Evidence]) -> dict[str, Any]:
-        candidates = {e.report.report_id: e for e in ep.retained + new}
+        pool = {e.report.report_id: e for e in ep.retained + new}
 
         def valid(obj: dict) -> dict | None:
             note, ids = obj.get("note"), obj.get("selected_report_ids")
             if not isinstance(note, str) or not isinstance(ids, list):
                 return None
-            return {"note": note.strip(), "ids": [str(i) for i in ids]}
+            return {"note": note.strip(), "ids": [str(i).strip() for i in ids]}
 
         q = ep.question
-        rows = [ep.retrieved[i] for i in sorted(ep.retrieved)]
-        text = "\n".join([
-            question_block(q.question, q.options), "",
-            f"Current note: {ep.note or '(empty)'}", "",
-            "Retrieved text memories (claims of the memory, not visual facts):",
-            format_memory(rows, numbered=False) if rows else "(none)", "",
-            "Verifier reports (visual facts, with ids):",
-            *(e.report.summary() for e in candidates.values()), "",
-            "Update the working memory: summarize faithfully in at most 250 words, keep qualifications, "
-            "uncertainty, scope and provenance; never infer, recount, reconcile or pick an answer; attribute "
-            "conflicting claims to their report ids; keep retrieval claims apart from visual facts. Select the "
-            f"ids of at most {self.wm_reports} existing reports worth keeping (possibly none). Reply with JSON only: "
-            '{"note": "...", "selected_report_ids": ["r1"]}',
-        ])
-        reply = ask_json(self, (Message.text("system", ROLE), Message.text("user", text)), UPDATE_SCHEMA, valid,
-                         '{"note": "...", "selected_report_ids": [...]}', "update", ep.tally, self.retries,
-                         max_tokens=512)
+        text = self.prompt_set.render(
+            "updater", memories=self._memories_text(ep), question=question_block(q.question, q.options),
+            note=ep.note or "(empty)", reports="\n".join(e.report.summary() for e in pool.values()),
+            max_reports=self.wm_reports)
+        parts = self._evidence_parts(list(pool.values()), self.wm_frames) if self.updater_images else []
+        messages = (Message.text("system", self.prompt_set.render("updater_system")), Message("user", (*parts, text)))
+        reply = ask_json(self, messages, UPDATE_SCHEMA, valid, '{"note": "...", "selected_report_ids": [...]}',
+                         "update", ep.tally, self.retries, max_tokens=self.role_max_tokens("updater"))
         ep.trace["calls"].append(reply.record("update"))
         if reply.value is None:
             return {"kept": [e.report.report_id for e in ep.retained], "failure": reply.error}
-        unknown = [i for i in reply.value["ids"] if i not in candidates]
-        selected = list(dict.fromkeys(i for i in reply.value["ids"] if i in candidates))[: self.wm_reports]
+        unknown = [i for i in reply.value["ids"] if i not in pool]
+        picked = list(dict.fromkeys(i for i in reply.value["ids"] if i in pool))
+        selected, truncated = picked[: self.wm_reports], picked[self.wm_reports:]
         ep.note = reply.value["note"]
         # Copied unchanged: the report as the verifier wrote it, its first evidence frames as decoded.
-        ep.retained = [Evidence(candidates[i].report, candidates[i].frames[: self.wm_frames]) for i in selected]
-        return {"note": ep.note, "kept": selected, "dropped_unknown_ids": unknown}
+        ep.retained = [Evidence(pool[i].report, pool[i].frames[: self.wm_frames]) for i in selected]
+        return {"note": ep.note, "kept": selected, "truncated": truncated, "dropped_unknown_ids": unknown}
 
     # -------------------------------------------------------------------------------------------- loop
     def answer(self, question: Question) -> MethodAnswer:
@@ -302,6 +436,9 @@ class MemorySearch(Method):
             reply = self._controller(ep, round_no, forced)
             ep.trace["calls"].append(reply.record("control"))
             step: dict[str, Any] = {"round": round_no, "forced": forced}
+            if ep.feedback:
+                step["feedback_shown"] = list(ep.feedback)
+                ep.feedback = []
             if reply.value is None:
                 step["action"] = "malformed"
                 ep.trace["rounds"].append(step)
@@ -309,6 +446,8 @@ class MemorySearch(Method):
                 continue
             action = reply.value["action"]
             step["action"] = action
+            if reply.value.get("rationale"):
+                step["rationale"] = reply.value["rationale"]
             if action == "answer":
                 letter, text = reply.value["answer"], reply.text
                 ep.trace["rounds"].append(step)
@@ -328,14 +467,18 @@ class MemorySearch(Method):
 
 class SenriAgent(MemorySearch):
     can_verify = True
+    default_prompts = "senri_agent"
 
     def __init__(self, context: RunContext) -> None:
         super().__init__(context)
         capabilities = context.backend.capabilities if context.backend is not None else None
-        if capabilities is None or not capabilities.images:
+        if capabilities is None or not (capabilities.images or capabilities.video):
             raise ValueError(f"method {context.method_name!r}: its verifiers look at frames, but model "
-                             f"{context.model_name!r} takes no images; run it with a vision-language model "
-                             f"(memory_search is the text-only workflow)")
+                             f"{context.model_name!r} takes neither images nor video; run it with a "
+                             f"vision-language model (memory_search is the text-only workflow)")
+        if not self._as_video() and not capabilities.images:
+            raise ValueError(f"method {context.method_name!r}: verifier_input images, but model "
+                             f"{context.model_name!r} takes no images")
 
 
 class SenriAgentNoTargetGuidance(SenriAgent):
@@ -348,4 +491,3 @@ class SenriAgentNoParallelVerifiers(SenriAgent):
 
 class SenriAgentNoWorkingMemory(SenriAgent):
     working_memory = False
-

@@ -43,6 +43,24 @@ class CallTally:
     completion_tokens: int = 0
     latency_s: float = 0.0
     errors: list[str] = field(default_factory=list)
+    #: The memory's captioner: calls made (computed and failed), captions reused from the caption cache (no
+    #: call), its tokens and model seconds. Kept apart from the agent model's tokens and latency above.
+    caption_calls: int = 0
+    captions_reused: int = 0
+    caption_prompt_tokens: int = 0
+    caption_completion_tokens: int = 0
+    caption_s: float = 0.0
+
+    def add_captions(self, calls: int, reused: int, prompt_tokens: int, completion_tokens: int, seconds: float,
+                     is_vlm: bool) -> None:
+        """Book a question's captioner work; a VLM captioner's calls are also VLM calls (``n_vlm_calls``)."""
+        self.caption_calls += calls
+        self.captions_reused += reused
+        self.caption_prompt_tokens += prompt_tokens
+        self.caption_completion_tokens += completion_tokens
+        self.caption_s += seconds
+        if is_vlm:
+            self.n_vlm_calls += calls
 
     def add(self, request: ChatRequest, response: ChatResponse) -> None:
         if request.n_images():

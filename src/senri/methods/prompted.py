@@ -25,10 +25,15 @@ class PromptedChoice(Method):
     """Base of ``blind`` and ``direct``: subclasses supply the visual parts and the context line."""
 
     def __init__(self, context: RunContext) -> None:
+        from senri.prompts import prompt_set
+
         super().__init__(context)
         config = context.method_config
+        self.prompt_set = prompt_set(config.get("prompts") or "answer", config.get("prompts_dir"))
         self.requested_format = str(config.get("answer_format", "json"))
         self.debias = bool(config.get("debias", False))
+        #: Greedy decoding whatever the model config's temperature (the paper's direct perception is greedy).
+        self.greedy = bool(config.get("greedy", False))
         capabilities = context.backend.capabilities if context.backend is not None else None
         self.answer_format = self.requested_format
         if capabilities is not None:
@@ -49,13 +54,17 @@ class PromptedChoice(Method):
 
     # ------------------------------------------------------------------------------------------------
     def _request(self, question: Question, options: list[str], purpose: str) -> ChatRequest:
-        text = question_prompt(question.question, options, self.answer_format, self.context_text(question))
+        text = question_prompt(question.question, options, self.answer_format, self.context_text(question),
+                               self.prompt_set.render(f"format_{self.answer_format}"))
         system = self.context.method_config.get("system")
         messages = ((Message.text("system", system),) if system else ()) + (
             Message("user", (*self.visual_parts(question), text)),)
         sampling = self.sampling()
+        sampling["max_tokens"] = self.role_max_tokens("answer")
+        if self.greedy:
+            sampling.update(temperature=0.0, top_p=1.0)
         if self.answer_format == "logprobs":
-            sampling["max_tokens"] = 1
+            sampling["max_tokens"] = 1  # one letter token is scored: the answer format fixes it, not a budget
         return ChatRequest(
             messages=messages,
             json_schema=ANSWER_SCHEMA if self.answer_format == "json" else None,

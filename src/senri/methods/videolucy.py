@@ -1,59 +1,103 @@
-"""``videolucy``: hierarchical memory with iterative backtracking (VideoLucy, Algorithm 1).
+"""``videolucy``: hierarchical memory with iterative backtracking (VideoLucy, Algorithm 1; appendix Tables 5–7).
 
 1. The coarse memory of the whole video comes from the memory stage (question-independent, shared).
-2. Sparse init: the localization agent picks the ``sparse_periods`` (3) most relevant coarse periods, each
-   kept with its two neighbours, or says the question needs the whole video (then all periods are kept).
-3. The answering agent replies ``{confidence, answer, time_period, reason}``. While it is not confident and
-   fewer than ``max_iterations`` (5) iterations ran: one combined localization+instruction call names the
-   single most relevant period not yet searched and an instruction; that period is re-captioned at its own
-   depth with the instruction (its entry refreshed) and split into the next depth's clips, captioned with
-   the same instruction; both join the memory; the answering agent replies again. The answer call of the
-   last iteration is forced (it must pick an option).
+2. Sparse init (Table 5): the localization agent reads the coarse memory and, only when very confident, names
+   the ``sparse_periods`` (3) most relevant periods, each kept with its two neighbours; otherwise the whole
+   video is kept (the paper's bias).
+3. The answering agent (Table 7) replies ``{Confidence, Answer, Time Period, Reason}``. While it is not
+   confident and fewer than ``max_iterations`` (5) iterations ran: one localization+instruction call
+   (Table 6) names the single most relevant period not yet searched and an instruction for the captioner;
+   the period is re-captioned at its own depth with the instruction (a failed re-caption keeps the old
+   text) and split into the next depth's clips, captioned with the same instruction; the answering agent
+   replies again.
+4. After the cap (or when every period was searched), one forced answer. ``forced_answer: full_memory``
+   (default, as the released code): a must-answer call over the full coarse memory plus every fine and
+   ultra-fine caption gathered; ``current_memory`` (the paper read literally): the cap-th answer call is
+   itself forced, over the current memory. ``trace.forced`` is true only when a forced call was made.
 
-Every caption goes through the shared caption cache, so a period another question (or method, or model)
-already asked about with the same instruction is not captioned again. LLM calls per question are bounded by
-(2 + 2·max_iterations)·(1 + json_retries); the trace records periods, depths, instructions, every call and
-the caption cost.
+Options from the released code (github.com/Zplusdragon/VideoLucy @f7e4730, ``demo.py``), off by default
+(the paper's Algorithm 1): ``answer_full_coarse_first`` (answer over the full coarse memory before sparse
+init; a confident answer ends there) and ``ordinal_whole_video`` (questions with ordinal words keep the whole
+video without a localization call). Prompts are files in ``config/prompts/videolucy/`` (``prompts_dir``
+for your own wording): each role's instructions in its system file (with the video's duration), the memory
+list first and the question last in the user message, so a server's prefix cache reuses the long shared part
+across a video's questions. Completion limits per role come from ``max_tokens`` (and
+``max_tokens_per_model``); a thinking model's reasoning is cut off before the JSON is read and kept in the trace.
 """
 
 from __future__ import annotations
 
+import ast
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
-from senri.answers import question_block
+from senri.answers import question_block, split_reasoning
 from senri.backends.base import Message
 from senri.captioners.base import Clip
-from senri.memory import LEVELS, choose_preset, format_memory, next_level, open_service, split
+from senri.memory import (LEVELS, choose_preset, deeper_instruction, keep_good_caption, next_level, open_service,
+                          row_context, split)
 from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
 from senri.methods.structured import StructuredReply, ask_json
 from senri.records import LETTERS, MemoryRow, Question, read_table
 
+_PERIOD = {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2}
 LOCALIZE_SCHEMA = {
     "type": "object",
-    "properties": {"periods": {"type": "array", "items": {"type": "integer"}, "maxItems": 9},
-                   "whole_video": {"type": "boolean"}},
-    "required": ["periods", "whole_video"],
-}
-ANSWER_SCHEMA = {
-    "type": "object",
-    "properties": {"confidence": {"type": "boolean"}, "answer": {"type": "string", "enum": list(LETTERS)},
-                   "time_period": {"type": "string"}, "reason": {"type": "string"}},
-    "required": ["confidence", "answer", "time_period", "reason"],
+    "properties": {"Flag": {"type": "boolean"}, "Time Period": {"type": "array", "items": _PERIOD},
+                   "Reason": {"type": "string"}},
+    "required": ["Flag", "Time Period", "Reason"],
 }
 SEARCH_SCHEMA = {
     "type": "object",
-    "properties": {"period": {"type": "integer"}, "instruction": {"type": "string"}},
-    "required": ["period", "instruction"],
+    "properties": {"Time Period": _PERIOD, "Instruction": {"type": "string"}, "Reason": {"type": "string"}},
+    "required": ["Time Period", "Instruction", "Reason"],
 }
-LOCALIZE_FORM = '{"periods": [<numbers>], "whole_video": <true|false>}'
-ANSWER_FORM = ('{"confidence": <true|false>, "answer": "<A|B|C|D>", "time_period": "<m:ss–m:ss>", '
-               '"reason": "<one sentence>"}')
-SEARCH_FORM = '{"period": <number>, "instruction": "<instruction>"}'
-ROLE = ("You help answer a question about my long first-person video from its text memory: time periods with "
-        "descriptions written by a captioner. 'I' is the camera wearer.")
+ANSWER_SCHEMA = {
+    "type": "object",
+    "properties": {"Confidence": {"type": "boolean"}, "Answer": {"type": "string", "enum": [*LETTERS, "No Answer"]},
+                   "Time Period": {"type": "array", "items": _PERIOD}, "Reason": {"type": "string"}},
+    "required": ["Confidence", "Answer", "Time Period", "Reason"],
+}
+FORCED_SCHEMA = {
+    "type": "object",
+    "properties": {"Answer": {"type": "string", "enum": list(LETTERS)},
+                   "Time Period": {"type": "array", "items": _PERIOD}, "Reason": {"type": "string"}},
+    "required": ["Answer", "Time Period", "Reason"],
+}
+
+
+def budgeted(schema: dict, limit: int, max_periods: int) -> dict:
+    """``schema`` bounded so a constrained reply always closes its JSON within ``limit`` completion tokens
+    (a reply cut off mid-JSON is unreadable): free strings get at most limit − 64 characters (at least 32),
+    period lists at most (limit − 64) // 24 periods (at least 1, at most ``max_periods``). At the default
+    limits (8,192) these bounds are far beyond any reply; they bite only for a small model run with a small
+    limit (the demo)."""
+    chars = max(32, limit - 64)
+    periods_fit = max(1, min(max_periods, (limit - 64) // 24))
+    bounded = {**schema, "properties": {}}
+    for name, spec in schema["properties"].items():
+        if spec.get("type") == "string" and "enum" not in spec:
+            spec = {**spec, "maxLength": chars}
+        elif spec.get("type") == "array" and spec.get("items") == _PERIOD:
+            spec = {**spec, "maxItems": periods_fit}
+        bounded["properties"][name] = spec
+    return bounded
+
+
+LOCALIZE_FORM = '{"Flag": true|false, "Time Period": [[start, end], ...] or "No Time Periods.", "Reason": "..."}'
+SEARCH_FORM = '{"Time Period": [start, end], "Instruction": "...", "Reason": "..."}'
+ANSWER_FORM = ('{"Confidence": true|false, "Answer": "A|B|C|D" or "No Answer", '
+               '"Time Period": [[start, end], ...] or "No Time", "Reason": "..."}')
+FORCED_FORM = '{"Answer": "A|B|C|D", "Time Period": [[start, end], ...], "Reason": "..."}'
+FORCED_MODES = ("full_memory", "current_memory")
+#: Ordinal words that make the released code skip sparse init (``utils.contains_ordinal_number``), restated.
+ORDINALS = re.compile(r"\b(first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth|"
+                      r"(thir|four|fif|six|seven|eigh|nine)teenth|(twen|thir|for|fif|six|seven|eigh|nine)tieth|"
+                      r"hundredth|last|\d+(st|nd|rd|th))\b", re.IGNORECASE)
+_NUMBER_PAIR = re.compile(r"(-?\d+(?:\.\d+)?)\s*s?\s*(?:,|–|-|to)\s*(-?\d+(?:\.\d+)?)")
 
 
 @dataclass
@@ -67,6 +111,49 @@ class Entry:
     def key(self) -> tuple[str, float, float]:
         return self.row.level, self.row.start_s, self.row.end_s
 
+    def label(self) -> str:
+        return f"{self.row.level} {self.row.start_s:g}–{self.row.end_s:g}s"
+
+
+def seconds(value: float) -> str:
+    return f"{round(float(value), 1):g}"
+
+
+def memory_list(entries: list[Entry]) -> str:
+    """The memory list the agents read: one line per period, ``[start, end]`` in seconds (the form their JSON
+    uses), deeper levels indented under the period they refine, in time order."""
+    lines = []
+    for entry in sorted(entries, key=lambda e: (e.row.start_s, LEVELS.index(e.row.level), e.row.end_s)):
+        row = entry.row
+        context = row_context(row.__dict__)
+        text = row.text or f"(no caption: {row.error})"
+        lines.append(f"{'    ' * LEVELS.index(row.level)}[{seconds(row.start_s)}, {seconds(row.end_s)}] "
+                     f"({row.level.replace('_', '-')}{'; ' + context if context else ''}): {text}")
+    return "\n".join(lines)
+
+
+def periods(value: Any) -> list[tuple[float, float]]:
+    """Time periods as the agents write them: ``[s, e]``, ``[[s, e], …]``, or text like ``"(60, 90)"``."""
+    if isinstance(value, str):
+        return [(float(a), float(b)) for a, b in _NUMBER_PAIR.findall(value)]
+    if isinstance(value, (list, tuple)):
+        if len(value) == 2 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+            return [(float(value[0]), float(value[1]))]
+        return [p for item in value for p in periods(item)]
+    return []
+
+
+def letter_of(answer: Any) -> str | None:
+    """The option letter an ``Answer`` field gives ("B", "(B)", "B. A red cup"), or None."""
+    match = re.match(r"^\s*(?:option\s+)?\(?([A-Da-d])(?:\s*$|\s*[).:\-–])", str(answer or ""), re.IGNORECASE)
+    return match.group(1).upper() if match else None
+
+
+def _field(obj: dict, name: str) -> Any:
+    """A JSON field by the protocol's name, tolerating case and ``_`` for spaces (``time_period``)."""
+    wanted = name.lower().replace(" ", "_")
+    return next((v for k, v in obj.items() if str(k).lower().replace(" ", "_") == wanted), None)
+
 
 def _bool(value: Any) -> bool | None:
     if isinstance(value, bool):
@@ -74,6 +161,37 @@ def _bool(value: Any) -> bool | None:
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true"
     return None
+
+
+def python_literal_objects(text: str) -> list[dict]:
+    """Dicts written as Python literals (``True``, tuples), as the released code's parser accepts them."""
+    found = []
+    for span in re.findall(r"\{[^{}]*\}", text):
+        try:
+            value = ast.literal_eval(span.replace("true", "True").replace("false", "False"))
+        except (ValueError, SyntaxError):
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+    return found
+
+
+def overlap(a: tuple[float, float], b: tuple[float, float]) -> float:
+    """Intersection over union of period ``a`` with a listed period ``b`` (0 when they do not meet); a period
+    of no length (a moment) inside ``b`` scores a small positive value, so it still names ``b``."""
+    if a[1] <= a[0]:
+        return 1e-6 if b[0] <= a[0] < b[1] else 0.0
+    inter = min(a[1], b[1]) - max(a[0], b[0])
+    union = max(a[1], b[1]) - min(a[0], b[0])
+    return inter / union if inter > 0 and union > 0 else 0.0
+
+
+def best_entry(period: tuple[float, float], entries: list[Entry]) -> int | None:
+    """The entry a period names: the one it overlaps most (an exact copy overlaps 1.0), or None."""
+    scored = [(overlap(period, (e.row.start_s, e.row.end_s)), -LEVELS.index(e.row.level), i)
+              for i, e in enumerate(entries)]
+    best = max(scored, default=(0.0, 0, None))
+    return best[2] if best[0] > 0 else None
 
 
 class VideoLucy(Method):
@@ -89,12 +207,21 @@ class VideoLucy(Method):
         self.max_iterations = int(config.get("max_iterations", 5))
         self.sparse_periods = int(config.get("sparse_periods", 3))
         self.retries = int(config.get("json_retries", 1))
+        self.forced_mode = str(config.get("forced_answer", "full_memory"))
+        if self.forced_mode not in FORCED_MODES:
+            raise ValueError(f"config.method.{context.method_name}.forced_answer: {self.forced_mode!r} is not one of "
+                             f"{', '.join(FORCED_MODES)}")
+        self.full_coarse_first = bool(config.get("answer_full_coarse_first", False))
+        self.ordinal_whole_video = bool(config.get("ordinal_whole_video", False))
+        self.templates = self.prompts()
         memory = read_table(context.memory, MemoryRow)
         self.coarse = [MemoryRow(**row) for row in memory.filter(pl.col("level") == "coarse").sort("start_s")
                        .select(list(MemoryRow.__dataclass_fields__)).iter_rows(named=True)]
         if not self.coarse:
             raise ValueError(f"{context.memory}: the memory holds no coarse caption")
-        self.preset, self.levels = choose_preset(context.memory_config["memory"], context.video.duration_s)
+        self.memory_settings = context.memory_config["memory"]
+        self.preset, self.levels = choose_preset(self.memory_settings, context.video.duration_s)
+        self.duration = seconds(context.video.duration_s)
         self.service = open_service(context.memory_config, context.media, context.caption_cache)
 
     def close(self) -> None:
@@ -102,79 +229,110 @@ class VideoLucy(Method):
 
     def summary(self) -> str:
         stats = self.service.stats
-        return (f"captioner {self.service.name}: {stats.computed} caption(s) computed, {stats.reused} reused "
-                f"from the caption cache, {stats.frames} frame(s) read, {stats.failed} failed")
+        return (f"captioner {self.service.name}: {stats.computed} caption(s) computed, {stats.reused} reused from "
+                f"the caption cache, {stats.failed} failed ({stats.calls} captioner call(s)); {stats.frames} frame(s) "
+                f"read, {stats.dropped_frames} dropped by the frame cap; preset {self.preset}")
 
-    # ------------------------------------------------------------------------------------------ prompts
-    def _messages(self, text: str) -> tuple[Message, ...]:
-        system = self.context.method_config.get("system") or ROLE
-        return (Message.text("system", system), Message.text("user", text))
+    # ------------------------------------------------------------------------------------------ calls
+    def role_limit(self, role: str) -> int:
+        """A role's completion limit: ``max_tokens_per_model[<model>][role]`` (e.g. the demo's 135M model,
+        which must not ramble for thousands of tokens), else the method's ``max_tokens[role]``."""
+        per_model = (self.context.method_config.get("max_tokens_per_model") or {}).get(self.context.model_name) or {}
+        return int(per_model[role]) if role in per_model else self.role_max_tokens(role)
 
-    @staticmethod
-    def _question(question: Question) -> str:
+    def _ask(self, role: str, user_role: str, values: dict[str, Any], schema: dict, valid, form: str,
+             purpose: str, limit_role: str, tally: CallTally) -> StructuredReply:
+        """One structured call: JSON (or, as the released code's parser also takes, a Python-literal dict),
+        reasoning cut off first; an unreadable reply gets up to ``json_retries`` repair turns (repair.txt)."""
+        system = self.templates.render(role, duration=self.duration, n_periods=self.sparse_periods)
+        user = self.templates.render(user_role, duration=self.duration, **values)
+        messages = (Message.text("system", system), Message.text("user", user))
+        limit = self.role_limit(limit_role)
+        schema = budgeted(schema, limit, self.sparse_periods if role == "localize" else 9)
+        attempts, reply = 0, None
+        for attempt in range(self.retries + 1):
+            reply = ask_json(self, messages, schema, valid, form, purpose if attempt == 0 else f"{purpose}:repair",
+                             tally, 0, max_tokens=limit)
+            attempts += reply.attempts
+            if reply.value is None and reply.text:
+                body, reasoning = split_reasoning(reply.text)
+                checked = next((v for v in map(valid, python_literal_objects(body)) if v is not None), None)
+                if checked is not None:
+                    reply = StructuredReply(checked, reply.text, attempts, None, reasoning)
+            if reply.value is not None or not reply.text:  # read, or the model call itself failed
+                break
+            messages = messages + (Message.text("assistant", split_reasoning(reply.text)[0]),
+                                   Message.text("user", self.templates.render("repair", form=form)))
+        assert reply is not None
+        reply.attempts = attempts
+        return reply
+
+    def _question(self, question: Question) -> str:
         return question_block(question.question, question.options)
 
-    def _memory_and_question(self, question: Question, memory: list[Entry]) -> str:
-        return f"Current memory:\n{format_memory([e.row for e in memory])}\n\n{self._question(question)}\n\n"
-
     def _localize(self, question: Question, tally: CallTally) -> StructuredReply:
-        n = len(self.coarse)
+        entries = [Entry(row) for row in self.coarse]
 
         def valid(obj: dict) -> dict | None:
-            whole = _bool(obj.get("whole_video"))
-            periods = obj.get("periods")
-            if whole is None or not isinstance(periods, list):
+            flag = _bool(_field(obj, "Flag"))
+            if flag is None:
                 return None
-            picked = [int(p) for p in periods if isinstance(p, int) and 0 <= p < n]
-            return {"whole_video": whole, "periods": list(dict.fromkeys(picked))[: self.sparse_periods]}
+            if not flag:
+                return {"flag": False, "periods": []}
+            picked = [best_entry(p, entries) for p in periods(_field(obj, "Time Period"))]
+            picked = list(dict.fromkeys(i for i in picked if i is not None))[: self.sparse_periods]
+            return {"flag": True, "periods": picked} if picked else None
 
-        text = (f"Coarse memory of the whole video:\n{format_memory(self.coarse)}\n\n{self._question(question)}\n\n"
-                f"Which time periods are most relevant to this question? Give the numbers of at most "
-                f"{self.sparse_periods} periods, or set whole_video to true if answering needs the whole video "
-                f"(for example counting or ordering over all of it). Reply with JSON only: {LOCALIZE_FORM}")
-        return ask_json(self, self._messages(text), LOCALIZE_SCHEMA, valid, LOCALIZE_FORM, "localize", tally,
-                        self.retries, max_tokens=64)
+        return self._ask("localize", "localize_user", {"memory": memory_list(entries),
+                                                       "question": self._question(question)},
+                         LOCALIZE_SCHEMA, valid, LOCALIZE_FORM, "localize", "localize", tally)
 
-    def _answer(self, question: Question, memory: list[Entry], forced: bool, tally: CallTally) -> StructuredReply:
+    def _answer(self, question: Question, memory: list[Entry], tally: CallTally, purpose: str) -> StructuredReply:
         def valid(obj: dict) -> dict | None:
-            confidence = _bool(obj.get("confidence", obj.get("Confidence")))
-            answer = str(obj.get("answer", obj.get("Answer", ""))).strip().strip("().").upper()
-            if confidence is None or answer not in LETTERS:
+            confidence = _bool(_field(obj, "Confidence"))
+            letter = letter_of(_field(obj, "Answer"))
+            if confidence is None or (confidence and letter is None):
                 return None
-            return {"confidence": confidence, "answer": answer,
-                    "time_period": str(obj.get("time_period", obj.get("Time Period", ""))),
-                    "reason": str(obj.get("reason", obj.get("Reason", "")))}
+            return {"confidence": confidence, "answer": letter, "time_period": periods(_field(obj, "Time Period")),
+                    "reason": str(_field(obj, "Reason") or "")}
 
-        rule = ("You must choose the most likely option now, even without full support; set confidence to "
-                "whether the memory objectively supports it." if forced else
-                "Set confidence to true only if the memory objectively supports one option; otherwise false "
-                "(more detail will be looked up).")
-        text = f"{self._memory_and_question(question, memory)}{rule} Reply with JSON only: {ANSWER_FORM}"
-        return ask_json(self, self._messages(text), ANSWER_SCHEMA, valid, ANSWER_FORM,
-                        "answer:forced" if forced else "answer", tally, self.retries, max_tokens=160)
+        return self._ask("answer", "answer_user", {"memory": memory_list(memory), "question": self._question(question)},
+                         ANSWER_SCHEMA, valid, ANSWER_FORM, purpose, "answer", tally)
+
+    def _forced(self, question: Question, memory: list[Entry], tally: CallTally) -> StructuredReply:
+        def valid(obj: dict) -> dict | None:
+            letter = letter_of(_field(obj, "Answer"))
+            if letter is None:
+                return None
+            return {"confidence": False, "answer": letter, "time_period": periods(_field(obj, "Time Period")),
+                    "reason": str(_field(obj, "Reason") or "")}
+
+        return self._ask("forced", "forced_user", {"memory": memory_list(memory), "question": self._question(question)},
+                         FORCED_SCHEMA, valid, FORCED_FORM, "answer:forced", "answer", tally)
 
     def _search(self, question: Question, memory: list[Entry], tally: CallTally) -> StructuredReply:
-        open_ids = [i for i, e in enumerate(memory) if not e.searched]
-
         def valid(obj: dict) -> dict | None:
-            period, instruction = obj.get("period"), obj.get("instruction")
-            if not isinstance(period, int) or period not in open_ids or not isinstance(instruction, str):
+            found = periods(_field(obj, "Time Period"))
+            instruction = _field(obj, "Instruction")
+            if not found or not isinstance(instruction, str) or not instruction.strip():
                 return None
-            return {"period": period, "instruction": instruction.strip() or "Describe this part in detail."}
+            open_entries = [e for e in memory if not e.searched]
+            index = best_entry(found[0], open_entries)
+            if index is None:
+                return None
+            return {"entry": memory.index(open_entries[index]), "instruction": instruction.strip(),
+                    "reason": str(_field(obj, "Reason") or "")}
 
-        text = (f"{self._memory_and_question(question, memory)}The memory is not detailed enough yet. Periods not "
-                f"yet searched: {open_ids}. Pick the single period among them most likely to hold the missing "
-                f"detail, and write an instruction telling the captioner what to look for there (without naming "
-                f"the options). Reply with JSON only: {SEARCH_FORM}")
-        return ask_json(self, self._messages(text), SEARCH_SCHEMA, valid, SEARCH_FORM, "search", tally, self.retries,
-                        max_tokens=96)
+        searched = "; ".join(f"[{seconds(e.row.start_s)}, {seconds(e.row.end_s)}]" for e in memory if e.searched)
+        return self._ask("search", "search_user", {"memory": memory_list(memory), "searched": searched or "none yet",
+                                                   "question": self._question(question)},
+                         SEARCH_SCHEMA, valid, SEARCH_FORM, "search", "search", tally)
 
     # ------------------------------------------------------------------------------------------ the loop
     def _sparse_init(self, reply: StructuredReply) -> tuple[list[Entry], dict[str, Any]]:
         n = len(self.coarse)
-        if reply.value is None or reply.value["whole_video"] or not reply.value["periods"]:
-            why = ("localizer: whole video" if reply.value is not None and reply.value["whole_video"]
-                   else "localizer picked nothing usable: whole video")
+        if reply.value is None or not reply.value["flag"]:
+            why = "localizer: whole video" if reply.value is not None else "localizer reply unusable: whole video"
             return [Entry(row) for row in self.coarse], {"whole_video": True, "why": why}
         keep = sorted({j for i in reply.value["periods"] for j in (i - 1, i, i + 1) if 0 <= j < n})
         return [Entry(self.coarse[j]) for j in keep], {"whole_video": False, "picked": reply.value["periods"],
@@ -183,62 +341,91 @@ class VideoLucy(Method):
     def _backtrack(self, entry: Entry, instruction: str) -> list[MemoryRow]:
         """Re-caption ``entry`` at its depth with ``instruction`` and split it into the next depth's clips."""
         row = entry.row
-        clips = [Clip(row.start_s, row.end_s, self.levels[row.level].fps, instruction, row.level)]
+        full = deeper_instruction(self.memory_settings, instruction)
+        clips = [Clip(row.start_s, row.end_s, self.levels[row.level].fps, full, row.level)]
         deeper = next_level(row.level)
         if deeper is not None:
             spec = self.levels[deeper]
-            clips += [Clip(s, e, spec.fps, instruction, deeper) for s, e in split(row.start_s, row.end_s, spec.clip_s)]
+            clips += [Clip(s, e, spec.fps, full, deeper) for s, e in split(row.start_s, row.end_s, spec.clip_s)]
         return self.service.captions(clips)
+
+    def _forced_memory(self, memory: list[Entry]) -> list[Entry]:
+        """The released code's must-answer memory: every coarse period (its re-caption where backtracking
+        refreshed it) plus every fine and ultra-fine caption gathered."""
+        gathered = {e.key: e for e in memory}
+        coarse = [gathered.get(("coarse", r.start_s, r.end_s)) or Entry(r) for r in self.coarse]
+        return coarse + [e for e in memory if e.row.level != "coarse"]
 
     def answer(self, question: Question) -> MethodAnswer:
         tally = CallTally()
-        before = self.service.stats.as_dict()
-        trace: dict[str, Any] = {"preset": self.preset, "calls": []}
+        before = self.service.stats.snapshot()
+        trace: dict[str, Any] = {"preset": self.preset, "captioner": self.service.name, "calls": [],
+                                 "iterations": [], "forced": False, "failed_captions": []}
+        reply: StructuredReply | None = None
+        memory = [Entry(row) for row in self.coarse]
+        if self.full_coarse_first:
+            reply = self._answer(question, memory, tally, "answer:full_coarse")
+            trace["calls"].append(reply.record("answer:full_coarse"))
+        if not self._confident(reply):
+            memory, trace["sparse_init"] = self._initial_memory(question, tally, trace)
+            reply = self._loop(question, memory, tally, trace)
+        spent = self.service.stats.since(before)
+        tally.add_captions(spent.calls, spent.reused, spent.prompt_tokens, spent.completion_tokens, spent.seconds,
+                           self.service.captioner.is_vlm)
+        trace.update(final_memory=[e.label() for e in memory], captions=spent.as_dict())
+        letter = reply.value["answer"] if reply is not None and reply.value else None
+        return MethodAnswer(letter, reply.text if reply else None, letter is not None, tally, trace)
+
+    @staticmethod
+    def _confident(reply: StructuredReply | None) -> bool:
+        return bool(reply is not None and reply.value and reply.value["confidence"])
+
+    def _initial_memory(self, question: Question, tally: CallTally, trace: dict) -> tuple[list[Entry], dict]:
+        if self.ordinal_whole_video and ORDINALS.search(question.question):
+            return [Entry(row) for row in self.coarse], {"whole_video": True, "why": "ordinal word in the question"}
         located = self._localize(question, tally)
         trace["calls"].append(located.record("localize"))
-        memory, trace["sparse_init"] = self._sparse_init(located)
-        reply = self._answer(question, memory, self.max_iterations == 0, tally)
+        return self._sparse_init(located)
+
+    def _loop(self, question: Question, memory: list[Entry], tally: CallTally, trace: dict) -> StructuredReply:
+        literal = self.forced_mode == "current_memory"
+        if literal and self.max_iterations == 0:
+            return self._force(question, memory, tally, trace)
+        reply = self._answer(question, memory, tally, "answer")
         trace["calls"].append(reply.record("answer"))
-        iterations = []
-        while not (reply.value and reply.value["confidence"]) and len(iterations) < self.max_iterations:
+        iterations = trace["iterations"]
+        while not self._confident(reply) and len(iterations) < self.max_iterations:
             if all(e.searched for e in memory):
                 break
             search = self._search(question, memory, tally)
             trace["calls"].append(search.record("search"))
             if search.value is not None:
-                index, instruction = search.value["period"], search.value["instruction"]
+                target, instruction = memory[search.value["entry"]], search.value["instruction"]
             else:  # recorded above; backtracking goes on from the earliest unsearched period
-                index = next(i for i, e in enumerate(memory) if not e.searched)
+                target = next(e for e in memory if not e.searched)
                 instruction = f"Describe in detail everything relevant to: {question.question.strip()}"
-            target = memory[index]
             target.searched = True
             rows = self._backtrack(target, instruction)
-            refreshed = [r for r in rows if (r.level, r.start_s, r.end_s) == target.key]
-            if refreshed:
-                target.row = refreshed[0]
+            for row in rows:
+                if (row.level, row.start_s, row.end_s) == target.key:
+                    target.row = keep_good_caption(target.row, row)
             known = {e.key for e in memory}
-            memory += [Entry(r) for r in rows if (r.level, r.start_s, r.end_s) not in known]
-            memory.sort(key=lambda e: (e.row.start_s, LEVELS.index(e.row.level), e.row.end_s))
-            forced = len(iterations) + 1 == self.max_iterations
-            reply = self._answer(question, memory, forced, tally)
+            memory += [Entry(r) for r in rows if (r.level, r.start_s, r.end_s) not in known and r.error is None]
+            trace["failed_captions"] += [f"{r.level} {r.start_s:g}–{r.end_s:g}s: {r.error}" for r in rows if r.error]
+            iterations.append({"period": target.label(), "instruction": instruction,
+                               "captions": [f"{r.level} {r.start_s:g}–{r.end_s:g}s" for r in rows]})
+            if literal and len(iterations) == self.max_iterations:
+                return self._force(question, memory, tally, trace)
+            reply = self._answer(question, memory, tally, "answer")
             trace["calls"].append(reply.record("answer"))
-            iterations.append({"period": f"{target.row.level} {target.row.start_s:g}–{target.row.end_s:g}s",
-                               "instruction": instruction, "captions": [f"{r.level} {r.start_s:g}–{r.end_s:g}s"
-                                                                        for r in rows],
-                               "confident": bool(reply.value and reply.value["confidence"])})
-        confident = bool(reply.value and reply.value["confidence"])
-        forced = self.max_iterations == 0 or len(iterations) == self.max_iterations
-        if not confident and not forced:
-            # Backtracking ran out of unsearched periods before the cap: the forced answer happens now.
-            reply = self._answer(question, memory, True, tally)
-            trace["calls"].append(reply.record("answer"))
-            forced = True
-        after = self.service.stats.as_dict()
-        if self.service.captioner.is_vlm:
-            tally.n_vlm_calls += after["computed"] - before["computed"]
-        trace.update(iterations=iterations, final_memory=[f"{e.row.level} {e.row.start_s:g}–{e.row.end_s:g}s"
-                                                          for e in memory],
-                     captions={k: after[k] - before[k] for k in after}, forced=forced)
-        letter = reply.value["answer"] if reply.value else None
-        return MethodAnswer(letter, reply.text, letter is not None, tally, trace)
+            iterations[-1]["confident"] = self._confident(reply)
+        if self._confident(reply):
+            return reply
+        forced_memory = memory if literal else self._forced_memory(memory)
+        return self._force(question, forced_memory, tally, trace)
 
+    def _force(self, question: Question, memory: list[Entry], tally: CallTally, trace: dict) -> StructuredReply:
+        reply = self._forced(question, memory, tally)
+        trace["calls"].append(reply.record("answer:forced"))
+        trace.update(forced=True, forced_memory=[e.label() for e in memory])
+        return reply

@@ -6,8 +6,10 @@
 - ``no_visual``: expected random guessing and the configured settings (Table 11);
 - ``stats``: the long table behind every Δ: category, n, Δ, bootstrap CI, discordant counts, McNemar p.
 
-Runs are named ``method/model``. A configured pair or setting whose runs are not in this run set is skipped
-and listed in ``skipped`` — the report says what it could not show rather than showing something else.
+Runs are named ``method/model`` or, where one method and model ran over two memories,
+``method/model/memory`` (the memory's captioner, a column of every table). A configured pair or setting whose
+runs are not in this run set is skipped and listed in ``skipped`` — the report says what it could not show
+rather than showing something else.
 """
 
 from __future__ import annotations
@@ -25,8 +27,15 @@ APPROACH_LABELS = {"baseline": "Baselines", "direct_perception": "Direct Percept
                    "evidence_seeking": "Evidence Seeking", "persistent_memory": "Persistent Memory"}
 
 
-def run_name(method: str, model: str) -> str:
-    return f"{method}/{model}"
+def run_name(method: str, model: str, memory: str | None = None) -> str:
+    return f"{method}/{model}" if memory is None else f"{method}/{model}/{memory}"
+
+
+def run_filter(run: str) -> pl.Expr:
+    """Rows of a run named ``method/model`` or ``method/model/memory``."""
+    method, model, *memory = run.split("/", 2)
+    expr = (pl.col("method") == method) & (pl.col("model") == model)
+    return expr & (pl.col("memory") == memory[0]) if memory else expr
 
 
 def category_mask(scored: pl.DataFrame, category: str) -> pl.Expr:
@@ -50,7 +59,7 @@ class ReportTables:
 def main_by_approach(main: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
     """Table 2: the aggregate's main table with each run's approach, ordered by approach then name."""
     order = {a: i for i, a in enumerate(APPROACH_ORDER)}
-    table = main.join(runs.select(*RUN_KEYS, "approach"), on=RUN_KEYS, how="left").with_columns(
+    table = main.join(runs.select("method", "model", "approach"), on=["method", "model"], how="left").with_columns(
         pl.col("approach").fill_null("baseline"))
     return (table.with_columns(_order=pl.col("approach").replace_strict(order, default=len(order)))
             .sort("_order", *RUN_KEYS).drop("_order")
@@ -61,8 +70,7 @@ def paired_stats(scored: pl.DataFrame, baseline: str, treatment: str, label: str
                  confidence: float, seed: int, decimals: int) -> list[dict[str, Any]]:
     """Per-category paired comparison of two runs over the questions both were asked."""
     def outcomes(run: str) -> pl.DataFrame:
-        method, model = run.split("/", 1)
-        return scored.filter((pl.col("method") == method) & (pl.col("model") == model))
+        return scored.filter(run_filter(run))
 
     base = outcomes(baseline).select("qid", "video_id", "task_type", "direction", pl.col("correct").alias("a"))
     both = base.join(outcomes(treatment).select("qid", pl.col("correct").alias("t")), on="qid", how="inner")
@@ -80,9 +88,9 @@ def paired_stats(scored: pl.DataFrame, baseline: str, treatment: str, label: str
 
 
 def _run_row(main: pl.DataFrame, run: str) -> dict[str, Any] | None:
-    method, model = run.split("/", 1)
-    found = main.filter((pl.col("method") == method) & (pl.col("model") == model))
-    return None if found.is_empty() else found.row(0, named=True)
+    """The run's main-table row; None when absent or when the name fits runs over two memories."""
+    found = main.filter(run_filter(run))
+    return None if found.height != 1 else found.row(0, named=True)
 
 
 def _delta_row(stats: Sequence[Mapping[str, Any]], label: str) -> dict[str, Any]:
@@ -101,13 +109,15 @@ def build_tables(scored: pl.DataFrame, main: pl.DataFrame, runs: pl.DataFrame, c
     stats_rows: list[dict[str, Any]] = []
 
     def present(*names: str) -> bool:
-        missing = [n for n in names if _run_row(main, n) is None]
-        return not missing
+        ambiguous = [n for n in names if main.filter(run_filter(n)).height > 1]
+        if ambiguous:
+            skipped.append(f"{', '.join(ambiguous)}: ran over more than one memory; name it method/model/memory")
+        return all(_run_row(main, n) is not None for n in names)
 
     def shown(run: str) -> dict[str, Any]:
         row = _run_row(main, run)
         assert row is not None
-        return {c: row[c] for c in (*CATEGORIES, *FAILURE_COLUMNS)}
+        return {"memory": row["memory"], **{c: row[c] for c in (*CATEGORIES, *FAILURE_COLUMNS)}}
 
     pair_rows: list[dict[str, Any]] = []
     for pair in config.get("pairs") or []:
@@ -122,7 +132,7 @@ def build_tables(scored: pl.DataFrame, main: pl.DataFrame, runs: pl.DataFrame, c
                           **shown(base)})
         pair_rows.append({"group": group, "run": treat, "label": pair.get("treatment_label", treat.split("/")[0]),
                           **shown(treat)})
-        pair_rows.append({"group": group, "run": "", **_delta_row(stats, "Δ [95% CI] McNemar p")})
+        pair_rows.append({"group": group, "run": "", "memory": "", **_delta_row(stats, "Δ [95% CI] McNemar p")})
 
     ablation_rows: list[dict[str, Any]] = []
     for ablation in config.get("ablations") or []:
@@ -142,10 +152,10 @@ def build_tables(scored: pl.DataFrame, main: pl.DataFrame, runs: pl.DataFrame, c
             ablation_rows.append({"reference": reference, "variant": variant_label, "run": run, **shown(run)})
             delta = _delta_row(stats, "")
             delta.pop("label")
-            ablation_rows.append({"reference": reference, "run": "", "variant": "Δ vs reference [95% CI] McNemar p",
-                                  **delta})
+            ablation_rows.append({"reference": reference, "run": "", "memory": "",
+                                  "variant": "Δ vs reference [95% CI] McNemar p", **delta})
 
-    no_visual_rows: list[dict[str, Any]] = [{"setting": "Random guessing (expected)", "run": "",
+    no_visual_rows: list[dict[str, Any]] = [{"setting": "Random guessing (expected)", "run": "", "memory": "none",
                                              **{c: 25.0 for c in CATEGORIES}}]
     for setting in config.get("no_visual_input") or []:
         if not present(setting["run"]):
@@ -158,9 +168,9 @@ def build_tables(scored: pl.DataFrame, main: pl.DataFrame, runs: pl.DataFrame, c
                        for k in PairedComparison.__dataclass_fields__}}
     return ReportTables(
         main=main_by_approach(main, runs),
-        pairs=_frame(pair_rows, ["group", "run", "label"]),
-        ablations=_frame(ablation_rows, ["reference", "variant", "run"]),
-        no_visual=_frame(no_visual_rows, ["setting", "run"]),
+        pairs=_frame(pair_rows, ["group", "run", "memory", "label"]),
+        ablations=_frame(ablation_rows, ["reference", "variant", "run", "memory"]),
+        no_visual=_frame(no_visual_rows, ["setting", "run", "memory"]),
         stats=pl.DataFrame(stats_rows, schema=stats_schema),
         skipped=skipped,
     )

@@ -1,0 +1,372 @@
+"""VideoLucy (Algorithm 1, Tables 5–7): scripted episodes over a generated 120 s video — a scripted VLM captioner
+and a scripted agent model, real decoding, the real caption cache, the real method code and prompt files.
+
+At 120 s the `auto` rule gives mlvu_short: coarse 30 s at 1 fps (4 periods), fine 5 s at 2 fps, ultra-fine
+1 s at 2 fps. The needle is visible only in the ultra-fine clip 64–65 s."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import make_probed_clip
+from senri.answer import MemoryInputs, answer_video
+from senri.captioners.base import VideoMedia
+from senri.memory import build_memory, open_service
+from senri.methods.videolucy import letter_of, periods
+from senri.records import MemoryCost, MemoryRow, Question, check_frame, to_frame, write_table
+
+REPO = Path(__file__).resolve().parents[1]
+MEMORY = {**yaml.safe_load((REPO / "config/memory/auto.yaml").read_text())}
+METHOD = yaml.safe_load((REPO / "config/method/videolucy.yaml").read_text())
+
+NEEDLE = "I hold a red cup"
+QUESTION = Question(video_id="hall", qid="hall_1", task_type="OC", direction="ES",
+                    question="What was I holding in my hand?", option_a="A phone", option_b="A red cup",
+                    option_c="A book", option_d="Nothing", answer="B", evidence_start_s=64.0, evidence_end_s=65.0)
+CORRIDOR = "I walk along a grey corridor."
+FORCED = "Question (choose one option now)"
+ANSWER_USER = "Descriptions of the video, period by period"
+
+
+def answer_json(confident: bool, letter: str = "B") -> str:
+    return json.dumps({"Confidence": confident, "Answer": letter if confident else "No Answer",
+                       "Time Period": [[64, 65]] if confident else "No Time", "Reason": "r"})
+
+
+def forced_json(letter: str = "A") -> str:
+    return json.dumps({"Answer": letter, "Time Period": [[0, 30]], "Reason": "best guess"})
+
+
+LOCALIZE_60_90 = json.dumps({"Flag": True, "Time Period": [[60, 90]], "Reason": "the hands are seen there"})
+SEARCH_PATH = [("Already searched (do not pick these): none yet",
+                json.dumps({"Time Period": [60, 90], "Instruction": "what do I hold?", "Reason": "r"})),
+               ("Already searched (do not pick these): [60, 90]\n",
+                json.dumps({"Time Period": [60, 65], "Instruction": "what do I hold?", "Reason": "r"}))]
+
+
+def script_rules(localize: str, search: list[tuple[str, str]], answer: str | None = None,
+                 captions: list[dict] | None = None) -> list[dict]:
+    return [
+        *(captions or []),
+        # The captioner: the needle is only in one 1 s ultra-fine clip.
+        {"match": "from 64 s to 65 s", "text": f"{NEEDLE}."},
+        {"match": "This clip is my first-person video", "text": CORRIDOR},
+        {"match": "Rough descriptions of the video", "text": localize},
+        *({"match": m, "text": t} for m, t in search),
+        {"match": FORCED, "text": forced_json("A")},
+        {"match": NEEDLE, "text": answer or answer_json(True, "B")},  # once the needle is in memory
+        {"match": ANSWER_USER, "text": answer_json(False)},
+        {"match": "Already searched", "text": "I think period two"},  # malformed: no JSON
+        {"match": "Your reply could not be read", "text": "period two, as I said"},  # the repair fails too
+    ]
+
+
+@pytest.fixture(scope="module")
+def hall(tmp_path_factory):
+    out = tmp_path_factory.mktemp("hall")
+    video, info = make_probed_clip(out, "hall")
+    return {"dir": out, "video": video, "info": info}
+
+
+def run(hall, tmp_path: Path, rules: list[dict], caption_cache: Path | None = None,
+        **method) -> tuple[dict, list[dict], dict]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    script = tmp_path / "script.jsonl"
+    script.write_text("".join(json.dumps(r) + "\n" for r in rules))
+    record = tmp_path / "calls.jsonl"
+    memory_slice = {"memory": {**MEMORY, "captioner": "scripted_vlm", "short_side": 64}, "track": {},
+                    "captioner_model": {"backend": "scripted", "script": str(script), "record": str(record)}}
+    cache_dir = caption_cache or tmp_path / "captions"
+    media = VideoMedia("hall", hall["video"], hall["info"].fingerprint, hall["info"].duration_s)
+    service = open_service(memory_slice, media, cache_dir)
+    rows, cost = build_memory(service, memory_slice["memory"], hall["info"].duration_s)
+    service.close()
+    write_table(rows, tmp_path / "memory.parquet", MemoryRow)
+    check_frame(cost, MemoryCost, "cost")
+    model_name = method.pop("model_name", "agent")
+    stage = {"seed": 0, "method": {"name": "videolucy", **METHOD, **method},
+             "model": {"name": model_name, "backend": "scripted", "script": str(script), "record": str(record),
+                       "max_tokens": 64},
+             "memory": memory_slice}
+    inputs = MemoryInputs(tmp_path / "memory.parquet", hall["video"], None, None, None, cache_dir)
+    predictions = answer_video(to_frame([QUESTION], Question), hall["info"], stage, memory=inputs)
+    row = predictions.row(0, named=True)
+    calls = [json.loads(line) for line in record.read_text().splitlines()]
+    return row, calls, {"rows": rows, "cost": cost}
+
+
+def texts(call: dict) -> tuple[str, str]:
+    """(system, user) text of a recorded agent call."""
+    messages = call["payload"]["messages"]
+    return messages[0]["content"][0], messages[-1]["content"][0]
+
+
+def agent_calls(calls: list[dict], purpose: str) -> list[dict]:
+    return [c for c in calls if c["purpose"] == purpose]
+
+
+def test_the_needle_is_found_only_after_backtracking_to_ultra_fine(hall, tmp_path):
+    row, calls, built = run(hall, tmp_path, script_rules(LOCALIZE_60_90, SEARCH_PATH))
+    assert built["rows"].height == 4 and set(built["rows"]["level"]) == {"coarse"}
+    assert row["pred"] == "B" and row["correct"] and row["memory"] == "scripted_vlm"
+    trace = json.loads(row["trace"])
+    assert trace["preset"] == "mlvu_short" and trace["sparse_init"] == {"whole_video": False, "picked": [2],
+                                                                        "kept": [1, 2, 3]}
+    # coarse 60–90 s (re-captioned, split into 6 fine clips), then fine 60–65 s (split into 5 ultra-fine clips)
+    assert [it["period"] for it in trace["iterations"]] == ["coarse 60–90s", "fine 60–65s"]
+    assert trace["iterations"][1]["captions"][:2] == ["fine 60–65s", "ultra_fine 60–61s"]
+    assert "ultra_fine 64–65s" in trace["final_memory"]
+    assert not trace["forced"] and row["n_llm_calls"] == 6  # localize, answer, 2 × (search, answer)
+    # 1 + 6 and 1 + 5 captions by backtracking; the re-caption of fine 60–65 s with the same instruction is the
+    # caption its split already made (a cache hit, no call).
+    assert trace["captions"]["computed"] == 12 and trace["captions"]["reused"] == 1
+    assert (row["n_caption_calls"], row["n_captions_reused"], row["n_vlm_calls"]) == (12, 1, 12)
+    assert len([c for c in calls if c["purpose"].startswith("caption:")]) == 4 + 12
+    # Deeper captions carry the released code's visible-text request before the agent's instruction.
+    deeper = [c for c in calls if c["purpose"] == "caption:fine"][0]["payload"]["messages"][0]["content"][0]
+    assert "Any text in view" in deeper and deeper.rstrip().endswith("what do I hold?")
+
+
+#: One phrase per instruction id of shared/spec/prompts.md (VideoLucy), as docs/protocol.md maps them, and the
+#: role whose request must carry it.
+PHRASES = {
+    "K1": ("caption:coarse",
+           "describe every detail you can see, as completely as possible, in one smooth and coherent passage"),
+    "K2": ("caption:coarse", "must be described explicitly and in detail, word for word"),
+    "L1": ("localize", "these descriptions are coarse and have lost many details"),
+    "L2": ("localize", "would let me answer the question with more confidence"),
+    "L3": ("localize", "most relevant to the question, so that they can be reviewed again"),
+    "L4a": ("localize", "Some questions can be settled from a few short periods"),
+    "L4b": ("localize", "Other questions need the whole video"),
+    "L5": ("localize", "Set Flag to true only when you are very confident"),
+    "B1": ("search", "do not answer the question"),
+    "B2": ("search", "Never pick a period listed as already searched"),
+    "B3": ("search", "write that instruction so that it focuses on the detail the question needs"),
+    "B4": ("search", "Write your instruction following the phrasing pattern of this example"),
+    "A1": ("answer", "that lasts 120 seconds in total"),
+    "A2": ("answer", "decide whether the descriptions alone let you answer the question accurately"),
+    "A3": ("answer", "Answer only if you are absolutely confident"),
+    "A4": ("answer", "If the descriptions are not yet enough, do not answer; say why in Reason"),
+    "A5": ("answer", "give the time periods of the descriptions your answer relies on"),
+    "A6": ("answer", "check that your reasoning fully supports your answer"),
+}
+JSON_FIELDS = {"localize": ['"Flag"', '"Time Period"', '"Reason"', "No Time Periods."],
+               "search": ['"Time Period"', '"Instruction"', '"Reason"'],
+               "answer": ['"Confidence"', '"Answer"', '"Time Period"', '"Reason"', "No Answer", "No Time"],
+               "answer:forced": ['"Answer"', '"Time Period"', '"Reason"']}
+
+
+def test_every_prompt_carries_its_instructions_json_fields_duration_memory_and_question(hall, tmp_path):
+    row, calls, _ = run(hall, tmp_path, script_rules(LOCALIZE_60_90, SEARCH_PATH[:1]), max_iterations=1)
+    by_role = {}
+    for purpose in ("localize", "search", "answer", "answer:forced"):
+        system, user = texts(agent_calls(calls, purpose)[0])
+        by_role[purpose] = system + "\n" + user
+        assert "120 seconds" in system  # the video's total duration
+        for field in JSON_FIELDS[purpose]:
+            assert field in system, (purpose, field)
+        # The memory list first, the question last (a server's prefix cache reuses the shared part).
+        assert user.index("[60, 90] (coarse") < user.index("Question: What was I holding")
+        assert user.rstrip().endswith("D. Nothing")
+    coarse = [c for c in calls if c["purpose"] == "caption:coarse"][0]["payload"]["messages"][0]["content"][0]
+    by_role["caption:coarse"] = coarse
+    for instruction, (role, phrase) in PHRASES.items():
+        assert phrase in by_role[role], instruction
+    assert "Already searched (do not pick these): none yet" in by_role["search"]
+    assert "[0, 30] (coarse): I walk along a grey corridor." in by_role["localize"]
+
+
+def test_the_forced_call_sees_the_full_coarse_memory_and_every_deeper_caption(hall, tmp_path):
+    row, calls, _ = run(hall, tmp_path, script_rules(LOCALIZE_60_90, SEARCH_PATH[:1]), max_iterations=1)
+    trace = json.loads(row["trace"])
+    assert trace["forced"] and row["pred"] == "A" and not row["correct"]
+    assert [c["call"] for c in trace["calls"]] == ["localize", "answer", "search", "answer", "answer:forced"]
+    answers = [texts(c)[1] for c in agent_calls(calls, "answer")]
+    assert "[0, 30]" not in answers[0]  # sparse init kept 30–120 s
+    _, forced = texts(agent_calls(calls, "answer:forced")[0])
+    for start, end in ((0, 30), (30, 60), (60, 90), (90, 120)):
+        assert f"[{start}, {end}] (coarse" in forced
+    assert all(f"    [{s}, {s + 5}] (fine" in forced for s in range(60, 90, 5))
+    assert row["n_llm_calls"] == 5
+
+
+def test_the_paper_literal_variant_forces_the_cap_th_answer_over_the_current_memory(hall, tmp_path):
+    row, calls, _ = run(hall, tmp_path, script_rules(LOCALIZE_60_90, SEARCH_PATH[:1]), max_iterations=1,
+                        forced_answer="current_memory")
+    trace = json.loads(row["trace"])
+    assert [c["call"] for c in trace["calls"]] == ["localize", "answer", "search", "answer:forced"]
+    _, forced = texts(agent_calls(calls, "answer:forced")[0])
+    assert "[0, 30]" not in forced and "[60, 90] (coarse" in forced and trace["forced"]
+
+
+def test_a_confident_answer_makes_no_forced_call(hall, tmp_path):
+    row, calls, _ = run(hall, tmp_path, script_rules(LOCALIZE_60_90, [], answer=None) + [],
+                        answer_full_coarse_first=True, max_iterations=0)
+    trace = json.loads(row["trace"])
+    # Not confident over the full coarse memory, no iteration allowed: the forced call is made.
+    assert trace["forced"] and [c["call"] for c in trace["calls"]] == [
+        "answer:full_coarse", "localize", "answer", "answer:forced"]
+    rules = [{"match": ANSWER_USER, "text": answer_json(True, "C")}, *script_rules(LOCALIZE_60_90, [])]
+    row, calls, _ = run(hall, tmp_path / "confident", rules, answer_full_coarse_first=True)
+    trace = json.loads(row["trace"])
+    assert row["pred"] == "C" and not trace["forced"] and [c["call"] for c in trace["calls"]] == [
+        "answer:full_coarse"]
+
+
+def test_ordinal_questions_skip_sparse_init_in_the_released_code_variant(hall, tmp_path):
+    from senri.methods.videolucy import ORDINALS
+
+    assert ORDINALS.search("Where was I the second time I crossed the bridge?")
+    assert ORDINALS.search("what did I buy at the 3rd shop") and not ORDINALS.search("What did I hold?")
+    assert not ORDINALS.search("I waited for a secondhand bookshop")
+
+
+def test_malformed_json_is_repaired_once_then_recorded_and_calls_stay_bounded(hall, tmp_path):
+    row, calls, _ = run(hall, tmp_path, script_rules(LOCALIZE_60_90, []), max_iterations=5)
+    trace = json.loads(row["trace"])
+    searches = [c for c in trace["calls"] if c["call"] == "search"]
+    assert len(searches) == 5 and all(c["attempts"] == 2 and c["failure"] for c in searches)
+    assert any(c["purpose"] == "search:repair" for c in calls)
+    assert len(trace["iterations"]) == 5 and trace["forced"]
+    # 1 localize + 1 answer + 5 × (search + repair + answer) + 1 forced
+    assert row["n_llm_calls"] == 18 and row["error"] is None and row["pred"] in "ABCD"
+
+
+def test_a_whole_video_question_keeps_every_coarse_period(hall, tmp_path):
+    localize = json.dumps({"Flag": False, "Time Period": "No Time Periods.", "Reason": "needs all of it"})
+    row, calls, _ = run(hall, tmp_path, script_rules(localize, []), max_iterations=0)
+    trace = json.loads(row["trace"])
+    assert trace["sparse_init"]["whole_video"] is True
+    _, prompt = texts(agent_calls(calls, "answer")[0])
+    assert all(f"[{s}, {s + 30}] (coarse" in prompt for s in (0, 30, 60, 90))
+
+
+def test_a_thinking_models_reply_parses_and_its_reasoning_is_kept(hall, tmp_path):
+    think = ("<think>The memory says " + "hmm {not json} " * 50 + "so it is B.</think>\n"
+             + "```json\n" + answer_json(True, "B") + "\n```")
+    r1 = "Okay, let me look at the periods {draft}. It is C.\n</think>\n\n" + answer_json(True, "C")
+    for reply, letter in ((think, "B"), (r1, "C")):
+        rules = [{"match": ANSWER_USER, "text": reply}, *script_rules(LOCALIZE_60_90, [])]
+        row, _, _ = run(hall, tmp_path / letter, rules)
+        trace = json.loads(row["trace"])
+        answer = next(c for c in trace["calls"] if c["call"] == "answer")
+        assert row["pred"] == letter and answer["attempts"] == 1 and answer["reasoning"]
+    # The released code's parser also reads Python literals (True, tuples): so does ours.
+    literal = "{'Confidence': True, 'Answer': 'D', 'Time Period': [(64, 65)], 'Reason': 'seen'}"
+    rules = [{"match": ANSWER_USER, "text": literal}, *script_rules(LOCALIZE_60_90, [])]
+    row, _, _ = run(hall, tmp_path / "literal", rules)
+    assert row["pred"] == "D"
+
+
+def test_token_limits_come_from_config_per_role_and_per_model(hall, tmp_path):
+    _, calls, _ = run(hall, tmp_path, script_rules(LOCALIZE_60_90, SEARCH_PATH[:1]), max_iterations=1,
+                      max_tokens={"localize": 3000, "search": 4000, "answer": 5000})
+    limits = {c["purpose"]: c["payload"]["max_tokens"] for c in calls if not c["purpose"].startswith("caption")}
+    assert limits == {"localize": 3000, "search": 4000, "answer": 5000, "answer:forced": 5000}
+    _, calls, _ = run(hall, tmp_path / "smol", script_rules(LOCALIZE_60_90, []), max_iterations=0,
+                      model_name="smollm2")
+    limits = {c["purpose"]: c["payload"]["max_tokens"] for c in calls if not c["purpose"].startswith("caption")}
+    assert limits == {"localize": 96, "answer": 96, "answer:forced": 96}  # max_tokens_per_model.smollm2
+    source = (REPO / "src/senri/methods/videolucy.py").read_text()
+    assert not re.search(r"max_tokens\s*=\s*\d", source)  # no literal limit in the method
+
+
+def test_a_failed_re_caption_keeps_the_old_caption_and_counts_as_a_call(hall, tmp_path):
+    fail = {"match": "from 60 s to 90 s: 30 frames sampled at 1 per second, in time order (each image follows its "
+                     "timestamp).\nAny text", "error": "CUDA out of memory"}
+    row, calls, _ = run(hall, tmp_path, script_rules(LOCALIZE_60_90, SEARCH_PATH[:1], captions=[fail]),
+                        max_iterations=1)
+    trace = json.loads(row["trace"])
+    assert trace["failed_captions"] == ["coarse 60–90s: CUDA out of memory"]
+    _, after = texts(agent_calls(calls, "answer")[1])
+    assert f"[60, 90] (coarse): {CORRIDOR}" in after and "no caption" not in after
+    assert trace["captions"]["failed"] == 1 and trace["captions"]["computed"] == 6
+    assert row["n_caption_calls"] == 7 and row["n_vlm_calls"] == 7  # every call made, failed ones included
+
+
+def test_a_rerun_makes_no_captioner_call(hall, tmp_path):
+    shared = tmp_path / "shared_captions"
+    rules = script_rules(LOCALIZE_60_90, SEARCH_PATH)
+    _, first_calls, _ = run(hall, tmp_path / "first", rules, caption_cache=shared)
+    row, second_calls, built = run(hall, tmp_path / "second", rules, caption_cache=shared)
+    assert [c for c in first_calls if c["purpose"].startswith("caption:")]
+    assert not [c for c in second_calls if c["purpose"].startswith("caption:")]
+    assert built["cost"]["reused"].sum() == 4 and built["cost"]["computed"].sum() == 0
+    trace = json.loads(row["trace"])
+    assert trace["captions"]["computed"] == 0 and trace["captions"]["reused"] == 13 and row["correct"]
+    assert row["n_caption_calls"] == 0 and row["n_captions_reused"] == 13 and row["n_vlm_calls"] == 0
+
+
+def test_periods_and_letters_as_agents_write_them():
+    assert periods([[0, 30], [60, 90]]) == [(0, 30), (60, 90)] and periods([60, 90]) == [(60, 90)]
+    assert periods("(60, 90); from 100s to 130s") == [(60, 90), (100, 130)] and periods("No Time") == []
+    assert [letter_of(a) for a in ("B", "(c)", "D. Nothing", "No Answer", "A red cup")] == ["B", "C", "D", None, None]
+
+
+def protocol_rows() -> list[list[str]]:
+    """The instruction rows of docs/protocol.md's VideoLucy section: id, instruction, carried by, phrase, test."""
+    text = (REPO / "docs/protocol.md").read_text()
+    section = text[text.index("## VideoLucy"):text.index("## Deviations")]
+    rows = [[c.strip() for c in line.strip().strip("|").split(" | ")] for line in section.splitlines()
+            if line.startswith("| ") and ".txt:" in line]
+    assert rows and all(len(r) == 5 for r in rows)
+    return rows
+
+
+ROLE_OF_FILE = {"coarse": "caption:coarse", "deeper": "caption:fine", "clip": "caption:coarse",
+                "localize": "localize", "localize_user": "localize", "search": "search", "search_user": "search",
+                "answer": "answer", "answer_user": "answer", "forced": "answer:forced", "forced_user": "answer:forced"}
+
+
+def test_every_protocol_row_points_at_its_prompt_line_and_the_sent_request_carries_it(hall, tmp_path):
+    _, calls, _ = run(hall, tmp_path, script_rules(LOCALIZE_60_90, SEARCH_PATH[:1]), max_iterations=1)
+    sent = {}
+    for call in calls:
+        parts = [p for m in call["payload"]["messages"] for p in m["content"] if isinstance(p, str)]
+        sent.setdefault(call["purpose"], "\n".join(parts))
+    ids = set()
+    for instruction_id, _, carried_by, phrase, test in protocol_rows():
+        path, line = carried_by.rsplit(":", 1)
+        assert phrase in (REPO / path).read_text().splitlines()[int(line) - 1], instruction_id
+        assert phrase in sent[ROLE_OF_FILE[Path(path).stem]], instruction_id
+        test_file, test_name = test.split("::")
+        assert f"def {test_name}(" in (REPO / test_file).read_text(), instruction_id
+        ids.add(instruction_id.rstrip("'"))
+    assert {"K1", "K2", "L1", "L2", "L3", "L4", "L5", "B1", "B2", "B3", "B4", "A1", "A2", "A3", "A4", "A5",
+            "A6"} <= ids
+
+
+def test_the_plan_only_dry_run_shows_the_preset_and_frames_per_clip(capsys):
+    from senri.cli import main
+
+    assert main(["memory", "--plan-only", "--duration", "9000"]) == 0
+    out = capsys.readouterr().out
+    assert "duration 9000 s → preset egomem (by the auto rule)" in out
+    assert "coarse: 12 clip(s) of 800 s at 0.25 fps → 200 frames per clip" in out
+    assert main(["config", "memory.preset=auto"]) == 0
+    assert "duration > 7200 s: egomem (coarse 800 s @ 0.25 fps" in capsys.readouterr().out
+
+
+def test_llm_calls_stay_within_the_bound_when_every_reply_is_malformed(hall, tmp_path):
+    rules = [{"match": "This clip is my first-person video", "text": CORRIDOR},
+             {"match": "Your reply could not be read", "text": "still no JSON"}, {"text": "no JSON here"}]
+    row, _, _ = run(hall, tmp_path, rules)
+    trace = json.loads(row["trace"])
+    # (localize + answer + 5 × (search + answer) + forced) × (1 + json_retries) = (3 + 2·5)·2
+    assert row["n_llm_calls"] == (3 + 2 * 5) * 2 and trace["forced"] and row["pred"] is None
+    assert not row["parse_ok"] and row["error"] is None and trace["sparse_init"]["whole_video"]
+
+
+def test_constrained_replies_are_bounded_to_close_within_the_token_limit():
+    from senri.methods.videolucy import ANSWER_SCHEMA, budgeted
+
+    small = budgeted(ANSWER_SCHEMA, 96, 9)["properties"]
+    assert small["Reason"]["maxLength"] == 32 and small["Time Period"]["maxItems"] == 1
+    assert small["Answer"]["enum"] == ["A", "B", "C", "D", "No Answer"] and "maxLength" not in small["Answer"]
+    large = budgeted(ANSWER_SCHEMA, 8192, 9)["properties"]
+    assert large["Reason"]["maxLength"] == 8128 and large["Time Period"]["maxItems"] == 9
