@@ -26,6 +26,6 @@ rule answer:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "{SENRI_CLI} answer --config {params.config:q} --questions {input.questions}"
+        "python -m senri answer --config {params.config:q} --questions {input.questions}"
         " --video-info {input.video} --method {wildcards.method} --model {wildcards.model}"
         " {params.media} --cache {params.cache} --out {output.table} > {log} 2>&1"

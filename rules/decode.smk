@@ -21,7 +21,7 @@ rule frames:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "{SENRI_CLI} frames {input.video:q} --video-id {wildcards.video_id} --config {params.config:q}"
+        "python -m senri frames {input.video:q} --video-id {wildcards.video_id} --config {params.config:q}"
         " --threads {threads} --out {output.table} > {log} 2>&1"
         " || (tail -n 3 {log} >&2; exit 1)"  # a damaged or unreadable video: its one-line reason on the console
 
@@ -39,4 +39,4 @@ rule carrier:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "{SENRI_CLI} carrier {input} --out {output} > {log} 2>&1"
+        "python -m senri carrier {input} --out {output} > {log} 2>&1"

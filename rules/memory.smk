@@ -29,6 +29,6 @@ rule memory:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS={threads} {SENRI_CLI} memory --config {params.config:q}"
+        "OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS={threads} python -m senri memory --config {params.config:q}"
         " --video-info {input.info} --video {input.pixels:q} {params.options} --caption-cache {params.cache}"
         " --out {output.table} --cost {output.cost} > {log} 2>&1"

@@ -13,7 +13,8 @@ import pytest
 from conftest import make_probed_clip
 from senri.answer import MemoryInputs, answer_video
 from senri.records import MemoryRow, Question, to_frame, write_table
-from senri.verify import Cell, Check, cell_times, cells_for_window, check_cells, read_report, validate_checks
+from senri.verify import (Cell, Check, cell_times, cells_for_window, check_cells, read_report, source_timing,
+                          validate_checks)
 
 # ------------------------------------------------------------------------------------------ cells
 
@@ -478,3 +479,63 @@ def test_a_verify_with_no_usable_window_is_reported_to_the_controller(shop, tmp_
     assert trace["actions"] == ["verify", "answer"] and trace["verifier_calls"] == 0 and row["pred"] == "D"
     assert trace["rounds"][0]["problems"] == ["check 1: no window inside the video"]
     assert not _calls(calls, "verify") and not _calls(calls, "update")
+
+
+# ------------------------------------------------------------------------------------------- review fixes
+
+def test_verifiers_see_where_their_frames_come_from_but_cite_the_carrier_timeline(shop, tmp_path):
+    _, calls = run_agent(shop, tmp_path, "senri_agent")
+    first = _texts(_calls(calls, "verify")[0], "user")
+    # Cell [60, 66.7] at f = 1: six frames, frame k at source time 60 + k s; the images are labelled k.
+    assert "[60, 66.67] s gave frames 0–5, about one every 1 s (frame k ≈ source time 60 + k × 1 s)" in first
+    assert "The 6 images above" in first and "video above" not in first
+    assert "never as a time of the original recording" in first
+    (tmp_path / "video").mkdir()
+    _, calls = run_agent(shop, tmp_path / "video", "senri_agent", model={"video": True})
+    assert "The video above lasts 6 s" in _texts(_calls(calls, "verify")[0], "user")
+
+
+def test_no_tg_verifiers_and_summaries_name_no_requirements(shop, tmp_path):
+    row, calls = run_agent(shop, tmp_path, "senri_agent_no_tg")
+    for call in _calls(calls, "verify"):
+        system, user = _texts(call, "system"), _texts(call, "user")
+        assert "R1" not in system + user and "For every requirement" not in system
+    for call in _calls(calls, "update") + _controller_calls(calls)[1:]:
+        assert "(target context)" not in _texts(call, "user") and "R2:" not in _texts(call, "user")
+    assert json.loads(row["trace"])["rounds"][0]["reports"]
+
+
+def test_no_pv_merges_overlapping_windows_into_strictly_increasing_frames():
+    check = Check("t", "o", (), ((10, 30), (20, 40), (40, 45), (60, 62)), 1.0, 64)
+    (cell,) = check_cells([check], split=False)
+    assert cell.intervals() == ((10, 45), (60, 62))
+    times = cell_times(cell, 1.0, 64)
+    assert times == sorted(set(times)) and len(times) == 35 + 2
+    capped = cell_times(cell, 1.0, 8)
+    assert len(capped) == 8 and all(a < b for a, b in zip(capped, capped[1:]))
+    # The verifier learns each span's source interval and where its frames sit on the carrier.
+    timing = source_timing(cell, times, 1.0)
+    assert timing.startswith("[10, 45] s gave frames 0–34, about one every 1 s "
+                             "(frame k ≈ source time 10 + k × 1 s)")
+    assert timing.endswith("; [60, 62] s gave frames 35–36, about one every 1 s "
+                           "(frame k ≈ source time 60 + (k − 35) × 1 s)")
+
+
+def test_the_forced_round_is_named_the_final_answer_round(shop, tmp_path):
+    _, calls = run_agent(shop, tmp_path, "memory_search")
+    last = _texts(_controller_calls(calls)[-1], "user")
+    assert "final answer round" in last and "Round 6" not in last
+    assert "Round 1 of 5 reasoning rounds" in _texts(_controller_calls(calls)[0], "user")
+
+
+def test_the_repair_turn_comes_from_the_method_s_prompt_files(shop, tmp_path):
+    mine = tmp_path / "published"
+    mine.mkdir()
+    (mine / "repair.txt").write_text("OUR REPAIR WORDING: $form\n")
+    broken = [{"match": "search, verify, answer", "text": "let me think about the shelf"},
+              {"match": "This is the last round", "text": "C, I guess"}]
+    _, calls = run_agent(shop, tmp_path, "senri_agent", controller=broken, prompts="senri_agent",
+                         prompts_dir=str(mine))
+    repairs = [c for c in calls if c["purpose"] == "control:repair"]
+    assert repairs and all(c["payload"]["messages"][-1]["content"][0].startswith("OUR REPAIR WORDING: ")
+                           for c in repairs)

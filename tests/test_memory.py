@@ -144,6 +144,35 @@ def test_a_backend_that_takes_video_gets_the_clip_as_one_video_at_its_rate(long_
     rows = service.captions([Clip(0, 80, 0.5, "describe", "fine")])
     parts = [p for p in _calls(record)[0]["payload"]["messages"][0]["content"] if isinstance(p, dict)]
     assert parts == [{"video": parts[0]["video"], "fps": 0.5}] and rows[0].n_frames == 40
+    # The video's wrapper speaks of one video, not of images that follow their timestamps.
+    text = _calls(record)[0]["payload"]["messages"][0]["content"][0]
+    assert "shown as one video" in text and "image" not in text
+    service.close()
+
+
+def test_both_clip_wrappers_are_in_the_captioner_identity(long_clip, tmp_path):
+    video, info = long_clip
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "clip_images.txt").write_text("My images wrapper, $n_frames frames.\n$instruction\n")
+    identities = []
+    for name, prompts_dir in (("ours", None), ("theirs", str(mine))):
+        service, _ = _vlm_service(tmp_path / name, video, info, [{"text": "I walk."}], model={"video": True},
+                                  prompts="captioner", prompts_dir=prompts_dir)
+        identities.append(service.captioner.identity())
+        service.close()
+    # A video-mode captioner never renders clip_images.txt, yet editing it changes the identity (both wrappers).
+    assert identities[0]["wrapper"] != identities[1]["wrapper"]
+
+
+def test_a_clip_with_no_decodable_frame_is_no_captioner_call(long_clip, tmp_path):
+    video, info = long_clip
+    service, record = _vlm_service(tmp_path, video, info, [{"text": "I walk."}])
+    rows = service.captions([Clip(900, 930, 1.0, "describe", "coarse"), Clip(0, 10, 1.0, "describe", "coarse")])
+    assert rows[0].error and "could be decoded" in rows[0].error and rows[1].error is None
+    stats = service.stats
+    assert len(_calls(record)) == 1  # only the decodable clip reached the model
+    assert (stats.calls, stats.computed, stats.failed, stats.unsent) == (1, 1, 0, 1)
     service.close()
 
 

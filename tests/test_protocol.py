@@ -139,6 +139,7 @@ ROLE_OF = {"controller_system": ("control", "system"), "controller": ("control",
            "actions": ("control", "user"), "actions_forced": ("control:forced", "user"),
            "verifier_system": ("verify", "system"), "verifier": ("verify", "user"),
            "verifier_reply": ("verify", "user"), "verifier_general": ("verify", "user"),
+           "verifier_images": ("verify", "user"), "verifier_system_general": ("verify", "system"),
            "updater_system": ("update", "system"), "updater": ("update", "user")}
 #: prompt family → the method whose scripted episode renders it (families of other sections test their own).
 EPISODES = {"senri_agent": ("senri_agent", "senri_agent_no_tg"), "memory_search": ("memory_search",)}

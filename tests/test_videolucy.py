@@ -89,9 +89,10 @@ def run(hall, tmp_path: Path, rules: list[dict], caption_cache: Path | None = No
     write_table(rows, tmp_path / "memory.parquet", MemoryRow)
     check_frame(cost, MemoryCost, "cost")
     model_name = method.pop("model_name", "agent")
+    model_extra = method.pop("model_extra", {})
     stage = {"seed": 0, "method": {"name": "videolucy", **METHOD, **method},
              "model": {"name": model_name, "backend": "scripted", "script": str(script), "record": str(record),
-                       "max_tokens": 64},
+                       "max_tokens": 64, **model_extra},
              "memory": memory_slice}
     inputs = MemoryInputs(tmp_path / "memory.parquet", hall["video"], None, None, None, cache_dir)
     predictions = answer_video(to_frame([QUESTION], Question), hall["info"], stage, memory=inputs)
@@ -263,15 +264,15 @@ def test_a_thinking_models_reply_parses_and_its_reasoning_is_kept(hall, tmp_path
     assert row["pred"] == "D"
 
 
-def test_token_limits_come_from_config_per_role_and_per_model(hall, tmp_path):
+def test_token_limits_come_from_config_per_role_capped_by_the_model(hall, tmp_path):
     _, calls, _ = run(hall, tmp_path, script_rules(LOCALIZE_60_90, SEARCH_PATH[:1]), max_iterations=1,
                       max_tokens={"localize": 3000, "search": 4000, "answer": 5000})
     limits = {c["purpose"]: c["payload"]["max_tokens"] for c in calls if not c["purpose"].startswith("caption")}
     assert limits == {"localize": 3000, "search": 4000, "answer": 5000, "answer:forced": 5000}
     _, calls, _ = run(hall, tmp_path / "smol", script_rules(LOCALIZE_60_90, []), max_iterations=0,
-                      model_name="smollm2")
+                      model_extra={"max_tokens_cap": 96})
     limits = {c["purpose"]: c["payload"]["max_tokens"] for c in calls if not c["purpose"].startswith("caption")}
-    assert limits == {"localize": 96, "answer": 96, "answer:forced": 96}  # max_tokens_per_model.smollm2
+    assert limits == {"localize": 96, "answer": 96, "answer:forced": 96}  # the model config's max_tokens_cap
     source = (REPO / "src/senri/methods/videolucy.py").read_text()
     assert not re.search(r"max_tokens\s*=\s*\d", source)  # no literal limit in the method
 
@@ -366,7 +367,43 @@ def test_constrained_replies_are_bounded_to_close_within_the_token_limit():
     from senri.methods.videolucy import ANSWER_SCHEMA, budgeted
 
     small = budgeted(ANSWER_SCHEMA, 96, 9)["properties"]
-    assert small["Reason"]["maxLength"] == 32 and small["Time Period"]["maxItems"] == 1
+    assert small["Reason"]["maxLength"] == 32 and small["Time Period"]["anyOf"][0]["maxItems"] == 1
     assert small["Answer"]["enum"] == ["A", "B", "C", "D", "No Answer"] and "maxLength" not in small["Answer"]
     large = budgeted(ANSWER_SCHEMA, 8192, 9)["properties"]
-    assert large["Reason"]["maxLength"] == 8128 and large["Time Period"]["maxItems"] == 9
+    assert large["Reason"]["maxLength"] == 8128 and large["Time Period"]["anyOf"][0]["maxItems"] == 9
+
+
+def test_a_constrained_backend_can_write_the_no_period_texts_the_prompts_ask_for():
+    import jsonschema
+
+    from senri.methods.videolucy import ANSWER_SCHEMA, LOCALIZE_SCHEMA, budgeted
+
+    localize, answer = budgeted(LOCALIZE_SCHEMA, 8192, 3), budgeted(ANSWER_SCHEMA, 8192, 9)
+    # localize.txt asks for "No Time Periods.", answer.txt for "No Time": both must satisfy the schema.
+    jsonschema.validate({"Flag": False, "Time Period": "No Time Periods.", "Reason": "r"}, localize)
+    jsonschema.validate({"Flag": True, "Time Period": [[0, 30]], "Reason": "r"}, localize)
+    jsonschema.validate(json.loads(answer_json(False)), answer)
+    jsonschema.validate(json.loads(answer_json(True)), answer)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"Flag": False, "Time Period": "none", "Reason": "r"}, localize)
+
+
+def test_the_paper_literal_forced_answer_does_not_claim_the_whole_video(hall, tmp_path):
+    row, calls, _ = run(hall, tmp_path, script_rules(LOCALIZE_60_90, SEARCH_PATH[:1]), max_iterations=1,
+                        forced_answer="current_memory")
+    trace = json.loads(row["trace"])
+    assert trace["forced"] and "coarse 0–30s" not in trace["forced_memory"]  # sparse: not the whole video
+    system, user = texts(agent_calls(calls, "answer:forced")[0])
+    assert "whole video" not in system + user and "all of it" not in system + user
+
+
+def test_naming_an_already_searched_period_is_an_invalid_search_reply(hall, tmp_path):
+    again = [SEARCH_PATH[0], ("Already searched (do not pick these): [60, 90]\n",
+                              json.dumps({"Time Period": [60, 90], "Instruction": "again", "Reason": "r"}))]
+    row, calls, _ = run(hall, tmp_path, script_rules(LOCALIZE_60_90, again), max_iterations=2)
+    trace = json.loads(row["trace"])
+    second = [c for c in trace["calls"] if c["call"] == "search"][1]
+    assert second["attempts"] == 2 and second["failure"]  # invalid, then its repair turn
+    assert len(agent_calls(calls, "search:repair")) == 1
+    # Never silently one of the searched period's fine clips: the fallback is the earliest unsearched period.
+    assert trace["iterations"][1]["period"] == "coarse 30–60s"

@@ -192,13 +192,16 @@ class CaptionCache:
 
 @dataclass
 class CaptionStats:
-    """Captioner bookkeeping: every call made (``computed`` + ``failed``), captions reused from the cache (no
-    call), frames read and dropped by a frame cap, and the captioner's tokens and model seconds."""
+    """Captioner bookkeeping: every call made (``computed`` + ``failed``: requests that reached the model),
+    clips that failed before any call (``unsent``: no frame decoded, the captioner raised), captions reused
+    from the cache (no call), frames read and dropped by a frame cap, and the captioner's tokens and model
+    seconds."""
 
     computed: int = 0
     reused: int = 0
     frames: int = 0
     failed: int = 0
+    unsent: int = 0
     dropped_frames: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -210,7 +213,7 @@ class CaptionStats:
 
     def as_dict(self) -> dict[str, Any]:
         return {"computed": self.computed, "reused": self.reused, "frames": self.frames, "failed": self.failed,
-                "dropped_frames": self.dropped_frames, "prompt_tokens": self.prompt_tokens,
+                "unsent": self.unsent, "dropped_frames": self.dropped_frames, "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens, "seconds": round(self.seconds, 6)}
 
     def since(self, before: "CaptionStats") -> "CaptionStats":
@@ -249,7 +252,8 @@ class CaptionService:
                 captions = self.captioner.caption_many([clips[i] for i in batch])
             except Exception as exc:  # noqa: BLE001 — recorded on each clip's row; the memory goes on
                 log.error("captioning %d clip(s) failed: %s", len(batch), exc)
-                captions = [Caption("", 0, f"{type(exc).__name__}: {exc}") for _ in batch]
+                # Raised before answering: which requests went out is unknown, so none is counted as a call.
+                captions = [Caption("", 0, f"{type(exc).__name__}: {exc}", sent=False) for _ in batch]
             now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
             for i, caption in zip(batch, captions):
                 record = {"text": caption.text, "n_frames": caption.n_frames, "error": caption.error,
@@ -262,8 +266,10 @@ class CaptionService:
                 if caption.error is None:
                     self.cache.put(keys[i], record)
                     self.stats.computed += 1
-                else:
+                elif caption.sent:
                     self.stats.failed += 1
+                else:
+                    self.stats.unsent += 1
                 records[i] = record
         return [self._row(clip, record) for clip, record in zip(clips, records) if record is not None]
 
@@ -340,14 +346,14 @@ def build_memory(service: CaptionService, memory: Mapping[str, Any], duration_s:
         spent = service.stats.since(before)
         costs.append(MemoryCost(
             video_id=service.captioner.media.video_id, captioner=service.name, level=level, clips=len(clips),
-            computed=spent.computed, reused=spent.reused, frames=spent.frames, failed=spent.failed,
+            computed=spent.computed, reused=spent.reused, frames=spent.frames, failed=spent.failed + spent.unsent,
             wall_s=round(time.monotonic() - started, 3), preset=preset, clip_s=levels[level].clip_s,
             fps=levels[level].fps, dropped_frames=spent.dropped_frames, caption_prompt_tokens=spent.prompt_tokens,
             caption_completion_tokens=spent.completion_tokens, caption_s=round(spent.seconds, 6)))
         log.info("%s %s (preset %s: %g s clips at %g fps): %d clip(s), %d computed, %d reused, %d frame(s) read, "
-                 "%d dropped by the frame cap, %d failed", service.captioner.media.video_id, level, preset,
-                 levels[level].clip_s, levels[level].fps, len(clips), spent.computed, spent.reused, spent.frames,
-                 spent.dropped_frames, spent.failed)
+                 "%d dropped by the frame cap, %d failed (%d before any call)", service.captioner.media.video_id,
+                 level, preset, levels[level].clip_s, levels[level].fps, len(clips), spent.computed, spent.reused,
+                 spent.frames, spent.dropped_frames, spent.failed + spent.unsent, spent.unsent)
     return to_frame(rows, MemoryRow), to_frame(costs, MemoryCost)
 
 

@@ -11,7 +11,8 @@ is split independently into cells:
     cell r (1-based) = [a + (r − 1)·δ/2, a + (r − 1)·δ/2 + δ]
 
 so the first cell starts at a, the last ends at b, and neighbours overlap by 50 %. Without parallel
-verifiers (the ``no_pv`` ablation) a check is one "cell" over all its windows, sampled at f and capped at B.
+verifiers (the ``no_pv`` ablation) a check is one "cell" over all its windows (overlapping ones merged, so its
+frames are strictly increasing in time), sampled at f and capped at B.
 
 Choice-blindness is enforced here too: a check whose fields copy the question or an option's text has that
 text removed (and the removal recorded); a check left without a target or objective is refused.
@@ -71,15 +72,27 @@ def cells_for_window(a: float, b: float, fps: float, budget: int) -> list[tuple[
     return [(a + (r - 1) * delta / 2, a + (r - 1) * delta / 2 + delta) for r in range(1, count + 1)]
 
 
+def merge_spans(windows: Sequence[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
+    """Windows as sorted, disjoint spans (overlapping or touching windows merged), so frames sampled over them
+    are strictly increasing in time and no moment is sampled twice."""
+    merged: list[list[float]] = []
+    for a, b in sorted((a, b) for a, b in windows if b > a):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    return tuple((a, b) for a, b in merged)
+
+
 def check_cells(checks: Sequence[Check], split: bool = True) -> list[Cell]:
     """Cells of every check, chronological within a check. ``split=False`` (no parallel verifiers) gives one
     cell per *check*, spanning all its windows: one verifier looks at the whole check."""
     out = []
     for k, check in enumerate(checks):
         if not split:
-            spans = tuple(sorted((a, b) for a, b in check.windows if b > a))
+            spans = merge_spans(check.windows)
             if spans:
-                out.append(Cell(k, -1, spans[0][0], max(b for _, b in spans), spans))
+                out.append(Cell(k, -1, spans[0][0], spans[-1][1], spans))
             continue
         parts = []
         for w, (a, b) in enumerate(check.windows):
@@ -240,6 +253,30 @@ def cell_times(cell: Cell, fps: float, budget: int) -> list[float]:
     return times
 
 
+def _seconds(value: float) -> str:
+    return f"{round(value, 2):g}"
+
+
+def source_timing(cell: Cell, frame_times: Sequence[float], fps: float) -> str:
+    """Where a cell's frames come from in the source video, for the verifier's orientation (the paper: it sees
+    the timestamps): per sampled span, its absolute interval, which carrier frames it gave and the sampling
+    interval, so frame k ≈ source time a + (k − k0)·Δ. Citations stay on the carrier timeline (V4)."""
+    parts = []
+    first = 0
+    for a, b in cell.intervals():
+        inside = [t for t in frame_times[first:] if t <= b + 1e-6]
+        if not inside:
+            continue
+        last = first + len(inside) - 1
+        step = (inside[-1] - inside[0]) / (len(inside) - 1) if len(inside) > 1 else 1 / fps
+        index = "k" if first == 0 else f"(k − {first})"
+        parts.append(f"[{_seconds(a)}, {_seconds(b)}] s gave frames {first}–{last}, about one every "
+                     f"{_seconds(step)} s (frame k ≈ source time {_seconds(inside[0])} + {index} × "
+                     f"{_seconds(step)} s)")
+        first = last + 1
+    return "; ".join(parts)
+
+
 @dataclass
 class Report:
     """One verifier's report with its citations mapped to absolute times; ``gaps`` are requirements without a
@@ -331,7 +368,8 @@ def read_report(report_id: str, check_index: int, check: Check | None, cell: Cel
     carrier) to absolute source times; a citation outside the carrier is invalid. With target guidance,
     requirements (R-ids) without a non-empty finding and a valid citation are evidence gaps."""
     span = (cell.start_s, cell.end_s)
-    requirements = check.requirement_ids() if check is not None else []
+    # Without target guidance the verifier never saw the requirements: its report names none.
+    requirements = check.requirement_ids() if check is not None and guided else []
     objective = check.objective if check is not None else ""
     position = check.position if check is not None else 0
     ids = [rid for rid, _ in requirements] if guided else []

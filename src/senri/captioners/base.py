@@ -23,7 +23,8 @@ class Clip:
 class Caption:
     """A captioner's text for one clip; ``error`` (text empty) when it could not describe the clip.
     ``dropped_frames``: frames the clip's rate gave that a frame cap left out; tokens and ``latency_s`` are
-    the model call's (0 for a measuring captioner)."""
+    the model call's (0 for a measuring captioner). ``sent``: whether a request reached the model (False for a
+    clip that failed before any call, e.g. no frame could be decoded), so call counts hold only real calls."""
 
     text: str
     n_frames: int
@@ -32,6 +33,7 @@ class Caption:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0
+    sent: bool = True
 
 
 def code_digest(roots: Sequence[Any], modules: Sequence[Any]) -> str:

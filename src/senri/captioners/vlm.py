@@ -5,11 +5,12 @@ e.g. an 800 s EgoMem coarse clip at 0.25 fps is 200 frames); ``max_frames`` is a
 uniformly, and the caption records how many it dropped). Frames are resized to ``short_side``. Where the
 backend takes video (``video_input: auto``) the clip goes as one MP4 at the clip's own rate, the model's
 native video input, as the released code passes it; otherwise as timestamped images. The instruction is
-wrapped by the ``clip`` prompt (config/prompts/captioner/clip.txt: the clip's span, frame count and rate).
+wrapped by the prompt of that input mode (config/prompts/captioner/clip_video.txt or clip_images.txt: the
+clip's span, frame count and rate, and how the frames are shown).
 All clips given together go to the backend as one batch, so a GPU engine sees many clips at once.
 
 The captioner's identity (part of every caption's cache key) holds the backend, the frame settings, the
-completion limit, the digest of the wrapper prompt and of the frame-selection code.
+completion limit, the digest of both wrapper prompts and of the frame-selection code.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from typing import Any, Mapping, Sequence
 
 from senri.answers import split_reasoning
 from senri.captioners.base import Caption, Captioner, Clip, VideoMedia, code_digest
+
+#: The instruction's wrapper per input mode (video, images); both are in the captioner's identity.
+WRAPPERS = ("clip_video", "clip_images")
 
 
 def clip_targets(clip: Clip, max_frames: int | None) -> tuple[list[float], int]:
@@ -72,7 +76,7 @@ class BackendCaptioner(Captioner):
     def identity(self) -> dict[str, Any]:
         from senri import decode
 
-        wrapper = hashlib.sha256(self.prompts["clip"].text.encode()).hexdigest()[:16]
+        wrapper = hashlib.sha256("\0".join(self.prompts[name].text for name in WRAPPERS).encode()).hexdigest()[:16]
         return {"captioner": "vlm", "backend": self.backend.identity, "max_frames": self.max_frames,
                 "short_side": self.short_side, "max_tokens": self.max_tokens, "as_video": self.as_video,
                 "temperature": float(self.model_config.get("temperature", 0.0)), "wrapper": wrapper,
@@ -92,7 +96,8 @@ class BackendCaptioner(Captioner):
         from senri.backends.base import ChatRequest, ImagePart, Message, VideoPart
         from senri.decode import encode_jpeg
 
-        text = self.prompts.render("clip", start=f"{clip.start_s:g}", end=f"{clip.end_s:g}", fps=f"{clip.fps:g}",
+        wrapper = WRAPPERS[0] if self.as_video else WRAPPERS[1]
+        text = self.prompts.render(wrapper, start=f"{clip.start_s:g}", end=f"{clip.end_s:g}", fps=f"{clip.fps:g}",
                                    n_frames=len(frames), instruction=clip.instruction)
         if self.as_video:
             media: tuple = (VideoPart(clip_video(frames, clip.fps), clip.fps),)
@@ -114,7 +119,7 @@ class BackendCaptioner(Captioner):
         captions = []
         for i, (frames, dropped) in enumerate(decoded):
             if i in failed:
-                captions.append(Caption("", 0, failed[i], dropped))
+                captions.append(Caption("", 0, failed[i], dropped, sent=False))  # no request went out
                 continue
             r = responses[i]
             text = "" if r.error else split_reasoning(r.text or "")[0].strip()

@@ -9,14 +9,16 @@ forced answer round. Every action carries a short ``rationale`` (kept in the tra
 adaptive temporal cells (at most ``max_cells_per_round`` per verify, a safety cap recorded in the trace),
 each cell inspected by a choice-blind verifier: it sees the check's target context, objective and
 requirements and the cell's frames — as a 1 frame/s carrier video where the backend takes video, as images
-labelled with their carrier offsets otherwise — never the question or options. Its citations (``offset_sec``
+labelled with their carrier offsets otherwise — and their timestamps (each sampled span's source interval and
+sampling interval, for orientation), never the question or options. Its citations (``offset_sec``
 on the carrier) are mapped back to source time. All cells go in one batch (the backend runs them in
 parallel); malformed replies get one repair, batched too. Problems of a verify (dropped windows, clamps,
 caps, refused checks) are shown to the controller in the next round. An updater LLM, under its own system
 prompt, keeps a bounded working memory: a note and at most 3 reports with 4 evidence frames each, copied
 unchanged, chosen from the retained reports plus the latest batch.
 
-Ablations (Table 4): ``senri_agent_no_tg`` (a general observation prompt, no requirement list),
+Ablations (Table 4): ``senri_agent_no_tg`` (a general observation prompt under its own system prompt, no
+requirement list, summaries without R-ids),
 ``senri_agent_no_pv`` (one verifier per check over all its windows, at most B frames at rate f),
 ``senri_agent_no_wm`` (no updater; every report and all its evidence frames go to the controller).
 
@@ -40,7 +42,8 @@ from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
 from senri.methods.structured import StructuredReply, ask_json, first_valid
 from senri.records import LETTERS, MemoryRow, Question, read_table
 from senri.track import clock
-from senri.verify import Cell, Check, Report, cap_cells, cell_times, check_cells, read_report, validate_checks
+from senri.verify import (Cell, Check, Report, cap_cells, cell_times, check_cells, read_report, source_timing,
+                          validate_checks)
 
 CITATION = {"type": "object", "properties": {"offset_sec": {"type": "number"}, "note": {"type": "string"}},
             "required": ["offset_sec"]}
@@ -63,6 +66,11 @@ UPDATE_SCHEMA = {
     "required": ["note", "selected_report_ids"],
 }
 VERIFIER_INPUTS = ("auto", "video", "images")
+#: The verifier's reply form, quoted by its repair turn (repair.txt).
+REPORT_FORM = ('{"observation": "...", "explanation": "...", "ambiguity_reason": "...", "next_evidence_needed": '
+               '"...", "evidence_moments": [...], "requirement_findings": {...}, '
+               '"requirement_evidence_moments": {...}}')
+UPDATE_FORM = '{"note": "...", "selected_report_ids": [...]}'
 
 
 @dataclass
@@ -180,14 +188,16 @@ class MemorySearch(Method):
         return parts
 
     # ----------------------------------------------------------------------------------------- controller
-    def _actions_text(self, forced: bool) -> tuple[list[str], str]:
+    def _actions_text(self, forced: bool, round_no: int = 0) -> tuple[list[str], str]:
+        """The allowed actions and their form; the round line lives here, so the forced round is named the
+        final answer round (never "round 6 of 5")."""
         if forced:
-            return ["answer"], self.prompt_set.render("actions_forced")
+            return ["answer"], self.prompt_set.render("actions_forced", max_rounds=self.max_rounds)
         names = ["search", "verify", "answer"] if self.can_verify else ["search", "answer"]
-        return names, self.prompt_set.render("actions")
+        return names, self.prompt_set.render("actions", round=round_no, max_rounds=self.max_rounds)
 
     def _controller_messages(self, ep: Episode, round_no: int, forced: bool) -> tuple[Message, ...]:
-        _, actions = self._actions_text(forced)
+        _, actions = self._actions_text(forced, round_no)
         feedback = ""
         if ep.feedback:
             feedback = "Problems with your previous verify action:\n" + "\n".join(f"- {p}" for p in ep.feedback) + "\n"
@@ -195,14 +205,13 @@ class MemorySearch(Method):
         text = self.prompt_set.render(
             "controller", duration_s=f"{self.duration_s:.0f}", memories=self._memories_text(ep),
             candidates=self._candidates_text(ep), working_memory=self._working_memory_text(ep),
-            question=question_block(q.question, q.options), round=round_no, max_rounds=self.max_rounds,
-            feedback=feedback, actions=actions)
+            question=question_block(q.question, q.options), feedback=feedback, actions=actions)
         parts = self._evidence_parts(self._shown_reports(ep)) if self.can_verify else []
         return (Message.text("system", self.prompt_set.render("controller_system")),
                 Message("user", (*parts, text)))
 
     def _controller(self, ep: Episode, round_no: int, forced: bool) -> StructuredReply:
-        names, form = self._actions_text(forced)
+        names, form = self._actions_text(forced, round_no)
 
         def valid(obj: dict) -> dict | None:
             action = str(obj.get("action", "")).strip().lower()
@@ -222,9 +231,9 @@ class MemorySearch(Method):
                                                    "query": {"type": "string"}, "answer": {"enum": list(LETTERS)},
                                                    "checks": {"type": "array"}},
                   "required": ["action", "rationale"]}
-        return ask_json(self, self._controller_messages(ep, round_no, forced), schema, valid, form,
-                        "control:forced" if forced else "control", ep.tally, self.retries,
-                        max_tokens=self.role_max_tokens("controller"))
+        return ask_json(self, self._controller_messages(ep, round_no, forced), schema, valid,
+                        self.prompt_set.render("repair", form=form), "control:forced" if forced else "control",
+                        ep.tally, self.retries, max_tokens=self.role_max_tokens("controller"))
 
     # ------------------------------------------------------------------------------------------ actions
     def _search(self, ep: Episode, query: str) -> dict[str, Any]:
@@ -243,10 +252,10 @@ class MemorySearch(Method):
                              f"{self.context.model_name!r} takes no video")
         return self.verifier_input == "video" or (self.verifier_input == "auto" and takes_video)
 
-    def _verifier_visual(self, jpegs: list[bytes]) -> list[Part]:
+    def _verifier_visual(self, jpegs: list[bytes], as_video: bool) -> list[Part]:
         """The cell's frames as the verifier sees them: a 1 frame/s carrier (frame k at offset k s) for
         backends that take video, else images labelled with the same carrier offsets."""
-        if not self._as_video():
+        if not as_video:
             return [ImagePart(jpeg, float(k)) for k, jpeg in enumerate(jpegs)]
         from senri.decode import carrier_frame_count, carrier_from_jpegs
 
@@ -256,8 +265,10 @@ class MemorySearch(Method):
             raise RuntimeError(f"verifier carrier holds {count} frames, {len(jpegs)} were sampled")
         return [VideoPart(mp4, 1.0)]
 
-    def _verifier_request(self, check: Check, jpegs: list[bytes]) -> ChatRequest:
-        """Choice-blind: only the check's task (or, without target guidance, a general prompt) and frames."""
+    def _verifier_request(self, check: Check, cell: Cell, times: list[float], jpegs: list[bytes]) -> ChatRequest:
+        """Choice-blind: only the check's task (or, without target guidance, a general prompt under its own
+        system prompt, with no requirement list), the frames and their timestamps: the carrier timeline the
+        citations use, and where on the source timeline the frames were sampled."""
         if self.target_guided:
             ids = check.requirement_ids()
             listed = "\n".join(f"{rid}: {text}" for rid, text in ids[1:]) or "(none beyond R1)"
@@ -266,16 +277,20 @@ class MemorySearch(Method):
         else:
             ids = []
             task = self.prompt_set.render("verifier_general")
+        as_video = self._as_video()
+        timeline = self.prompt_set.render("verifier_video" if as_video else "verifier_images", n_frames=len(jpegs),
+                                          last_offset=len(jpegs) - 1)
         reply = self.prompt_set.render(
-            "verifier_reply", n_frames=len(jpegs),
+            "verifier_reply", timeline=timeline, source_timing=source_timing(cell, times, check.fps),
             finding_form=", ".join(f'"{rid}": "<finding>"' for rid, _ in ids),
             moment_form=", ".join(f'"{rid}": [{{"offset_sec": <seconds>}}]' for rid, _ in ids))
         sampling = self.sampling()
         sampling["max_tokens"] = self.role_max_tokens("verifier")
         capabilities = self._capabilities
         return ChatRequest(
-            messages=(Message.text("system", self.prompt_set.render("verifier_system")),
-                      Message("user", (task + "\n", *self._verifier_visual(jpegs), "\n" + reply))),
+            messages=(Message.text("system", self.prompt_set.render(
+                          "verifier_system" if self.target_guided else "verifier_system_general")),
+                      Message("user", (task + "\n", *self._verifier_visual(jpegs, as_video), "\n" + reply))),
             json_schema=REPORT_SCHEMA if capabilities is not None and capabilities.json_schema else None,
             purpose="verify", **sampling)
 
@@ -301,10 +316,7 @@ class MemorySearch(Method):
             obj = first_valid(reply, _report_valid)
             results.append((obj, None if obj else "malformed JSON", reasoning, 1))
             if obj is None and self.retries > 0:
-                repair = self.prompt_set.render("repair", form='{"observation": "...", "explanation": "...", '
-                                                '"ambiguity_reason": "...", "next_evidence_needed": "...", '
-                                                '"evidence_moments": [...], "requirement_findings": {...}, '
-                                                '"requirement_evidence_moments": {...}}')
+                repair = self.prompt_set.render("repair", form=REPORT_FORM)
                 messages = request.messages + (Message.text("assistant", reply), Message.text("user", repair))
                 repairs.append((i, ChatRequest(messages=messages, json_schema=request.json_schema,
                                                purpose="verify:repair", max_tokens=request.max_tokens,
@@ -334,8 +346,15 @@ class MemorySearch(Method):
                 decoded[target] = (float(frame.pts_s), encode_jpeg(frame.image))
         out = []
         for times in wanted:
-            found = [decoded[t] for t in times if t in decoded]
-            out.append(([p for p, _ in found], [j for _, j in found]))
+            pts: list[float] = []
+            jpegs: list[bytes] = []
+            for t in times:
+                # Two targets the decoder resolves to one frame would repeat it on the carrier: kept once, so a
+                # cell's frames are strictly increasing in source time.
+                if t in decoded and (not pts or decoded[t][0] > pts[-1]):
+                    pts.append(decoded[t][0])
+                    jpegs.append(decoded[t][1])
+            out.append((pts, jpegs))
         return out
 
     def _verify(self, ep: Episode, raw_checks: Any) -> dict[str, Any]:
@@ -357,7 +376,7 @@ class MemorySearch(Method):
             ep.frames_inspected += len(jpegs)
         # Carriers are H.264-encoded per cell; encoding runs outside the GIL, so threads overlap it (3x on 2 cores).
         with ThreadPoolExecutor(max_workers=max(1, min(8, len(jobs), os.cpu_count() or 1))) as pool:
-            requests = list(pool.map(lambda job: self._verifier_request(job[1], job[3]), jobs))
+            requests = list(pool.map(lambda job: self._verifier_request(job[1], job[0], job[2], job[3]), jobs))
         results = self._ask_verifiers(ep, requests) if requests else []
         ep.verifier_calls += len(requests)
         new, failures, reasoning = [], [], {}
@@ -413,7 +432,7 @@ class MemorySearch(Method):
             max_reports=self.wm_reports)
         parts = self._evidence_parts(list(pool.values()), self.wm_frames) if self.updater_images else []
         messages = (Message.text("system", self.prompt_set.render("updater_system")), Message("user", (*parts, text)))
-        reply = ask_json(self, messages, UPDATE_SCHEMA, valid, '{"note": "...", "selected_report_ids": [...]}',
+        reply = ask_json(self, messages, UPDATE_SCHEMA, valid, self.prompt_set.render("repair", form=UPDATE_FORM),
                          "update", ep.tally, self.retries, max_tokens=self.role_max_tokens("updater"))
         ep.trace["calls"].append(reply.record("update"))
         if reply.value is None:

@@ -139,11 +139,17 @@ class Method:
         """A role's completion-token limit, from the method config's ``max_tokens`` map (e.g.
         ``max_tokens: {controller: 4096, verifier: 4096}``). Limits are config, never literals in a method:
         a reasoning model needs room to think before its JSON. A role the map does not name falls back to
-        the model config's ``max_tokens``."""
+        the model config's ``max_tokens``. The model config's ``max_tokens_cap`` bounds every role: a small
+        model with a short context window (the demo's 135M model, n_ctx 4096) cannot use thousands of tokens
+        and would only ramble until the limit."""
         limits = self.context.method_config.get("max_tokens") or {}
+        model = self.context.model_config
         if isinstance(limits, Mapping) and role in limits:
-            return int(limits[role])
-        return int(self.context.model_config.get("max_tokens", DEFAULT_MAX_TOKENS))
+            limit = int(limits[role])
+        else:
+            limit = int(model.get("max_tokens", DEFAULT_MAX_TOKENS))
+        cap = model.get("max_tokens_cap")
+        return min(limit, int(cap)) if cap else limit
 
     def prompts(self):
         """This method's prompt templates (``prompts:`` family, overlaid by ``prompts_dir``)."""

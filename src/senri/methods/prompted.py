@@ -19,6 +19,10 @@ from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
 from senri.records import LETTERS, Question
 
 ANSWER_FORMATS = ("json", "text", "logprobs")
+#: Completion length of a ``logprobs`` answer: the letter's log-probabilities are read from the first generated
+#: token, so one token (the letter) is all the request generates. The answer format fixes it; it is not a
+#: budget, hence not a ``max_tokens`` setting of the method config.
+LOGPROB_ANSWER_TOKENS = 1
 
 
 class PromptedChoice(Method):
@@ -64,7 +68,7 @@ class PromptedChoice(Method):
         if self.greedy:
             sampling.update(temperature=0.0, top_p=1.0)
         if self.answer_format == "logprobs":
-            sampling["max_tokens"] = 1  # one letter token is scored: the answer format fixes it, not a budget
+            sampling["max_tokens"] = LOGPROB_ANSWER_TOKENS
         return ChatRequest(
             messages=messages,
             json_schema=ANSWER_SCHEMA if self.answer_format == "json" else None,

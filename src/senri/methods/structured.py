@@ -3,9 +3,11 @@ repaired once, and recorded — never an exception for a malformed reply.
 
 Agents (localizers, answerers, controllers) reply with small JSON objects. A backend with JSON-schema
 support is constrained to the schema; any other reply is read with :func:`senri.answers.json_objects` and
-checked by the caller's validator. A reply that fails is sent back once (``retries``) with a repair prompt
-quoting the required form; if the repair fails too, the call's record says so and the caller decides
-(an answerer's malformed reply is "not confident", a forced answer's is a parse failure).
+checked by the caller's validator. A reply that fails is sent back once (``retries``) with the repair prompt
+the caller rendered from its method's prompt set (the family's ``repair.txt``, quoting the required form, so a
+``prompts_dir`` rewords it and it is part of the prompt digest); if the repair fails too, the call's record
+says so and the caller decides (an answerer's malformed reply is "not confident", a forced answer's is a parse
+failure).
 """
 
 from __future__ import annotations
@@ -51,9 +53,10 @@ def first_valid(text: str, validate: Validator) -> dict | None:
 
 
 def ask_json(method: Method, messages: tuple[Message, ...], schema: Mapping[str, Any], validate: Validator,
-             form: str, purpose: str, tally: CallTally, retries: int = 1, max_tokens: int | None = None
+             repair: str, purpose: str, tally: CallTally, retries: int = 1, max_tokens: int | None = None
              ) -> StructuredReply:
-    """One structured call (plus up to ``retries`` repairs), booked into ``tally``."""
+    """One structured call (plus up to ``retries`` repairs), booked into ``tally``. ``repair`` is the repair
+    turn's text, rendered by the caller from its prompt set (no wording lives here)."""
     backend = method.context.backend
     constrained = backend is not None and backend.capabilities.json_schema
     sampling = method.sampling()
@@ -75,7 +78,5 @@ def ask_json(method: Method, messages: tuple[Message, ...], schema: Mapping[str,
             return StructuredReply(value, text, attempts, reasoning=reasoning)
         # The repair turn quotes the reply without its reasoning: resending a long think block would
         # only spend the context window.
-        messages = messages + (Message.text("assistant", reply),
-                               Message.text("user", f"That reply was not valid. Reply with only JSON of the form "
-                                                    f"{form} and nothing else."))
+        messages = messages + (Message.text("assistant", reply), Message.text("user", repair))
     return StructuredReply(None, text, attempts, "malformed JSON after repair", split_reasoning(text)[1])

@@ -21,8 +21,8 @@ init; a confident answer ends there) and ``ordinal_whole_video`` (questions with
 video without a localization call). Prompts are files in ``config/prompts/videolucy/`` (``prompts_dir``
 for your own wording): each role's instructions in its system file (with the video's duration), the memory
 list first and the question last in the user message, so a server's prefix cache reuses the long shared part
-across a video's questions. Completion limits per role come from ``max_tokens`` (and
-``max_tokens_per_model``); a thinking model's reasoning is cut off before the JSON is read and kept in the trace.
+across a video's questions. Completion limits per role come from ``max_tokens`` (capped by the model config's
+``max_tokens_cap``); a thinking model's reasoning is cut off before the JSON is read and kept in the trace.
 """
 
 from __future__ import annotations
@@ -44,9 +44,13 @@ from senri.methods.structured import StructuredReply, ask_json
 from senri.records import LETTERS, MemoryRow, Question, read_table
 
 _PERIOD = {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2}
+_PERIODS = {"type": "array", "items": _PERIOD}
+#: The texts the prompts ask for when there is no period (localize.txt, answer.txt): a schema-constrained
+#: backend must be able to write them, so the field is a list of periods or exactly that text.
+NO_PERIODS, NO_TIME = "No Time Periods.", "No Time"
 LOCALIZE_SCHEMA = {
     "type": "object",
-    "properties": {"Flag": {"type": "boolean"}, "Time Period": {"type": "array", "items": _PERIOD},
+    "properties": {"Flag": {"type": "boolean"}, "Time Period": {"anyOf": [_PERIODS, {"const": NO_PERIODS}]},
                    "Reason": {"type": "string"}},
     "required": ["Flag", "Time Period", "Reason"],
 }
@@ -58,13 +62,13 @@ SEARCH_SCHEMA = {
 ANSWER_SCHEMA = {
     "type": "object",
     "properties": {"Confidence": {"type": "boolean"}, "Answer": {"type": "string", "enum": [*LETTERS, "No Answer"]},
-                   "Time Period": {"type": "array", "items": _PERIOD}, "Reason": {"type": "string"}},
+                   "Time Period": {"anyOf": [_PERIODS, {"const": NO_TIME}]}, "Reason": {"type": "string"}},
     "required": ["Confidence", "Answer", "Time Period", "Reason"],
 }
 FORCED_SCHEMA = {
     "type": "object",
     "properties": {"Answer": {"type": "string", "enum": list(LETTERS)},
-                   "Time Period": {"type": "array", "items": _PERIOD}, "Reason": {"type": "string"}},
+                   "Time Period": _PERIODS, "Reason": {"type": "string"}},
     "required": ["Answer", "Time Period", "Reason"],
 }
 
@@ -77,14 +81,17 @@ def budgeted(schema: dict, limit: int, max_periods: int) -> dict:
     limit (the demo)."""
     chars = max(32, limit - 64)
     periods_fit = max(1, min(max_periods, (limit - 64) // 24))
-    bounded = {**schema, "properties": {}}
-    for name, spec in schema["properties"].items():
+
+    def bound(spec: dict) -> dict:
+        if "anyOf" in spec:  # a list of periods or a fixed text: bound the list
+            return {**spec, "anyOf": [bound(s) for s in spec["anyOf"]]}
         if spec.get("type") == "string" and "enum" not in spec:
-            spec = {**spec, "maxLength": chars}
-        elif spec.get("type") == "array" and spec.get("items") == _PERIOD:
-            spec = {**spec, "maxItems": periods_fit}
-        bounded["properties"][name] = spec
-    return bounded
+            return {**spec, "maxLength": chars}
+        if spec.get("type") == "array" and spec.get("items") == _PERIOD:
+            return {**spec, "maxItems": periods_fit}
+        return spec
+
+    return {**schema, "properties": {name: bound(spec) for name, spec in schema["properties"].items()}}
 
 
 LOCALIZE_FORM = '{"Flag": true|false, "Time Period": [[start, end], ...] or "No Time Periods.", "Reason": "..."}'
@@ -133,7 +140,8 @@ def memory_list(entries: list[Entry]) -> str:
 
 
 def periods(value: Any) -> list[tuple[float, float]]:
-    """Time periods as the agents write them: ``[s, e]``, ``[[s, e], …]``, or text like ``"(60, 90)"``."""
+    """Time periods as the agents write them: ``[s, e]``, ``[[s, e], …]``, or text like ``"(60, 90)"``; the
+    prompts' "no period" texts ("No Time Periods.", "No Time") give none."""
     if isinstance(value, str):
         return [(float(a), float(b)) for a, b in _NUMBER_PAIR.findall(value)]
     if isinstance(value, (list, tuple)):
@@ -230,16 +238,11 @@ class VideoLucy(Method):
     def summary(self) -> str:
         stats = self.service.stats
         return (f"captioner {self.service.name}: {stats.computed} caption(s) computed, {stats.reused} reused from "
-                f"the caption cache, {stats.failed} failed ({stats.calls} captioner call(s)); {stats.frames} frame(s) "
-                f"read, {stats.dropped_frames} dropped by the frame cap; preset {self.preset}")
+                f"the caption cache, {stats.failed} failed, {stats.unsent} failed before any call ({stats.calls} "
+                f"captioner call(s)); {stats.frames} frame(s) read, {stats.dropped_frames} dropped by the frame "
+                f"cap; preset {self.preset}")
 
     # ------------------------------------------------------------------------------------------ calls
-    def role_limit(self, role: str) -> int:
-        """A role's completion limit: ``max_tokens_per_model[<model>][role]`` (e.g. the demo's 135M model,
-        which must not ramble for thousands of tokens), else the method's ``max_tokens[role]``."""
-        per_model = (self.context.method_config.get("max_tokens_per_model") or {}).get(self.context.model_name) or {}
-        return int(per_model[role]) if role in per_model else self.role_max_tokens(role)
-
     def _ask(self, role: str, user_role: str, values: dict[str, Any], schema: dict, valid, form: str,
              purpose: str, limit_role: str, tally: CallTally) -> StructuredReply:
         """One structured call: JSON (or, as the released code's parser also takes, a Python-literal dict),
@@ -247,12 +250,12 @@ class VideoLucy(Method):
         system = self.templates.render(role, duration=self.duration, n_periods=self.sparse_periods)
         user = self.templates.render(user_role, duration=self.duration, **values)
         messages = (Message.text("system", system), Message.text("user", user))
-        limit = self.role_limit(limit_role)
+        limit = self.role_max_tokens(limit_role)
         schema = budgeted(schema, limit, self.sparse_periods if role == "localize" else 9)
         attempts, reply = 0, None
         for attempt in range(self.retries + 1):
-            reply = ask_json(self, messages, schema, valid, form, purpose if attempt == 0 else f"{purpose}:repair",
-                             tally, 0, max_tokens=limit)
+            reply = ask_json(self, messages, schema, valid, self.templates.render("repair", form=form),
+                             purpose if attempt == 0 else f"{purpose}:repair", tally, 0, max_tokens=limit)
             attempts += reply.attempts
             if reply.value is None and reply.text:
                 body, reasoning = split_reasoning(reply.text)
@@ -316,12 +319,12 @@ class VideoLucy(Method):
             instruction = _field(obj, "Instruction")
             if not found or not isinstance(instruction, str) or not instruction.strip():
                 return None
-            open_entries = [e for e in memory if not e.searched]
-            index = best_entry(found[0], open_entries)
-            if index is None:
+            # Matched against every listed period first: naming an already-searched one is an invalid reply (it
+            # goes to the repair turn), never silently one of its deeper clips.
+            index = best_entry(found[0], memory)
+            if index is None or memory[index].searched:
                 return None
-            return {"entry": memory.index(open_entries[index]), "instruction": instruction.strip(),
-                    "reason": str(_field(obj, "Reason") or "")}
+            return {"entry": index, "instruction": instruction.strip(), "reason": str(_field(obj, "Reason") or "")}
 
         searched = "; ".join(f"[{seconds(e.row.start_s)}, {seconds(e.row.end_s)}]" for e in memory if e.searched)
         return self._ask("search", "search_user", {"memory": memory_list(memory), "searched": searched or "none yet",
