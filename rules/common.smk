@@ -1,6 +1,7 @@
-# Shared by every rule file: the config (composed with Hydra and validated once per run), the config
-# slice and code digest each rule gets as params, and the input functions. No rule logic lives here.
+# Shared by all rule files (the config, composed with Hydra and validated once per run; the config
+# slice and code digest each rule gets as params; the input functions). No rule logic lives here.
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -24,9 +25,11 @@ VIDEO_IDS = senri_workflow.planned_video_ids(SENRI)
 IS_DEMO = senri_workflow.is_demo(SENRI)
 IS_NEEDLE = senri_workflow.is_needle(SENRI)
 
-# Every rule calls the package of this checkout (what the code digests hash), in whatever Python the job
-# runs: the active virtual environment, a conda env of envs/, or a cluster node's.
-SENRI_CLI = f"PYTHONPATH={SENRI_SRC}${{PYTHONPATH:+:$PYTHONPATH}} python -m senri"
+# Every rule calls the package of this checkout (what the code digests hash) as `python -m senri`, in
+# whatever Python the job runs: the active virtual environment, a conda env of envs/, or a cluster node's.
+# The checkout's src/ goes on the path of every job's shell here, once: each cluster job parses this file
+# again, so the setting holds there too, and rules name no variable from outside themselves (snakemake --lint).
+os.environ.update(PYTHONPATH=os.pathsep.join(p for p in (str(SENRI_SRC), os.environ.get("PYTHONPATH", "")) if p))
 
 wildcard_constraints:
     video_id=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
@@ -159,3 +162,20 @@ def prediction_files(wildcards):
 def prediction_sidecars(wildcards):
     """The config each prediction file was made with: the report reads approach and frame budget from it."""
     return [path.replace(".parquet", ".config.yaml") for path in prediction_files(wildcards)]
+
+
+def needle_user_inputs(wildcards):
+    """The user's needle clips, their question files and haystack videos: editing one rebuilds the videos."""
+    if not IS_NEEDLE:
+        return []
+    needle = SENRI["dataset"]["needle"]
+    files = list(needle.get("clip_questions") or [])
+    for folder in (needle.get("clips_dir"), needle.get("haystacks_dir")):
+        if folder and Path(folder).is_dir():
+            files += sorted(str(p) for p in Path(folder).iterdir() if p.suffix.lower() in needle["clip_ext"])
+    return files
+
+
+def report_needle_args(wildcards, input):
+    """The report's needle option: the needle table when the dataset is a needle benchmark."""
+    return f"--needles {input.needles}" if input.needles else ""

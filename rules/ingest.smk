@@ -19,7 +19,7 @@ if IS_DEMO:
         conda:
             "../envs/cpu.yaml"
         shell:
-            "{SENRI_CLI} demo-data --config {params.config:q} --out-dir results/demo"
+            "python -m senri demo-data --config {params.config:q} --out-dir results/demo"
             " --video {wildcards.video_id} --skip-questions --threads {threads} > {log} 2>&1"
 
     rule demo_questions:
@@ -38,7 +38,7 @@ if IS_DEMO:
         conda:
             "../envs/cpu.yaml"
         shell:
-            "{SENRI_CLI} demo-data --config {params.config:q} --out-dir results/demo --skip-videos > {log} 2>&1"
+            "python -m senri demo-data --config {params.config:q} --out-dir results/demo --skip-videos > {log} 2>&1"
 
 
 rule ingest:
@@ -60,7 +60,7 @@ rule ingest:
         "../envs/cpu.yaml"
     shell:
         # A failing ingest prints its problem list (file, row, field) on the console, not only in the log.
-        "{SENRI_CLI} ingest --config {params.config:q} --out {output.table} > {log} 2>&1"
+        "python -m senri ingest --config {params.config:q} --out {output.table} > {log} 2>&1"
         " || (tail -n 200 {log} >&2; exit 1)"
 
 
@@ -83,7 +83,7 @@ rule probe:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "{SENRI_CLI} probe {input.video:q} --video-id {wildcards.video_id} --config {params.config:q}"
+        "python -m senri probe {input.video:q} --video-id {wildcards.video_id} --config {params.config:q}"
         " --out {output.table} > {log} 2>&1"
 
 
@@ -100,4 +100,4 @@ rule videos_table:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "{SENRI_CLI} videos-table {input} --out {output} > {log} 2>&1"
+        "python -m senri videos-table {input} --out {output} > {log} 2>&1"

@@ -27,7 +27,7 @@ rule aggregate:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "{SENRI_CLI} aggregate --config {params.config:q} --predictions {input.predictions:q}"
+        "python -m senri aggregate --config {params.config:q} --predictions {input.predictions:q}"
         " --questions {input.questions} --out results/tables > {log} 2>&1"
 
 
@@ -37,6 +37,7 @@ rule report:
         predictions=prediction_files,
         sidecars=prediction_sidecars,
         questions="results/questions.parquet",
+        needles=["results/needle/needles.parquet"] if IS_NEEDLE else [],
     output:
         html="results/report.html",
         tables=directory("results/report/tables"),
@@ -45,6 +46,7 @@ rule report:
     params:
         config=stage_config("report"),
         code=stage_code("report"),
+        needles=report_needle_args,
     log:
         "results/logs/report.log",
     benchmark:
@@ -55,5 +57,5 @@ rule report:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "{SENRI_CLI} report --config {params.config:q} --predictions {input.predictions:q}"
-        " --questions {input.questions} --out results > {log} 2>&1"
+        "python -m senri report --config {params.config:q} --predictions {input.predictions:q}"
+        " --questions {input.questions} {params.needles} --out results > {log} 2>&1"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -107,3 +109,20 @@ def make_probed_clip(folder: Path, video_id: str):  # noqa: ANN201 - (video path
     run_ffmpeg(["-y", "-f", "lavfi", "-i", "testsrc2=s=160x120:r=4:d=120", "-c:v", "libx264", "-g", "4",
                 "-pix_fmt", "yuv420p", str(video)], what="test video")
     return video, probe(video, video_id)
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    """Base of the tests' local OpenAI-compatible servers: one way to send a JSON reply."""
+
+    def _send(self, status, payload, headers=None):  # noqa: ANN001
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):  # noqa: ANN002 - quiet test servers
+        pass

@@ -8,13 +8,14 @@ import json
 import logging
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import polars as pl
 import pytest
 from PIL import Image
 
+from conftest import JsonHandler
 from senri.answers import ANSWER_SCHEMA, question_prompt
 from senri.backends import BACKENDS, open_backend
 from senri.backends.base import ChatRequest, ChatResponse, ImagePart, Message
@@ -91,14 +92,11 @@ def test_cached_backend_stores_each_success_at_once_and_retries_failures(tmp_pat
 
 
 # --- openai backend against a flaky server ---------------------------------------------------------------
-class FlakyHandler(BaseHTTPRequestHandler):
+class FlakyHandler(JsonHandler):
     """Fails the first requests of each prompt as the prompt says, then answers."""
 
     seen: list[dict] = []
     failures: dict[str, int] = {}
-
-    def log_message(self, *args):
-        pass
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -117,16 +115,6 @@ class FlakyHandler(BaseHTTPRequestHandler):
             return self._send(400, {"error": "bad"})
         return self._send(200, {"choices": [{"message": {"role": "assistant", "content": f"ok {prompt}"}}],
                                 "usage": {"prompt_tokens": 7, "completion_tokens": 2}})
-
-    def _send(self, status, payload, headers=None):
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
 
 @pytest.fixture

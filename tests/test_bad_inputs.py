@@ -14,14 +14,14 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import av
 import polars as pl
 import pytest
 
-from conftest import set_display_rotation
+from conftest import JsonHandler, set_display_rotation
 from senri.anonymize.stage import AnonymizeConfig, anonymize_video
 from senri.backends.base import ChatRequest, Message
 from senri.backends.openai import OpenAIBackend
@@ -333,14 +333,11 @@ def test_unset_api_key_variable_is_one_line(monkeypatch, tmp_path, capsys, clips
 KEY = "sk-echo-7f3a9c1e5b2d4f60"
 
 
-class FaultHandler(BaseHTTPRequestHandler):
+class FaultHandler(JsonHandler):
     """Misbehaves as the first part of the URL path says; counts the requests of each behaviour."""
 
     calls: dict[str, int] = {}
     lock = threading.Lock()
-
-    def log_message(self, *args):  # noqa: ANN002
-        pass
 
     def do_POST(self):  # noqa: N802 - http.server's naming
         mode = self.path.strip("/").split("/")[0]
@@ -377,16 +374,6 @@ class FaultHandler(BaseHTTPRequestHandler):
             return
         return self._send(200, {"choices": [{"message": {"content": '{"answer": "B"}'}}],
                                 "usage": {"prompt_tokens": 5, "completion_tokens": 3}})
-
-    def _send(self, status, payload, headers=None):  # noqa: ANN001
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
 
 @pytest.fixture(scope="module")

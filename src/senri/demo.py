@@ -381,25 +381,31 @@ def render_video(walk: Walk, out: Path, threads: int = 1) -> Path:
     chains.append(f"{''.join(labels)}concat=n={len(labels)}:v=1:a=0[walk]")
     chains.append(index_strip_source(walk.fps, walk.duration_s, "strip"))
     chains.append("[walk][strip]overlay=x=0:y=0:shortest=1[v]")
-    gop = max(1, round(walk.gop_s * walk.fps))
     args = ["-y"]
     if walk.has_audio:
         args += ["-f", "lavfi", "-i", f"sine=frequency=440:sample_rate=48000:duration={walk.duration_s}"]
     args += ["-filter_complex", ";".join(chains), "-map", "[v]"]
     if walk.has_audio:
         args += ["-map", "0:a", "-c:a", "aac", "-b:a", "64k"]
-    args += [
+    return encode_atomically(args, out, walk.fps, walk.gop_s, threads, what=f"rendering demo video {out}")
+
+
+def encode_atomically(args: list[str], out: Path, fps: int, gop_s: float, threads: int, what: str) -> Path:
+    """Run ffmpeg ``args`` (inputs, filters, maps) with the project's camera-like H.264 settings, writing
+    ``out`` atomically: fixed GOP of ``gop_s``, B-frames, and reproducible bytes for a given ``threads``."""
+    gop = max(1, round(gop_s * fps))
+    args = [
+        *args,
         "-c:v", "libx264", "-preset", "veryfast", "-crf", "23", "-pix_fmt", "yuv420p",
         "-g", str(gop), "-keyint_min", str(gop), "-sc_threshold", "0", "-bf", "2",
-        "-threads", str(max(1, threads)), "-r", str(walk.fps),
+        "-threads", str(max(1, threads)), "-r", str(fps),
         "-map_metadata", "-1", "-fflags", "+bitexact", "-flags:v", "+bitexact", "-flags:a", "+bitexact",
-        "-movflags", "+faststart", str(out),
+        "-movflags", "+faststart",
     ]
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.stem}.tmp{out.suffix}")
-    args[-1] = str(tmp)
     try:
-        run_ffmpeg(args, what=f"rendering demo video {out}")
+        run_ffmpeg([*args, str(tmp)], what=what)
         tmp.replace(out)
     finally:
         tmp.unlink(missing_ok=True)

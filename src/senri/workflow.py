@@ -25,6 +25,7 @@ GPU_BACKENDS = frozenset({"vllm", "transformers"})
 #: wiring and deliberately left out, so a new subcommand does not rerun every finished stage.
 STAGE_CODE: dict[str, tuple[str, ...]] = {
     "demo_data": ("demo.py", "media.py", "records.py"),
+    "needle_data": ("needle.py", "demo.py", "media.py", "records.py", "ingest.py"),
     "ingest": ("ingest.py", "records.py", "../../workflow/schemas/questions.schema.json"),
     "probe": ("probe.py", "media.py", "records.py"),
     "frames": ("decode.py", "records.py"),
@@ -75,6 +76,17 @@ def is_demo(cfg: Mapping[str, Any]) -> bool:
     return cfg["dataset"].get("demo") is not None
 
 
+def is_needle(cfg: Mapping[str, Any]) -> bool:
+    """The dataset is built by the needle stage (``dataset=needle``): its videos are outputs, not inputs."""
+    return cfg["dataset"].get("needle") is not None
+
+
+def needle_config(cfg: Mapping[str, Any]) -> "NeedleConfig":
+    from senri.needle import NeedleConfig
+
+    return NeedleConfig.from_mapping(cfg["dataset"]["needle"])
+
+
 def planned_video_ids(cfg: Mapping[str, Any]) -> list[str]:
     """Videos to plan per-video jobs for, known before any job runs.
 
@@ -85,13 +97,18 @@ def planned_video_ids(cfg: Mapping[str, Any]) -> list[str]:
     dataset = cfg["dataset"]
     if is_demo(cfg):
         return demo_video_ids(DemoConfig.from_mapping(dataset["demo"]))
+    if is_needle(cfg):
+        from senri.needle import video_ids as needle_video_ids
+
+        return needle_video_ids(needle_config(cfg))
     ids = list(dataset["video_ids"]) or video_ids_in(dataset["questions"])
     return [v for v in ids if find_video(dataset["videos_dir"], v, dataset["video_ext"]) is not None]
 
 
 def video_path(cfg: Mapping[str, Any], video_id: str) -> str:
     dataset = cfg["dataset"]
-    found = None if is_demo(cfg) else find_video(dataset["videos_dir"], video_id, dataset["video_ext"])
+    generated = is_demo(cfg) or is_needle(cfg)
+    found = None if generated else find_video(dataset["videos_dir"], video_id, dataset["video_ext"])
     return str(found or Path(dataset["videos_dir"]) / f"{video_id}{dataset['video_ext'][0]}")
 
 

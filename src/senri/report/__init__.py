@@ -62,7 +62,9 @@ def _markdown_grouped(df: pl.DataFrame, group: str, decimals: int) -> str:
 
 
 def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame, out: str | Path,
-                 config: Mapping[str, Any], seed: int, decimals: int = 1) -> Path:
+                 config: Mapping[str, Any], seed: int, decimals: int = 1,
+                 needles: pl.DataFrame | None = None) -> Path:
+    """``needles``: the needle stage's per-question table (dataset=needle), for the needle figure."""
     out = Path(out)
     tables_dir, figures_dir = out / "report" / "tables", out / "report" / "figures"
     tables_dir.mkdir(parents=True, exist_ok=True)
@@ -94,6 +96,11 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
         "letters": figures.letter_distribution(positions, figures_dir),
     }
 
+    needle_table = figures.needle_accuracy(scored, needles) if needles is not None else pl.DataFrame()
+    if needle_table.height:
+        _write_table(needle_table, tables_dir, "needle", to_markdown(needle_table, decimals=decimals))
+    pngs["needle"] = figures.needle_curves(needle_table, figures_dir)
+
     resamples = int(config["bootstrap_resamples"])
     stats_note = (f"Δ = treatment − baseline in points, from the displayed accuracies; 95% paired bootstrap CI "
                   f"({resamples:,} resamples of questions within videos, seed {seed}); exact McNemar p on the "
@@ -113,6 +120,10 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
         ("Per-video paired change (Fig. 6 layout)", figure_html(
             pngs["paired_change"], "Accuracy change per video (points; blue better, red worse)",
             "no configured pair has both runs in this run set")),
+        ("Needle in a video haystack (VideoLucy Fig. 4 layout)", figure_html(
+            pngs["needle"], "Needle accuracy vs haystack length and needle position",
+            "this run set is not a needle benchmark (dataset=needle)")
+         + (table_html(needle_table, HEADERS, decimals=decimals) if needle_table.height else "")),
         ("Accuracy by task type", figure_html(pngs["task_types"], "Accuracy by task type", "no runs")),
         ("Answer letters", figure_html(pngs["letters"], "Predicted letters vs ground truth", "no runs")
          + table_html(positions, HEADERS)),

@@ -119,3 +119,48 @@ def letter_distribution(positions: pl.DataFrame, out_dir: Path) -> Path | None:
     ax.set_title("Predicted answer letters vs ground truth")
     ax.legend(fontsize=7, ncols=2)
     return _save(fig, out_dir, "letters")
+
+
+NEEDLE_AXES = (("haystack_s", "haystack length (s)"), ("needle_position", "needle position (0 = beginning)"))
+
+
+def needle_accuracy(scored: pl.DataFrame, needles: pl.DataFrame) -> pl.DataFrame:
+    """Accuracy of every run on the needle questions, by haystack length and by needle position, with the
+    integer counts behind each point (``axis``, ``value``, ``correct``, ``n``, ``accuracy``)."""
+    joined = scored.join(needles.select("video_id", "qid", "haystack_s", "needle_position", "needle_fraction"),
+                         on=["video_id", "qid"], how="inner")
+    parts = []
+    for axis, _ in NEEDLE_AXES:
+        parts.append(joined.group_by("method", "model", axis).agg(
+            correct=pl.col("correct").sum().cast(pl.Int64), n=pl.len().cast(pl.Int64))
+            .rename({axis: "value"}).with_columns(axis=pl.lit(axis), value=pl.col("value").cast(pl.Float64)))
+    if not parts:
+        return pl.DataFrame()
+    table = pl.concat(parts).with_columns(accuracy=100 * pl.col("correct") / pl.col("n"))
+    return table.select("method", "model", "axis", "value", "correct", "n", "accuracy").sort(
+        "axis", "method", "model", "value")
+
+
+def needle_curves(table: pl.DataFrame, out_dir: Path) -> Path | None:
+    """VideoLucy's Fig. 4 layout: needle accuracy against haystack length and against needle position, one
+    line per method × model, each point labelled with its counts (correct/n)."""
+    if table.is_empty():
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
+    for ax, (axis, label) in zip(axes, NEEDLE_AXES):
+        part = table.filter(pl.col("axis") == axis)
+        for (method, model), run in sorted(part.group_by("method", "model"), key=lambda kv: kv[0]):
+            run = run.sort("value")
+            line, = ax.plot(run["value"], run["accuracy"], marker="o", label=f"{method}/{model}")
+            for x, y, c, n in zip(run["value"], run["accuracy"], run["correct"], run["n"]):
+                ax.annotate(f"{c}/{n}", (x, y), textcoords="offset points", xytext=(0, 5), ha="center",
+                            fontsize=7, color=line.get_color())
+        values = sorted(part["value"].unique().to_list())
+        ax.set_xticks(values, [f"{v:g}" for v in values])
+        ax.axhline(25.0, color="grey", lw=0.8, ls="--")
+        ax.set_xlabel(label)
+        ax.set_ylim(-5, 110)
+    axes[0].set_ylabel("accuracy on needle questions (%)")
+    axes[1].legend(fontsize=7)
+    fig.suptitle("Needle in a video haystack (points: correct/n; dashed: chance)")
+    return _save(fig, out_dir, "needle")

@@ -1,0 +1,178 @@
+"""`make evidence`: do the memory methods beat blind on a model that can read the memory?
+
+Runs the workflow twice on the reading model (config/model/qwen15_coder.yaml) with `blind`, `memory_search` and
+`videolucy`: on the demo questions (results/evidence/demo/) and on the CPU-sized needle benchmark
+(dataset=needle, results/evidence/needle/), each with its report (report=evidence: the paired comparisons of
+each memory method with blind). Then prints where the time went (Snakemake's per-job benchmarks, summed per
+rule, and wall time per answer run) and the numbers the README quotes: needle accuracy per run with the
+paired Δ and 95% CI against blind, and the demo's L questions. The same text goes to
+results/evidence/summary.md.
+
+By default the runs are sized for 45 minutes on 2 cores (see CPU_NEEDLE below); `--full` runs everything.
+Generated videos carry no faces, so anonymization is off (`anonymize=off`), and no frame store is built
+(`sampling.build=[]`): no selected method reads frames. Extra Hydra overrides go to both runs:
+
+    python bench/evidence.py                       # what `make evidence` runs
+    python bench/evidence.py --overrides "dataset.needle.haystack_s=[400]" --only needle
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import shlex
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import polars as pl
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL = "qwen15_coder"
+METHODS = ("blind", "memory_search", "videolucy")
+BASE_OVERRIDES = (f"method=[{','.join(METHODS)}] model=[{MODEL}] report=evidence anonymize=off sampling.build=[]")
+#: The CPU sizing (measured on 2 cores, README): blind ≈ 3, memory_search ≈ 170–260, videolucy ≈ 110 CPU-s per
+#: question with this model, so 45 minutes hold about 16 questions × 3 methods: the demo's location (L)
+#: questions, and needles in two short haystacks asked about their place sign (L). `--full` asks all 32 demo
+#: questions and the needle dataset's own defaults (4 questions per needle, 400 and 800 s): ≈ 4–5 h on 2 cores.
+CPU_NEEDLE = "dataset.needle.haystack_s=[200,400] dataset.needle.tasks=[L]"
+CPU_DEMO_TASKS = ("L",)
+RUNS = {"demo": "", "needle": "dataset=needle"}
+DEMO_SUBSET = "results/demo/questions.evidence.jsonl"
+
+
+def snakemake(run_dir: Path, overrides: str, cores: int, targets: tuple[str, ...] = ()) -> None:
+    command = ["snakemake", f"-c{cores}", "-s", str(ROOT / "Snakefile"), "--directory", str(run_dir),
+               "--config", f"overrides={overrides}", *(("--", *targets) if targets else ())]
+    print(f"$ {shlex.join(command)}", flush=True)
+    subprocess.run(command, check=True)
+
+
+def demo_subset(run_dir: Path, overrides: str, cores: int, tasks: tuple[str, ...]) -> str:
+    """Generate the demo's question file, keep the questions of ``tasks`` in a file of their own and return
+    the override that makes the run ask only those (the demo videos stay whole)."""
+    snakemake(run_dir, overrides, cores, ("results/demo/questions.jsonl",))
+    lines = (run_dir / "results" / "demo" / "questions.jsonl").read_text().splitlines()
+    kept = [line for line in lines if json.loads(line)["task_type"] in tasks]
+    (run_dir / DEMO_SUBSET).write_text("".join(line + "\n" for line in kept))
+    print(f"demo: asking the {len(kept)} {'/'.join(tasks)} questions of {len(lines)}", flush=True)
+    return f"dataset.questions=[{DEMO_SUBSET}]"
+
+
+def run_workflow(name: str, out: Path, extra: str, cores: int, full: bool) -> float:
+    started = time.perf_counter()
+    overrides = " ".join(x for x in (RUNS[name], BASE_OVERRIDES, "" if full or name != "needle" else CPU_NEEDLE,
+                                     extra) if x)
+    if name == "demo" and not full:
+        overrides += " " + demo_subset(out / name, overrides, cores, CPU_DEMO_TASKS)
+    snakemake(out / name, overrides, cores)
+    return time.perf_counter() - started
+
+
+def rule_seconds(run_dir: Path) -> dict[str, tuple[float, float]]:
+    """Wall and CPU seconds per rule, summed over its jobs, from Snakemake's benchmark files (CPU seconds
+    do not grow when other work shares the machine; wall seconds do)."""
+    totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    bench = run_dir / "results" / "benchmarks"
+    for tsv in sorted(bench.rglob("*.tsv")) if bench.is_dir() else []:
+        rule = tsv.relative_to(bench).with_suffix("").parts[0]
+        with tsv.open() as handle:
+            for row in csv.DictReader(handle, delimiter="\t"):
+                totals[rule][0] += float(row["s"])
+                totals[rule][1] += float(row.get("cpu_time") or 0.0)
+    return {rule: (wall, cpu) for rule, (wall, cpu) in totals.items()}
+
+
+def answer_costs(run_dir: Path) -> list[dict]:
+    rows = []
+    for method in METHODS:
+        files = sorted((run_dir / "results" / "predictions" / method / MODEL).glob("*.parquet"))
+        if not files:
+            continue
+        preds = pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
+        rows.append({"run": f"{method}/{MODEL}", "questions": preds.height,
+                     "model_s": float(preds["latency_s"].sum()),
+                     "s_per_question": float(preds["latency_s"].sum()) / max(1, preds.height),
+                     "calls_per_question": float(preds["n_llm_calls"].sum()) / max(1, preds.height),
+                     "parse_failures": int((~preds["parse_ok"]).sum()), "errors": int(preds["error"].is_not_null().sum())})
+    return rows
+
+
+def paired(run_dir: Path, category: str) -> list[dict]:
+    path = run_dir / "results" / "report" / "tables" / "paired_stats.parquet"
+    if not path.is_file():
+        return []
+    stats = pl.read_parquet(path).filter(pl.col("category") == category)
+    return stats.to_dicts()
+
+
+def summarize(out: Path, walls: dict[str, float]) -> str:
+    lines = ["# make evidence", ""]
+    total_wall = sum(walls.values())
+    lines.append(f"Wall time: {total_wall / 60:.1f} min (" + ", ".join(f"{k} {v / 60:.1f} min" for k, v in walls.items())
+                 + ") on this machine.")
+    for name in RUNS:
+        run_dir = out / name
+        if not (run_dir / "results").is_dir():
+            continue
+        lines += ["", f"## {name}: where the time went (job seconds per rule)", "",
+                  "| rule | wall s | share | CPU s |", "|---|---|---|---|"]
+        seconds = rule_seconds(run_dir)
+        whole = sum(wall for wall, _ in seconds.values()) or 1.0
+        for rule, (wall, cpu) in sorted(seconds.items(), key=lambda kv: -kv[1][0]):
+            lines.append(f"| {rule} | {wall:.0f} | {100 * wall / whole:.0f} % | {cpu:.0f} |")
+        lines += ["", "| run | questions | model s | s / question | LLM calls / question | parse failures | errors |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in answer_costs(run_dir):
+            lines.append(f"| {r['run']} | {r['questions']} | {r['model_s']:.0f} | {r['s_per_question']:.1f} | "
+                         f"{r['calls_per_question']:.1f} | {r['parse_failures']} | {r['errors']} |")
+        category = "total" if name == "needle" else "l"
+        lines += ["", f"## {name}: {'all needle' if name == 'needle' else 'location (L)'} questions, paired against blind", "",
+                  "| treatment | n | blind correct | treatment correct | Δ points | 95% CI | McNemar p | CI above 0 |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for s in paired(run_dir, category):
+            lines.append(f"| {s['treatment']} | {s['n']} | {s['baseline_correct']} | {s['treatment_correct']} | "
+                         f"{s['delta_pp']:+.1f} | [{s['ci_low_pp']:+.1f}, {s['ci_high_pp']:+.1f}] | "
+                         f"{s['mcnemar_p']:.2g} | {'yes' if s['ci_low_pp'] > 0 else 'no'} |")
+        if name == "demo":
+            lines += ["", "All demo questions:", "", "| treatment | n | blind | treatment | Δ [95% CI] |", "|---|---|---|---|---|"]
+            for s in paired(run_dir, "total"):
+                lines.append(f"| {s['treatment']} | {s['n']} | {s['baseline_correct']} | {s['treatment_correct']} | "
+                             f"{s['delta_pp']:+.1f} [{s['ci_low_pp']:+.1f}, {s['ci_high_pp']:+.1f}] |")
+        needle_table = run_dir / "results" / "report" / "tables" / "needle.csv"
+        if needle_table.is_file():
+            lines += ["", "Needle accuracy by haystack length and position (correct/n):", ""]
+            table = pl.read_csv(needle_table)
+            for (axis,), part in table.group_by("axis", maintain_order=True):
+                for (run,), rows in part.with_columns(run=pl.col("method") + "/" + pl.col("model")).group_by(
+                        "run", maintain_order=True):
+                    cells = ", ".join(f"{v:g}: {c}/{n}" for v, c, n in zip(rows["value"], rows["correct"], rows["n"]))
+                    lines.append(f"- {axis}, {run}: {cells}")
+        lines.append(f"\nReport: {run_dir / 'results' / 'report.html'}")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "evidence")
+    parser.add_argument("--overrides", default="", help="extra Hydra overrides for both runs")
+    parser.add_argument("--only", choices=sorted(RUNS), action="append", help="run only this part (repeatable)")
+    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--full", action="store_true", help="all demo questions and the needle dataset's defaults")
+    parser.add_argument("--summary-only", action="store_true", help="summarize finished runs, run nothing")
+    args = parser.parse_args()
+    walls: dict[str, float] = {}
+    if not args.summary_only:
+        for name in args.only or list(RUNS):
+            walls[name] = run_workflow(name, args.out, args.overrides, args.cores, args.full)
+    text = summarize(args.out, walls)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "summary.md").write_text(text)
+    sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()
