@@ -56,7 +56,7 @@ def demo_run(tmp_path_factory) -> Path:
 
 def test_demo_run_produces_the_main_table(demo_run):
     main = (demo_run / "results/tables/main.md").read_text()
-    assert re.search(r"^\| random \| none \| 32 \| \d+\.\d \|", main, re.MULTILINE), main
+    assert re.search(r"^\| random \| none \| none \| 32 \| \d+\.\d \|", main, re.MULTILINE), main
     for table in demo_run.glob("results/**/*.parquet"):
         rows = pl.read_parquet(table).height  # every stage's output opens with polars
         # The demo's walks show no faces: its detections tables are empty, every other table is not.
@@ -80,7 +80,7 @@ def test_every_stage_after_anonymization_reads_the_anonymized_video(demo_run):
 
 def test_demo_blind_row_comes_from_a_real_model(demo_run):
     main = (demo_run / "results/tables/main.md").read_text()
-    assert re.search(r"^\| blind \| smollm2 \| 32 \| \d+\.\d \|", main, re.MULTILINE), main
+    assert re.search(r"^\| blind \| smollm2 \| none \| 32 \| \d+\.\d \|", main, re.MULTILINE), main
     blind = pl.concat([pl.read_parquet(p) for p in (demo_run / "results/predictions/blind/smollm2").glob("*.parquet")])
     assert blind.height == 32 and blind["error"].is_null().all()
     assert (blind["n_llm_calls"] == 1).all() and (blind["prompt_tokens"] > 50).all()
