@@ -212,9 +212,7 @@ class CaptionStats:
         return self.computed + self.failed
 
     def as_dict(self) -> dict[str, Any]:
-        return {"computed": self.computed, "reused": self.reused, "frames": self.frames, "failed": self.failed,
-                "unsent": self.unsent, "dropped_frames": self.dropped_frames, "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens, "seconds": round(self.seconds, 6)}
+        return {**dataclasses.asdict(self), "seconds": round(self.seconds, 6)}
 
     def since(self, before: "CaptionStats") -> "CaptionStats":
         """What happened after the snapshot ``before`` (a question's or a level's share)."""

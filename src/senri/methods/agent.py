@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from senri.answers import question_block, split_reasoning
@@ -318,10 +318,7 @@ class MemorySearch(Method):
             if obj is None and self.retries > 0:
                 repair = self.prompt_set.render("repair", form=REPORT_FORM)
                 messages = request.messages + (Message.text("assistant", reply), Message.text("user", repair))
-                repairs.append((i, ChatRequest(messages=messages, json_schema=request.json_schema,
-                                               purpose="verify:repair", max_tokens=request.max_tokens,
-                                               temperature=request.temperature, top_p=request.top_p,
-                                               seed=request.seed)))
+                repairs.append((i, replace(request, messages=messages, purpose="verify:repair")))
         if repairs:
             repair_responses = self._send([r for _, r in repairs])
             ep.tally.add_all([r for _, r in repairs], repair_responses)
