@@ -30,7 +30,7 @@ QUESTION = Question(video_id="hall", qid="hall_1", task_type="OC", direction="ES
                     option_c="A book", option_d="Nothing", answer="B", evidence_start_s=64.0, evidence_end_s=65.0)
 CORRIDOR = "I walk along a grey corridor."
 FORCED = "Question (choose one option now)"
-ANSWER_USER = "Descriptions of the video, period by period"
+ANSWER_USER = "Your task: judge whether the descriptions above answer"
 
 
 def answer_json(confident: bool, letter: str = "B") -> str:
@@ -56,7 +56,7 @@ def script_rules(localize: str, search: list[tuple[str, str]], answer: str | Non
         # The captioner: the needle is only in one 1 s ultra-fine clip.
         {"match": "from 64 s to 65 s", "text": f"{NEEDLE}."},
         {"match": "This clip is my first-person video", "text": CORRIDOR},
-        {"match": "Rough descriptions of the video", "text": localize},
+        {"match": "Your task: decide which periods", "text": localize},
         *({"match": m, "text": t} for m, t in search),
         {"match": FORCED, "text": forced_json("A")},
         {"match": NEEDLE, "text": answer or answer_json(True, "B")},  # once the needle is in memory
@@ -164,16 +164,20 @@ JSON_FIELDS = {"localize": ['"Flag"', '"Time Period"', '"Reason"', "No Time Peri
 
 def test_every_prompt_carries_its_instructions_json_fields_duration_memory_and_question(hall, tmp_path):
     row, calls, _ = run(hall, tmp_path, script_rules(LOCALIZE_60_90, SEARCH_PATH[:1]), max_iterations=1)
-    by_role = {}
+    by_role, systems = {}, set()
     for purpose in ("localize", "search", "answer", "answer:forced"):
         system, user = texts(agent_calls(calls, purpose)[0])
         by_role[purpose] = system + "\n" + user
+        systems.add(system)
         assert "120 seconds" in system  # the video's total duration
         for field in JSON_FIELDS[purpose]:
-            assert field in system, (purpose, field)
-        # The memory list first, the question last (a server's prefix cache reuses the shared part).
-        assert user.index("[60, 90] (coarse") < user.index("Question: What was I holding")
+            assert field in user, (purpose, field)
+        # One system prompt, then the memory list, the role's task, the question last: calls over the same
+        # memory share everything before the task (a server's prefix cache evaluates the memory once).
+        assert user.startswith("Descriptions of the video, period by period")
+        assert user.index("[60, 90] (coarse") < user.index("Your task:") < user.index("Question: What was I holding")
         assert user.rstrip().endswith("D. Nothing")
+    assert len(systems) == 1
     coarse = [c for c in calls if c["purpose"] == "caption:coarse"][0]["payload"]["messages"][0]["content"][0]
     by_role["caption:coarse"] = coarse
     for instruction, (role, phrase) in PHRASES.items():
@@ -319,7 +323,7 @@ def protocol_rows() -> list[list[str]]:
     return rows
 
 
-ROLE_OF_FILE = {"coarse": "caption:coarse", "deeper": "caption:fine", "clip": "caption:coarse",
+ROLE_OF_FILE = {"system": "answer", "memory": "answer", "coarse": "caption:coarse", "deeper": "caption:fine", "clip": "caption:coarse",
                 "localize": "localize", "localize_user": "localize", "search": "search", "search_user": "search",
                 "answer": "answer", "answer_user": "answer", "forced": "answer:forced", "forced_user": "answer:forced"}
 
@@ -366,11 +370,12 @@ def test_llm_calls_stay_within_the_bound_when_every_reply_is_malformed(hall, tmp
 def test_constrained_replies_are_bounded_to_close_within_the_token_limit():
     from senri.methods.videolucy import ANSWER_SCHEMA, budgeted
 
-    small = budgeted(ANSWER_SCHEMA, 96, 9)["properties"]
-    assert small["Reason"]["maxLength"] == 32 and small["Time Period"]["anyOf"][0]["maxItems"] == 1
-    assert small["Answer"]["enum"] == ["A", "B", "C", "D", "No Answer"] and "maxLength" not in small["Answer"]
-    large = budgeted(ANSWER_SCHEMA, 8192, 9)["properties"]
-    assert large["Reason"]["maxLength"] == 8128 and large["Time Period"]["anyOf"][0]["maxItems"] == 9
+    confident, unsure = (shape["properties"] for shape in budgeted(ANSWER_SCHEMA, 96, 9)["anyOf"])
+    assert confident["Reason"]["maxLength"] == 32 and confident["Time Period"]["maxItems"] == 1
+    assert confident["Answer"]["enum"] == ["A", "B", "C", "D"] and "maxLength" not in confident["Answer"]
+    assert unsure["Reason"]["maxLength"] == 32 and unsure["Answer"] == {"const": "No Answer"}
+    confident = budgeted(ANSWER_SCHEMA, 8192, 9)["anyOf"][0]["properties"]
+    assert confident["Reason"]["maxLength"] == 8128 and confident["Time Period"]["maxItems"] == 9
 
 
 def test_a_constrained_backend_can_write_the_no_period_texts_the_prompts_ask_for():
@@ -386,6 +391,14 @@ def test_a_constrained_backend_can_write_the_no_period_texts_the_prompts_ask_for
     jsonschema.validate(json.loads(answer_json(True)), answer)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"Flag": False, "Time Period": "none", "Reason": "r"}, localize)
+    # The contradictions a small model writes, each of which would cost a repair call, are not in the schema.
+    for contradiction, schema in (({"Confidence": True, "Answer": "No Answer", "Time Period": "No Time",
+                                    "Reason": "r"}, answer),
+                                  ({"Confidence": False, "Answer": "B", "Time Period": [[0, 30]], "Reason": "r"}, answer),
+                                  ({"Flag": True, "Time Period": "No Time Periods.", "Reason": "r"}, localize),
+                                  ({"Flag": True, "Time Period": [], "Reason": "r"}, localize)):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(contradiction, schema)
 
 
 def test_the_paper_literal_forced_answer_does_not_claim_the_whole_video(hall, tmp_path):

@@ -47,28 +47,33 @@ _PERIOD = {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItem
 _PERIODS = {"type": "array", "items": _PERIOD}
 #: The texts the prompts ask for when there is no period (localize.txt, answer.txt): a schema-constrained
 #: backend must be able to write them, so the field is a list of periods or exactly that text.
-NO_PERIODS, NO_TIME = "No Time Periods.", "No Time"
-LOCALIZE_SCHEMA = {
-    "type": "object",
-    "properties": {"Flag": {"type": "boolean"}, "Time Period": {"anyOf": [_PERIODS, {"const": NO_PERIODS}]},
-                   "Reason": {"type": "string"}},
-    "required": ["Flag", "Time Period", "Reason"],
-}
+NO_PERIODS, NO_TIME, NO_ANSWER = "No Time Periods.", "No Time", "No Answer"
+_REASON = {"type": "string"}
+
+
+def _either(yes: dict, no: dict, switch: str) -> dict:
+    """The prompts' two reply shapes as one schema: ``switch`` true with ``yes``'s fields, or false with
+    ``no``'s fixed texts. A constrained decoder then cannot write the contradictions a small model otherwise
+    writes ("Confidence": true with "Answer": "No Answer"), each of which costs a repair call."""
+    def shape(flag: bool, fields: dict) -> dict:
+        properties = {switch: {"const": flag}, **fields, "Reason": _REASON}
+        return {"type": "object", "properties": properties, "required": list(properties)}
+
+    return {"anyOf": [shape(True, yes), shape(False, no)]}
+
+
+LOCALIZE_SCHEMA = _either({"Time Period": {**_PERIODS, "minItems": 1}}, {"Time Period": {"const": NO_PERIODS}}, "Flag")
 SEARCH_SCHEMA = {
     "type": "object",
-    "properties": {"Time Period": _PERIOD, "Instruction": {"type": "string"}, "Reason": {"type": "string"}},
+    "properties": {"Time Period": _PERIOD, "Instruction": {"type": "string"}, "Reason": _REASON},
     "required": ["Time Period", "Instruction", "Reason"],
 }
-ANSWER_SCHEMA = {
-    "type": "object",
-    "properties": {"Confidence": {"type": "boolean"}, "Answer": {"type": "string", "enum": [*LETTERS, "No Answer"]},
-                   "Time Period": {"anyOf": [_PERIODS, {"const": NO_TIME}]}, "Reason": {"type": "string"}},
-    "required": ["Confidence", "Answer", "Time Period", "Reason"],
-}
+ANSWER_SCHEMA = _either({"Answer": {"type": "string", "enum": list(LETTERS)}, "Time Period": _PERIODS},
+                        {"Answer": {"const": NO_ANSWER}, "Time Period": {"const": NO_TIME}}, "Confidence")
 FORCED_SCHEMA = {
     "type": "object",
     "properties": {"Answer": {"type": "string", "enum": list(LETTERS)},
-                   "Time Period": _PERIODS, "Reason": {"type": "string"}},
+                   "Time Period": _PERIODS, "Reason": _REASON},
     "required": ["Answer", "Time Period", "Reason"],
 }
 
@@ -83,15 +88,17 @@ def budgeted(schema: dict, limit: int, max_periods: int) -> dict:
     periods_fit = max(1, min(max_periods, (limit - 64) // 24))
 
     def bound(spec: dict) -> dict:
-        if "anyOf" in spec:  # a list of periods or a fixed text: bound the list
+        if "anyOf" in spec:  # alternatives (reply shapes; a list of periods or a fixed text): bound each
             return {**spec, "anyOf": [bound(s) for s in spec["anyOf"]]}
+        if spec.get("type") == "object":
+            return {**spec, "properties": {name: bound(sub) for name, sub in spec["properties"].items()}}
         if spec.get("type") == "string" and "enum" not in spec:
             return {**spec, "maxLength": chars}
         if spec.get("type") == "array" and spec.get("items") == _PERIOD:
             return {**spec, "maxItems": periods_fit}
         return spec
 
-    return {**schema, "properties": {name: bound(spec) for name, spec in schema["properties"].items()}}
+    return bound(schema)
 
 
 LOCALIZE_FORM = '{"Flag": true|false, "Time Period": [[start, end], ...] or "No Time Periods.", "Reason": "..."}'
@@ -247,9 +254,7 @@ class VideoLucy(Method):
              purpose: str, limit_role: str, tally: CallTally) -> StructuredReply:
         """One structured call: JSON (or, as the released code's parser also takes, a Python-literal dict),
         reasoning cut off first; an unreadable reply gets up to ``json_retries`` repair turns (repair.txt)."""
-        system = self.templates.render(role, duration=self.duration, n_periods=self.sparse_periods)
-        user = self.templates.render(user_role, duration=self.duration, **values)
-        messages = (Message.text("system", system), Message.text("user", user))
+        messages = self._messages(role, user_role, values)
         limit = self.role_max_tokens(limit_role)
         schema = budgeted(schema, limit, self.sparse_periods if role == "localize" else 9)
         attempts, reply = 0, None
@@ -269,6 +274,16 @@ class VideoLucy(Method):
         assert reply is not None
         reply.attempts = attempts
         return reply
+
+    def _messages(self, role: str, user_role: str, values: dict[str, Any]) -> tuple[Message, Message]:
+        """One system prompt for every role, then the memory list, then the role's task, then the question.
+        Calls over the same memory share everything up to the task — an iteration's answer and search calls,
+        a video's sparse-init calls — so llama.cpp's prompt cache and vLLM's prefix cache evaluate the memory
+        once; a new deeper caption keeps the prefix up to where it is inserted."""
+        values = {"duration": self.duration, "n_periods": self.sparse_periods, **values}
+        memory = self.templates.render("memory", memory=values.pop("memory"))
+        user = "\n\n".join((memory, self.templates.render(role, **values), self.templates.render(user_role, **values)))
+        return Message.text("system", self.templates.render("system", **values)), Message.text("user", user)
 
     def _question(self, question: Question) -> str:
         return question_block(question.question, question.options)
