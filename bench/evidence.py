@@ -33,14 +33,18 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "qwen15_coder"
 METHODS = ("blind", "memory_search", "videolucy")
-BASE_OVERRIDES = (f"method=[{','.join(METHODS)}] model=[{MODEL}] report=evidence anonymize=off sampling.build=[]")
-#: The CPU sizing (measured on 2 cores, README): blind ≈ 3, memory_search ≈ 170–260, videolucy ≈ 110 CPU-s per
-#: question with this model, so 45 minutes hold about 16 questions × 3 methods: the demo's location (L)
-#: questions, and needles in two short haystacks asked about their place sign (L). `--full` asks all 32 demo
-#: questions and the needle dataset's own defaults (4 questions per needle, 400 and 800 s): ≈ 4–5 h on 2 cores.
-CPU_NEEDLE = "dataset.needle.haystack_s=[200,400] dataset.needle.tasks=[L]"
+BASE_OVERRIDES = f"model=[{MODEL}] report=evidence anonymize=off sampling.build=[]"
+#: The CPU sizing, measured on 2 idle cores with this model (README): blind ≈ 2 s a question; videolucy ≈ 30–90 s
+#: (its memory-first prompts share the memory across a video's calls); memory_search ≈ 150–200 s, because this
+#: 1.5B controller never answers before the forced round and writes ≈ 250-token queries (6 calls a question).
+#: So 45 minutes hold all three methods on the demo's 6 location (L) questions and blind and videolucy on the
+#: place-sign (L) questions of needles in 200, 300 and 400 s haystacks (15). `--full`: all 32 demo questions,
+#: the needle dataset's defaults (4 questions per needle, 400 and 800 s) and memory_search on them too (≈ 5 h).
+CPU_NEEDLE = "dataset.needle.haystack_s=[200,300,400] dataset.needle.tasks=[L]"
 CPU_DEMO_TASKS = ("L",)
-RUNS = {"demo": "", "needle": "dataset=needle"}
+RUNS = {"needle": "dataset=needle", "demo": "dataset=demo"}   # the needle first: it decides the question
+#: Methods per run at the CPU sizing (`--full`: METHODS everywhere).
+CPU_METHODS = {"demo": METHODS, "needle": ("blind", "videolucy")}
 DEMO_SUBSET = "results/demo/questions.evidence.jsonl"
 
 
@@ -64,7 +68,9 @@ def demo_subset(run_dir: Path, overrides: str, cores: int, tasks: tuple[str, ...
 
 def run_workflow(name: str, out: Path, extra: str, cores: int, full: bool) -> float:
     started = time.perf_counter()
-    overrides = " ".join(x for x in (RUNS[name], BASE_OVERRIDES, "" if full or name != "needle" else CPU_NEEDLE,
+    methods = METHODS if full else CPU_METHODS[name]
+    overrides = " ".join(x for x in (RUNS[name], f"method=[{','.join(methods)}]", BASE_OVERRIDES,
+                                     "" if full or name != "needle" else CPU_NEEDLE,
                                      extra) if x)
     if name == "demo" and not full:
         overrides += " " + demo_subset(out / name, overrides, cores, CPU_DEMO_TASKS)

@@ -13,7 +13,7 @@ failure).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from senri.answers import json_objects, split_reasoning
 from senri.backends.base import ChatRequest, ChatResponse, Message
@@ -42,19 +42,25 @@ class StructuredReply:
         return entry
 
 
-def first_valid(text: str, validate: Validator) -> dict | None:
-    """The first JSON object in ``text`` (reasoning cut off first) that ``validate`` accepts, validated."""
+#: Extra readers of a reply's objects, tried after JSON (VideoLucy's released parser also takes Python literals).
+Fallback = Callable[[str], Iterable[dict]]
+
+
+def first_valid(text: str, validate: Validator, fallback: Fallback | None = None) -> dict | None:
+    """The first JSON object in ``text`` (reasoning cut off first) that ``validate`` accepts, validated; then
+    the first such object ``fallback`` reads, if given."""
     body = split_reasoning(text)[0]
-    for candidate in json_objects(body):
-        checked = validate(candidate)
-        if checked is not None:
-            return checked
+    for reader in (json_objects, fallback) if fallback else (json_objects,):
+        for candidate in reader(body):
+            checked = validate(candidate)
+            if checked is not None:
+                return checked
     return None
 
 
 def ask_json(method: Method, messages: tuple[Message, ...], schema: Mapping[str, Any], validate: Validator,
-             repair: str, purpose: str, tally: CallTally, retries: int = 1, max_tokens: int | None = None
-             ) -> StructuredReply:
+             repair: str, purpose: str, tally: CallTally, retries: int = 1, max_tokens: int | None = None,
+             fallback: Fallback | None = None) -> StructuredReply:
     """One structured call (plus up to ``retries`` repairs), booked into ``tally``: :func:`ask_json_many` of
     one request, schema-constrained where the backend can be. ``repair`` is the repair turn's text, rendered by
     the caller from its prompt set (no wording lives here)."""
@@ -65,12 +71,13 @@ def ask_json(method: Method, messages: tuple[Message, ...], schema: Mapping[str,
         sampling["max_tokens"] = max_tokens
     request = ChatRequest(messages=messages, json_schema=schema if constrained else None, purpose=purpose,
                           **sampling)
-    return ask_json_many(method, [request], validate, repair, tally, retries)[0]
+    return ask_json_many(method, [request], validate, repair, tally, retries, fallback=fallback)[0]
 
 
 def ask_json_many(method: Method, requests: list[ChatRequest], validate: Validator, repair: str,
                   tally: CallTally, retries: int = 1,
-                  send: Callable[[list[ChatRequest]], list[ChatResponse]] | None = None) -> list[StructuredReply]:
+                  send: Callable[[list[ChatRequest]], list[ChatResponse]] | None = None,
+                  fallback: Fallback | None = None) -> list[StructuredReply]:
     """Structured calls sent as one batch, each malformed reply (a reply cut at the token limit included)
     repaired up to ``retries`` times, every round's repairs batched too; one reply per request, in order.
 
@@ -95,7 +102,7 @@ def ask_json_many(method: Method, requests: list[ChatRequest], validate: Validat
             reply.text = response.text or ""
             body, reasoning = split_reasoning(reply.text)
             reply.reasoning = reasoning or reply.reasoning
-            reply.value = first_valid(body, validate)
+            reply.value = first_valid(body, validate, fallback)
             if reply.value is not None:
                 reply.error = None
                 continue

@@ -34,7 +34,7 @@ from typing import Any
 
 import polars as pl
 
-from senri.answers import question_block, split_reasoning
+from senri.answers import question_block
 from senri.backends.base import Message
 from senri.captioners.base import Clip
 from senri.memory import (LEVELS, choose_preset, deeper_instruction, keep_good_caption, next_level, open_service,
@@ -257,23 +257,8 @@ class VideoLucy(Method):
         messages = self._messages(role, user_role, values)
         limit = self.role_max_tokens(limit_role)
         schema = budgeted(schema, limit, self.sparse_periods if role == "localize" else 9)
-        attempts, reply = 0, None
-        for attempt in range(self.retries + 1):
-            reply = ask_json(self, messages, schema, valid, self.templates.render("repair", form=form),
-                             purpose if attempt == 0 else f"{purpose}:repair", tally, 0, max_tokens=limit)
-            attempts += reply.attempts
-            if reply.value is None and reply.text:
-                body, reasoning = split_reasoning(reply.text)
-                checked = next((v for v in map(valid, python_literal_objects(body)) if v is not None), None)
-                if checked is not None:
-                    reply = StructuredReply(checked, reply.text, attempts, None, reasoning)
-            if reply.value is not None or not reply.text:  # read, or the model call itself failed
-                break
-            messages = messages + (Message.text("assistant", split_reasoning(reply.text)[0]),
-                                   Message.text("user", self.templates.render("repair", form=form)))
-        assert reply is not None
-        reply.attempts = attempts
-        return reply
+        return ask_json(self, messages, schema, valid, self.templates.render("repair", form=form), purpose, tally,
+                        self.retries, max_tokens=limit, fallback=python_literal_objects)
 
     def _messages(self, role: str, user_role: str, values: dict[str, Any]) -> tuple[Message, Message]:
         """One system prompt for every role, then the memory list, then the role's task, then the question.
