@@ -48,6 +48,16 @@ def _positive(kind: type) -> Callable[[str], Any]:
     return parse
 
 
+def _add_caption_inputs(p: argparse.ArgumentParser, note: str = "") -> None:
+    """What the captioner reads (the memory stage, and memory methods that re-caption while answering)."""
+    for flag, what in (("--video", "the (anonymized) video, for (re-)captioning"),
+                       ("--track", "the video's track table (perception captioner)"),
+                       ("--ocr", "the video's OCR table (perception captioner)"),
+                       ("--detections", "the anonymization stage's detections"),
+                       ("--caption-cache", "the shared caption cache folder")):
+        p.add_argument(flag, help=note + what)
+
+
 def _add_config_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="the stage's config slice as JSON (as the workflow passes it)")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
@@ -415,11 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--carrier", help="carrier video of that frame store (backends that take video)")
     p.add_argument("--cache", help="durable response cache (SQLite); a rerun repeats no finished call")
     p.add_argument("--memory", help="memory methods: the video's memory table")
-    p.add_argument("--video", help="memory methods: the (anonymized) video, for re-captioning")
-    p.add_argument("--track", help="memory methods: the video's track table (perception captioner)")
-    p.add_argument("--ocr", help="memory methods: the video's OCR table (perception captioner)")
-    p.add_argument("--detections", help="memory methods: the anonymization stage's detections")
-    p.add_argument("--caption-cache", help="memory methods: the shared caption cache folder")
+    _add_caption_inputs(p, "memory methods: ")
     p.add_argument("--out", required=True)
 
     p = add("track", cmd_track, "ego-motion track, on-screen text and path plot of one video")
@@ -433,11 +439,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("memory", cmd_memory, "caption memory of one video (the precomputed levels), via the caption cache")
     _add_config_options(p)
     p.add_argument("--video-info", help="the video's probe table")
-    p.add_argument("--video", help="the (anonymized) video")
-    p.add_argument("--track", help="track table (perception captioner)")
-    p.add_argument("--ocr", help="OCR table (perception captioner)")
-    p.add_argument("--detections", help="the anonymization stage's detections")
-    p.add_argument("--caption-cache", help="caption cache folder")
+    _add_caption_inputs(p)
     p.add_argument("--out", help="memory table (.parquet)")
     p.add_argument("--cost", help="cost table (.parquet): preset, captions computed vs reused, frames, tokens")
     p.add_argument("--plan-only", action="store_true",
