@@ -34,12 +34,13 @@ ROOT = Path(__file__).resolve().parents[1]
 MODEL = "qwen15_coder"
 METHODS = ("blind", "memory_search", "videolucy")
 BASE_OVERRIDES = f"model=[{MODEL}] report=evidence anonymize=off sampling.build=[]"
-#: The CPU sizing, measured on 2 idle cores with this model (README): blind ≈ 2 s a question; videolucy ≈ 30–90 s
-#: (its memory-first prompts share the memory across a video's calls); memory_search ≈ 150–200 s, because this
-#: 1.5B controller never answers before the forced round and writes ≈ 250-token queries (6 calls a question).
-#: So 45 minutes hold all three methods on the demo's 6 location (L) questions and blind and videolucy on the
-#: place-sign (L) questions of needles in 200, 300 and 400 s haystacks (15). `--full`: all 32 demo questions,
-#: the needle dataset's defaults (4 questions per needle, 400 and 800 s) and memory_search on them too (≈ 5 h).
+#: The CPU sizing, measured on 2 idle cores with this model (README): model seconds per question blind ≈ 1.3,
+#: videolucy ≈ 28 (demo) to 45 (needle), its memory-first prompts sharing the memory across a video's calls;
+#: memory_search ≈ 92 (demo) to 140–175 (needle), because this 1.5B controller never answers before the forced
+#: round and writes long queries (6 calls a question). So 45 minutes hold all three methods on the demo's 6
+#: location (L) questions and blind and videolucy on the place-sign (L) questions of needles in 200, 300 and
+#: 400 s haystacks (15): 29.8 min measured. `--full`: all 32 demo questions, the needle dataset's defaults (4
+#: questions per needle, 400 and 800 s) and memory_search on them too (≈ 5 h).
 CPU_NEEDLE = "dataset.needle.haystack_s=[200,300,400] dataset.needle.tasks=[L]"
 CPU_DEMO_TASKS = ("L",)
 RUNS = {"needle": "dataset=needle", "demo": "dataset=demo"}   # the needle first: it decides the question
