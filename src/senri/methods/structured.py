@@ -46,10 +46,9 @@ class StructuredReply:
 Fallback = Callable[[str], Iterable[dict]]
 
 
-def first_valid(text: str, validate: Validator, fallback: Fallback | None = None) -> dict | None:
-    """The first JSON object in ``text`` (reasoning cut off first) that ``validate`` accepts, validated; then
-    the first such object ``fallback`` reads, if given."""
-    body = split_reasoning(text)[0]
+def first_valid(body: str, validate: Validator, fallback: Fallback | None = None) -> dict | None:
+    """The first JSON object in ``body`` (a reply with its reasoning already cut off) that ``validate``
+    accepts, validated; then the first such object ``fallback`` reads, if given."""
     for reader in (json_objects, fallback) if fallback else (json_objects,):
         for candidate in reader(body):
             checked = validate(candidate)
@@ -106,7 +105,7 @@ def ask_json_many(method: Method, requests: list[ChatRequest], validate: Validat
             if reply.value is not None:
                 reply.error = None
                 continue
-            reply.error = "malformed JSON after repair" if request.purpose.endswith(":repair") else "malformed JSON"
+            reply.error = "malformed JSON after repair" if reply.attempts > 1 else "malformed JSON"
             if reply.attempts <= retries:
                 messages = request.messages + (Message.text("assistant", body), Message.text("user", repair))
                 repairs.append((i, replace(request, messages=messages, purpose=f"{requests[i].purpose}:repair")))

@@ -45,8 +45,8 @@ from senri.records import LETTERS, MemoryRow, Question, read_table
 
 _PERIOD = {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2}
 _PERIODS = {"type": "array", "items": _PERIOD}
-#: The texts the prompts ask for when there is no period (localize.txt, answer.txt): a schema-constrained
-#: backend must be able to write them, so the field is a list of periods or exactly that text.
+#: The texts the prompts ask for when there is no period or answer (localize.txt, answer.txt): a
+#: schema-constrained backend must be able to write them, so they are the "false" shape of each reply (_either).
 NO_PERIODS, NO_TIME, NO_ANSWER = "No Time Periods.", "No Time", "No Answer"
 _REASON = {"type": "string"}
 
