@@ -420,3 +420,31 @@ def test_naming_an_already_searched_period_is_an_invalid_search_reply(hall, tmp_
     assert len(agent_calls(calls, "search:repair")) == 1
     # Never silently one of the searched period's fine clips: the fallback is the earliest unsearched period.
     assert trace["iterations"][1]["period"] == "coarse 30–60s"
+
+
+def test_reason_first_puts_the_reasoning_before_the_letter_only_when_asked(hall, tmp_path):
+    from senri.methods.videolucy import ANSWER_FORM, ANSWER_SCHEMA, reason_first, reason_first_form
+
+    def keys_in_prompt(user: str) -> list[str]:
+        listed = user.split("exactly these keys:")[1]
+        return re.findall(r'^"([A-Za-z ]+)":', listed, re.MULTILINE)
+
+    def schema_keys(call: dict) -> list[list[str]]:
+        schema = call["payload"]["json_schema"]
+        return [list(shape["properties"]) for shape in schema.get("anyOf", [schema])]
+
+    for option, first in ((False, "Confidence"), (True, "Reason")):
+        row, calls, _ = run(hall, tmp_path / str(option), script_rules(LOCALIZE_60_90, SEARCH_PATH[:1]),
+                            max_iterations=1, reason_first=option)
+        answer, forced = agent_calls(calls, "answer")[0], agent_calls(calls, "answer:forced")[0]
+        assert keys_in_prompt(texts(answer)[1])[0] == first
+        assert keys_in_prompt(texts(forced)[1])[0] == ("Reason" if option else "Answer")
+        assert {keys[0] for keys in schema_keys(answer)} == {first}
+        assert schema_keys(forced)[0][0] == ("Reason" if option else "Answer")
+        # The localizer keeps the paper's order either way; the replies are read by key name.
+        assert schema_keys(agent_calls(calls, "localize")[0])[0][0] == "Flag"
+        assert row["pred"] == "A" and json.loads(row["trace"])["forced"]
+    assert [list(s["properties"]) for s in reason_first(ANSWER_SCHEMA)["anyOf"]] == [
+        ["Reason", "Confidence", "Answer", "Time Period"]] * 2
+    assert reason_first_form(ANSWER_FORM).startswith('{"Reason": "...", "Confidence": true|false')
+    assert reason_first_form(ANSWER_FORM).count('"Reason"') == 1

@@ -18,7 +18,11 @@
 Options from the released code (github.com/Zplusdragon/VideoLucy @f7e4730, ``demo.py``), off by default
 (the paper's Algorithm 1): ``answer_full_coarse_first`` (answer over the full coarse memory before sparse
 init; a confident answer ends there) and ``ordinal_whole_video`` (questions with ordinal words keep the whole
-video without a localization call). Prompts are files in ``config/prompts/videolucy/`` (``prompts_dir``
+video without a localization call). ``reason_first`` (off: the paper's key order) makes the answering agent
+write ``Reason`` before ``Confidence`` and ``Answer`` (``answer_reason_first.txt``, ``forced_reason_first.txt``
+and the schemas): the paper's agent is a reasoning model that thinks before its JSON, so its instruction to
+check that the reasoning supports the answer (A6) holds; a model without a thinking phase that writes the
+letter first reasons after the fact. Prompts are files in ``config/prompts/videolucy/`` (``prompts_dir``
 for your own wording): each role's instructions in its system file (with the video's duration), the memory
 list first and the question last in the user message, so a server's prefix cache reuses the long shared part
 across a video's questions. Completion limits per role come from ``max_tokens`` (capped by the model config's
@@ -107,6 +111,23 @@ ANSWER_FORM = ('{"Confidence": true|false, "Answer": "A|B|C|D" or "No Answer", '
                '"Time Period": [[start, end], ...] or "No Time", "Reason": "..."}')
 FORCED_FORM = '{"Answer": "A|B|C|D", "Time Period": [[start, end], ...], "Reason": "..."}'
 FORCED_MODES = ("full_memory", "current_memory")
+
+
+def reason_first(schema: dict) -> dict:
+    """``schema`` with ``Reason`` as the first key of every reply shape: a constrained decoder then writes the
+    reasoning before the letter (``reason_first``)."""
+    if "anyOf" in schema:
+        return {**schema, "anyOf": [reason_first(s) for s in schema["anyOf"]]}
+    properties = {"Reason": schema["properties"]["Reason"],
+                  **{k: v for k, v in schema["properties"].items() if k != "Reason"}}
+    return {**schema, "properties": properties, "required": list(properties)}
+
+
+def reason_first_form(form: str) -> str:
+    """A repair prompt's reply form with ``"Reason"`` moved to the front."""
+    return "{" + '"Reason": "...", ' + form[1:].replace(', "Reason": "..."', "")
+
+
 #: Ordinal words that make the released code skip sparse init (``utils.contains_ordinal_number``), restated.
 ORDINALS = re.compile(r"\b(first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth|"
                       r"(thir|four|fif|six|seven|eigh|nine)teenth|(twen|thir|for|fif|six|seven|eigh|nine)tieth|"
@@ -228,6 +249,7 @@ class VideoLucy(Method):
                              f"{', '.join(FORCED_MODES)}")
         self.full_coarse_first = bool(config.get("answer_full_coarse_first", False))
         self.ordinal_whole_video = bool(config.get("ordinal_whole_video", False))
+        self.reason_first = bool(config.get("reason_first", False))
         self.templates = self.prompts()
         memory = read_table(context.memory, MemoryRow)
         self.coarse = [MemoryRow(**row) for row in memory.filter(pl.col("level") == "coarse").sort("start_s")
@@ -259,6 +281,15 @@ class VideoLucy(Method):
         schema = budgeted(schema, limit, self.sparse_periods if role == "localize" else 9)
         return ask_json(self, messages, schema, valid, self.templates.render("repair", form=form), purpose, tally,
                         self.retries, max_tokens=limit, fallback=python_literal_objects)
+
+    def _ask_answering(self, role: str, values: dict[str, Any], schema: dict, valid, form: str, purpose: str,
+                       tally: CallTally) -> StructuredReply:
+        """An answering call (``answer`` or ``forced``), in the paper's key order or, with ``reason_first``,
+        from the ``<role>_reason_first`` prompt with ``Reason`` first in its schema and repair form."""
+        if self.reason_first:
+            role, schema, form = f"{role}_reason_first", reason_first(schema), reason_first_form(form)
+        return self._ask(role, f"{role.removesuffix('_reason_first')}_user", values, schema, valid, form, purpose,
+                         "answer", tally)
 
     def _messages(self, role: str, user_role: str, values: dict[str, Any]) -> tuple[Message, Message]:
         """One system prompt for every role, then the memory list, then the role's task, then the question.
@@ -299,8 +330,8 @@ class VideoLucy(Method):
             return {"confidence": confidence, "answer": letter, "time_period": periods(_field(obj, "Time Period")),
                     "reason": str(_field(obj, "Reason") or "")}
 
-        return self._ask("answer", "answer_user", {"memory": memory_list(memory), "question": self._question(question)},
-                         ANSWER_SCHEMA, valid, ANSWER_FORM, purpose, "answer", tally)
+        return self._ask_answering("answer", {"memory": memory_list(memory), "question": self._question(question)},
+                                   ANSWER_SCHEMA, valid, ANSWER_FORM, purpose, tally)
 
     def _forced(self, question: Question, memory: list[Entry], tally: CallTally) -> StructuredReply:
         def valid(obj: dict) -> dict | None:
@@ -310,8 +341,8 @@ class VideoLucy(Method):
             return {"confidence": False, "answer": letter, "time_period": periods(_field(obj, "Time Period")),
                     "reason": str(_field(obj, "Reason") or "")}
 
-        return self._ask("forced", "forced_user", {"memory": memory_list(memory), "question": self._question(question)},
-                         FORCED_SCHEMA, valid, FORCED_FORM, "answer:forced", "answer", tally)
+        return self._ask_answering("forced", {"memory": memory_list(memory), "question": self._question(question)},
+                                   FORCED_SCHEMA, valid, FORCED_FORM, "answer:forced", tally)
 
     def _search(self, question: Question, memory: list[Entry], tally: CallTally) -> StructuredReply:
         def valid(obj: dict) -> dict | None:
