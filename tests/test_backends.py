@@ -210,6 +210,36 @@ def test_llamacpp_in_process_matches_its_server(llama_server, small_demo, tmp_pa
     assert json.loads(first.text) == json.loads(remote.text)  # same engine, same greedy answer
 
 
+def test_a_long_prompt_displaced_by_a_shorter_one_over_the_same_head_comes_back_from_the_ram_cache():
+    """VideoLucy's pattern: a whole-video prompt, a localized call sharing its first periods, the whole video
+    again. The third must evaluate only its new tail (llama.cpp's own token counts, not a timing)."""
+    from senri.backends.llamacpp import LlamaCppBackend
+
+    def periods(word: str) -> list[str]:
+        return [f"[{30 * i}, {30 * i + 30}] " + " ".join(f"I pass {word} {i}-{k} and read OPEN {7 * i + k}."
+                                                         for k in range(6)) for i in range(8)]
+
+    shops, stalls = periods("shop"), periods("stall")
+
+    def evaluated(backend, memory: list[str], task: str) -> tuple[int, int]:
+        body = {"messages": [{"role": "system", "content": "You answer questions about a video."},
+                             {"role": "user", "content": "\n".join(memory) + "\n\n" + task}],
+                "max_tokens": 1, "temperature": 0.0, "cache_prompt": True}
+        timings = backend._server.handle_chat_completions(body)["timings"]
+        return timings["prompt_n"], timings["cache_n"]
+
+    for similarity, reused in ((0.1, False), (None, True)):  # llama.cpp's default, then ours (0.9)
+        backend = LlamaCppBackend({**SMOLLM2, **({"slot_prompt_similarity": similarity} if similarity else {})})
+        try:
+            whole, _ = evaluated(backend, shops, "Task: localize. Question 1?")
+            evaluated(backend, shops[:3] + stalls[3:5], "Task: answer. Question 1?")
+            fresh, cached = evaluated(backend, shops, "Task: localize. Question 2?")
+        finally:
+            backend.close()
+        assert whole > 600
+        assert (fresh < 20 and cached > whole - 20) if reused else fresh > whole / 2, (similarity, fresh, cached)
+
+
 def test_a_changed_model_file_is_refused(tmp_path):
     with pytest.raises(Exception, match="sha256"):
         BACKENDS.load("llamacpp")({**SMOLLM2, "sha256": "0" * 64})
