@@ -33,15 +33,18 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "qwen15_coder"
 METHODS = ("blind", "memory_search", "videolucy")
-BASE_OVERRIDES = f"model=[{MODEL}] report=evidence anonymize=off sampling.build=[]"
+#: `reason_first`: the reading model has no thinking phase, so VideoLucy's answering agent writes its Reason
+#: before its letter (docs/protocol.md, VideoLucy deviations; config/method/videolucy.yaml).
+BASE_OVERRIDES = f"model=[{MODEL}] report=evidence anonymize=off sampling.build=[] method.videolucy.reason_first=true"
 #: The CPU sizing, measured on 2 idle cores with this model (README): model seconds per question blind ≈ 1.3,
-#: videolucy ≈ 28 (demo) to 45 (needle), its memory-first prompts sharing the memory across a video's calls;
-#: memory_search ≈ 92 (demo) to 140–175 (needle), because this 1.5B controller never answers before the forced
-#: round and writes long queries (6 calls a question). So 45 minutes hold all three methods on the demo's 6
-#: location (L) questions and blind and videolucy on the place-sign (L) questions of needles in 200, 300 and
-#: 400 s haystacks (15): 29.8 min measured. `--full`: all 32 demo questions, the needle dataset's defaults (4
-#: questions per needle, 400 and 800 s) and memory_search on them too (≈ 5 h).
-CPU_NEEDLE = "dataset.needle.haystack_s=[200,300,400] dataset.needle.tasks=[L]"
+#: videolucy ≈ 27 (demo) to 39 (needle), its memory-first prompts sharing the memory across a video's calls;
+#: memory_search ≈ 110 (demo) to 140–175 (needle), because this 1.5B controller never answers before the forced
+#: round and writes long queries (6 calls a question). All three methods on the demo's 6 location (L)
+#: questions (15.8 min) and blind and videolucy on the four questions of each needle in a 200 and a 400 s
+#: haystack (40: enough for a +27-point paired difference to clear zero; 30.8 min): 46.6 min measured, a
+#: little over the 45-minute target. `--full`: all 32 demo questions, the needle dataset's defaults (400 and
+#: 800 s) and memory_search on them too (≈ 5 h).
+CPU_NEEDLE = "dataset.needle.haystack_s=[200,400]"
 CPU_DEMO_TASKS = ("L",)
 RUNS = {"needle": "dataset=needle", "demo": "dataset=demo"}   # the needle first: it decides the question
 #: Methods per run at the CPU sizing (`--full`: METHODS everywhere).
@@ -144,6 +147,15 @@ def summarize(out: Path, walls: dict[str, float]) -> str:
             lines.append(f"| {s['treatment']} | {s['n']} | {s['baseline_correct']} | {s['treatment_correct']} | "
                          f"{s['delta_pp']:+.1f} | [{s['ci_low_pp']:+.1f}, {s['ci_high_pp']:+.1f}] | "
                          f"{s['mcnemar_p']:.2g} | {'yes' if s['ci_low_pp'] > 0 else 'no'} |")
+        if name == "needle":
+            by_task = [s for task in ("l", "rer", "oc", "ter") for s in paired(run_dir, task)]
+            if by_task:
+                lines += ["", "By question kind (L sign, RER what I did, OC board count, TER what passed by):", "",
+                          "| kind | treatment | n | blind | treatment | Δ [95% CI] |", "|---|---|---|---|---|---|"]
+                for s in by_task:
+                    lines.append(f"| {s['category'].upper()} | {s['treatment']} | {s['n']} | {s['baseline_correct']} | "
+                                 f"{s['treatment_correct']} | {s['delta_pp']:+.1f} [{s['ci_low_pp']:+.1f}, "
+                                 f"{s['ci_high_pp']:+.1f}] |")
         if name == "demo":
             lines += ["", "All demo questions:", "", "| treatment | n | blind | treatment | Δ [95% CI] |", "|---|---|---|---|---|"]
             for s in paired(run_dir, "total"):
