@@ -30,6 +30,8 @@ from pathlib import Path
 
 import polars as pl
 
+from senri.needle import GENERATED_TASKS
+
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "qwen15_coder"
 METHODS = ("blind", "memory_search", "videolucy")
@@ -148,7 +150,7 @@ def summarize(out: Path, walls: dict[str, float]) -> str:
                          f"{s['delta_pp']:+.1f} | [{s['ci_low_pp']:+.1f}, {s['ci_high_pp']:+.1f}] | "
                          f"{s['mcnemar_p']:.2g} | {'yes' if s['ci_low_pp'] > 0 else 'no'} |")
         if name == "needle":
-            by_task = [s for task in ("l", "rer", "oc", "ter") for s in paired(run_dir, task)]
+            by_task = [s for task in GENERATED_TASKS for s in paired(run_dir, task.lower())]
             if by_task:
                 lines += ["", "By question kind (L sign, RER what I did, OC board count, TER what passed by):", "",
                           "| kind | treatment | n | blind | treatment | Δ [95% CI] |", "|---|---|---|---|---|---|"]

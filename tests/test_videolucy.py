@@ -448,3 +448,12 @@ def test_reason_first_puts_the_reasoning_before_the_letter_only_when_asked(hall,
         ["Reason", "Confidence", "Answer", "Time Period"]] * 2
     assert reason_first_form(ANSWER_FORM).startswith('{"Reason": "...", "Confidence": true|false')
     assert reason_first_form(ANSWER_FORM).count('"Reason"') == 1
+    # The reason-first prompts are the paper-order ones with only the Reason line moved (and saying so): an edit
+    # to answer.txt or forced.txt that is not carried over fails here.
+    prompts = REPO / "config/prompts/videolucy"
+    for role in ("answer", "forced"):
+        paper, first = ((prompts / name).read_text().splitlines() for name in (f"{role}.txt", f"{role}_reason_first.txt"))
+        assert [line for line in first if not line.startswith('"Reason"')] == [
+            line for line in paper if not line.startswith('"Reason"')]
+        assert first.index(next(line for line in first if line.startswith('"Reason"'))) == first.index(
+            next(line for line in first if line.endswith("exactly these keys:"))) + 1

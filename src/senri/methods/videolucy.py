@@ -286,10 +286,10 @@ class VideoLucy(Method):
                        tally: CallTally) -> StructuredReply:
         """An answering call (``answer`` or ``forced``), in the paper's key order or, with ``reason_first``,
         from the ``<role>_reason_first`` prompt with ``Reason`` first in its schema and repair form."""
+        user_role = f"{role}_user"
         if self.reason_first:
             role, schema, form = f"{role}_reason_first", reason_first(schema), reason_first_form(form)
-        return self._ask(role, f"{role.removesuffix('_reason_first')}_user", values, schema, valid, form, purpose,
-                         "answer", tally)
+        return self._ask(role, user_role, values, schema, valid, form, purpose, "answer", tally)
 
     def _messages(self, role: str, user_role: str, values: dict[str, Any]) -> tuple[Message, Message]:
         """One system prompt for every role, then the memory list, then the role's task, then the question.
