@@ -276,3 +276,20 @@ def test_transformers_vlm_runs_direct_perception_from_the_frame_store(tmp_path, 
     assert all(t["answer_format"] == "text" and "format_fallback" in t for t in traces)
     # Random weights produce noise: whatever does not parse is a recorded parse failure, never a guess.
     assert (predictions.filter(~pl.col("parse_ok"))["pred"].is_null()).all()
+
+
+def test_a_request_is_sized_against_the_model_configs_limits_before_it_is_sent():
+    from senri.backends.base import Backend, ChatRequest, ImagePart, Message
+    from senri.backends.budget import overflow, request_limits
+
+    assert request_limits({"n_ctx": 8192}).context_tokens == 8192
+    assert request_limits({"max_model_len": 32768, "max_images": 4}).max_images == 4
+    assert request_limits({}).context_tokens is None
+    backend = Backend({"n_ctx": 1000, "max_images": 2, "image_tokens": 100})
+    short = ChatRequest((Message.text("user", "x" * 300),), max_tokens=100)
+    assert overflow(backend, short) is None
+    long = ChatRequest((Message.text("user", "x" * 3000),), max_tokens=100)
+    assert "context 1000" in overflow(backend, long)
+    images = ChatRequest((Message("user", ("look", *[ImagePart(b"j")] * 3)),), max_tokens=10)
+    assert "max_images 2" in overflow(backend, images)
+    assert overflow(Backend({}), long) is None

@@ -19,7 +19,7 @@ from senri.backends import open_backend
 from senri.backends.cache import CachedBackend
 from senri.methods import METHODS
 from senri.methods.base import Method, MethodAnswer, RunContext
-from senri.records import LETTERS, Prediction, Question, VideoInfo, from_frame, to_frame
+from senri.records import HEALTH_COUNTS, LETTERS, Prediction, Question, VideoInfo, from_frame, to_frame
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,7 @@ def _prediction(question: Question, context: RunContext, result: MethodAnswer | 
         caption_prompt_tokens=tally.caption_prompt_tokens if tally else 0,
         caption_completion_tokens=tally.caption_completion_tokens if tally else 0,
         caption_s=round(tally.caption_s, 6) if tally else 0.0,
+        **{name: tally.health.get(name, 0) if tally else 0 for name in HEALTH_COUNTS},
     )
 
 

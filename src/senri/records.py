@@ -104,6 +104,37 @@ class Prediction:
     caption_prompt_tokens: int = 0
     caption_completion_tokens: int = 0
     caption_s: float = 0.0
+    # Run health (HEALTH_COUNTS): integer counts of the ways this question may have lost accuracy to the
+    # harness rather than to the method, summed per run in the report's run-health table.
+    forced_answers: int = 0
+    forced_recovered: int = 0
+    timeouts: int = 0
+    context_trims: int = 0
+    truncated_captions: int = 0
+    failed_captions: int = 0
+    capped_cells: int = 0
+    cell_s_requested: int = 0
+    cell_s_seen: int = 0
+    failed_memory_updates: int = 0
+    stripped_checks: int = 0
+    refused_checks: int = 0
+    repeated_queries: int = 0
+
+
+#: The run-health counts of a prediction row, in the order the run-health table prints them:
+#: ``forced_answers`` answers that came from a forced round or call; ``forced_recovered`` of those, replies
+#: invalid after the repair whose letter the answer parser still found; ``timeouts`` calls that timed out;
+#: ``context_trims`` requests shortened to fit the model's context or image limit before they were sent;
+#: ``truncated_captions`` captions cut at their token limit; ``failed_captions`` captions that failed;
+#: ``capped_cells`` verifier cells dropped by the cell cap; ``cell_s_requested`` / ``cell_s_seen`` seconds of
+#: candidate windows the checks asked for / that the kept cells covered (rounded); ``failed_memory_updates``
+#: working-memory updates whose reply was unusable; ``stripped_checks`` checks whose text lost choice text;
+#: ``refused_checks`` checks refused as invalid; ``repeated_queries`` searches that repeated an earlier query.
+HEALTH_COUNTS: tuple[str, ...] = (
+    "forced_answers", "forced_recovered", "timeouts", "context_trims", "truncated_captions", "failed_captions",
+    "capped_cells", "cell_s_requested", "cell_s_seen", "failed_memory_updates", "stripped_checks",
+    "refused_checks", "repeated_queries",
+)
 
 
 @dataclass(frozen=True)

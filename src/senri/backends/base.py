@@ -178,6 +178,19 @@ class Backend:
     def complete(self, request: ChatRequest) -> ChatResponse:
         raise NotImplementedError
 
+    def count_tokens(self, request: ChatRequest) -> int:
+        """The prompt tokens ``request`` will take (:mod:`senri.backends.budget` sizes requests with it).
+
+        This default estimates, erring high so a request it passes fits: one token per 3 characters of
+        text plus a chat-template allowance per message, and ``image_tokens`` (model config, default 1,280)
+        per image, ``video_tokens`` (default 16,384) per video. Backends with a tokenizer override it.
+        """
+        text = sum(len(m.plain_text()) for m in request.messages)
+        images = sum(len(m.images()) for m in request.messages)
+        videos = sum(len(m.videos()) for m in request.messages)
+        return (-(-text // 3) + 8 * len(request.messages) + images * int(self.config.get("image_tokens", 1280))
+                + videos * int(self.config.get("video_tokens", 16384)))
+
     def complete_many(self, requests: Sequence[ChatRequest],
                       on_done: Callable[[int, ChatResponse], None] | None = None) -> list[ChatResponse]:
         """Answer several independent requests; ``on_done(i, response)`` fires as each one finishes.

@@ -88,6 +88,9 @@ class CachedBackend(Backend):
     def identity(self) -> dict[str, Any]:
         return self.inner.identity
 
+    def count_tokens(self, request: ChatRequest) -> int:
+        return self.inner.count_tokens(request)
+
     def complete(self, request: ChatRequest) -> ChatResponse:
         return self.complete_many([request])[0]
 

@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 from senri.backends.base import DEFAULT_MAX_TOKENS, Backend, ChatRequest, ChatResponse
 from senri.captioners.base import VideoMedia
-from senri.records import Question, VideoInfo
+from senri.records import HEALTH_COUNTS, Question, VideoInfo
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,12 @@ class RunContext:
     caption_cache: Path | None = None
 
 
+def is_timeout(error: str) -> bool:
+    """Whether a call's error says it ran out of time (httpx, vLLM and llama.cpp word it differently)."""
+    text = error.lower()
+    return "timed out" in text or "timeout" in text or "deadline" in text
+
+
 @dataclass
 class CallTally:
     """Bookkeeping of one question's model calls: what goes into its prediction row."""
@@ -50,6 +56,14 @@ class CallTally:
     caption_prompt_tokens: int = 0
     caption_completion_tokens: int = 0
     caption_s: float = 0.0
+    #: Run-health counts (:data:`senri.records.HEALTH_COUNTS`), written to the prediction row as columns.
+    health: dict[str, int] = field(default_factory=dict)
+
+    def count(self, name: str, n: int = 1) -> None:
+        """Add ``n`` to one run-health count; an unknown name is a programming error, not a new column."""
+        if name not in HEALTH_COUNTS:
+            raise KeyError(f"unknown run-health count {name!r}; known: {', '.join(HEALTH_COUNTS)}")
+        self.health[name] = self.health.get(name, 0) + int(n)
 
     def add_captions(self, calls: int, reused: int, prompt_tokens: int, completion_tokens: int, seconds: float,
                      is_vlm: bool) -> None:
@@ -72,6 +86,8 @@ class CallTally:
         self.latency_s += response.latency_s
         if response.error:
             self.errors.append(f"{request.purpose or 'call'}: {response.error}")
+            if is_timeout(response.error):
+                self.count("timeouts")
 
     def add_all(self, requests: Sequence[ChatRequest], responses: Sequence[ChatResponse]) -> None:
         for request, response in zip(requests, responses):
