@@ -89,6 +89,10 @@ class ChatRequest:
     letter_logprobs: tuple[str, ...] = ()
     #: Free-form label for logs and traces (e.g. "blind", "verify:2"); not part of the cache key.
     purpose: str = ""
+    #: Function tools in the OpenAI form (``{"type": "function", "function": {name, description, parameters}}``)
+    #: and ``tool_choice`` ("required" | "auto" | "none"), for backends whose capabilities say ``tools``.
+    tools: tuple[Mapping[str, Any], ...] = ()
+    tool_choice: str | None = None
 
     def cache_payload(self) -> dict[str, Any]:
         """Everything that decides the response, with media replaced by content hashes.
@@ -110,6 +114,8 @@ class ChatRequest:
             "seed": self.seed if self.temperature > 0 else None,
             "json_schema": self.json_schema,
             "letter_logprobs": list(self.letter_logprobs),
+            # Only when set, so every tool-less request keeps the cache key it had before tools existed.
+            **({"tools": [dict(t) for t in self.tools], "tool_choice": self.tool_choice} if self.tools else {}),
         }
 
     def n_images(self) -> int:
@@ -128,11 +134,15 @@ class ChatResponse:
     error: str | None = None
     cached: bool = False
     attempts: int = 1
+    #: The function calls a tool-calling reply made, each ``{"name": str, "arguments": str}`` (the arguments as
+    #: the model wrote them, JSON text not yet parsed); None when the request offered no tools.
+    tool_calls: list[dict[str, str]] | None = None
 
     def to_json(self) -> str:
         return json.dumps({
             "text": self.text, "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
             "latency_s": self.latency_s, "letter_logprobs": self.letter_logprobs, "attempts": self.attempts,
+            **({"tool_calls": self.tool_calls} if self.tool_calls is not None else {}),
         }, sort_keys=True)
 
     @classmethod
@@ -149,6 +159,8 @@ class Capabilities:
     video: bool = False
     json_schema: bool = False
     logprobs: bool = False
+    #: OpenAI-compatible function calling (``ChatRequest.tools`` in, ``ChatResponse.tool_calls`` out).
+    tools: bool = False
 
 
 class BackendError(RuntimeError):

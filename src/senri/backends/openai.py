@@ -90,6 +90,7 @@ class OpenAIBackend(Backend):
             video=bool(self.config.get("video", False)),
             json_schema=bool(self.config.get("json_schema", True)),
             logprobs=bool(self.config.get("logprobs", True)),
+            tools=bool(self.config.get("tools", True)),
         )
 
     @property
