@@ -322,3 +322,62 @@ def test_the_controller_request_is_trimmed_to_the_model_limits(tmp_path, clip):
     assert result.pred == "B"
     assert result.trace["steps"][1]["images"] == 3 and len(result.trace["steps"][1]["trims"]) >= 2
     assert result.tally.health["context_trims"] >= 2
+
+
+def test_every_videoarm_prompt_phrase_reaches_its_request(tmp_path, clip):
+    """Each ARM-* row of docs/protocol.md: its phrase is in what an episode sent (the tool schemas included)."""
+    from test_protocol import INSTRUCTIONS, _strip
+
+    rows = [r for r in INSTRUCTIONS if _strip(r["id"]).startswith("ARM-")]
+    assert {_strip(r["id"]) for r in rows} == {f"ARM-A{i}" for i in range(1, 8)}
+    rules = CAPTION_RULES + [{"match": "LATE-CAPTION", "text": "", "tool_calls": [CLIP]},
+                             {"match": "EARLY-CAPTION", "text": "", "tool_calls": [SNAP_LATE]},
+                             {"text": "", "tool_calls": [SNAP]}]
+    method, record = _method(tmp_path, clip, rules, tools=True, max_iterations=3)
+    method.answer(QUESTION)
+    sent = "\n".join(json.dumps(c["payload"], ensure_ascii=False) for c in _calls(record))
+    sent = sent.replace("\\n", "\n").replace('\\"', '"')
+    for row in rows:
+        assert _strip(row["phrase"]) in sent, row["id"]
+
+
+@pytest.mark.workflow
+def test_videoarm_runs_through_the_dag_with_a_tiny_vlm(tmp_path):
+    """method=[videoarm] on the small demo: a scripted controller with function calling whose tools run on the
+    tiny random VLM (named in tool_models), and the tiny VLM as a controller itself (JSON action form). The
+    report's Table 2 shows the Evidence Seeking group."""
+    import polars as pl
+
+    from test_workflow import snakemake
+    from tiny_vlm import build_tiny_llava
+
+    model = build_tiny_llava(tmp_path / "tiny-vlm")
+    script = tmp_path / "controller.jsonl"
+    rules = [{"match": '"clip_analyses": [\n  {', "text": "The answer is B."},
+             {"match": '"scene_snapshots": [\n  {', "text": "", "tool_calls": [
+                 {"name": "clip_analyzer", "arguments": {"frame_range": {"start_frame": 0, "end_frame": 40},
+                                                         "question": "what is shown?", "reason": "check"}}]},
+             {"text": "", "tool_calls": [{"name": "scene_snapper", "arguments": {
+                 "frame_ranges": [{"start_frame": 0, "end_frame": 100000}], "num_frames": 30, "reason": "overview"}}]}]
+    script.write_text("".join(json.dumps(r) + "\n" for r in rules))
+    overrides = ("dataset.demo.places_per_video=5 dataset.demo.place_s=12 dataset.demo.turn_s=2 sampling.build=[] "
+                 "anonymize.stride=30 method=[videoarm] model=[] "
+                 f"+model.ctl={{backend:scripted,script:{script},tools:true}} "
+                 f"+model.tiny={{backend:transformers,path:{model},max_tokens:4}} "
+                 "method.videoarm.tool_models.caption=tiny method.videoarm.tool_models.clip=tiny "
+                 "method.videoarm.max_iterations=2 method.videoarm.clip_max_frames=8")
+    snakemake(tmp_path, "-c2", "--config", f"overrides={overrides}")
+    scripted = pl.read_parquet(tmp_path / "results/predictions/videoarm/ctl/demo_01.parquet")
+    assert scripted["error"].is_null().all() and (scripted["pred"] == "B").all()
+    for trace in map(json.loads, scripted["trace"]):
+        assert [e["tool_name"] for e in trace["tool_calls_log"]] == ["scene_snapper", "clip_analyzer"]
+        assert trace["models"] == {"controller": "ctl", "caption": "tiny", "clip": "tiny"}
+        assert trace["tool_calls_log"][0]["frames_decoded"] == 30 and trace["tool_calls_log"][1]["frames_decoded"] == 8
+        last = trace["hm3"]["scene_snapshots"][0]["frame_interval"][1]
+        assert last == trace["video_info"]["total_frames"] - 1  # the range is clamped to the video
+        assert trace["tool_calls_log"][0]["intervals_s"][0][1] > 0
+    tiny = pl.read_parquet(tmp_path / "results/predictions/videoarm/tiny/demo_01.parquet")
+    assert tiny["error"].is_null().all()  # random weights: answers are noise, but every question ran
+    assert all(json.loads(t)["interface"] == "json" for t in tiny["trace"])
+    main = (tmp_path / "results/tables/main.md").read_text()
+    assert "Evidence Seeking" in main and "videoarm" in main
