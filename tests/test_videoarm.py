@@ -312,6 +312,39 @@ def test_a_text_only_model_is_refused_at_start(tmp_path, clip):
         VideoARM(context)
 
 
+def test_the_text_only_variant_reads_the_caption_memory_over_the_range(tmp_path, clip):
+    from senri.backends import open_backend
+    from senri.methods.videoarm import VideoARMTextOnly
+    from senri.records import MemoryRow, to_frame, write_table
+
+    rows = [MemoryRow("v", "coarse", 0.0, 2.0, 1.0, 2, "h", "RED-CUP on the table", "perception", "t", None, None, None),
+            MemoryRow("v", "coarse", 2.0, 4.0, 1.0, 2, "h", "SINK-CUP in the sink", "perception", "t", None, None, None)]
+    memory = write_table(to_frame(rows, MemoryRow), tmp_path / "memory.parquet", MemoryRow)
+    rules = [{"match": "Question about these frames", "text": "Answer: in the sink\nConfidence: 0.7"},
+             {"match": "\"confidence\": 0.7", "text": "B"},
+             {"match": "SINK-CUP", "text": "", "tool_calls": [CLIP]},
+             {"text": "", "tool_calls": [SNAP_LATE]}]
+    script, record = tmp_path / "script.jsonl", tmp_path / "calls.jsonl"
+    script.write_text("".join(json.dumps(r) + "\n" for r in rules))
+    cfg = compose(["method=[videoarm_text_only]", "model=[]", "dataset=demo",
+                   f"+model.t={{backend:scripted,script:{script},record:{record},tools:true,images:false}}"])
+    model = dict(cfg["model"]["t"])
+    context = RunContext(video=clip[1], method_name="videoarm_text_only",
+                         method_config=dict(cfg["method"]["videoarm_text_only"]), model_name="t", model_config=model,
+                         seed=0, backend=open_backend(model, None), pixels=clip[0], memory=memory,
+                         memory_config={"memory": {"captioner": "perception"}})
+    result = VideoARMTextOnly(context).answer(QUESTION)
+    assert result.pred == "B" and result.trace["variant"] == "text_only"
+    # Frames 60–119 are seconds 2–4: only the second period's caption; nothing decoded, nothing attached.
+    snapshot = result.trace["hm3"]["scene_snapshots"][0]
+    assert "SINK-CUP" in snapshot["caption"] and "RED-CUP" not in snapshot["caption"]
+    assert result.trace["frames_decoded"] == 0 and result.trace["images_sent"] == 0
+    calls = _calls(record)
+    clip_call = next(c for c in calls if c["purpose"].startswith("clip"))
+    assert "SINK-CUP" in json.dumps(clip_call["payload"]) and not _images(clip_call)
+    assert "text-only" in calls[0]["payload"]["messages"][0]["content"][0]
+
+
 def test_the_controller_request_is_trimmed_to_the_model_limits(tmp_path, clip):
     rules = CAPTION_RULES + [{"match": "EARLY-CAPTION", "text": "B"}, {"text": "", "tool_calls": [SNAP]}]
     script, record = tmp_path / "script.jsonl", tmp_path / "calls.jsonl"

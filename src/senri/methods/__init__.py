@@ -17,3 +17,4 @@ METHODS.register("senri_agent_no_tg", "senri.methods.agent:SenriAgentNoTargetGui
 METHODS.register("senri_agent_no_pv", "senri.methods.agent:SenriAgentNoParallelVerifiers")
 METHODS.register("senri_agent_no_wm", "senri.methods.agent:SenriAgentNoWorkingMemory")
 METHODS.register("videoarm", "senri.methods.videoarm:VideoARM")
+METHODS.register("videoarm_text_only", "senri.methods.videoarm:VideoARMTextOnly")

@@ -37,7 +37,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 from senri.answers import parse_answer, question_block, split_reasoning
 from senri.backends.base import DEFAULT_MAX_TOKENS, Backend, ChatRequest, ChatResponse, ImagePart, Message
@@ -90,6 +90,11 @@ class VideoARM(Method):
     uses_model = True
     uses_pixels = True
     extra_code = ("decode.py", "methods/videoarm_tools.py")
+    #: Whether the tools read frames (VideoARM) or the caption memory (the text-only variant), and the prompt
+    #: files of the controller's system prompt and of the tool schemas.
+    reads_frames: ClassVar[bool] = True
+    system_role: ClassVar[str] = "system"
+    tools_role: ClassVar[str] = "tools"
 
     def __init__(self, context: RunContext) -> None:
         super().__init__(context)
@@ -116,10 +121,11 @@ class VideoARM(Method):
             self.tool_models[role] = self._tool_backend(role)
         for role, (name, backend) in [("controller", (context.model_name, context.backend)),
                                       *self.tool_models.items()]:
-            if not backend.capabilities.images:
+            if self.reads_frames and not backend.capabilities.images:
                 raise ValueError(f"method {context.method_name!r}: the {role} model {name!r} takes no images; "
                                  f"VideoARM's tools read frames and its controller sees snapshot mosaics, so it "
-                                 f"needs a vision-language model for every role")
+                                 f"needs a vision-language model for every role (method videoarm_text_only is a "
+                                 f"labelled text-only variant over the caption memory, never reported as VideoARM)")
         wanted = str(config.get("tool_interface", "auto"))
         if wanted not in TOOL_INTERFACES:
             raise ValueError(f"config.method.{context.method_name}.tool_interface: {wanted!r} is not one of "
@@ -133,7 +139,7 @@ class VideoARM(Method):
         # either way, and the controller is told so (A3).
         self.has_audio = bool(context.video.has_audio)
         self.audio_available = False
-        self.tools = json.loads(self.templates.render("tools", audio_max_frames=self.audio_max_frames,
+        self.tools = json.loads(self.templates.render(self.tools_role, audio_max_frames=self.audio_max_frames,
                                                       clip_max_frames=self.clip_max_frames))
 
     def _tool_backend(self, role: str) -> tuple[str, Backend]:
@@ -145,12 +151,17 @@ class VideoARM(Method):
             self.substitutions.append(f"{role}: the run's model {self.context.model_name!r} (tool_models.{role} "
                                       f"is null)")
             return self.context.model_name, self.context.backend
-        backend = open_backend(spec["config"], self.context.response_cache)
-        if backend is None:
-            raise ValueError(f"config.method.{self.context.method_name}.tool_models.{role}: model "
-                             f"{spec['name']!r} has no backend")
-        self._opened.append(backend)
-        return str(spec["name"]), backend
+        name = str(spec["name"])
+        if name == self.context.model_name:  # the run's own model named explicitly: one copy of it
+            return name, self.context.backend
+        opened = next((b for n, b in self.tool_models.values() if n == name), None)
+        if opened is None:  # caption and clip naming one model share one backend
+            opened = open_backend(spec["config"], self.context.response_cache)
+            if opened is None:
+                raise ValueError(f"config.method.{self.context.method_name}.tool_models.{role}: model "
+                                 f"{name!r} has no backend")
+            self._opened.append(opened)
+        return name, opened
 
     def close(self) -> None:
         for backend in self._opened:
@@ -159,7 +170,7 @@ class VideoARM(Method):
     # ------------------------------------------------------------------------------------ controller
     def _controller_messages(self, episode: Episode, step: int) -> list[Message]:
         """A-L1/A2/A-L6: what the controller sees at a step, rebuilt from HM³ and the latest mosaics."""
-        system = self.templates.render("system")
+        system = self.templates.render(self.system_role)
         if not self.audio_available:
             system += "\n\n" + self.templates.render("no_audio")
         if self.interface == "json":
@@ -353,22 +364,29 @@ class VideoARM(Method):
         count = int(wanted) if isinstance(wanted, int) and wanted in SNAPPER_COUNTS else SNAPPER_COUNTS[0]
         count = min(count, self.total_frames_limit)
         indices = [i for (s, e), n in zip(ranges, split_frames(ranges, count)) for i in sample_indices(s, e, n)]
-        frames, decoded = read_indexed_frames(self.context.pixels, self.clock, indices, self.snapshot_short_side)
-        episode.frames_decoded += decoded
-        grids = [ImagePart(encode_jpeg(m)) for m in mosaics(frames)]
         entry["intervals_s"] = [self.clock.interval_s(s, e) for s, e in ranges]
         entry["frame_indices"] = indices
-        caption, caption_error = self._caption(episode, step, ranges[0], grids)
+        caption, caption_error, images = self._look(episode, step, ranges, indices)
         reason = str(arguments.get("reason", ""))
         for start, end in ranges:
             episode.hm3["scene_snapshots"].append({"iteration": step, "frame_interval": [start, end],
                                                    "reason": reason, "caption": caption})
-        episode.images = grids  # A-T3: the latest snapshot replaces the earlier mosaics
+        episode.images = images  # A-T3: the latest snapshot replaces the earlier mosaics
         seconds = sum(self.clock.seconds(e) - self.clock.seconds(s) for s, e in ranges)
-        return {"status": "success", "frames_loaded": len(frames), "frame_ranges": [list(r) for r in ranges],
+        return {"status": "success", "frames_loaded": len(indices), "frame_ranges": [list(r) for r in ranges],
                 "total_duration": f"{seconds:.1f}s", "caption": caption, "reason": reason,
-                "message": f"{len(frames)} frames in {len(grids)} mosaic(s) attached for the next step",
+                "message": f"{len(indices)} frames looked at; {len(images)} image(s) attached for the next step",
                 **({"caption_error": caption_error} if caption_error else {})}
+
+    def _look(self, episode: Episode, step: int, ranges: list[tuple[int, int]],
+              indices: list[int]) -> tuple[str, str | None, list[ImagePart]]:
+        """The snapshot itself: the frames as 3×2 mosaics, captioned by the caption model (A-T2); returns the
+        caption, the caption error (or None) and the mosaics to attach."""
+        frames, decoded = read_indexed_frames(self.context.pixels, self.clock, indices, self.snapshot_short_side)
+        episode.frames_decoded += decoded
+        grids = [ImagePart(encode_jpeg(m)) for m in mosaics(frames)]
+        caption, caption_error = self._caption(episode, step, ranges[0], grids)
+        return caption, caption_error, grids
 
     def _tool_request(self, role: str, system: str, user: str, images: list[ImagePart], episode: Episode,
                       purpose: str) -> tuple[ChatRequest, Backend, list[str]]:
@@ -421,15 +439,10 @@ class VideoARM(Method):
         if start == end:
             raise ValueError(f"clip_analyzer needs a range of more than one frame, got {start}–{end}")
         indices = sample_indices(start, end, self.clip_max_frames)
-        frames, decoded = read_indexed_frames(self.context.pixels, self.clock, indices, self.clip_short_side)
-        episode.frames_decoded += decoded
         entry["intervals_s"] = [self.clock.interval_s(start, end)]
         entry["frame_indices"] = indices
         sub_question = str(arguments["question"])
-        request, backend, trims = self._tool_request(
-            "clip", self.templates.render("clip_system", n_frames=len(frames), start_frame=start, end_frame=end),
-            self.templates.render("clip_user", question=sub_question), [ImagePart(encode_jpeg(f)) for f in frames],
-            episode, f"clip:{step}")
+        request, backend, trims = self._clip_request(episode, step, start, end, indices, sub_question)
         response = backend.complete_many([request])[0]
         episode.book("clip", request, response)
         if trims:
@@ -441,8 +454,18 @@ class VideoARM(Method):
         episode.hm3["clip_analyses"].append({"iteration": step, "frame_interval": [start, end],
                                              "question": sub_question, "answer": answer,
                                              "confidence": confidence, "reason": reason})
-        return {"status": "success", "frame_range": [start, end], "sampled_frames": len(frames), "answer": answer,
+        return {"status": "success", "frame_range": [start, end], "sampled_frames": len(indices), "answer": answer,
                 "confidence": confidence, "confidence_rule": rule, "question": sub_question, "reason": reason}
+
+    def _clip_request(self, episode: Episode, step: int, start: int, end: int, indices: list[int],
+                      sub_question: str) -> tuple[ChatRequest, Backend, list[str]]:
+        """The clip analyzer's request: the range's frames as single images with the sub-question (A6)."""
+        frames, decoded = read_indexed_frames(self.context.pixels, self.clock, indices, self.clip_short_side)
+        episode.frames_decoded += decoded
+        return self._tool_request(
+            "clip", self.templates.render("clip_system", n_frames=len(frames), start_frame=start, end_frame=end),
+            self.templates.render("clip_user", question=sub_question), [ImagePart(encode_jpeg(f)) for f in frames],
+            episode, f"clip:{step}")
 
     def _audio_transcriber(self, episode: Episode, step: int, arguments: Mapping[str, Any],
                            entry: dict[str, Any]) -> dict[str, Any]:
@@ -455,3 +478,56 @@ class VideoARM(Method):
         return (f"videoarm: {self.interface} tool interface; controller {self.context.model_name}, "
                 + ", ".join(f"{role} {name}" for role, (name, _) in self.tool_models.items()))
 
+
+class VideoARMTextOnly(VideoARM):
+    """``videoarm_text_only``: VideoARM's control loop for a text-only model, labelled as such (never reported
+    as VideoARM, whose tools read pixels). Its tools read the video's caption memory over the asked range in
+    place of frames (the spec's CPU fallback, A-X2): ``scene_snapper`` returns the captions of the memory
+    periods the ranges overlap (no model call, nothing attached), ``clip_analyzer`` gives the clip model those
+    captions and the sub-question. Frame indices and their seconds are the video's, as in VideoARM."""
+
+    uses_memory = True
+    reads_frames = False
+    system_role = "text_system"
+    tools_role = "text_tools"
+
+    def __init__(self, context: RunContext) -> None:
+        import polars as pl
+
+        from senri.records import MemoryRow, read_table
+
+        super().__init__(context)
+        if context.memory is None:
+            raise ValueError(f"method {context.method_name!r} reads the caption memory; none was given")
+        table = read_table(context.memory, MemoryRow).filter(pl.col("error").is_null()).sort("start_s")
+        self.captions = [(row["start_s"], row["end_s"], row["text"]) for row in table.iter_rows(named=True)]
+        if not self.captions:
+            raise ValueError(f"{context.memory}: the memory holds no caption")
+        self.captioner = str((context.memory_config or {}).get("memory", {}).get("captioner", "unknown"))
+
+    def memory_text(self, ranges: list[tuple[int, int]]) -> str:
+        """The captions of every memory period that overlaps one of the frame ranges, once each, in time order,
+        as ``[start–end s] text`` lines."""
+        spans = [(self.clock.seconds(s), self.clock.seconds(e)) for s, e in ranges]
+        def overlaps(a: float, b: float, start: float, end: float) -> bool:  # periods are half-open [a, b)
+            return a < end and b > start if end > start else a <= start < b
+
+        lines = [f"[{a:.1f}–{b:.1f} s] {text}" for a, b, text in self.captions
+                 if any(overlaps(a, b, start, end) for start, end in spans)]
+        return "\n".join(lines) or "(no caption covers this range)"
+
+    def _look(self, episode: Episode, step: int, ranges: list[tuple[int, int]],
+              indices: list[int]) -> tuple[str, str | None, list[ImagePart]]:
+        return self.memory_text(ranges), None, []
+
+    def _clip_request(self, episode: Episode, step: int, start: int, end: int, indices: list[int],
+                      sub_question: str) -> tuple[ChatRequest, Backend, list[str]]:
+        return self._tool_request(
+            "clip", self.templates.render("text_clip_system", start_frame=start, end_frame=end,
+                                          captions=self.memory_text([(start, end)])),
+            self.templates.render("clip_user", question=sub_question), [], episode, f"clip:{step}")
+
+    def _finish(self, episode: Episode, answer_text: str | None, forced: bool) -> MethodAnswer:
+        answer = super()._finish(episode, answer_text, forced)
+        answer.trace.update(variant="text_only", memory_captioner=self.captioner)
+        return answer
