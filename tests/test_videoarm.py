@@ -393,10 +393,10 @@ def test_videoarm_runs_through_the_dag_with_a_tiny_vlm(tmp_path):
              {"text": "", "tool_calls": [{"name": "scene_snapper", "arguments": {
                  "frame_ranges": [{"start_frame": 0, "end_frame": 100000}], "num_frames": 30, "reason": "overview"}}]}]
     script.write_text("".join(json.dumps(r) + "\n" for r in rules))
-    overrides = ("dataset.demo.places_per_video=5 dataset.demo.place_s=12 dataset.demo.turn_s=2 sampling.build=[] "
-                 "anonymize.stride=30 method=[videoarm] model=[] "
+    overrides = ("dataset.demo.n_videos=1 dataset.demo.places_per_video=5 dataset.demo.place_s=12 "
+                 "dataset.demo.turn_s=2 sampling.build=[] anonymize.stride=30 method=[videoarm] model=[] "
                  f"+model.ctl={{backend:scripted,script:{script},tools:true}} "
-                 f"+model.tiny={{backend:transformers,path:{model},max_tokens:4}} "
+                 f"+model.tiny={{backend:transformers,path:{model},max_tokens:4,max_tokens_cap:4}} "
                  "method.videoarm.tool_models.caption=tiny method.videoarm.tool_models.clip=tiny "
                  "method.videoarm.max_iterations=2 method.videoarm.clip_max_frames=8")
     snakemake(tmp_path, "-c2", "--config", f"overrides={overrides}")
@@ -412,5 +412,5 @@ def test_videoarm_runs_through_the_dag_with_a_tiny_vlm(tmp_path):
     tiny = pl.read_parquet(tmp_path / "results/predictions/videoarm/tiny/demo_01.parquet")
     assert tiny["error"].is_null().all()  # random weights: answers are noise, but every question ran
     assert all(json.loads(t)["interface"] == "json" for t in tiny["trace"])
-    main = (tmp_path / "results/tables/main.md").read_text()
-    assert "Evidence Seeking" in main and "videoarm" in main
+    table2 = (tmp_path / "results/report/tables/main.md").read_text()  # the report's Table 2, grouped by approach
+    assert table2.startswith("**Evidence Seeking**") and "| videoarm | ctl | none | 16 |" in table2
