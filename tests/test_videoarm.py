@@ -414,3 +414,16 @@ def test_videoarm_runs_through_the_dag_with_a_tiny_vlm(tmp_path):
     assert all(json.loads(t)["interface"] == "json" for t in tiny["trace"])
     table2 = (tmp_path / "results/report/tables/main.md").read_text()  # the report's Table 2, grouped by approach
     assert table2.startswith("**Evidence Seeking**") and "| videoarm | ctl | none | 16 |" in table2
+
+
+def test_tool_models_are_named_model_configs_in_the_answer_slice():
+    from senri.config import ConfigError, stage_slice
+
+    base = ["method=[videoarm]", "model=[smollm2]", "dataset=demo"]
+    cfg = compose([*base, "method.videoarm.tool_models.clip=qwen25vl3b_hf"])
+    spec = stage_slice(cfg, "answer", method="videoarm", model="smollm2")["method"]
+    assert spec["tool_model_configs"]["clip"]["name"] == "qwen25vl3b_hf"
+    assert spec["tool_model_configs"]["clip"]["config"]["backend"] == "transformers"
+    assert "caption" not in spec["tool_model_configs"]  # null: the run's model, recorded at run time
+    with pytest.raises(ConfigError, match="config.method.videoarm.tool_models.caption: 'nosuch'"):
+        compose([*base, "method.videoarm.tool_models.caption=nosuch"])
