@@ -427,3 +427,24 @@ def test_tool_models_are_named_model_configs_in_the_answer_slice():
     assert "caption" not in spec["tool_model_configs"]  # null: the run's model, recorded at run time
     with pytest.raises(ConfigError, match="config.method.videoarm.tool_models.caption: 'nosuch'"):
         compose([*base, "method.videoarm.tool_models.caption=nosuch"])
+
+
+def test_questions_advance_together_in_batches_and_answer_as_one_by_one(tmp_path, clip):
+    from dataclasses import replace
+
+    rules = CAPTION_RULES + [
+        {"match": "CLIP-ANSWER", "text": "The answer is B."},
+        {"match": "EARLY-CAPTION", "text": "", "tool_calls": [CLIP]},
+        {"text": "", "tool_calls": [SNAP]},
+    ]
+    questions = [replace(QUESTION, qid=f"q{k}", question=f"Where did I put cup {k}?") for k in range(3)]
+    method, record = _method(tmp_path, clip, rules, tools=True)
+    together = method.answer_many(questions)
+    purposes = [c["purpose"] for c in _calls(record)]
+    # Each round sends every question's pending call at once: 3 controller steps, then 3 captions, and so on.
+    assert purposes[:6] == ["controller:1"] * 3 + ["caption:1"] * 3
+    assert purposes[6:9] == ["controller:2"] * 3 and purposes[-3:] == ["controller:3"] * 3
+    alone = [method.answer(q) for q in questions]
+    assert [a.pred for a in together] == [a.pred for a in alone] == ["B"] * 3
+    for a, b in zip(together, alone):
+        assert a.trace["hm3"] == b.trace["hm3"] and a.trace["tool_statistics"] == b.trace["tool_statistics"]

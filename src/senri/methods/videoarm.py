@@ -26,6 +26,9 @@ Tool calling (one mapping, ``tool_interface``): a backend that declares OpenAI-c
 is given the same schemas in the prompt (``actions_json.txt``) and replies ``{"tool": name, "arguments":
 {...}}``; both become the same ``{"name", "arguments"}`` calls.
 
+Questions of one batch advance together (:meth:`VideoARM.answer_many`): each episode is a generator of
+model calls, and every round sends the pending calls of all questions to each model in one batch.
+
 Models (A-M5, S1): the run's model is the controller; the caption and clip-analyzer models are named in
 ``tool_models`` (null: the run's model stands in, recorded in the trace's ``substitutions``). All three must
 take images: VideoARM reads pixels, so a text-only model is refused at start.
@@ -37,7 +40,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Generator, Mapping, Sequence, TypeVar
 
 from senri.answers import parse_answer, question_block, split_reasoning
 from senri.backends.base import DEFAULT_MAX_TOKENS, Backend, ChatRequest, ChatResponse, ImagePart, Message
@@ -54,6 +57,10 @@ log = logging.getLogger(__name__)
 TOOL_INTERFACES = ("auto", "function_calling", "json")
 FORCED_FALLBACK = "Maximum iterations reached without a conclusive answer."
 TOOL_ROLES = ("caption", "clip")
+T = TypeVar("T")
+#: A part of an episode that makes model calls: it yields ``(backend, request)``, is sent the response, and
+#: returns its result (``yield from`` chains them; :meth:`VideoARM.answer_many` drives them in batches).
+Steps = Generator[tuple[Backend, ChatRequest], ChatResponse, T]
 
 
 def empty_hm3() -> dict[str, list]:
@@ -227,6 +234,36 @@ class VideoARM(Method):
         return json_actions(split_reasoning(response.text)[0])
 
     def answer(self, question: Question) -> MethodAnswer:
+        return self.answer_many([question])[0]
+
+    def answer_many(self, questions: Sequence[Question]) -> list[MethodAnswer]:
+        """The questions' episodes advance together: each round, every episode's next call goes to its model
+        in one batch per model (the controller's steps of all questions, then their tool calls), so a GPU or
+        remote backend overlaps them; each episode alone is exactly :meth:`_episode`."""
+        episodes = {i: self._episode(q) for i, q in enumerate(questions)}
+        results: dict[int, MethodAnswer] = {}
+        pending: dict[int, tuple[Backend, ChatRequest]] = {}
+
+        def advance(i: int, response: ChatResponse | None) -> None:
+            try:
+                pending[i] = episodes[i].send(response)
+            except StopIteration as done:
+                results[i] = done.value
+
+        for i in episodes:
+            advance(i, None)
+        while pending:
+            waiting = list(pending.items())
+            pending.clear()
+            for backend in {id(b): b for b, _ in (call for _, call in waiting)}.values():
+                mine = [(i, request) for i, (b, request) in waiting if b is backend]
+                for (i, _), response in zip(mine, backend.complete_many([r for _, r in mine])):
+                    advance(i, response)
+        return [results[i] for i in range(len(questions))]
+
+    def _episode(self, question: Question) -> Steps[MethodAnswer]:
+        """One question's control loop (A-L1…A-L4), as a generator that yields each model call ``(backend,
+        request)`` and is sent its response."""
         episode = Episode(question, CallTally())
         answer_text: str | None = None
         forced = False
@@ -239,7 +276,7 @@ class VideoARM(Method):
             for attempt in range(self.error_recalls + 1):
                 request = self._fit(backend, lambda view, s=step, a=attempt: self._controller_request(
                     self._controller_messages(view, s), tool_choice, f"controller:{s}", a), episode, trims)
-                response = self.chat_many([request])[0]
+                response = yield backend, request
                 episode.book("controller", request, response)
                 calls = self._calls_of(response)
                 if response.error or calls or not is_error_like(split_reasoning(response.text)[0]):
@@ -255,7 +292,7 @@ class VideoARM(Method):
             if calls:
                 record["tool_calls"] = [c["name"] for c in calls]
                 for call in calls:
-                    self._run_tool(episode, step, call)
+                    yield from self._run_tool(episode, step, call)
                 continue
             reply = split_reasoning(response.text)[0]
             if step == 1:
@@ -269,10 +306,10 @@ class VideoARM(Method):
             break
         if answer_text is None:
             forced = True
-            answer_text = self._forced_answer(episode)
+            answer_text = yield from self._forced_answer(episode)
         return self._finish(episode, answer_text, forced)
 
-    def _forced_answer(self, episode: Episode) -> str:
+    def _forced_answer(self, episode: Episode) -> Steps[str]:
         """A-L4: the last step's view plus the forced-answer instruction (A4), no tools."""
         episode.tally.count("forced_answers")
         trims: list[str] = []
@@ -283,7 +320,7 @@ class VideoARM(Method):
             return self._controller_request(messages, "none", "controller:forced")
 
         request = self._fit(self.context.backend, build, episode, trims)
-        response = self.chat_many([request])[0]
+        response = yield self.context.backend, request
         episode.book("controller", request, response)
         episode.steps.append({"iteration": "forced", "images": request.n_images(), "reply": response.text,
                               "trims": trims, "prompt_tokens": response.prompt_tokens,
@@ -321,7 +358,7 @@ class VideoARM(Method):
                             episode.tally, trace)
 
     # ----------------------------------------------------------------------------------------- tools
-    def _run_tool(self, episode: Episode, step: int, call: Mapping[str, str]) -> None:
+    def _run_tool(self, episode: Episode, step: int, call: Mapping[str, str]) -> Steps[None]:
         """Run one tool call and log it (A-F1's tool_calls_log, plus frames decoded, images sent and source
         seconds); a bad call returns ``{"error": …}`` and changes nothing (A-T6)."""
         started = time.perf_counter()
@@ -334,7 +371,7 @@ class VideoARM(Method):
                     "audio_transcriber": self._audio_transcriber}.get(call["name"])
             if tool is None:
                 raise ValueError(f"unknown tool {call['name']!r}")
-            result = tool(episode, step, arguments, entry)
+            result = yield from tool(episode, step, arguments, entry)
         except (ValueError, TypeError, KeyError) as exc:
             result = {"error": str(exc)}
         entry.update(result=result, execution_time=round(time.perf_counter() - started, 3),
@@ -352,7 +389,7 @@ class VideoARM(Method):
         return start, end
 
     def _scene_snapper(self, episode: Episode, step: int, arguments: Mapping[str, Any],
-                       entry: dict[str, Any]) -> dict[str, Any]:
+                       entry: dict[str, Any]) -> Steps[dict[str, Any]]:
         """A-T2/A-T3/A-M2: sample frames over the ranges, make the mosaics, caption them, attach them."""
         raw = arguments.get("frame_ranges")
         if not isinstance(raw, list) or not raw:
@@ -366,7 +403,7 @@ class VideoARM(Method):
         indices = [i for (s, e), n in zip(ranges, split_frames(ranges, count)) for i in sample_indices(s, e, n)]
         entry["intervals_s"] = [self.clock.interval_s(s, e) for s, e in ranges]
         entry["frame_indices"] = indices
-        caption, caption_error, images = self._look(episode, step, ranges, indices)
+        caption, caption_error, images = yield from self._look(episode, step, ranges, indices)
         reason = str(arguments.get("reason", ""))
         for start, end in ranges:
             episode.hm3["scene_snapshots"].append({"iteration": step, "frame_interval": [start, end],
@@ -379,13 +416,13 @@ class VideoARM(Method):
                 **({"caption_error": caption_error} if caption_error else {})}
 
     def _look(self, episode: Episode, step: int, ranges: list[tuple[int, int]],
-              indices: list[int]) -> tuple[str, str | None, list[ImagePart]]:
+              indices: list[int]) -> Steps[tuple[str, str | None, list[ImagePart]]]:
         """The snapshot itself: the frames as 3×2 mosaics, captioned by the caption model (A-T2); returns the
         caption, the caption error (or None) and the mosaics to attach."""
         frames, decoded = read_indexed_frames(self.context.pixels, self.clock, indices, self.snapshot_short_side)
         episode.frames_decoded += decoded
         grids = [ImagePart(encode_jpeg(m)) for m in mosaics(frames)]
-        caption, caption_error = self._caption(episode, step, ranges[0], grids)
+        caption, caption_error = yield from self._caption(episode, step, ranges[0], grids)
         return caption, caption_error, grids
 
     def _tool_request(self, role: str, system: str, user: str, images: list[ImagePart], episode: Episode,
@@ -415,13 +452,13 @@ class VideoARM(Method):
         return request, backend, trims
 
     def _caption(self, episode: Episode, step: int, first: tuple[int, int],
-                 grids: list[ImagePart]) -> tuple[str, str | None]:
+                 grids: list[ImagePart]) -> Steps[tuple[str, str | None]]:
         """A5: one sentence over all mosaics of the call (the prompt names the first range only, as A5 says)."""
         request, backend, trims = self._tool_request(
             "caption", self.templates.render("caption_system"),
             self.templates.render("caption_user", start_frame=first[0], end_frame=first[1]), grids, episode,
             f"caption:{step}")
-        response = backend.complete_many([request])[0]
+        response = yield backend, request
         episode.book("caption", request, response)
         if trims:
             episode.steps[-1].setdefault("trims", []).extend(trims)
@@ -430,7 +467,7 @@ class VideoARM(Method):
         return first_caption_line(split_reasoning(response.text)[0]), None
 
     def _clip_analyzer(self, episode: Episode, step: int, arguments: Mapping[str, Any],
-                       entry: dict[str, Any]) -> dict[str, Any]:
+                       entry: dict[str, Any]) -> Steps[dict[str, Any]]:
         """A-T5/A-M4: up to 50 single frames of one range and a sub-question → answer and confidence."""
         for key in ("frame_range", "question", "reason"):
             if key not in arguments:
@@ -443,7 +480,7 @@ class VideoARM(Method):
         entry["frame_indices"] = indices
         sub_question = str(arguments["question"])
         request, backend, trims = self._clip_request(episode, step, start, end, indices, sub_question)
-        response = backend.complete_many([request])[0]
+        response = yield backend, request
         episode.book("clip", request, response)
         if trims:
             episode.steps[-1].setdefault("trims", []).extend(trims)
@@ -468,8 +505,9 @@ class VideoARM(Method):
             episode, f"clip:{step}")
 
     def _audio_transcriber(self, episode: Episode, step: int, arguments: Mapping[str, Any],
-                           entry: dict[str, Any]) -> dict[str, Any]:
+                           entry: dict[str, Any]) -> Steps[dict[str, Any]]:
         """A-T4/A-M3: senri has no speech recognizer, so nothing is added to HM³; the status says why."""
+        yield from ()  # a tool like the others (a generator of model calls), but it calls none
         if not self.has_audio:
             return {"status": "no_audio", "message": "the video has no audio track"}
         return {"status": "unavailable", "message": "no speech recognition model is configured in senri"}
@@ -517,7 +555,8 @@ class VideoARMTextOnly(VideoARM):
         return "\n".join(lines) or "(no caption covers this range)"
 
     def _look(self, episode: Episode, step: int, ranges: list[tuple[int, int]],
-              indices: list[int]) -> tuple[str, str | None, list[ImagePart]]:
+              indices: list[int]) -> Steps[tuple[str, str | None, list[ImagePart]]]:
+        yield from ()  # no model call: the captions are the memory's
         return self.memory_text(ranges), None, []
 
     def _clip_request(self, episode: Episode, step: int, start: int, end: int, indices: list[int],
