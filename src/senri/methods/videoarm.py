@@ -124,15 +124,13 @@ class VideoARM(Method):
         self.tool_models: dict[str, tuple[str, Backend]] = {}
         self._opened: list[Backend] = []
         self.substitutions: list[str] = []
-        for role in TOOL_ROLES:
-            self.tool_models[role] = self._tool_backend(role)
-        for role, (name, backend) in [("controller", (context.model_name, context.backend)),
-                                      *self.tool_models.items()]:
-            if self.reads_frames and not backend.capabilities.images:
-                raise ValueError(f"method {context.method_name!r}: the {role} model {name!r} takes no images; "
-                                 f"VideoARM's tools read frames and its controller sees snapshot mosaics, so it "
-                                 f"needs a vision-language model for every role (method videoarm_text_only is a "
-                                 f"labelled text-only variant over the caption memory, never reported as VideoARM)")
+        try:
+            for role in TOOL_ROLES:
+                self.tool_models[role] = self._tool_backend(role)
+            self._check_models()
+        except Exception:
+            self.close()  # the answer stage closes only a method it has
+            raise
         wanted = str(config.get("tool_interface", "auto"))
         if wanted not in TOOL_INTERFACES:
             raise ValueError(f"config.method.{context.method_name}.tool_interface: {wanted!r} is not one of "
@@ -148,6 +146,17 @@ class VideoARM(Method):
         self.audio_available = False
         self.tools = json.loads(self.templates.render(self.tools_role, audio_max_frames=self.audio_max_frames,
                                                       clip_max_frames=self.clip_max_frames))
+
+    def _check_models(self) -> None:
+        """VideoARM reads pixels: every role's model must take images (the text-only variant's need not)."""
+        context = self.context
+        for role, (name, backend) in [("controller", (context.model_name, context.backend)),
+                                      *self.tool_models.items()]:
+            if self.reads_frames and not backend.capabilities.images:
+                raise ValueError(f"method {context.method_name!r}: the {role} model {name!r} takes no images; "
+                                 f"VideoARM's tools read frames and its controller sees snapshot mosaics, so it "
+                                 f"needs a vision-language model for every role (method videoarm_text_only is a "
+                                 f"labelled text-only variant over the caption memory, never reported as VideoARM)")
 
     def _tool_backend(self, role: str) -> tuple[str, Backend]:
         """A tool role's model: its own config (``tool_models``), or the run's model standing in for it."""
