@@ -6,7 +6,9 @@ candidate = absolute interval + description) or ``answer`` — for at most ``max
 forced answer round. Every action carries a short ``rationale`` (kept in the trace).
 
 ``senri_agent`` adds ``verify``: 1–3 target-guided visual checks (:mod:`senri.verify`), each split into
-adaptive temporal cells (at most ``max_cells_per_round`` per verify, a safety cap recorded in the trace),
+adaptive temporal cells (at most ``max_cells_per_round`` per verify — 600 by default, so the paper's 3 checks
+over 800-s windows at f = 1, B = 8 stay uncapped — a safety cap recorded in the trace with the seconds of each
+window the kept cells cover),
 each cell inspected by a choice-blind verifier: it sees the check's target context, objective and
 requirements and the cell's frames — as a 1 frame/s carrier video where the backend takes video, as images
 labelled with their carrier offsets otherwise — and their timestamps (each sampled span's source interval and
@@ -15,7 +17,16 @@ on the carrier) are mapped back to source time. All cells go in one batch (the b
 parallel); malformed replies get one repair, batched too. Problems of a verify (dropped windows, clamps,
 caps, refused checks) are shown to the controller in the next round. An updater LLM, under its own system
 prompt, keeps a bounded working memory: a note and at most 3 reports with 4 evidence frames each, copied
-unchanged, chosen from the retained reports plus the latest batch.
+unchanged, chosen from the retained reports plus the latest batch; when the update fails, the batch's newest
+reports are kept within the bound and the controller is told.
+
+Nothing is lost silently (issue 24): the updater's and the controller's requests are sized against the model
+config's limits before they are sent, leaving out the oldest evidence first, frames before reports
+(:func:`fit_evidence`, each trim on its call's trace entry); an invalid reply is answered in the next round
+with what was wrong (``feedback_invalid.txt``); the forced round's schema requires the letter and an invalid
+forced reply still goes through the answer parser; and every such event is a run-health count of the
+question's prediction row (forced answers and recoveries, context trims, capped cells and the seconds seen,
+failed memory updates, stripped and refused checks, repeated queries).
 
 Ablations (Table 4): ``senri_agent_no_tg`` (a general observation prompt under its own system prompt, no
 requirement list, summaries without R-ids),
@@ -303,7 +314,8 @@ class MemorySearch(Method):
         """One controller round; its request sized to the model's limits first (the evidence it shows trimmed
         by :data:`TRIM_RULE`). Returns the reply and the trim record (None: nothing left out)."""
         names, form = self._actions_text(forced, round_no)
-        shown, trim = self._shown_reports(ep) if self.can_verify else [], None
+        shown: list[Evidence] = self._shown_reports(ep) if self.can_verify else []
+        trim = None
         if shown:
             shown, trim = self._fit(shown, lambda chosen: self._controller_messages(ep, round_no, forced, chosen),
                                     "controller", ep.tally)
