@@ -622,8 +622,10 @@ def test_the_no_wm_controller_request_is_sized_to_the_image_limit_oldest_evidenc
     assert all(p["time_s"] >= 70 for p in images)   # the newest report's last frames are what is left
     control = [c for c in json.loads(row["trace"])["calls"] if c["call"] == "control"][1]
     assert control["trim"]["rule"] == "oldest evidence first, frames before reports"
-    assert control["trim"]["frames_left_out"] > 0 and control["trim"]["reports_left_out"] == []
+    # 4 reports x 6 cited frames = 24 images, 3 allowed: the 21 oldest frames go, no report.
+    assert control["trim"]["frames_left_out"] == 21 and control["trim"]["reports_left_out"] == []
     assert row["context_trims"] == 1 and row["pred"] == "C"
+    assert "the oldest evidence was left out of this request: 21 evidence frame(s)" in _texts(second, "user")
 
 
 def test_the_updater_request_is_sized_to_the_image_limit_and_the_trim_recorded(shop, tmp_path):

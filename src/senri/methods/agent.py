@@ -243,7 +243,10 @@ class MemorySearch(Method):
         return ep.retained if self.working_memory else ep.reports
 
     def _working_memory_text(self, ep: Episode, shown: list[Evidence]) -> str:
-        if not self.can_verify or not (shown or ep.note):
+        """The note and the reports ``shown`` (all of them, or what :func:`fit_evidence` kept: then a line
+        says what was left out, so the controller does not take a trimmed view for the whole evidence)."""
+        full = self._shown_reports(ep)
+        if not self.can_verify or not (full or ep.note):
             return ""
         lines = [""]
         if self.working_memory:
@@ -254,6 +257,13 @@ class MemorySearch(Method):
             lines.append("All verifier reports so far (their evidence frames are shown above):"
                          if shown else "No verifier report yet.")
         lines += [e.report.summary() for e in shown]
+        kept = {e.report.report_id for e in shown}
+        frames_out = sum(len(e.frames) for e in full) - sum(len(e.frames) for e in shown)
+        reports_out = [e.report.report_id for e in full if e.report.report_id not in kept]
+        if frames_out or reports_out:
+            lines.append(self.prompt_set.render(
+                "evidence_left_out", frames=frames_out,
+                reports=f" and the reports {', '.join(reports_out)}" if reports_out else ""))
         return "\n".join(lines) + "\n"
 
     def _evidence_parts(self, evidence: list[Evidence], per_report: int | None = None) -> list[Part]:
