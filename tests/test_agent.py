@@ -661,6 +661,12 @@ def test_evidence_trimming_leaves_out_frames_before_reports_oldest_first():
     assert [e.report.report_id for e in kept] == ["r2", "r3"] and trim["reports_left_out"] == ["r1"]
     kept, trim = fit_evidence(pool, fits_when(6, 3))
     assert kept == pool and trim is None
+    # A request that shows no frames (a text-only updater) leaves out only whole reports, frames untouched.
+    kept, trim = fit_evidence(pool, lambda kept: None if len(kept) <= 1 else "too big", frames=False)
+    assert [e.report.report_id for e in kept] == ["r3"] and kept[0].frames == pool[2].frames
+    assert trim["frames_left_out"] == 0 and trim["reports_left_out"] == ["r1", "r2"]
+    kept, trim = fit_evidence(pool, lambda kept: "always too big")
+    assert kept == [] and trim["still_over"] == "always too big"
 
 
 def test_an_invalid_forced_reply_goes_through_the_answer_parser(shop, tmp_path):

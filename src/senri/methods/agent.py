@@ -104,19 +104,20 @@ def _age(evidence: Evidence) -> int:
     return int(digits) if digits.isdigit() else 0
 
 
-def fit_evidence(pool: list[Evidence], fits: Callable[[list[Evidence]], str | None]
+def fit_evidence(pool: list[Evidence], fits: Callable[[list[Evidence]], str | None], frames: bool = True
                  ) -> tuple[list[Evidence], dict[str, Any] | None]:
     """The evidence a request can carry within the model's limits, by one rule: **oldest evidence first** is
     left out, **frames before reports** — first the evidence frames, the oldest report's first, then whole
     reports, oldest first — and no more than needed (the fewest left out for which ``fits`` says the request
     fits; ``fits`` returns why a request would not fit, or None). Returns the evidence kept (pool order) and
     the trim record for the call's trace entry, or None when the whole pool fits. When even nothing fits,
-    everything is left out and the record says why (``still_over``)."""
+    everything is left out and the record says why (``still_over``). ``frames=False``: the request shows no
+    frames (a text-only model, ``updater_images: false``), so only whole reports are left out."""
     why = fits(pool)
     if why is None:
         return pool, None
     order = sorted(range(len(pool)), key=lambda i: _age(pool[i]))
-    units = [(i, j) for i in order for j in range(len(pool[i].frames))] + [(i, -1) for i in order]
+    units = [(i, j) for i in order for j in range(len(pool[i].frames) if frames else 0)] + [(i, -1) for i in order]
 
     def trimmed(k: int) -> list[Evidence]:
         gone = set(units[:k])
@@ -296,8 +297,10 @@ class MemorySearch(Method):
         if backend is None or not evidence:
             return evidence, None
         max_tokens = self.role_max_tokens(role)
+        capabilities = self._capabilities
+        frames = capabilities is not None and capabilities.images and (role != "updater" or self.updater_images)
         kept, trim = fit_evidence(evidence, lambda chosen: overflow(
-            backend, ChatRequest(messages=messages_for(chosen), max_tokens=max_tokens)))
+            backend, ChatRequest(messages=messages_for(chosen), max_tokens=max_tokens)), frames)
         if trim is not None:
             tally.count("context_trims")
         return kept, trim
@@ -583,6 +586,8 @@ class MemorySearch(Method):
         return {"note": ep.note, "kept": selected, "truncated": truncated, "dropped_unknown_ids": unknown}
 
     def _memory_update_failed(self, ep: Episode, pool: dict[str, Evidence], error: str) -> dict[str, Any]:
+        """The pool's newest reports within the bound become the working memory (the note stays as it was);
+        the controller hears it next round and the failure is counted."""
         recent = sorted(pool.values(), key=_age, reverse=True)[: self.wm_reports]
         ep.retained = [Evidence(e.report, e.frames[: self.wm_frames]) for e in recent]
         kept = [e.report.report_id for e in ep.retained]
