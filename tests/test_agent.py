@@ -707,6 +707,8 @@ def test_choice_blind_stripping_keeps_lone_numbers_and_common_words():
     relation = ("Where was the door relative to me when I picked up the figure?",
                 ["left", "right", "in front", "behind"])
     assert strip_choice_text("note whether the door is on my left", *relation)[1] == []
+    assert strip_choice_text("the door at my front left", *relation)[1] == []   # a direction, not a list
+    assert strip_choice_text('is it "left" / "behind"?', *relation)[0] == 'is it "[…]"?'
     assert strip_choice_text("is the door on my left or right", *relation) == ("is the door on my […]",
                                                                               ["left or right"])
     named = ("Which shop did I visit?", ["the Kite Shop", "a tea house", "the red ceramic mug stall", "a bank"])

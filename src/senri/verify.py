@@ -176,8 +176,11 @@ def normalised(text: str) -> str:
 _FUNCTION_WORDS = frozenset(
     "a an the my me i his her their its our your this that these those to of in on at by for with from into onto "
     "and or is was were are be".split())
-#: What may stand between options listed side by side: punctuation and a connective ("3, 4 or 5", "left/right").
-_BETWEEN_OPTIONS = re.compile(r"[\s,;:/()\"'-]*(?:(?:or|and|nor|vs\.?|versus)(?!\w)[\s,;:/()\"'-]*)?", re.IGNORECASE)
+#: What stands between options listed side by side: a separator or connective ("3, 4 or 5", "left/right"),
+#: quotes or brackets around them; mere space is not a list ("front left" with options front and left).
+_QUOTES = r"[\s\"'()\[\]]*"
+_SEPARATOR = r"(?:[,;/|]|(?<!\w)(?:or|and|nor|vs\.?|versus)(?!\w))"
+_BETWEEN_OPTIONS = re.compile(f"{_QUOTES}{_SEPARATOR}(?:{_QUOTES}{_SEPARATOR})*{_QUOTES}", re.IGNORECASE)
 #: A long name: one word of at least this many letters.
 LONG_NAME = 12
 STRIPPED = "question/option text removed"
