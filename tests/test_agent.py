@@ -781,3 +781,25 @@ def test_a_search_repeating_an_earlier_query_is_counted(shop, tmp_path):
     assert row["repeated_queries"] == 4   # the same query five times: four repeats
     fresh, _ = run_agent(shop, tmp_path, "senri_agent")
     assert fresh["repeated_queries"] == 0
+
+
+def test_over_the_context_window_the_oldest_reports_are_left_out(shop, tmp_path):
+    """The token path: a text-only controller view (the model takes video, not images) over a context
+    window that holds two of the four reports: r1 and r2 go, the count is the backend's own estimate."""
+    controller = [{"match": "[r4]", "text": ANSWER_C}, {"match": "search, verify, answer", "text": json.dumps(WIDE)}]
+    model = {"video": True, "images": False}
+    (tmp_path / "free").mkdir()
+    free, calls = run_agent(shop, tmp_path / "free", "senri_agent_no_wm", controller=controller, model=model,
+                            max_tokens={"controller": 10})
+    chars = sum(len(_texts(_calls(calls, "control")[1], role)) for role in ("system", "user"))
+    summaries = json.loads(free["trace"])["rounds"][0]["reports"]
+    assert len(summaries) == 4 and free["context_trims"] == 0
+    limit = -(-(chars - len(summaries[0]) - len(summaries[1]) + 200) // 3) + 16 + 10
+    row, calls = run_agent(shop, tmp_path, "senri_agent_no_wm", controller=controller, model={**model,
+                           "context_tokens": limit}, max_tokens={"controller": 10})
+    second = _texts(_calls(calls, "control")[1], "user")
+    assert "[r1]" not in second and "[r2]" not in second and "[r3]" in second and "[r4]" in second
+    assert "and the reports r1, r2" in second
+    trim = [c for c in json.loads(row["trace"])["calls"] if c["call"] == "control"][1]["trim"]
+    assert trim["reports_left_out"] == ["r1", "r2"] and trim["frames_left_out"] == 0
+    assert "> context" in trim["why"] and row["context_trims"] == 1 and row["pred"] == "C"
