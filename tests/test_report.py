@@ -139,3 +139,96 @@ def test_the_memory_captioner_names_runs_in_every_table_and_the_page(questions, 
     assert pl.read_parquet(tables / "no_visual_input.parquet")["memory"].to_list() == ["none", "none"]
     assert "videolucy/m: ran over more than one memory" in html
     assert "qwen25vl7b_vllm" in (tables / "main.md").read_text() and ">perception<" in html
+
+
+def _unique_questions(questions, k):
+    """``k`` question texts that occur in no other question, so a scripted rule matches exactly one prompt."""
+    texts = questions.sort("qid")["question"].to_list()
+    unique = [t for t in texts if sum(t in other for other in texts) == 1]
+    assert len(unique) >= k
+    return unique[:k]
+
+
+def test_run_health_of_a_scripted_run_matches_its_hand_counted_calls(tmp_path, questions, small_demo):
+    """A blind run on the scripted backend: one call times out, one backend error, one unreadable reply; every
+    other reply says (B). The run-health table must hold exactly those counts, read from the prediction files."""
+    import json
+
+    from senri.answer import answer_video
+    from senri.probe import probe
+
+    timed_out, broken, vague = _unique_questions(questions, 3)
+    script = tmp_path / "script.jsonl"
+    script.write_text("".join(json.dumps(rule) + "\n" for rule in [
+        {"match": timed_out, "error": "ReadTimeout: timed out"},
+        {"match": broken, "error": "HTTP 500: boom"},
+        {"match": vague, "text": "Hard to say from what I saw."},
+        {"text": "The answer is (B)."},
+    ]))
+    record = tmp_path / "record.jsonl"
+    stage = {"seed": 0, "method": {"name": "blind", "implementation": "blind", "approach": "baseline",
+                                   "uses_model": True, "answer_format": "text"},
+             "model": {"name": "scripted", "backend": "scripted", "script": str(script), "record": str(record)}}
+    paths = []
+    for video_id, video_path in small_demo["videos"].items():
+        rows = answer_video(questions, probe(video_path, video_id), stage)
+        path = tmp_path / "predictions" / "blind" / "scripted" / f"{video_id}.parquet"
+        write_table(rows, path, Prediction)
+        write_sidecar(path, "answer", stage)
+        paths.append(path)
+    paths += write_run(tmp_path, questions, "random", "none", "baseline", 4)
+    html = build_report(paths, questions, tmp_path / "out", CONFIG, seed=7).read_text()
+
+    # Hand count: one request per question (the record), the three scripted failures, (B) right elsewhere.
+    requests = [json.loads(line) for line in record.read_text().splitlines()]
+    assert len(requests) == questions.height
+    assert sum(timed_out in json.dumps(r) for r in requests) == 1
+    special = questions.filter(pl.col("question").is_in([timed_out, broken, vague]))
+    right = questions.filter(~pl.col("question").is_in([timed_out, broken, vague]) & (pl.col("answer") == "B")).height
+    assert special.height == 3
+    health = pl.read_parquet(tmp_path / "out/report/tables/run_health.parquet")
+    blind = health.filter(pl.col("method") == "blind").row(0, named=True)
+    assert {k: blind[k] for k in ("questions", "correct", "parse_failures", "errors", "timeouts", "missing")} == {
+        "questions": questions.height, "correct": right, "parse_failures": 1, "errors": 2, "timeouts": 1,
+        "missing": 0}
+    assert all(blind[k] == 0 for k in ("forced_answers", "forced_recovered", "context_trims", "truncated_captions",
+                                       "failed_captions", "capped_cells", "cell_s_requested", "cell_s_seen",
+                                       "failed_memory_updates", "stripped_checks", "refused_checks",
+                                       "repeated_queries"))
+    assert blind["seen_share"] is None
+    assert health.filter(pl.col("method") == "random")["timeouts"].to_list() == [0]
+    for suffix in ("csv", "md"):
+        assert (tmp_path / f"out/report/tables/run_health.{suffix}").stat().st_size > 0
+    assert "<h2>Run health</h2>" in html and "Timed-out calls" in html
+
+
+def test_the_report_says_next_to_the_main_table_which_runs_cannot_be_told_apart_from_chance(report, questions):
+    from senri.report.tables import run_filter
+    from senri.stats import compare
+
+    out, html_path = report
+    chance = pl.read_parquet(out / "report/tables/chance.parquet")
+    assert chance["run"].to_list() == ["blind/m", "direct_4/m", "direct_8/m"]  # every run but random itself
+    verdicts = {}
+    for row in chance.iter_rows(named=True):
+        # The project's paired statistics over the same questions, recomputed here from the predictions.
+        def outcomes(run):
+            frame = pl.concat([pl.read_parquet(p) for p in (out.parent / "predictions").rglob("*.parquet")])
+            return frame.filter(run_filter(run)).sort("qid")
+        base, treat = outcomes("random/none"), outcomes(row["run"])
+        assert base["qid"].to_list() == treat["qid"].to_list()
+        expected = compare((base["pred"] == base["answer"]).fill_null(False).to_list(),
+                           (treat["pred"] == treat["answer"]).fill_null(False).to_list(), base["video_id"].to_list(),
+                           resamples=CONFIG["bootstrap_resamples"], seed=7)
+        assert (row["ci_low_pp"], row["ci_high_pp"], row["delta_pp"]) == (
+            expected.ci_low_pp, expected.ci_high_pp, expected.delta_pp)
+        assert row["covers_zero"] == (expected.ci_low_pp <= 0 <= expected.ci_high_pp)
+        verdicts[row["run"]] = row["covers_zero"]
+    assert verdicts == {"blind/m": True, "direct_4/m": False, "direct_8/m": False}
+    page = html_path.read_text()
+    main_section = page[page.index("Main results (Table 2 layout)"):page.index("<h2>Run health</h2>")]
+    assert "cannot be told apart from chance" in main_section and "make evidence" in main_section
+    assert "blind/m: its 95% paired interval against random/none on the same" in main_section
+    assert "direct_8/m: its 95%" not in main_section
+    markdown = (out / "report/tables/chance.md").read_text()
+    assert "| blind/m |" in markdown and "make evidence" in markdown
