@@ -11,8 +11,8 @@ import polars as pl
 
 STYLE = """
 body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:13px}
-th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}
+table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:12px}
+th,td{border:1px solid #ccc;padding:3px 5px;text-align:right}
 th{background:#f3f3f3} td:first-child,th:first-child{text-align:left}
 tr.group td{background:#fafafa;font-weight:600;text-align:left}
 .note{color:#555;font-size:13px} img{max-width:100%} code{background:#f5f5f5;padding:0 3px}
