@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import logging
+import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -101,7 +102,10 @@ def chance_markdown(chance: pl.DataFrame, decimals: int) -> str:
 
 def chance_html(chance: pl.DataFrame, decimals: int) -> str:
     table = table_html(_chance_rows(chance), CHANCE_HEADERS, decimals=decimals) if chance.height else ""
-    return (table + '<div class="chance">' + "".join(f'<p class="note">{html.escape(s)}</p>'
+    def words(sentence: str) -> str:  # `code` as <code>, the rest escaped
+        return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(sentence))
+
+    return (table + '<div class="chance">' + "".join(f'<p class="note">{words(s)}</p>'
                                                      for s in chance_sentences(chance)) + "</div>")
 
 
