@@ -209,13 +209,11 @@ def test_the_report_says_next_to_the_main_table_which_runs_cannot_be_told_apart_
     out, html_path = report
     chance = pl.read_parquet(out / "report/tables/chance.parquet")
     assert chance["run"].to_list() == ["blind/m", "direct_4/m", "direct_8/m"]  # every run but random itself
+    predictions = pl.concat([pl.read_parquet(p) for p in sorted((out.parent / "predictions").rglob("*.parquet"))])
     verdicts = {}
     for row in chance.iter_rows(named=True):
         # The project's paired statistics over the same questions, recomputed here from the predictions.
-        def outcomes(run):
-            frame = pl.concat([pl.read_parquet(p) for p in (out.parent / "predictions").rglob("*.parquet")])
-            return frame.filter(run_filter(run)).sort("qid")
-        base, treat = outcomes("random/none"), outcomes(row["run"])
+        base, treat = (predictions.filter(run_filter(run)).sort("qid") for run in ("random/none", row["run"]))
         assert base["qid"].to_list() == treat["qid"].to_list()
         expected = compare((base["pred"] == base["answer"]).fill_null(False).to_list(),
                            (treat["pred"] == treat["answer"]).fill_null(False).to_list(), base["video_id"].to_list(),
