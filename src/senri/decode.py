@@ -228,7 +228,16 @@ def build_index(container, stream) -> VideoIndex:  # noqa: ANN001 - PyAV objects
     if not keyframes:
         keyframes = [pts[0]]
     gaps = [b - a for a, b in zip(pts, pts[1:]) if b > a]
-    return VideoIndex(Fraction(stream.time_base), pts, keyframes, int(statistics.median(gaps)) if gaps else 1,
+    frame_duration = int(statistics.median(gaps)) if gaps else 1
+    if stream.start_time is None and len(pts) > 1 and pts[1] - pts[0] > 1.5 * frame_duration:
+        # A raw elementary stream has no timestamps; its parser stamps the first frame 0 when the file is
+        # opened and one frame before the second frame after a seek back to it (as every later frame is
+        # stamped). The index takes the stamp a seek gives, so every frame is at k/fps on the timeline.
+        restamped = pts[1] - frame_duration
+        keyframes = [restamped if k == pts[0] else k for k in keyframes]
+        keyframe_dts = {restamped if k == pts[0] else k: d for k, d in keyframe_dts.items()}
+        pts[0] = restamped
+    return VideoIndex(Fraction(stream.time_base), pts, keyframes, frame_duration,
                       origin=timeline_origin(stream, pts[0]), keyframe_dts=keyframe_dts)
 
 
@@ -339,16 +348,6 @@ class _Decoder:
             if drain:
                 return  # the decoder is reset; the next request seeks
 
-    def _restamped_first(self, pts: int, wanted: int) -> bool:
-        """Whether a frame stamped ``pts`` is the video's first frame, ``wanted``, under another timestamp.
-
-        A raw elementary stream has no timestamps: the parser makes them up, and after a seek back to the
-        start it stamps the first frame one frame later than when the file was opened and indexed. A frame
-        before the index's second frame can only be the first one.
-        """
-        first = self.index.pts
-        return wanted == first[0] and pts > wanted and (len(first) == 1 or pts < first[1])
-
     def _seek_follows(self, wanted: int) -> bool:
         """Whether the next wanted frame after ``wanted`` (if any) will be reached by a seek."""
         if not self._wanted_sorted:
@@ -377,7 +376,7 @@ class _Decoder:
         self._drain_at = wanted if (not self.index.seeks_by_dts and self._seek_follows(wanted)) else None
         for frame in self._frames:
             self.last_pts = frame.pts
-            if frame.pts == wanted or self._restamped_first(frame.pts, wanted):
+            if frame.pts == wanted:
                 return frame
             if frame.pts > wanted:
                 self.carry = frame
