@@ -108,11 +108,14 @@ def _pts(path: Path) -> list[int]:
         return sorted(p.pts for p in container.demux(video=0) if p.size)
 
 
-def _timeline(path: Path) -> list[int]:
-    """Every frame's timestamp from the stream's start (an MP4 edit list holds a start only to the millisecond)."""
+def _timeline(path: Path) -> list[float]:
+    """Every frame's time on the video's timeline, in ms (an MP4 edit list holds a start only to the ms; a raw
+    stream's packets carry made-up stamps, which the frame index reads as a seek stamps them)."""
+    from senri.decode import build_index
+
     with av.open(str(path)) as container:
-        start = container.streams.video[0].start_time or 0
-    return [p - start for p in _pts(path)]
+        index = build_index(container, container.streams.video[0])
+    return [round(index.seconds(p) * 1000, 1) for p in index.pts]
 
 
 def _one_error_line(err: str) -> str:

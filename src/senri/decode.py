@@ -17,6 +17,12 @@ presentation timestamp and every keyframe. Then each target is resolved *before*
 - ``auto``: ``keyframe`` when the keyframe interval is at most ``keyframe_fraction`` (default ¼) of the
   spacing between targets, else ``exact``.
 
+Every time in and out (targets, ``pts_s``, plan windows) is on the video's own timeline: seconds from the
+stream's start time (:func:`senri.probe.timeline_origin`), so a camcorder's program stream whose clock starts
+at 0.54 s has its first frame at 0 s, like an MP4. Demuxers that seek by decode time (MPEG program and
+transport streams) land past a keyframe asked for by its pts; the first seek tells, and the video's later
+seeks go to one tick before its keyframes' decode times (:func:`senri.probe.seek_point`).
+
 Timestamps are compared as integers in the stream's time base (no float ties). Frames come out upright
 (the display matrix is applied) and resized while decoding, and are yielded one by one, so memory does not
 grow with the number of frames. A target with no frame near it (a truncated file), a frame that fails to
@@ -204,7 +210,7 @@ def build_index(container, stream) -> VideoIndex:  # noqa: ANN001 - PyAV objects
     """One demux pass over the packets (no decoding). Packets without a timestamp are skipped."""
     import av
 
-    from senri.probe import timeline_origin
+    from senri.probe import timeline_origin, untimed_first_pts
 
     pts: list[int] = []
     keyframes: list[int] = []
@@ -229,11 +235,8 @@ def build_index(container, stream) -> VideoIndex:  # noqa: ANN001 - PyAV objects
         keyframes = [pts[0]]
     gaps = [b - a for a, b in zip(pts, pts[1:]) if b > a]
     frame_duration = int(statistics.median(gaps)) if gaps else 1
-    if stream.start_time is None and len(pts) > 1 and pts[1] - pts[0] > 1.5 * frame_duration:
-        # A raw elementary stream has no timestamps; its parser stamps the first frame 0 when the file is
-        # opened and one frame before the second frame after a seek back to it (as every later frame is
-        # stamped). The index takes the stamp a seek gives, so every frame is at k/fps on the timeline.
-        restamped = pts[1] - frame_duration
+    restamped = untimed_first_pts(stream, pts[0], pts[1], frame_duration) if len(pts) > 1 else pts[0]
+    if restamped != pts[0]:  # a raw elementary stream: the index takes the stamp a seek gives its first frame
         keyframes = [restamped if k == pts[0] else k for k in keyframes]
         keyframe_dts = {restamped if k == pts[0] else k: d for k, d in keyframe_dts.items()}
         pts[0] = restamped

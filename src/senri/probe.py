@@ -26,7 +26,7 @@ import hashlib
 import logging
 import re
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -174,6 +174,18 @@ def timeline_origin(stream, first_pts: int | None = None) -> int:  # noqa: ANN00
     return first_pts if first_pts is not None else 0
 
 
+def untimed_first_pts(stream, first: int, second: int, frame_ticks: float) -> int:  # noqa: ANN001
+    """The first frame's pts as a seek back to it stamps it.
+
+    A raw elementary stream (no start time) has no timestamps: its parser stamps the first frame 0 when the
+    file is opened but one frame before the second frame after a seek back to it, as it stamps every later
+    frame. Taking the seek's stamp puts every frame at k/fps on the timeline.
+    """
+    if stream.start_time is None and second - first > 1.5 * frame_ticks:
+        return round(second - frame_ticks)
+    return first
+
+
 def seek_point(pts: int, dts: int | None) -> int:
     """Where to seek to land on a keyframe (presentation time ``pts``, decode time ``dts``) in any demuxer.
 
@@ -246,6 +258,7 @@ class _Scan:
     error: str | None = None  # the error decoding ended in
     frames: int = 0  # frames decoded, plus packets only demuxed past ``decode_until``
     untimed: int = 0  # frames that decoded without a timestamp
+    first_pts: list[int] = field(default_factory=list)  # the first three frames' pts (decoded in order)
 
 
 def _decode_to_end(container, stream, seek_to: int | None, decode_until: int | None = None) -> _Scan:  # noqa: ANN001
@@ -283,6 +296,8 @@ def _decode_to_end(container, stream, seek_to: int | None, decode_until: int | N
                 scan.untimed += frame.pts is None
                 if frame.pts is not None:
                     scan.frames += 1
+                    if len(scan.first_pts) < 3:
+                        scan.first_pts.append(frame.pts)
                     scan.last_pts = frame.pts if scan.last_pts is None else max(scan.last_pts, frame.pts)
                     scan.error = None  # decoding recovered after the error: it does not end in one
     except (av.FFmpegError, EOFError) as exc:
@@ -341,6 +356,11 @@ def check_decodable(path: str | Path, tail_s: float = DECODE_TAIL_S) -> Decodabi
         if scan.last_pts is None:
             raise MediaError(f"{path}: no video frame decodes"
                              + (f" ({scan.error})" if scan.error else ""))
+        if from_start and len(scan.first_pts) == 3 and stream.start_time is None:
+            # A raw stream: its rate as opened is a guess (25 fps for a 30 fps MPEG-1 stream); the frames say.
+            first, second, third = scan.first_pts
+            frame_s = float((third - second) * time_base) or frame_s
+            start = untimed_first_pts(stream, first, second, third - second)
         decodable = float((scan.last_pts - start) * time_base) + frame_s
         duration = declared
         if declared is None or decodable > declared + length_tolerance_s(frame_s):

@@ -217,6 +217,10 @@ def _stream(src: Path, tmp: Path, video_id: str, config: AnonymizeConfig, detect
                 return boxes
 
             index = 0
+            if video_in.start_time is None:
+                # A raw elementary stream's parser stamps its first frame one frame early unless it was sought
+                # to; reading from a seek to the start stamps every frame as the frame sampler's index does.
+                source.seek(0, stream=video_in, backward=True, any_frame=False)
             origin = timeline_origin(video_in)  # detections' times are on the video's timeline, as frames' are
             streams = [video_in] + ([audio_in] if audio_in is not None else [])
             try:
