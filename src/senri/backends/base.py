@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 #: Sampling parameters every backend understands; anything else in a model config is backend-specific.
@@ -149,6 +149,23 @@ class Capabilities:
     video: bool = False
     json_schema: bool = False
     logprobs: bool = False
+    #: The backend applies a request's JSON schema only after the model's thinking (vLLM's reasoning parser
+    #: with structured output): a model config marked ``reasoning: true`` then thinks first under a schema.
+    #: Without it, such a model's structured calls go out unconstrained (see :func:`schema_for`).
+    schema_after_reasoning: bool = False
+
+
+def is_reasoning(config: Mapping[str, Any]) -> bool:
+    """Whether a model config marks its model as a reasoning model (``reasoning: true``, e.g. DeepSeek-R1):
+    it writes its thinking before the reply."""
+    return bool(config.get("reasoning", False))
+
+
+def text_only(request: ChatRequest) -> ChatRequest:
+    """``request`` with its images and videos left out: what a tokenizer counts exactly (the media are
+    counted by :meth:`Backend.media_tokens`)."""
+    messages = tuple(Message(m.role, tuple(p for p in m.content if isinstance(p, str))) for m in request.messages)
+    return replace(request, messages=messages)
 
 
 class BackendError(RuntimeError):
@@ -186,9 +203,15 @@ class Backend:
         per image, ``video_tokens`` (default 16,384) per video. Backends with a tokenizer override it.
         """
         text = sum(len(m.plain_text()) for m in request.messages)
+        return -(-text // 3) + 8 * len(request.messages) + self.media_tokens(request)
+
+    def media_tokens(self, request: ChatRequest) -> int:
+        """The allowance for ``request``'s images and videos: ``image_tokens`` (model config, default 1,280)
+        per image, ``video_tokens`` (default 16,384) per video. A backend that counts text with its tokenizer
+        adds this for the media, whose tokens only the engine's processor knows."""
         images = sum(len(m.images()) for m in request.messages)
         videos = sum(len(m.videos()) for m in request.messages)
-        return (-(-text // 3) + 8 * len(request.messages) + images * int(self.config.get("image_tokens", 1280))
+        return (images * int(self.config.get("image_tokens", 1280))
                 + videos * int(self.config.get("video_tokens", 16384)))
 
     def complete_many(self, requests: Sequence[ChatRequest],
