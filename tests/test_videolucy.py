@@ -29,7 +29,7 @@ QUESTION = Question(video_id="hall", qid="hall_1", task_type="OC", direction="ES
                     question="What was I holding in my hand?", option_a="A phone", option_b="A red cup",
                     option_c="A book", option_d="Nothing", answer="B", evidence_start_s=64.0, evidence_end_s=65.0)
 CORRIDOR = "I walk along a grey corridor."
-FORCED = "Question (choose one option now)"
+FORCED = "Choose one option now, for the question below."
 ANSWER_USER = "Your task: judge whether the descriptions above answer"
 
 
@@ -457,3 +457,52 @@ def test_reason_first_puts_the_reasoning_before_the_letter_only_when_asked(hall,
             line for line in paper if not line.startswith('"Reason"')]
         assert first.index(next(line for line in first if line.startswith('"Reason"'))) == first.index(
             next(line for line in first if line.endswith("exactly these keys:"))) + 1
+
+
+#: A VLM caption as long as the paper's captioner writes them (up to 2,048 tokens): ~1,000 estimated tokens.
+LONG_CAPTION = ("I walk along a grey corridor past numbered doors, a fire extinguisher and a notice board. " * 34).strip()
+
+
+def long_caption_rules() -> list[dict]:
+    return script_rules(LOCALIZE_60_90, SEARCH_PATH,
+                        captions=[{"match": "from 64 s to 65 s", "text": f"{NEEDLE}."},
+                                  {"match": "This clip is my first-person video", "text": LONG_CAPTION}])
+
+
+def estimated_tokens(call: dict) -> int:
+    """The scripted backend's (default) prompt-token estimate of a recorded request."""
+    from senri.backends.base import Backend, ChatRequest, Message
+
+    messages = tuple(Message(m["role"], tuple(p for p in m["content"] if isinstance(p, str)))
+                     for m in call["payload"]["messages"])
+    return Backend({}).count_tokens(ChatRequest(messages=messages))
+
+
+def test_a_memory_past_the_context_window_is_trimmed_by_the_rule_and_the_question_gets_its_letter(hall, tmp_path):
+    context = {"model_extra": {"context_tokens": 2600}, "max_iterations": 2}
+    # Without the guard (context_trim: off) every agent call is past the window and fails: no letter.
+    row, calls, _ = run(hall, tmp_path / "off", long_caption_rules(), context_trim="off", **context)
+    trace = json.loads(row["trace"])
+    assert row["pred"] is None and row["context_trims"] == 0
+    assert all("exceeds the model's limits" in c["failure"] for c in trace["calls"])
+    # With it (the default), every request fits before it is sent, and the needle is found.
+    row, calls, _ = run(hall, tmp_path / "on", long_caption_rules(), **context)
+    trace = json.loads(row["trace"])
+    assert row["pred"] == "B" and row["correct"] and not trace["forced"]
+    agents = [c for c in calls if not c["purpose"].startswith("caption")]
+    assert all(estimated_tokens(c) + c["payload"]["max_tokens"] <= 2600 for c in agents)
+    assert all("failure" not in c for c in trace["calls"])
+    trims = [c["context_trim"] for c in trace["calls"] if c.get("context_trim", {}).get("rule")]
+    assert row["context_trims"] == len(trims) == len(trace["calls"])  # each trimmed call counted once
+    # Step 2 on the coarse memory alone (sparse init): coarse captions cut to one common length, none dropped.
+    localize = trace["calls"][0]["context_trim"]
+    assert localize["dropped"] == [] and localize["shortened"]["coarse"]["captions"] == 4
+    _, user = texts(agent_calls(calls, "localize")[0])
+    assert user.count(" […]") == 4 and all(f"[{s}, {s + 30}] (coarse)" in user for s in (0, 30, 60, 90))
+    # Step 1 after backtracking into fine 60–65 s: the fine clips outside it go first, earliest first; what is
+    # in focus (its ultra-fine clips, the needle among them) stays, shortened evenly only as a last step.
+    last = trace["calls"][-1]["context_trim"]
+    assert last["focus"] == ["60", "65"]
+    assert last["dropped"] == [f"fine {s}–{s + 5}s" for s in range(65, 90, 5)]
+    _, user = texts(agent_calls(calls, "answer")[-1])
+    assert f"[64, 65] (ultra-fine): {NEEDLE}." in user and "[65, 70] (fine" not in user

@@ -44,7 +44,7 @@ from senri.backends.base import ChatRequest, ChatResponse, Message
 from senri.backends.budget import overflow, request_limits
 from senri.captioners.base import Clip
 from senri.memory import (LEVELS, choose_preset, deeper_instruction, keep_good_caption, next_level, open_service,
-                          row_context, split)
+                          prompt_variant, row_context, split)
 from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
 from senri.methods.structured import StructuredReply, ask_json
 from senri.records import LETTERS, MemoryRow, Question, read_table
@@ -326,7 +326,8 @@ class VideoLucy(Method):
         self.min_reply_tokens = int(config.get("min_reply_tokens", 512))
         #: The period backtracking searched last (the context guard keeps its captions longest).
         self.focus: tuple[float, float] | None = None
-        self.templates = self.prompts()
+        # The video's viewpoint (memory.viewpoint) picks the wording: first-person only for egocentric videos.
+        self.templates = self.prompts(prompt_variant(context.memory_config["memory"]))
         memory = read_table(context.memory, MemoryRow)
         self.coarse = [MemoryRow(**row) for row in memory.filter(pl.col("level") == "coarse").sort("start_s")
                        .select(list(MemoryRow.__dataclass_fields__)).iter_rows(named=True)]
