@@ -293,3 +293,81 @@ def test_a_request_is_sized_against_the_model_configs_limits_before_it_is_sent()
     images = ChatRequest((Message("user", ("look", *[ImagePart(b"j")] * 3)),), max_tokens=10)
     assert "max_images 2" in overflow(backend, images)
     assert overflow(Backend({}), long) is None
+
+
+# --- vLLM request construction without a GPU: a stand-in `vllm` module records what the backend builds ----------
+class _FakeTokenizer:
+    def apply_chat_template(self, conversation, tokenize, add_generation_prompt, **kwargs):
+        assert tokenize and add_generation_prompt
+        assert all(isinstance(m["content"], str) for m in conversation)  # media left out: counted apart
+        return [0] * sum(len(m["content"].split()) + 3 for m in conversation)
+
+
+def _fake_vllm(monkeypatch) -> dict:
+    import types
+
+    seen: dict = {}
+
+    class LLM:
+        def __init__(self, **kwargs):
+            seen["engine"] = kwargs
+
+        def get_tokenizer(self):
+            return _FakeTokenizer()
+
+    class StructuredOutputsParams:
+        def __init__(self, **kwargs):
+            self.kwargs = kwargs
+
+    module = types.ModuleType("vllm")
+    module.LLM = LLM
+    module.SamplingParams = lambda **kwargs: kwargs
+    sampling = types.ModuleType("vllm.sampling_params")
+    sampling.StructuredOutputsParams = StructuredOutputsParams
+    monkeypatch.setitem(sys.modules, "vllm", module)
+    monkeypatch.setitem(sys.modules, "vllm.sampling_params", sampling)
+    return seen
+
+
+def test_a_reasoning_model_on_vllm_gets_the_reasoning_parser_and_the_schema_after_its_thinking(monkeypatch):
+    from senri.backends.vllm import VLLMBackend
+    from senri.methods.structured import request_schema
+
+    seen = _fake_vllm(monkeypatch)
+    schema = {"type": "object"}
+    backend = VLLMBackend({"model": "deepseek-r1", "reasoning": True, "reasoning_parser": "deepseek_r1"})
+    assert seen["engine"]["reasoning_parser"] == "deepseek_r1"
+    assert backend.capabilities.schema_after_reasoning and request_schema(backend, schema) == schema
+    params = backend._sampling(ask("reply in JSON", json_schema=schema))
+    assert params["structured_outputs"].kwargs == {"json": schema}
+    # Without a parser the schema would bind from the first token: the reasoning model generates freely.
+    backend = VLLMBackend({"model": "deepseek-r1", "reasoning": True})
+    assert "reasoning_parser" not in seen["engine"] and request_schema(backend, schema) is None
+    # A model not marked reasoning gets no parser and is constrained as before.
+    backend = VLLMBackend({"model": "qwen", "reasoning_parser": "deepseek_r1"})
+    assert "reasoning_parser" not in seen["engine"] and request_schema(backend, schema) == schema
+
+
+def test_vllm_and_transformers_count_prompt_tokens_with_their_tokenizer(monkeypatch, tmp_path):
+    from tiny_vlm import build_tiny_llava
+
+    from senri.backends.transformers import TransformersBackend
+    from senri.backends.vllm import VLLMBackend
+
+    _fake_vllm(monkeypatch)
+    vllm = VLLMBackend({"model": "qwen", "image_tokens": 100})
+    request = ChatRequest((Message.text("system", "be brief"), Message("user", ("one two three", ImagePart(jpeg((1, 2, 3)))))))
+    assert vllm.count_tokens(request) == (2 + 3) + (3 + 3) + 100  # the tokenizer's count + the image allowance
+    tiny = TransformersBackend({"path": str(build_tiny_llava(tmp_path / "tiny-vlm")), "device": "cpu"})
+    text = ChatRequest((Message.text("user", "describe the corridor " * 50),))
+    prompt = tiny.processor.apply_chat_template([{"role": "user", "content": [{"type": "text", "text":
+                                                 "describe the corridor " * 50}]}], add_generation_prompt=True,
+                                                tokenize=False)
+    assert tiny.count_tokens(text) == len(tiny.tokenizer.encode(prompt, add_special_tokens=False))
+    assert tiny.count_tokens(text) != _estimate(text)
+
+
+def _estimate(request: ChatRequest) -> int:
+    from senri.backends.base import Backend
+
+    return Backend({}).count_tokens(request)
