@@ -288,7 +288,7 @@ def test_a_request_is_sized_against_the_model_configs_limits_before_it_is_sent()
     backend = Backend({"n_ctx": 1000, "max_images": 2, "image_tokens": 100})
     short = ChatRequest((Message.text("user", "x" * 300),), max_tokens=100)
     assert overflow(backend, short) is None
-    long = ChatRequest((Message.text("user", "x" * 3000),), max_tokens=100)
+    long = ChatRequest((Message.text("user", "many words " * 600),), max_tokens=100)
     assert "context 1000" in overflow(backend, long)
     images = ChatRequest((Message("user", ("look", *[ImagePart(b"j")] * 3)),), max_tokens=10)
     assert "max_images 2" in overflow(backend, images)
@@ -371,3 +371,24 @@ def _estimate(request: ChatRequest) -> int:
     from senri.backends.base import Backend
 
     return Backend({}).count_tokens(request)
+
+
+def test_the_token_estimate_errs_high_on_what_memories_are_made_of():
+    """llama.cpp in-process (xllamacpp) offers no tokenizer call, so its requests are sized by the estimate:
+    it must not undercount numbers, periods and symbols, as characters / 3 did (840 characters of periods,
+    796 tokens, estimated 288)."""
+    texts = {
+        "prose": "I walk along a grey corridor past numbered doors, a fire extinguisher and a notice board. " * 20,
+        "perception": "[12.0–18.0 s] text seen: 'EXIT 3B', 'Platform 4 → 14:05'; heading +35°; faces 2; place: hall; " * 10,
+        "memory list": "    [60, 65] (fine; heading +12°): a red cup, a kettle and a jar labelled 'SUGAR 500g'.\n" * 8,
+        "numbers": "[0, 30] [30, 60] [60, 90] 0.25 fps 1,280 2,048 12:05:33 " * 15,
+    }
+    backend = BACKENDS.load("llamacpp")({**SMOLLM2, "threads": 2})
+    try:
+        for name, text in texts.items():
+            request = ChatRequest((Message.text("system", "Be brief."), Message.text("user", text)), max_tokens=1)
+            exact = backend.complete(request).prompt_tokens
+            estimate = backend.count_tokens(request)
+            assert exact <= estimate <= 1.5 * exact, (name, exact, estimate)
+    finally:
+        backend.close()
