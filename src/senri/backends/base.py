@@ -183,6 +183,14 @@ def is_reasoning(config: Mapping[str, Any]) -> bool:
     return bool(config.get("reasoning", False))
 
 
+def reasoning_parser(config: Mapping[str, Any]) -> str | None:
+    """The reasoning parser a reasoning model's backend runs (``reasoning_parser``, or vLLM's
+    ``engine_args.reasoning_parser``): with one, a JSON schema constrains only what follows the thinking
+    (``Capabilities.schema_after_reasoning``). None for a model not marked ``reasoning: true``."""
+    parser = config.get("reasoning_parser") or (config.get("engine_args") or {}).get("reasoning_parser")
+    return str(parser) if is_reasoning(config) and parser else None
+
+
 def text_only(request: ChatRequest) -> ChatRequest:
     """``request`` with its images and videos left out: what a tokenizer counts exactly (the media are
     counted by :meth:`Backend.media_tokens`)."""

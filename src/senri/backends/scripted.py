@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from senri.backends.base import Backend, BackendError, Capabilities, ChatRequest, ChatResponse, is_reasoning
+from senri.backends.base import Backend, BackendError, Capabilities, ChatRequest, ChatResponse, reasoning_parser
 from senri.backends.budget import overflow
 
 
@@ -41,7 +41,7 @@ class ScriptedBackend(Backend):
     def capabilities(self) -> Capabilities:
         return Capabilities(images=bool(self.config.get("images", True)), video=bool(self.config.get("video", False)),
                             json_schema=True, logprobs=True,
-                            schema_after_reasoning=is_reasoning(self.config) and bool(self.config.get("reasoning_parser")))
+                            schema_after_reasoning=reasoning_parser(self.config) is not None)
 
     @property
     def identity(self) -> dict[str, Any]:

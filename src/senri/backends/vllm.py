@@ -16,8 +16,8 @@ import logging
 import time
 from typing import Any, Callable, Mapping, Sequence
 
-from senri.backends.base import (Backend, BackendError, Capabilities, ChatRequest, ChatResponse, is_reasoning,
-                                 text_only)
+from senri.backends.base import (Backend, BackendError, Capabilities, ChatRequest, ChatResponse,
+                                 reasoning_parser, text_only)
 from senri.backends.openai_format import TOP_LOGPROBS, chat_messages, chat_template_kwargs, letter_scores
 
 log = logging.getLogger(__name__)
@@ -28,8 +28,8 @@ def reasoning_engine_args(config: Mapping[str, Any]) -> dict[str, Any]:
     e.g. ``deepseek_r1``): vLLM's reasoning parser finds where the thinking ends, and a request's structured
     output then constrains only the final answer (the thinking runs free). A reasoning model without a
     parser gets none: its structured calls go out unconstrained (:func:`senri.methods.structured.request_schema`)."""
-    parser = config.get("reasoning_parser") or (config.get("engine_args") or {}).get("reasoning_parser")
-    return {"reasoning_parser": str(parser)} if is_reasoning(config) and parser else {}
+    parser = reasoning_parser(config)
+    return {"reasoning_parser": parser} if parser else {}
 
 
 class VLLMBackend(Backend):
