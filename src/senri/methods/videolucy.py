@@ -27,6 +27,13 @@ for your own wording): each role's instructions in its system file (with the vid
 list first and the question last in the user message, so a server's prefix cache reuses the long shared part
 across a video's questions. Completion limits per role come from ``max_tokens`` (capped by the model config's
 ``max_tokens_cap``); a thinking model's reasoning is cut off before the JSON is read and kept in the trace.
+
+Context guard (senri's; the paper has none): every agent request is sized against the model config's context
+window before it is sent (:meth:`VideoLucy._fit`). Past it, the memory shown loses what :func:`fit_memory`'s
+rule says (``context_trim: focus_then_coarse``: deeper captions outside the period searched last, earliest
+first; then coarse captions shortened evenly), recorded on the call (``context_trim``) and counted
+(``context_trims``), so a long VLM memory never costs the question its letter. The prompts' wording follows
+the videos' viewpoint (``memory.viewpoint``: first-person only for egocentric videos).
 """
 
 from __future__ import annotations
