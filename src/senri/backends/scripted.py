@@ -7,7 +7,9 @@ request offers tools; ``images``/``tools`` in the model config switch those capa
 let tests kill a run mid-call, or to stand for a model's latency), ``prompt_tokens`` / ``completion_tokens``.
 Every request is appended to ``record`` (a JSONL file) when configured, so tests can inspect exactly what a
 method sent. ``concurrency`` (default 1) answers up to that many requests of one batch at once, as a server
-with that many slots would.
+with that many slots would. A context limit in the config (``context_tokens``, ``n_ctx``; ``max_images``) is
+enforced as an engine enforces it: a request past it fails (:func:`senri.backends.budget.overflow`). A config
+with ``reasoning: true`` and ``reasoning_parser`` stands for a backend that applies a schema after the thinking.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from senri.backends.base import Backend, BackendError, Capabilities, ChatRequest, ChatResponse
+from senri.backends.base import Backend, BackendError, Capabilities, ChatRequest, ChatResponse, reasoning_parser
+from senri.backends.budget import overflow
 
 
 class ScriptedBackend(Backend):
@@ -38,7 +41,8 @@ class ScriptedBackend(Backend):
     @property
     def capabilities(self) -> Capabilities:
         return Capabilities(images=bool(self.config.get("images", True)), video=bool(self.config.get("video", False)),
-                            json_schema=True, logprobs=True, tools=bool(self.config.get("tools", False)))
+                            json_schema=True, logprobs=True, tools=bool(self.config.get("tools", False)),
+                            schema_after_reasoning=reasoning_parser(self.config) is not None)
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -49,6 +53,9 @@ class ScriptedBackend(Backend):
         if self.record is not None:
             with self._record_lock, self.record.open("a") as handle:
                 handle.write(json.dumps({"purpose": request.purpose, "payload": request.cache_payload()}) + "\n")
+        too_big = overflow(self, request)
+        if too_big is not None:  # as an engine rejects a prompt past its context window
+            return ChatResponse(text="", error=f"scripted backend: request exceeds the model's limits: {too_big}")
         for rule in self.rules:
             if rule.get("match") is None or rule["match"] in prompt:
                 time.sleep(float(rule.get("delay_s", 0)))
