@@ -1,9 +1,9 @@
-"""The question browser, opened in headless Chromium, and Snakemake's own report, on a small scripted DAG run.
+"""The question browser, opened in headless Chromium, and Snakemake's own report.
 
-The run: the small demo's two videos through the whole DAG with random guessing, memory search, SENRI-Agent
-and VideoLucy, their controller, verifier and answering agent played by the scripted backend, so every trace
-kind the browser draws (rounds, queries, checks, verifier reports with evidence frames, working memory,
-VideoLucy iterations and the forced call) comes from the methods' own code. Screenshots are kept under the
+Two sources of traces, both written by the methods' own code with scripted models: a small DAG run (the small
+demo's two videos through every stage with random guessing, memory search and SENRI-Agent: rounds, queries,
+checks, verifier reports with evidence frames, working memory), and VideoLucy episodes on a generated clip
+(test_videolucy's: backtracking to the needle, and a run forced to answer). Screenshots are kept under the
 test's tmp folder (``browser_screenshots``).
 """
 
@@ -20,16 +20,20 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from senri.report.browser import Marks, question_href, question_slug, time_strip
+from senri.aggregate import score
+from senri.records import Prediction, Question, VideoInfo, schema_of, to_frame
+from senri.report.browser import Marks, build_browser, question_href, question_slug, time_strip
+from test_videolucy import LOCALIZE_60_90, QUESTION, SEARCH_PATH, answer_json, hall, script_rules  # noqa: F401
+from test_videolucy import run as run_videolucy
 from test_workflow import snakemake
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-METHODS = "random,memory_search,senri_agent,videolucy"
+METHODS = "random,memory_search,senri_agent"
 
 
 def scripted_rules() -> list[dict]:
-    """One script for every role: VideoLucy's (never confident, so it backtracks and then forces an answer)
-    and the agents' (memory search searches, SENRI-Agent verifies once and answers from the report)."""
+    """The agents' script: memory search searches every round, SENRI-Agent verifies once and answers from the
+    report (test_workflow's agent script, with rationales)."""
     verify = {"action": "verify", "rationale": "read the sign where I stood",
               "checks": [{"target_context": "the sign in front of me", "objective": "read the sign",
                           "requirements": ["the sign is legible"], "windows": [[3, 9]]}]}
@@ -37,15 +41,6 @@ def scripted_rules() -> list[dict]:
               "requirement_findings": {"R1": "a sign", "R2": "legible"},
               "requirement_evidence_moments": {"R1": [{"offset_sec": 0}], "R2": [{"offset_sec": 1}]}}
     return [
-        {"match": "Your task: decide which periods",
-         "text": json.dumps({"Flag": True, "Time Period": [[0, 20]], "Reason": "the sign is seen there"})},
-        {"match": "Question (choose one option now)",
-         "text": json.dumps({"Answer": "C", "Time Period": [[0, 30]], "Reason": "best guess"})},
-        {"match": "Your task: judge whether the descriptions above answer",
-         "text": json.dumps({"Confidence": False, "Answer": "No Answer", "Time Period": "No Time",
-                             "Reason": "not enough detail"})},
-        {"match": "Already searched",
-         "text": json.dumps({"Time Period": [0, 20], "Instruction": "read the signs", "Reason": "first period"})},
         {"match": "Update the working memory",
          "text": json.dumps({"note": "r1: a legible sign", "selected_report_ids": ["r1"]})},
         {"match": "observe in these frames", "text": json.dumps(report)},
@@ -64,7 +59,7 @@ def run(tmp_path_factory) -> Path:
     script = workdir / "agent.jsonl"
     script.write_text("".join(json.dumps(r) + "\n" for r in scripted_rules()))
     overrides = ("dataset.demo.places_per_video=5 dataset.demo.place_s=12 dataset.demo.turn_s=2 sampling.build=[] "
-                 f"anonymize.stride=30 method=[{METHODS}] method.videolucy.max_iterations=1 model=[] "
+                 f"anonymize.stride=30 method=[{METHODS}] model=[] "
                  f"+model.agent={{backend:scripted,script:{script},concurrency:4,images:true}} "
                  "method.memory_search.retriever=bm25 "
                  "report.pairs=[{group:search,baseline:memory_search/agent,treatment:senri_agent/agent}] "
@@ -150,7 +145,7 @@ def page_url(run: Path, qid: str) -> str:
 def test_the_list_has_one_row_per_prediction_and_the_report_links_it(run, tmp_path, shots):
     rows = list_rows(dom(index_url(run), tmp_path))
     preds = predictions(run)
-    assert len(rows) == preds.height == 4 * 32 and len(visible(rows)) == len(rows)
+    assert len(rows) == preds.height == 3 * 32 and len(visible(rows)) == len(rows)
     counted = pl.DataFrame({"run": [r["data-run"] for r in rows]}).group_by("run").len().sort("run")
     expected = (preds.select(run=pl.col("method") + "/" + pl.col("model")).group_by("run").len().sort("run"))
     assert counted.equals(expected)
@@ -182,7 +177,7 @@ def test_every_question_has_a_page_with_every_run_its_timeline_and_time_strip(ru
         f"{question_slug(q)}.html" for q in questions["qid"])
     q = questions.filter(pl.col("evidence_start_s").is_not_null()).row(0, named=True)
     page = dom(page_url(run, q["qid"]), tmp_path)
-    for label in ("random/none", "memory_search/agent", "senri_agent/agent", "videolucy/agent"):
+    for label in ("random/none", "memory_search/agent", "senri_agent/agent"):
         assert re.search(rf'<section class="run" data-run="{re.escape(label)}">.*?class="timeline"', page, re.S), label
         strip = re.search(rf'<div class="strip-run" data-run="{re.escape(label)}">(.*?)</div>', page, re.S)
         assert strip and '<svg class="strip"' in strip.group(1) and 'class="evidence"' in strip.group(1), label
@@ -198,11 +193,6 @@ def test_every_question_has_a_page_with_every_run_its_timeline_and_time_strip(ru
                  "working memory", "note: r1: a legible sign", "<summary>prompt</summary>", "tokens"):
         assert part in agent, part
     assert 'class="frame"' in strip("senri_agent/agent") and "verified cells" in strip("senri_agent/agent")
-    lucy = section("videolucy/agent")
-    for part in ("preset", "iteration 1: backtrack", "instruction: read the signs", "answer:forced",
-                 "forced answer", "not enough detail"):
-        assert part in lucy, part
-    assert "periods searched" in strip("videolucy/agent") and "cited by the answer" in strip("videolucy/agent")
     assert "query: <b>which sign did I see</b>" in section("memory_search/agent")
     assert "memories read" in strip("memory_search/agent")
     screenshot(page_url(run, q["qid"]), tmp_path, shots / "question_page.png")
@@ -216,7 +206,8 @@ def test_evidence_thumbnails_load(run, tmp_path):
     body = re.search(r'<body data-images-loaded="(\d+)" data-images-broken="(\d+)"', page)
     assert body, "the page's image check did not run"
     loaded, broken = map(int, body.groups())
-    assert broken == 0 and loaded >= 2  # the evidence window's middle and the verifier's cited frames
+    assert broken == 0 and loaded >= 3  # the evidence window's middle and the verifier's two cited frames
+    assert re.search(r'<img src="frames/[^"]+" alt="3\.0s">', page) and re.search(r'<img src="frames/[^"]+" alt="4\.0s">', page)
     frames = list((run / "results/report/questions/q/frames").glob("*.jpg"))
     assert frames and all(f.read_bytes()[:2] == b"\xff\xd8" for f in frames)
     # A copied folder that lost a frame shows it (no silently broken picture).
@@ -250,10 +241,48 @@ def test_snakemake_report_lists_the_tables_figures_and_the_browser(run, tmp_path
     snakemake(run, "--config", f"overrides={overrides}", "--report", str(out))
     with zipfile.ZipFile(out) as archive:
         names = archive.namelist()
-    for wanted in ("report/tables/main.csv", "report/tables/paired_stats.csv", "report/figures/task_types.png",
-                   "report/figures/letters.png", "report/questions/index.html", "report.html", "tables/main.csv"):
-        assert any(n.endswith(wanted) for n in names), (wanted, names[:40])
-    assert any(n.endswith(".jpg") and "report/questions/q/frames/" in n for n in names)
+        page = archive.read("report/report.html").decode()
+    # Snakemake stores each result under report/data/raw/<digest>/ with its own name (a folder's files keep their
+    # path inside the folder); its page lists every result by name, category and caption.
+    stored = {n.split("/raw/", 1)[1].split("/", 1)[1] for n in names if "/raw/" in n}
+    for wanted in ("main.csv", "per_video.csv", "pairs.csv", "paired_stats.csv", "ablations.csv", "task_types.png",
+                   "letters.png", "report.html", "index.html"):
+        assert wanted in stored and wanted in page, wanted
+    questions = pl.read_parquet(run / "results/questions.parquet")
+    assert {f"q/{question_slug(q)}.html" for q in questions["qid"]} <= stored
+    assert any(n.startswith("q/frames/") and n.endswith(".jpg") for n in stored)
+    for caption in ("Question browser", "Tables", "Figures", "The question browser: a sortable, filterable list",
+                    "Main table: accuracy"):
+        assert caption in page, caption
+
+
+def test_videolucy_iterations_periods_and_the_forced_call_on_the_page(hall, tmp_path, shots):
+    """Two VideoLucy runs on the hall clip: one backtracks to the needle (64–65 s) and answers confidently, one is
+    never confident and makes the forced call after one iteration."""
+    found, _, _ = run_videolucy(hall, tmp_path / "found", script_rules(LOCALIZE_60_90, SEARCH_PATH))
+    forced, _, _ = run_videolucy(hall, tmp_path / "forced", script_rules(LOCALIZE_60_90, SEARCH_PATH[:1],
+                                                                       answer=answer_json(False)), max_iterations=1)
+    forced["method"] = "videolucy_1_iteration"
+    predictions = pl.DataFrame([found, forced], schema=schema_of(Prediction))
+    questions = to_frame([QUESTION], Question)
+    videos = to_frame([hall["info"]], VideoInfo)
+    index = build_browser(score(predictions, questions), predictions, questions, videos, tmp_path / "questions")
+    url = (index.parent / question_href(QUESTION.qid)).as_uri()
+    page = dom(url, tmp_path)
+    lucy = re.search(r'<section class="run" data-run="videolucy/agent">(.*?)</section>', page, re.S).group(1)
+    for part in ("preset <b>mlvu_short</b>", "iteration 1: backtrack coarse 60–90s", "iteration 2: backtrack fine 60–65s",
+                 "depth: coarse → fine;", "depth: fine → ultra_fine;", "what do I hold?", "answering agent afterwards: confident",
+                 "<summary>prompt</summary>", "localize"):
+        assert part in lucy, part
+    assert "answer:forced" not in lucy
+    one = re.search(r'<section class="run" data-run="videolucy_1_iteration/agent">(.*?)</section>', page, re.S).group(1)
+    assert "forced answer" in one and "answer:forced" in one and "iteration 2" not in one
+    strip = re.search(r'<div class="strip-run" data-run="videolucy/agent">(.*?)</div>', page, re.S).group(1)
+    assert "periods searched" in strip and "cited by the answer" in strip and "memories read" in strip
+    assert re.search(r"<title>cited by the answer \(64\.0–65\.0s\)</title>", strip)
+    body = re.search(r'<body data-images-loaded="(\d+)" data-images-broken="(\d+)"', page)
+    assert body and body.groups() == ("1", "0")  # the evidence window's middle, decoded from the clip
+    screenshot(url, tmp_path, shots / "videolucy_page.png")
 
 
 def test_question_slugs_are_file_names_and_distinct():

@@ -171,10 +171,17 @@ def _periods_of(value: Any) -> list[tuple[float, float]]:
 def _reply_periods(reply: Mapping[str, Any] | None) -> list[tuple[float, float]]:
     if not isinstance(reply, Mapping):
         return []
-    for key in ("time_period", "time_periods", "Time Period", "periods"):
+    for key in ("time_period", "Time Period"):
         if key in reply:
             return _periods_of(reply[key])
     return []
+
+
+def cited_times(record: Mapping[str, Any]) -> list[float]:
+    """A verifier report's cited moments (source seconds): its evidence moments and each requirement's."""
+    times = [float(t) for t in record.get("evidence_s") or []]
+    times += [float(t) for ts in (record.get("requirement_evidence_s") or {}).values() for t in ts]
+    return sorted(set(times))
 
 
 def trace_marks(trace: Mapping[str, Any] | None) -> Marks:
@@ -185,7 +192,7 @@ def trace_marks(trace: Mapping[str, Any] | None) -> Marks:
         marks.memories += _intervals(step.get("hits") or [])
         marks.cells += [(float(a), float(b), f"round {step.get('round')}") for a, b in step.get("cells") or []]
         for record in step.get("report_records") or []:
-            marks.frames += [float(t) for t in record.get("evidence_s") or []]
+            marks.frames += cited_times(record)
     if "iterations" in trace or "preset" in trace:
         marks.memories += _intervals(trace.get("final_memory") or [])
         marks.periods += _intervals(it.get("period", "") for it in trace.get("iterations") or [])
@@ -296,13 +303,15 @@ def _videolucy_html(trace: Mapping[str, Any]) -> str:
         if call.get("call") == "search" and n < len(iterations):
             it = iterations[n]
             n += 1
-            depth = {INTERVAL.search(c).group(1) for c in it.get("captions") or [] if INTERVAL.search(c)}
+            level = (INTERVAL.search(str(it.get("period"))) or INTERVAL.search("x 0–0s")).group(1) or "?"
+            deeper = sorted({m.group(1) for m in map(INTERVAL.search, it.get("captions") or [])
+                             if m and m.group(1) and m.group(1) != level})
             captions = "".join(f"<li>{_esc(c)}</li>" for c in it.get("captions") or [])
             confident = it.get("confident")
             read = _details(f"{len(it.get('captions') or [])} caption(s) read", f"<ul>{captions}</ul>")
             out.append(f'<div class="step"><h4>iteration {n}: backtrack {_esc(it.get("period"))}</h4>'
                        f"<p>instruction: {_esc(it.get('instruction'))}</p>"
-                       f"<p class=\"note\">depth: {_esc(', '.join(sorted(d for d in depth if d)) or '–')}; "
+                       f"<p class=\"note\">depth: {_esc(level)} → {_esc(', '.join(deeper) or 'deepest level')}; "
                        f"answering agent afterwards: {'confident' if confident else 'not confident'}</p>"
                        f"{read}</div>")
     if trace.get("failed_captions"):
@@ -323,7 +332,7 @@ def _report_html(record: Mapping[str, Any], video_id: str, thumbs: Thumbnails) -
     rows = "".join(f"<tr><td>{_esc(rid)}</td><td>{_esc(text)}</td><td>{_esc(findings.get(rid, '–'))}</td>"
                    f"<td>{_esc(', '.join(f'{t:.1f}s' for t in cited.get(rid) or []))}</td></tr>"
                    for rid, text in record.get("requirements") or [])
-    frames = "".join(thumbs.html(video_id, t, f"{t:.1f}s", prefix="frames/") for t in record.get("evidence_s") or [])
+    frames = "".join(thumbs.html(video_id, t, f"{t:.1f}s", prefix="frames/") for t in cited_times(record))
     cell = record.get("cell") or [0, 0]
     body = [f"<h4>report {_esc(record.get('report_id'))}: check {_esc(record.get('check'))}, "
             f"cell {float(cell[0]):.1f}–{float(cell[1]):.1f}s</h4>"]
