@@ -48,6 +48,9 @@ rule report:
         html=report("results/report.html", caption="../workflow/report/report.rst", category="Report"),
         tables=report(directory("results/report/tables"), patterns=["{name}.csv"],
                       caption="../workflow/report/tables.rst", category="Tables"),
+        # Named inside the tables folder so that a run without them fails (the run-health table, issue 24).
+        run_health=multiext("results/report/tables/run_health", ".parquet", ".csv", ".md"),
+        chance=multiext("results/report/tables/chance", ".parquet", ".csv", ".md"),
         figures=report(directory("results/report/figures"), patterns=["{name}.png"],
                        caption="../workflow/report/figures.rst", category="Figures"),
         questions=report(directory("results/report/questions"), htmlindex="index.html",
