@@ -528,7 +528,8 @@ class MemorySearch(Method):
             "cells": [[round(c.start_s, 3), round(c.end_s, 3)] for c in cells],
             "verifier_input": ("video" if self._as_video() else "images") if requests else None,
             "repairs": sum(1 for r in results if r.attempts > 1), "failures": failures,
-            "reports": [e.report.summary() for e in new], "feedback": feedback}
+            "reports": [e.report.summary() for e in new], "report_records": [e.report.record() for e in new],
+            "verifier_calls": [reply.record("verify") for reply in results], "feedback": feedback}
         if reasoning:
             record["verifier_reasoning"] = reasoning
         if self.working_memory and new:
