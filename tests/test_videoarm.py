@@ -242,6 +242,11 @@ def test_a_function_call_episode_snapshots_analyses_then_answers(tmp_path, clip)
     assert snap["intervals_s"] == [[0.0, pytest.approx(29 / 30, abs=1e-3)],
                                    [pytest.approx(1.0, abs=1e-3), pytest.approx(119 / 30, abs=1e-3)]]
     assert trace["tokens"]["controller"]["calls"] == 4 and trace["tokens"]["caption"]["calls"] == 2
+    from senri.report.browser import trace_marks  # the question browser's time strip shows the looked-at ranges
+
+    assert [(round(a, 2), round(b, 2), label) for a, b, label in trace_marks(trace).periods] == [
+        (0.0, 0.97, "scene_snapper (step 1)"), (1.0, 3.97, "scene_snapper (step 1)"),
+        (2.0, 3.97, "scene_snapper (step 2)"), (2.0, 3.0, "clip_analyzer (step 3)")]
     assert trace["substitutions"] and trace["models"] == {"controller": "s", "caption": "s", "clip": "s"}
     assert result.tally.health.get("forced_answers", 0) == 0
 
