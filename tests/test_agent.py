@@ -289,7 +289,7 @@ def test_embedding_retrieval_builds_its_index_once_per_memory(shop, tmp_path):
     trace = json.loads(row["trace"])
     assert trace["retriever"] == "embedding"
     assert trace["rounds"][0]["hits"][0].startswith("coarse 60–90s")  # "pick up a figure" is the nearest text
-    assert len(list((tmp_path / "captions" / "index").glob("index-*.npy"))) == 1
+    assert len(list((tmp_path / "captions" / "index").glob("index-*.npz"))) == 1
 
 
 # ------------------------------------------------------------------------ the paper's protocol, issue 16
