@@ -143,7 +143,9 @@ def test_a_backend_that_takes_video_gets_the_clip_as_one_video_at_its_rate(long_
     service, record = _vlm_service(tmp_path, video, info, [{"text": "I walk."}], model={"video": True})
     rows = service.captions([Clip(0, 80, 0.5, "describe", "fine")])
     parts = [p for p in _calls(record)[0]["payload"]["messages"][0]["content"] if isinstance(p, dict)]
-    assert parts == [{"video": parts[0]["video"], "fps": 0.5}] and rows[0].n_frames == 40
+    # The clip's rate and its frames' source times travel with the video (vLLM hands them to the model).
+    assert parts == [{"video": parts[0]["video"], "fps": 0.5, "times_s": [2.0 * k for k in range(40)],
+                      "timeline": "source"}] and rows[0].n_frames == 40
     # The video's wrapper speaks of one video, not of images that follow their timestamps.
     text = _calls(record)[0]["payload"]["messages"][0]["content"][0]
     assert "shown as one video" in text and "image" not in text
@@ -251,3 +253,90 @@ def test_a_fact_past_the_first_256_word_pieces_of_a_long_memory_is_found(tmp_pat
     assert index.search("Where did I lock my red bicycle?", 1)[0][0] == 1
     again = MemoryIndex(texts, tmp_path, "embedding")  # from the index cache: same chunks, same answer
     assert (again.owners == index.owners).all() and again.search("red bicycle by the bakery", 1)[0][0] == 1
+
+
+# ------------------------------------------------------------------------------------ caption health (#24)
+
+LOOP = "I walk along the corridor. " + "The door is open. " * 40
+
+
+def test_a_length_cut_caption_is_marked_and_a_looping_one_is_retried_once_with_the_repetition_settings(
+        long_clip, tmp_path):
+    video, info = long_clip
+    rules = [{"match": "from 0 s to 10 s", "repetition_penalty": None, "text": "I walk and then I",
+              "finish_reason": "length"},  # cut, but no loop: kept as it is, marked
+             {"match": "from 10 s to 20 s", "repetition_penalty": None, "text": LOOP, "finish_reason": "length"},
+             {"match": "from 10 s to 20 s", "repetition_penalty": 1.2, "text": "I walk past an open door."},
+             {"text": "I walk."}]
+    service, record = _vlm_service(tmp_path, video, info, rules, model={"repetition_penalty": 1.2})
+    clips = [Clip(s, s + 10, 1.0, "x", "fine") for s in (0, 10, 20)]
+    rows = service.captions(clips)
+    assert [r.finish_reason for r in rows] == ["length", "stop", "stop"]
+    assert rows[0].text == "I walk and then I" and rows[0].error is None
+    assert rows[1].text == "I walk past an open door."  # the retry's caption
+    calls = _calls(record)
+    assert len(calls) == 4 and [c["payload"].get("repetition_penalty") for c in calls] == [None, None, None, 1.2]
+    assert (service.stats.calls, service.stats.truncated, service.stats.retried) == (4, 1, 1)
+    # The mark is kept in the caption cache: a rerun reads it back without a call.
+    again = service.captions(clips)
+    assert [r.finish_reason for r in again] == ["length", "stop", "stop"] and len(_calls(record)) == 4
+    service.close()
+    off, record = _vlm_service(tmp_path / "off", video, info, rules, repetition_retry=False)
+    assert off.captions([clips[1]])[0].finish_reason == "length" and len(_calls(record)) == 1
+    off.close()
+
+
+def test_repetition_loops_are_told_from_ordinary_captions():
+    from senri.captioners.vlm import looping
+
+    assert looping(LOOP) and looping("a " + "door " * 30) and looping("x " + "the cat sat on the mat. " * 6)
+    assert not looping("I walk along a grey corridor, turn left at the sign and open the red door.")
+    assert not looping("no no no")  # too short to be a loop
+    assert not looping(" ".join(f"corridor {n} is grey." for n in range(40)))  # similar, never repeated
+
+
+def test_one_clip_that_cannot_be_captioned_fails_alone_and_its_batch_keeps_the_others(long_clip, tmp_path,
+                                                                                     monkeypatch):
+    from senri.captioners.vlm import BackendCaptioner
+
+    video, info = long_clip
+    service, record = _vlm_service(tmp_path, video, info, [{"text": "I walk."}])
+    frames = BackendCaptioner._frames
+
+    def broken_frames(self, clip):
+        if clip.start_s == 10:
+            raise OSError("frame store unreadable")
+        return frames(self, clip)
+
+    monkeypatch.setattr(BackendCaptioner, "_frames", broken_frames)
+    rows = service.captions([Clip(s, s + 10, 1.0, "x", "fine") for s in (0, 10, 20)])
+    assert [r.error is None for r in rows] == [True, False, True] and "frame store unreadable" in rows[1].error
+    assert len(_calls(record)) == 2 and (service.stats.computed, service.stats.unsent) == (2, 1)
+
+    # A captioner that raises for a whole batch: the service asks clip by clip, and only the bad one fails.
+    many = service.captioner.caption_many
+
+    def raising(clips):
+        if any(c.start_s == 40 for c in clips):
+            raise RuntimeError("engine rejected the batch")
+        return many(clips)
+
+    monkeypatch.setattr(service.captioner, "caption_many", raising)
+    rows = service.captions([Clip(s, s + 10, 1.0, "x", "fine") for s in (30, 40, 50)])
+    assert [r.error is None for r in rows] == [True, False, True] and "rejected" in rows[1].error
+    service.close()
+
+
+def test_a_failed_caption_never_reaches_a_model_as_its_error_text():
+    from senri.memory import caption_health, format_memory
+    from senri.records import MemoryRow
+
+    def row(start, text, error=None, finish=None):
+        return MemoryRow("v", "coarse", start, start + 30, 1.0, 30, "h", text, "c", "t", None, None, error,
+                         finish_reason=finish)
+
+    rows = [row(0, "I walk."), row(30, "", "CUDA out of memory"), row(60, "I open a door and", finish="length")]
+    listed = format_memory(rows)
+    assert "CUDA" not in listed and "no caption" not in listed and listed.count("\n") == 1
+    assert "[1] coarse 1:00–1:30: I open a door and" in listed
+    assert caption_health(rows) == (1, 1)
