@@ -450,6 +450,9 @@ def test_verifiers_get_a_1fps_carrier_video_with_exactly_the_sampled_frames(shop
     for call in _calls(calls, "verify"):
         media = [p for m in call["payload"]["messages"] for p in m["content"] if isinstance(p, dict)]
         assert len(media) == 1 and media[0]["fps"] == 1.0  # one video part, no images
+        # The frames' source times travel with the carrier; the model places them on its offsets (citations).
+        assert media[0]["timeline"] == "carrier" and len(media[0]["times_s"]) == 6
+        assert media[0]["times_s"] == sorted(media[0]["times_s"]) and 60 <= media[0]["times_s"][0] <= 64
     # Cells [60, 66.7] and [63.3, 70] at f = 1: 6 frames each, every one in its carrier, at 1 frame/s.
     assert [n for n, _ in carriers] == [6, 6]
     for n, mp4 in carriers:

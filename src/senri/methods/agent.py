@@ -261,9 +261,10 @@ class MemorySearch(Method):
                              f"{self.context.model_name!r} takes no video")
         return self.verifier_input == "video" or (self.verifier_input == "auto" and takes_video)
 
-    def _verifier_visual(self, jpegs: list[bytes], as_video: bool) -> list[Part]:
-        """The cell's frames as the verifier sees them: a 1 frame/s carrier (frame k at offset k s) for
-        backends that take video, else images labelled with the same carrier offsets."""
+    def _verifier_visual(self, jpegs: list[bytes], as_video: bool, times: list[float]) -> list[Part]:
+        """The cell's frames as the verifier sees them: a 1 frame/s carrier (frame k at offset k s, the
+        timeline its citations use; the frames' source ``times`` travel with it) for backends that take video,
+        else images labelled with the same carrier offsets."""
         if not as_video:
             return [ImagePart(jpeg, float(k)) for k, jpeg in enumerate(jpegs)]
         from senri.decode import carrier_frame_count, carrier_from_jpegs
@@ -272,7 +273,7 @@ class MemorySearch(Method):
         count = carrier_frame_count(mp4)
         if count != len(jpegs):  # the paper's carrier check: exactly the sampled frames, nothing dropped or added
             raise RuntimeError(f"verifier carrier holds {count} frames, {len(jpegs)} were sampled")
-        return [VideoPart(mp4, 1.0)]
+        return [VideoPart(mp4, 1.0, tuple(times), timeline="carrier")]
 
     def _verifier_request(self, check: Check, cell: Cell, times: list[float], jpegs: list[bytes]) -> ChatRequest:
         """Choice-blind: only the check's task (or, without target guidance, a general prompt under its own
@@ -299,7 +300,7 @@ class MemorySearch(Method):
         return ChatRequest(
             messages=(Message.text("system", self.prompt_set.render(
                           "verifier_system" if self.target_guided else "verifier_system_general")),
-                      Message("user", (task + "\n", *self._verifier_visual(jpegs, as_video), "\n" + reply))),
+                      Message("user", (task + "\n", *self._verifier_visual(jpegs, as_video, times), "\n" + reply))),
             json_schema=REPORT_SCHEMA if capabilities is not None and capabilities.json_schema else None,
             purpose="verify", **sampling)
 
