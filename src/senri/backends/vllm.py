@@ -27,8 +27,7 @@ import logging
 import time
 from typing import Any, Callable, Mapping, Sequence
 
-from senri.backends.base import (Backend, BackendError, Capabilities, ChatRequest, ChatResponse, ImagePart,
-                                 VideoPart)
+from senri.backends.base import Backend, BackendError, Capabilities, ChatRequest, ChatResponse, VideoPart
 from senri.backends.openai_format import TOP_LOGPROBS, chat_messages, chat_template_kwargs, letter_scores
 
 log = logging.getLogger(__name__)
@@ -173,32 +172,18 @@ def video_metadata(part: VideoPart, n_frames: int) -> dict[str, Any]:
 
 
 def generate_prompt(request: ChatRequest, tokenizer: Any, template_kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``LLM.generate`` input for a request holding video: the chat template's text (typed ``image`` /
-    ``video`` placeholders where the parts were, a timestamped image after its label) and the decoded media,
-    each video with its :func:`video_metadata`."""
-    import io
-
+    """The ``LLM.generate`` input for a request holding video: the chat template's text over the typed-content
+    messages transformers' processors take (``image`` / ``video`` placeholders where the parts were, a
+    timestamped image after its label) and the decoded media, each video with its :func:`video_metadata`."""
     import numpy as np
-    from PIL import Image
 
-    from senri.backends.transformers import carrier_frames
+    from senri.backends.transformers import carrier_frames, hf_messages
 
-    messages, images, videos = [], [], []
-    for message in request.messages:
-        content: list[dict[str, Any]] = []
-        for part in message.content:
-            if isinstance(part, str):
-                content.append({"type": "text", "text": part})
-            elif isinstance(part, ImagePart):
-                if part.label():
-                    content.append({"type": "text", "text": part.label()})
-                images.append(Image.open(io.BytesIO(part.jpeg)).convert("RGB"))
-                content.append({"type": "image"})
-            else:
-                frames = np.stack([np.asarray(f) for f in carrier_frames(part)])
-                videos.append((frames, video_metadata(part, len(frames))))
-                content.append({"type": "video"})
-        messages.append({"role": message.role, "content": content})
+    messages, images, parts = hf_messages(request, video_ok=True)
+    videos = []
+    for part in parts:
+        frames = np.stack([np.asarray(f) for f in carrier_frames(part)])
+        videos.append((frames, video_metadata(part, len(frames))))
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **template_kwargs)
     data: dict[str, Any] = {"video": videos}
     if images:
