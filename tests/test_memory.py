@@ -281,6 +281,15 @@ def test_a_length_cut_caption_is_marked_and_a_looping_one_is_retried_once_with_t
     again = service.captions(clips)
     assert [r.finish_reason for r in again] == ["length", "stop", "stop"] and len(_calls(record)) == 4
     service.close()
+    # A retry that fails keeps the cut caption (marked), and both calls are counted.
+    failing = [{"match": "from 10 s to 20 s", "repetition_penalty": None, "text": LOOP, "finish_reason": "length"},
+               {"match": "from 10 s to 20 s", "error": "HTTP 400: unknown field repetition_penalty"}]
+    kept, record = _vlm_service(tmp_path / "failing", video, info, failing)
+    row = kept.captions([clips[1]])[0]
+    assert row.error is None and row.text == LOOP.strip() and row.finish_reason == "length"
+    assert len(_calls(record)) == 2 and _calls(record)[1]["payload"]["repetition_penalty"] == 1.05
+    assert kept.stats.calls == 2
+    kept.close()
     off, record = _vlm_service(tmp_path / "off", video, info, rules, repetition_retry=False)
     assert off.captions([clips[1]])[0].finish_reason == "length" and len(_calls(record)) == 1
     off.close()

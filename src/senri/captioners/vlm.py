@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
 import sys
 import tempfile
 from pathlib import Path
@@ -29,6 +30,8 @@ from typing import Any, Mapping, Sequence
 
 from senri.answers import split_reasoning
 from senri.captioners.base import Caption, Captioner, Clip, VideoMedia, code_digest
+
+log = logging.getLogger(__name__)
 
 #: The instruction's wrapper per input mode (video, images); both are in the captioner's identity.
 WRAPPERS = ("clip_video", "clip_images")
@@ -162,10 +165,14 @@ class BackendCaptioner(Captioner):
             again = self.backend.complete_many([dataclasses.replace(requests[i], **retry) for i in looped])
             for i, response in zip(looped, again):
                 first = responses[i]
-                response.prompt_tokens += first.prompt_tokens
-                response.completion_tokens += first.completion_tokens
-                response.latency_s += first.latency_s
-                responses[i] = response
+                kept = first if response.error else response  # a failed retry keeps the cut caption
+                if response.error:
+                    log.warning("%s: the loop retry failed (%s); the cut caption is kept", requests[i].purpose,
+                                response.error)
+                kept.prompt_tokens = first.prompt_tokens + response.prompt_tokens
+                kept.completion_tokens = first.completion_tokens + response.completion_tokens
+                kept.latency_s = first.latency_s + response.latency_s
+                responses[i] = kept
         for i in order:
             r, (frames, dropped) = responses[i], frames_of[i]
             text = "" if r.error else split_reasoning(r.text or "")[0].strip()
