@@ -586,3 +586,23 @@ def test_the_repair_turn_comes_from_the_method_s_prompt_files(shop, tmp_path):
     repairs = [c for c in calls if c["purpose"] == "control:repair"]
     assert repairs and all(c["payload"]["messages"][-1]["content"][0].startswith("OUR REPAIR WORDING: ")
                            for c in repairs)
+
+
+def test_memory_search_never_retrieves_a_failed_caption_and_counts_cut_and_failed_ones(shop, tmp_path):
+    """#24 items 10, 12: a failed caption is not indexed (its error text never reaches the controller) and is
+    booked on the question; a retrieved caption cut at the captioner's token limit is counted."""
+    import dataclasses
+
+    from senri.records import read_table
+
+    rows = [MemoryRow(**r) for r in read_table(shop["dir"] / "memory.parquet", MemoryRow).iter_rows(named=True)]
+    rows = [dataclasses.replace(r, finish_reason="length") if "pick up a figure" in r.text else r for r in rows]
+    rows.append(MemoryRow("shop", "coarse", 120.0, 150.0, 1.0, 0, "h", "", "perception", "t", None, None,
+                          "CUDA out of memory"))
+    mine = tmp_path / "shop"
+    mine.mkdir()
+    write_table(to_frame(rows, MemoryRow), mine / "memory.parquet", MemoryRow)
+    row, calls = run_agent({**shop, "dir": mine}, tmp_path, "memory_search")
+    assert calls and not any("CUDA" in json.dumps(c["payload"]) for c in calls)
+    assert "I pick up a figure from a shelf." in json.dumps(_controller_calls(calls)[1]["payload"])
+    assert (row["truncated_captions"], row["failed_captions"]) == (1, 1)

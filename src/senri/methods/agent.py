@@ -37,7 +37,7 @@ from typing import Any, ClassVar
 
 from senri.answers import question_block
 from senri.backends.base import ChatRequest, ChatResponse, ImagePart, Message, Part, VideoPart
-from senri.memory import format_memory
+from senri.memory import caption_health, described, format_memory
 from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
 from senri.methods.structured import StructuredReply, ask_json, ask_json_many
 from senri.records import LETTERS, MemoryRow, Question, read_table
@@ -135,7 +135,10 @@ class MemorySearch(Method):
             raise ValueError(f"method {context.method_name!r}: verifier_input must be one of {VERIFIER_INPUTS}")
         self.prompt_set = prompt_set(config.get("prompts") or self.default_prompts, config.get("prompts_dir"))
         table = read_table(context.memory, MemoryRow).sort("start_s", "level")
-        self.memory = [MemoryRow(**row) for row in table.select(list(MemoryRow.__dataclass_fields__)).iter_rows(named=True)]
+        rows = [MemoryRow(**row) for row in table.select(list(MemoryRow.__dataclass_fields__)).iter_rows(named=True)]
+        # A failed caption has nothing to find: it is not indexed, and every question books it (failed_captions).
+        self.memory = [r for r in rows if described(r)]
+        self.failed_memories = caption_health(rows)[1]
         index_dir = context.caption_cache / "index" if context.caption_cache else None
         self.index = MemoryIndex([f"{clock(r.start_s)}–{clock(r.end_s)} {r.place_labels or ''} {r.text}"
                                   for r in self.memory], index_dir, str(config.get("retriever", "embedding")))
@@ -246,6 +249,7 @@ class MemorySearch(Method):
         new = [i for i, _ in hits if i not in ep.retrieved]
         for i in new:
             ep.retrieved[i] = self.memory[i]
+        ep.tally.count("truncated_captions", caption_health([self.memory[i] for i in new])[0])
         if not new:
             ep.feedback = [self.prompt_set.render("search_nothing_new", query=query, top_k=self.top_k).strip()]
             ep.feedback_action = "search"
@@ -434,6 +438,7 @@ class MemorySearch(Method):
     def answer(self, question: Question) -> MethodAnswer:
         started = time.monotonic()
         ep = Episode(question)
+        ep.tally.count("failed_captions", self.failed_memories)
         letter, text = None, None
         for round_no in range(1, self.max_rounds + 2):
             forced = round_no == self.max_rounds + 1
