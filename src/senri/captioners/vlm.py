@@ -130,7 +130,8 @@ class BackendCaptioner(Captioner):
         text = self.prompts.render(wrapper, start=f"{clip.start_s:g}", end=f"{clip.end_s:g}", fps=f"{clip.fps:g}",
                                    n_frames=len(frames), instruction=clip.instruction)
         if self.as_video:
-            media: tuple = (VideoPart(clip_video(frames, clip.fps), clip.fps, tuple(float(f.pts_s if f.pts_s is not None else clip.start_s) for f in frames)),)
+            times = tuple(float(clip.start_s if f.pts_s is None else f.pts_s) for f in frames)
+            media: tuple = (VideoPart(clip_video(frames, clip.fps), clip.fps, times),)
         else:
             media = tuple(ImagePart(encode_jpeg(f.image), f.pts_s) for f in frames)
         return ChatRequest(messages=(Message("user", (text, *media)),),
