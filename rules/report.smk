@@ -41,6 +41,9 @@ rule report:
     output:
         html="results/report.html",
         tables=directory("results/report/tables"),
+        # Named inside the tables folder so that a run without them fails (the run-health table, issue 24).
+        run_health=multiext("results/report/tables/run_health", ".parquet", ".csv", ".md"),
+        chance=multiext("results/report/tables/chance", ".parquet", ".csv", ".md"),
         figures=directory("results/report/figures"),
         config="results/report/config.yaml",
     params:

@@ -228,11 +228,11 @@ def test_search_retrieves_memories_and_candidates_for_the_controller(shop, tmp_p
 
 def test_malformed_controller_json_is_retried_once_then_recorded(shop, tmp_path):
     broken = [{"match": "search, verify, answer", "text": "let me think about the shelf"},
-              {"match": "This is the last round", "text": "C, I guess"},
+              {"match": "This is the last round", "text": "I cannot tell from what I have"},
               {"match": "That reply was not valid", "text": "still thinking"}]
     row, calls = run_agent(shop, tmp_path, "senri_agent", controller=broken)
     trace = json.loads(row["trace"])
-    assert trace["actions"] == ["malformed"] * 6
+    assert trace["actions"] == ["malformed"] * 6   # no letter anywhere, not even for the answer parser
     assert all(c["attempts"] == 2 and c["failure"] for c in trace["calls"] if c["call"] == "control")
     assert sum(c["purpose"].endswith(":repair") for c in calls) == 6
     assert row["pred"] is None and not row["parse_ok"] and row["error"] is None
@@ -322,15 +322,15 @@ def test_cells_are_capped_per_round_evenly_and_the_cap_is_recorded():
 def test_option_text_copied_into_a_check_is_stripped_or_refused_and_recorded():
     from senri.verify import strip_choice_text
 
-    forbidden = [QUESTION.question, *QUESTION.options]
-    assert strip_choice_text("Are there Four rows, or five?", forbidden) == ("Are there […] rows, or […]?",
-                                                                             ["Five", "Four"])
+    assert strip_choice_text("Are there Four or five rows?", QUESTION.question, QUESTION.options) == (
+        "Are there […] rows?", ["Four or five"])
     raw = [{"target_context": "the moment I pick up the figure", "objective": "is it Four or Five rows",
             "requirements": ["Three rows", "the shelf is visible"], "windows": [[60, 62]]},
-           {"target_context": "Four", "objective": "Five", "windows": [[60, 62]]}]
-    checks, problems = validate_checks(raw, 120, forbidden)
-    assert checks[0].objective == "is it […] or […] rows" and checks[0].requirements == ("[…] rows",
-                                                                                         "the shelf is visible")
+           {"target_context": "Four, Five", "objective": "Two or Three", "windows": [[60, 62]]}]
+    checks, problems = validate_checks(raw, 120, QUESTION.question, QUESTION.options)
+    # A lone option word ("Three rows") is ordinary content; options listed side by side are not.
+    assert checks[0].objective == "is it […] rows" and checks[0].requirements == ("Three rows",
+                                                                                  "the shelf is visible")
     assert any("option text removed" in a for a in checks[0].adjustments)
     assert problems == ["check 2: refused: target_context and objective are required and may not copy the "
                         "question or option text"]
@@ -339,7 +339,8 @@ def test_option_text_copied_into_a_check_is_stripped_or_refused_and_recorded():
 def test_option_text_never_reaches_a_verifier_even_when_the_controller_copies_it(shop, tmp_path):
     leaky = {"action": "verify", "rationale": "count rows", "checks": [
         {"target_context": f"the moment I pick up the figure: {QUESTION.question}",
-         "objective": "decide between Two, Three, Four and Five rows", "requirements": ["Four rows are visible"],
+         "objective": "decide between Two, Three, Four and Five rows",
+         "requirements": ["Four or Five rows are visible"],
          "windows": [[60, 64]], "fps": 1, "preset": "sparse"}]}
     row, calls = run_agent(shop, tmp_path, "senri_agent",
                            controller=[{"match": "Problems with your previous verify",
@@ -586,6 +587,225 @@ def test_the_repair_turn_comes_from_the_method_s_prompt_files(shop, tmp_path):
     repairs = [c for c in calls if c["purpose"] == "control:repair"]
     assert repairs and all(c["payload"]["messages"][-1]["content"][0].startswith("OUR REPAIR WORDING: ")
                            for c in repairs)
+
+
+# ------------------------------------------------------------------- issue 24: nothing lost silently
+
+WIDE = {"action": "verify", "rationale": "scan", "checks": [
+    {"target_context": "the moment I pick up the figure", "objective": "count the rows",
+     "requirements": ["the shelf is visible"], "windows": [[60, 80]], "fps": 1}]}  # 4 cells: r1-r4
+ANSWER_C = json.dumps({"action": "answer", "rationale": "r", "answer": "C"})
+
+
+def _media(call: dict) -> list[dict]:
+    return [p for m in call["payload"]["messages"] for p in m["content"] if isinstance(p, dict)]
+
+
+def test_a_failed_memory_update_keeps_the_newest_reports_and_tells_the_controller(shop, tmp_path):
+    row, calls = run_agent(shop, tmp_path, "senri_agent",
+                           controller=[{"match": "working memory update failed", "text": ANSWER_C},
+                                       {"match": "search, verify, answer", "text": json.dumps(WIDE)}],
+                           extra=[{"match": "Update the working memory", "text": "I would keep them all"}])
+    trace = json.loads(row["trace"])
+    memory = trace["rounds"][0]["working_memory"]
+    assert memory["failure"] and memory["kept"] == ["r4", "r3", "r2"]   # within the bound, most recent first
+    assert row["failed_memory_updates"] == 1 and row["pred"] == "C"
+    second = _texts(_controller_calls(calls)[1], "user")
+    assert "[r4]" in second and "[r2]" in second and "[r1]" not in second
+    assert any("working memory update failed" in f for f in trace["rounds"][1]["feedback_shown"])
+
+
+def test_the_no_wm_controller_request_is_sized_to_the_image_limit_oldest_evidence_first(shop, tmp_path):
+    row, calls = run_agent(shop, tmp_path, "senri_agent_no_wm", model={"video": True, "max_images": 3},
+                           controller=[{"match": "[r4]", "text": ANSWER_C},
+                                       {"match": "search, verify, answer", "text": json.dumps(WIDE)}])
+    second = _controller_calls(calls)[1]
+    images = _media(second)
+    assert 0 < len(images) <= 3
+    assert all(p["time_s"] >= 70 for p in images)   # the newest report's last frames are what is left
+    control = [c for c in json.loads(row["trace"])["calls"] if c["call"] == "control"][1]
+    assert control["trim"]["rule"] == "oldest evidence first, frames before reports"
+    # 4 reports x 6 cited frames = 24 images, 3 allowed: the 21 oldest frames go, no report.
+    assert control["trim"]["frames_left_out"] == 21 and control["trim"]["reports_left_out"] == []
+    assert row["context_trims"] == 1 and row["pred"] == "C"
+    assert "the oldest evidence was left out of this request: 21 evidence frame(s)" in _texts(second, "user")
+
+
+def test_the_updater_request_is_sized_to_the_image_limit_and_the_trim_recorded(shop, tmp_path):
+    row, calls = run_agent(shop, tmp_path, "senri_agent", model={"video": True, "max_images": 4},
+                           controller=[{"match": "[r1]", "text": ANSWER_C},
+                                       {"match": "search, verify, answer", "text": json.dumps(WIDE)}],
+                           extra=[{"match": "Update the working memory",
+                                   "text": json.dumps({"note": "n", "selected_report_ids": ["r1", "r2", "r4"]})}])
+    update = _calls(calls, "update")[0]
+    assert len(_media(update)) == 4
+    trace = json.loads(row["trace"])
+    entry = [c for c in trace["calls"] if c["call"] == "update"][0]
+    assert entry["trim"]["frames_left_out"] == 16 - 4 and entry["trim"]["reports_left_out"] == []
+    # The controller of round 2 sees the 3 kept reports x 4 frames = 12 images: trimmed to 4 as well.
+    assert len(_media(_controller_calls(calls)[1])) == 4
+    assert row["context_trims"] == 2
+
+
+def test_evidence_trimming_leaves_out_frames_before_reports_oldest_first():
+    from senri.methods.agent import Evidence, fit_evidence
+
+    reports = [read_report(f"r{n}", 0, None, Cell(0, 0, n, n + 1), {"observation": "x"}, [float(n)])
+               for n in (1, 2, 3)]
+    pool = [Evidence(r, [(float(i), b"j")] * 2) for i, r in enumerate(reports)]
+
+    def fits_when(images: int, reports_at_most: int):
+        return lambda kept: None if (sum(len(e.frames) for e in kept) <= images
+                                     and len(kept) <= reports_at_most) else "too big"
+
+    kept, trim = fit_evidence(pool, fits_when(3, 3))
+    assert [len(e.frames) for e in kept] == [0, 1, 2] and trim["frames_left_out"] == 3
+    kept, trim = fit_evidence(pool, fits_when(0, 2))
+    assert [e.report.report_id for e in kept] == ["r2", "r3"] and trim["reports_left_out"] == ["r1"]
+    kept, trim = fit_evidence(pool, fits_when(6, 3))
+    assert kept == pool and trim is None
+    # A request that shows no frames (a text-only updater) leaves out only whole reports, frames untouched.
+    kept, trim = fit_evidence(pool, lambda kept: None if len(kept) <= 1 else "too big", frames=False)
+    assert [e.report.report_id for e in kept] == ["r3"] and kept[0].frames == pool[2].frames
+    assert trim["frames_left_out"] == 0 and trim["reports_left_out"] == ["r1", "r2"]
+    kept, trim = fit_evidence(pool, lambda kept: "always too big")
+    assert kept == [] and trim["still_over"] == "always too big"
+
+
+def test_an_invalid_forced_reply_goes_through_the_answer_parser(shop, tmp_path):
+    broken = [{"match": "search, verify, answer", "text": "let me think about the shelf"},
+              {"match": "This is the last round", "text": "C, I guess"},
+              {"match": "That reply was not valid", "text": "still thinking"}]
+    row, calls = run_agent(shop, tmp_path, "senri_agent", controller=broken)
+    assert row["pred"] == "C" and row["forced_answers"] == 1 and row["forced_recovered"] == 1
+    forced = _calls(calls, "control:forced")[0]
+    assert "answer" in forced["payload"]["json_schema"]["required"]
+    last = json.loads(row["trace"])["rounds"][-1]
+    assert last["action"] == "answer" and last["recovered_by_parser"] == "bare_letter"
+    baseline, _ = run_agent(shop, tmp_path, "memory_search")
+    assert baseline["forced_answers"] == 1 and baseline["forced_recovered"] == 0
+
+
+def test_the_round_after_an_invalid_reply_says_what_was_wrong(shop, tmp_path):
+    broken = [{"match": "not a valid action", "text": ANSWER_C},
+              {"match": "search, verify, answer", "text": json.dumps({"action": "answer", "rationale": "r"})}]
+    row, calls = run_agent(shop, tmp_path, "senri_agent", controller=broken)
+    second = _texts(_calls(calls, "control")[1], "user")
+    assert "not a valid action" in second and "answer must be one of A, B, C, D" in second
+    assert row["pred"] == "C"
+    text_only = [{"match": "not a valid action", "text": ANSWER_C},
+                 {"match": "search, verify, answer", "text": "let me think about the shelf"}]
+    _, calls = run_agent(shop, tmp_path, "senri_agent", controller=text_only)
+    assert "no JSON object" in _texts(_calls(calls, "control")[1], "user")
+
+
+def test_choice_blind_stripping_keeps_lone_numbers_and_common_words():
+    from senri.verify import strip_choice_text
+
+    counting = ("How many boxes were on the shelf?", ["3", "4", "5", "6"])
+    assert strip_choice_text("count the boxes on the 3 shelf rows", *counting) == (
+        "count the boxes on the 3 shelf rows", [])
+    text, removed = strip_choice_text("is it 3, 4 or 5 boxes", *counting)
+    assert text == "is it […] boxes" and removed == ["3, 4 or 5"]
+    relation = ("Where was the door relative to me when I picked up the figure?",
+                ["left", "right", "in front", "behind"])
+    assert strip_choice_text("note whether the door is on my left", *relation)[1] == []
+    assert strip_choice_text("the door at my front left", *relation)[1] == []   # a direction, not a list
+    assert strip_choice_text('is it "left" / "behind"?', *relation)[0] == 'is it "[…]"?'
+    assert strip_choice_text("is the door on my left or right", *relation) == ("is the door on my […]",
+                                                                              ["left or right"])
+    named = ("Which shop did I visit?", ["the Kite Shop", "a tea house", "the red ceramic mug stall", "a bank"])
+    assert strip_choice_text("find the sign of the kite shop", *named) == ("find the sign of […]", ["the kite shop"])
+    assert strip_choice_text("look at the red ceramic mug stall sign", *named)[1] == ["the red ceramic mug stall"]
+    assert strip_choice_text("read the sign above a bank", *named)[1] == []     # two common words, kept
+    question = counting[0]
+    assert strip_choice_text(f"look here: {question}", *counting) == ("look here: […]?", [question])
+
+
+def test_stripped_and_refused_checks_are_counted(shop, tmp_path):
+    leaky = {"action": "verify", "rationale": "count rows", "checks": [
+        {"target_context": "the moment I pick up the figure", "objective": "count the rows: Two, Three or Four",
+         "requirements": ["the shelf is visible"], "windows": [[60, 64]], "fps": 1},
+        {"target_context": "Four or Five", "objective": "Two or Three", "windows": [[60, 64]]},
+        {"target_context": "the moment I pick up the figure", "objective": "count the 3 rows on the left",
+         "windows": [[60, 64]]}]}
+    row, calls = run_agent(shop, tmp_path, "senri_agent",
+                           controller=[{"match": "Problems with your previous verify", "text": ANSWER_C},
+                                       {"match": "search, verify, answer", "text": json.dumps(leaky)}])
+    assert row["stripped_checks"] == 2 and row["refused_checks"] == 1
+    objectives = [c["objective"] for c in json.loads(row["trace"])["rounds"][0]["checks"]]
+    assert objectives == ["count the rows: […]", "count the 3 rows on the left"]
+
+
+def test_the_default_cell_cap_leaves_the_paper_s_common_case_uncapped():
+    import yaml
+
+    from senri.methods.agent import DEFAULT_MAX_CELLS
+    from senri.verify import cap_cells
+
+    checks = [Check("t", "o", (), ((k * 1000, k * 1000 + 800),), fps=1, budget=8) for k in range(3)]
+    cells = check_cells(checks)
+    assert len(cells) == 597
+    for name in ("senri_agent", "senri_agent_no_tg", "senri_agent_no_pv", "senri_agent_no_wm"):
+        config = yaml.safe_load((Path(__file__).parents[1] / "config" / "method" / f"{name}.yaml").read_text())
+        assert cap_cells(cells, config["max_cells_per_round"]) == (cells, []), name
+    assert cap_cells(cells, DEFAULT_MAX_CELLS) == (cells, [])
+
+
+def test_capped_cells_and_the_seconds_seen_per_window_reach_the_controller_and_the_row(shop, tmp_path):
+    outside = {"action": "verify", "rationale": "look early and late", "checks": [
+        {"target_context": "the moment I pick up the figure", "objective": "count the rows",
+         "windows": [[5, 9], [110, 200]], "fps": 9, "preset": "dense"}]}
+    row, calls = run_agent(shop, tmp_path, "senri_agent",
+                           controller=[{"match": "Problems with your previous verify", "text": ANSWER_C},
+                                       {"match": "search, verify, answer", "text": json.dumps(outside)}],
+                           max_cells_per_round=3)
+    verify = json.loads(row["trace"])["rounds"][0]
+    # Kept cells [5, 9], [112, 116], [116, 120] of [5, 9], [110, 114], …, [116, 120].
+    assert verify["coverage"] == [{"check": 1, "window": [5, 9], "requested_s": 4, "seen_s": 4},
+                                  {"check": 1, "window": [110, 120], "requested_s": 10, "seen_s": 8}]
+    assert (row["capped_cells"], row["cell_s_requested"], row["cell_s_seen"]) == (2, 14, 12)
+    assert "window [110, 120]: 8 of 10 s seen" in _texts(_controller_calls(calls)[1], "user")
+
+
+def test_requirement_keys_are_normalised_before_gaps_are_found():
+    check = Check("when I pick up the figure", "count rows", ("rows are visible", "a price tag"), ((60, 63),), 1, 8)
+    report = read_report("r1", 0, check, Cell(0, 0, 60, 63), {
+        "observation": "a shelf", "requirement_findings": {"r1": "a hand", "2": "rows", "R3 ": "a tag"},
+        "requirement_evidence_moments": {"R1 ": [0], "r2": [{"offset_sec": 1}], "3": [2]},
+    }, frame_times=[60.0, 61.0, 62.0])
+    assert report.gaps == []
+    assert set(report.fields["requirement_findings"]) == {"R1", "R2", "R3"}
+    assert report.requirement_evidence_s == {"R1": [60.0], "R2": [61.0], "R3": [62.0]}
+
+
+def test_a_search_repeating_an_earlier_query_is_counted(shop, tmp_path):
+    row, _ = run_agent(shop, tmp_path, "memory_search")
+    assert row["repeated_queries"] == 4   # the same query five times: four repeats
+    fresh, _ = run_agent(shop, tmp_path, "senri_agent")
+    assert fresh["repeated_queries"] == 0
+
+
+def test_over_the_context_window_the_oldest_reports_are_left_out(shop, tmp_path):
+    """The token path: a text-only controller view (the model takes video, not images) over a context
+    window that holds two of the four reports: r1 and r2 go, the count is the backend's own estimate."""
+    controller = [{"match": "[r4]", "text": ANSWER_C}, {"match": "search, verify, answer", "text": json.dumps(WIDE)}]
+    model = {"video": True, "images": False}
+    (tmp_path / "free").mkdir()
+    free, calls = run_agent(shop, tmp_path / "free", "senri_agent_no_wm", controller=controller, model=model,
+                            max_tokens={"controller": 10})
+    chars = sum(len(_texts(_calls(calls, "control")[1], role)) for role in ("system", "user"))
+    summaries = json.loads(free["trace"])["rounds"][0]["reports"]
+    assert len(summaries) == 4 and free["context_trims"] == 0
+    limit = -(-(chars - len(summaries[0]) - len(summaries[1]) + 200) // 3) + 16 + 10
+    row, calls = run_agent(shop, tmp_path, "senri_agent_no_wm", controller=controller, model={**model,
+                           "context_tokens": limit}, max_tokens={"controller": 10})
+    second = _texts(_calls(calls, "control")[1], "user")
+    assert "[r1]" not in second and "[r2]" not in second and "[r3]" in second and "[r4]" in second
+    assert "and the reports r1, r2" in second
+    trim = [c for c in json.loads(row["trace"])["calls"] if c["call"] == "control"][1]["trim"]
+    assert trim["reports_left_out"] == ["r1", "r2"] and trim["frames_left_out"] == 0
+    assert "> context" in trim["why"] and row["context_trims"] == 1 and row["pred"] == "C"
 
 
 def test_memory_search_never_retrieves_a_failed_caption_and_counts_cut_and_failed_ones(shop, tmp_path):

@@ -157,3 +157,40 @@ def test_the_memory_captioner_is_part_of_a_runs_identity(tmp_path):
     assert set(tables["per_video"]["memory"]) == {"none", "perception", "qwen25vl7b_vllm"}
     assert tables["answer_positions"]["memory"].to_list() == ["", "none", "perception", "qwen25vl7b_vllm"]
     assert "| Method | Model | Memory |" in (tmp_path / "out/main.md").read_text()
+
+
+def test_run_health_sums_each_runs_prediction_columns_and_counts_its_failed_questions(tmp_path):
+    from senri.aggregate import RUN_HEALTH_COLUMNS, load_predictions, run_health_table, score
+    from senri.records import HEALTH_COUNTS
+
+    questions = _questions({"L": 2, "RR": 2, "OC": 2, "NP": 2, "RER": 2, "TER": 2}, n_videos=2)
+    agent = _predictions(questions, "senri_agent", "x", {"L": 2, "RR": 2, "OC": 1}, parse_fail={"NP-0"},
+                         error={"NP-1"})
+    # Hand-set counts on three questions; every other row keeps the contract's default of 0.
+    counts = {
+        "L-0": {"forced_answers": 1, "forced_recovered": 1, "context_trims": 2, "capped_cells": 5,
+                "cell_s_requested": 800, "cell_s_seen": 320, "stripped_checks": 1, "repeated_queries": 2},
+        "RR-1": {"forced_answers": 1, "timeouts": 3, "failed_memory_updates": 1, "refused_checks": 2,
+                 "cell_s_requested": 200, "cell_s_seen": 200},
+        "TER-1": {"truncated_captions": 4, "failed_captions": 1, "context_trims": 1},
+    }
+    agent = agent.with_columns(
+        pl.col("qid").replace_strict({q: c.get(name, 0) for q, c in counts.items()}, default=0,
+                                     return_dtype=pl.Int64).alias(name) for name in HEALTH_COUNTS
+    ).filter(pl.col("qid") != "TER-0")  # one missing prediction
+    perception = _predictions(questions, "senri_agent", "x", {"L": 1}).with_columns(
+        memory=pl.lit("perception"), context_trims=pl.lit(1, dtype=pl.Int64))
+    predictions = pl.concat([agent, perception])
+    predictions.write_parquet(tmp_path / "p.parquet")
+    loaded = load_predictions([tmp_path])
+    table = run_health_table(loaded, score(loaded, questions))
+    assert table.columns == ["method", "model", "memory", *RUN_HEALTH_COLUMNS]
+    vlm, text = table.row(0, named=True), table.row(1, named=True)
+    assert (vlm["memory"], text["memory"]) == ("none", "perception")
+    assert {k: vlm[k] for k in RUN_HEALTH_COLUMNS} == {
+        "questions": 12, "correct": 5, "accuracy": 41.7, "forced_answers": 2, "forced_recovered": 1,
+        "parse_failures": 1, "errors": 1, "timeouts": 3, "context_trims": 3, "truncated_captions": 4,
+        "failed_captions": 1, "capped_cells": 5, "cell_s_requested": 1000, "cell_s_seen": 520, "seen_share": 52.0,
+        "failed_memory_updates": 1, "stripped_checks": 1, "refused_checks": 2, "repeated_queries": 2, "missing": 1}
+    assert (text["questions"], text["correct"], text["context_trims"], text["missing"]) == (12, 1, 12, 0)
+    assert text["seen_share"] is None  # no check asked for any seconds: no share, not 0 %

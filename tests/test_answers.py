@@ -31,6 +31,7 @@ OPTIONS = ["To my rear left", "To my rear right", "To my front left", "To my fro
     ("B", "B", "bare_letter"),
     ("(C)", "C", "bare_letter"),
     ("D. To my front right", "D", "bare_letter"),
+    ("C, I guess", "C", "bare_letter"),
 ])
 def test_parses(text, letter, rule):
     parsed = parse_answer(text, OPTIONS)

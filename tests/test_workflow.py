@@ -100,6 +100,22 @@ def test_the_demo_report_has_every_table_and_figure(demo_run):
                                         "letter scoring: blind_letter/smollm2 → blind_debiased/smollm2",
                                         "blind_debiased/smollm2 → w/o debiasing"}
     assert (stats["resamples"] == 10_000).all() and (stats["seed"] == 0).all()
+    assert_report_has_run_health_and_chance(demo_run / "results")
+
+
+def assert_report_has_run_health_and_chance(results: Path) -> None:
+    """Issue 24's run-health table and issue 28's chance note, in a workflow's report: one run-health row per
+    run of the main table, every run but random compared with random, the words where an interval covers 0."""
+    page = (results / "report.html").read_text()
+    keys = ["method", "model", "memory"]
+    main = pl.read_parquet(results / "report/tables/main.parquet").select(keys).sort(keys)
+    health = pl.read_parquet(results / "report/tables/run_health.parquet")
+    assert health.select(keys).sort(keys).rows() == main.rows()
+    assert "<h2>Run health</h2>" in page
+    chance = pl.read_parquet(results / "report/tables/chance.parquet")
+    assert chance.height == main.filter(pl.col("method") != "random").height
+    assert ("cannot be told apart from chance" in page) == chance["covers_zero"].any()
+    assert ("make evidence" in page) == chance["covers_zero"].any()
 
 
 def test_a_rerun_answers_from_the_response_cache_byte_for_byte(demo_run):

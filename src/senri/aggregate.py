@@ -13,7 +13,7 @@ from typing import Iterable, Sequence
 
 import polars as pl
 
-from senri.records import LETTERS, TASK_TYPES, Prediction, Question, check_frame, schema_of
+from senri.records import HEALTH_COUNTS, LETTERS, TASK_TYPES, Prediction, Question, check_frame, schema_of
 
 #: Column order of the paper's main table.
 CATEGORIES: tuple[str, ...] = ("total", "es", "l", "np", "oc", "rr", "se", "rer", "ter")
@@ -152,6 +152,52 @@ def per_video_table(scored: pl.DataFrame, decimals: int = 1) -> pl.DataFrame:
         .select(*RUN_KEYS, "video_id", "n", "correct", "accuracy", *FAILURE_COLUMNS)
         .sort([*RUN_KEYS, "video_id"])
     )
+
+
+#: Columns of the run-health table after the run keys, in print order: the run's size and accuracy, then every
+#: way a question may have lost accuracy to the harness rather than to the method. ``parse_failures``,
+#: ``errors`` and ``missing`` count questions (as in the main table); the HEALTH_COUNTS columns are the
+#: prediction rows' own counts summed over the run (``timeouts`` there counts timed-out *calls*, not questions).
+RUN_HEALTH_COLUMNS: tuple[str, ...] = (
+    "questions", "correct", "accuracy", "forced_answers", "forced_recovered", "parse_failures", "errors",
+    "timeouts", "context_trims", "truncated_captions", "failed_captions", "capped_cells", "cell_s_requested",
+    "cell_s_seen", "seen_share", "failed_memory_updates", "stripped_checks", "refused_checks", "repeated_queries",
+    "missing",
+)
+RUN_HEALTH_LABELS = {**RUN_LABELS, "questions": "Questions", "correct": "Correct", "accuracy": "Accuracy",
+                     "forced_answers": "Forced answers", "forced_recovered": "Forced, recovered by parser",
+                     "parse_failures": "Parse failures", "errors": "Errors", "timeouts": "Timed-out calls",
+                     "context_trims": "Context trims", "truncated_captions": "Truncated captions",
+                     "failed_captions": "Failed captions", "capped_cells": "Capped cells",
+                     "cell_s_requested": "Cell s requested", "cell_s_seen": "Cell s seen",
+                     "seen_share": "Seen %", "failed_memory_updates": "Failed memory updates",
+                     "stripped_checks": "Stripped checks", "refused_checks": "Refused checks",
+                     "repeated_queries": "Repeated queries", "missing": "Missing"}
+RUN_HEALTH_NOTE = ("Counts are summed from the prediction files' columns, never from logs. Parse failures, errors "
+                   "and missing count questions (each counted wrong); timed-out calls and the other counts are "
+                   "events, several per question possible. Seen % = cell seconds seen / cell seconds requested "
+                   "by the checks (– when no check asked for any).")
+
+
+def run_health_table(predictions: pl.DataFrame, scored: pl.DataFrame, decimals: int = 1) -> pl.DataFrame:
+    """One row per run: how much the harness may have cost its accuracy (issue 24's run-health counts).
+
+    ``predictions`` are the rows :func:`load_predictions` read (they carry the HEALTH_COUNTS columns);
+    ``scored`` is :func:`score`'s grid, whose question counts include missing predictions.
+    """
+    sums = predictions.group_by(RUN_KEYS).agg(pl.col(name).sum().cast(pl.Int64) for name in HEALTH_COUNTS)
+    per_run = scored.group_by(RUN_KEYS, maintain_order=True).agg(
+        questions=pl.len().cast(pl.Int64),
+        correct=pl.col("correct").sum().cast(pl.Int64),
+        parse_failures=pl.col("parse_failure").sum().cast(pl.Int64),
+        errors=pl.col("backend_error").sum().cast(pl.Int64),
+        missing=pl.col("missing").sum().cast(pl.Int64),
+    )
+    table = per_run.join(sums, on=RUN_KEYS, how="left").with_columns(pl.col(n).fill_null(0) for n in HEALTH_COUNTS)
+    return table.with_columns(
+        accuracy=display_percent(pl.col("correct"), pl.col("questions"), decimals),
+        seen_share=display_percent(pl.col("cell_s_seen"), pl.col("cell_s_requested"), decimals),
+    ).select(*RUN_KEYS, *RUN_HEALTH_COLUMNS).sort(RUN_KEYS)
 
 
 def answer_positions(scored: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:

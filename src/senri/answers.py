@@ -10,8 +10,8 @@ yields a letter decides, and nothing is ever guessed:
    option is C", "option C is correct", "I choose D", "final answer: A", ``\\boxed{B}``. Upper-case letters
    stand alone; a lower-case letter counts only in parentheses or before punctuation / the end, so "the
    answer is a person" is not read as A.
-4. *Bare letter*: the whole output is a letter ("B", "(B)", "B.") or starts with one followed by ".", ")"
-   or ":" ("B. Blue").
+4. *Bare letter*: the whole output is a letter ("B", "(B)", "B.") or starts with one followed by ".", ")",
+   ":" or "," ("B. Blue", "C, I guess").
 5. *Option text*: exactly one option's full text appears in the output (word-bounded, case- and
    space-insensitive; an option contained in another matching option yields to the longer one).
 6. Otherwise a **parse failure**: ``letter=None``, counted wrong, shown in the tables' failure column.
@@ -89,7 +89,7 @@ _DECLARATIONS = [
 ]
 _DECLARATION_RE = re.compile("|".join(f"(?:{d})" for d in _DECLARATIONS))
 _BARE_RE = re.compile(r"^\s*\(?([A-D])\)?\s*(?:[.:)]\s*(.*))?$", re.DOTALL)
-_LEADING_RE = re.compile(r"^\s*\(?([A-D])[.):](?:\s|$)")
+_LEADING_RE = re.compile(r"^\s*\(?([A-D])[.):,](?:\s|$)")
 
 
 def _declared_letters(text: str) -> list[str]:

@@ -14,8 +14,9 @@ so the first cell starts at a, the last ends at b, and neighbours overlap by 50 
 verifiers (the ``no_pv`` ablation) a check is one "cell" over all its windows (overlapping ones merged, so its
 frames are strictly increasing in time), sampled at f and capped at B.
 
-Choice-blindness is enforced here too: a check whose fields copy the question or an option's text has that
-text removed (and the removal recorded); a check left without a target or objective is refused.
+Choice-blindness is enforced here too: what would leak the choice structure — the question, options listed side
+by side, a distinctive option copied whole — is removed from a check (and the removal recorded); a lone number
+or common word stays. A check left without a target or objective is refused.
 """
 
 from __future__ import annotations
@@ -129,6 +130,36 @@ def cap_cells(cells: Sequence[Cell], max_cells: int) -> tuple[list[Cell], list[d
     return kept, caps
 
 
+def _union_length(intervals: Sequence[tuple[float, float]]) -> float:
+    return sum(b - a for a, b in merge_spans(intervals))
+
+
+def window_coverage(checks: Sequence[Check], kept: Sequence[Cell]) -> list[dict[str, Any]]:
+    """Per check and window: the seconds asked for and the seconds the kept cells cover (their union clipped
+    to the window), so a capped check says how much of its window was seen. ``check`` is the check's place
+    in the controller's list (1-based); seconds are rounded to 0.1 s."""
+    out = []
+    for k, check in enumerate(checks):
+        mine = [span for c in kept if c.check == k for span in c.intervals()]
+        for a, b in check.windows:
+            seen = _union_length([(max(a, s), min(b, e)) for s, e in mine if min(b, e) > max(a, s)])
+            out.append({"check": check.position, "window": [a, b], "requested_s": round(b - a, 1),
+                        "seen_s": round(seen, 1)})
+    return out
+
+
+def requested_and_seen_s(checks: Sequence[Check], kept: Sequence[Cell]) -> tuple[float, float]:
+    """Seconds of window the checks asked for and the kept cells covered, overlapping windows of a check
+    counted once."""
+    requested = sum(_union_length(check.windows) for check in checks)
+    seen = 0.0
+    for k, check in enumerate(checks):
+        spans = merge_spans(check.windows)
+        mine = [span for c in kept if c.check == k for span in c.intervals()]
+        seen += _union_length([(max(a, s), min(b, e)) for a, b in spans for s, e in mine if min(b, e) > max(a, s)])
+    return requested, seen
+
+
 def _number(value: Any) -> float | None:
     try:
         number = float(value)
@@ -137,25 +168,94 @@ def _number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def _norm(text: str) -> str:
+def normalised(text: str) -> str:
     return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
 
 
-def strip_choice_text(text: str, forbidden: Sequence[str]) -> tuple[str, list[str]]:
-    """``text`` without any of the ``forbidden`` strings (the question, the options), matched word-bounded,
-    case- and punctuation-insensitively; returns the cleaned text and what was removed. Longer strings are
-    removed first, so an option contained in another goes with it."""
-    removed = []
-    for phrase in sorted({p for p in forbidden if _norm(p)}, key=lambda p: (-len(p), p)):
-        words = _norm(phrase).split()
-        pattern = re.compile(r"(?<!\w)" + r"[\W_]+".join(re.escape(w) for w in words) + r"(?!\w)", re.IGNORECASE)
-        text, count = pattern.subn(REDACTED, text)
+#: Words that do not make an option distinctive (articles, prepositions, pronouns, connectives).
+_FUNCTION_WORDS = frozenset(
+    "a an the my me i his her their its our your this that these those to of in on at by for with from into onto "
+    "and or is was were are be".split())
+#: What stands between options listed side by side: a separator or connective ("3, 4 or 5", "left/right"),
+#: quotes or brackets around them; mere space is not a list ("front left" with options front and left).
+_QUOTES = r"[\s\"'()\[\]]*"
+_SEPARATOR = r"(?:[,;/|]|(?<!\w)(?:or|and|nor|vs\.?|versus)(?!\w))"
+_BETWEEN_OPTIONS = re.compile(f"{_QUOTES}{_SEPARATOR}(?:{_QUOTES}{_SEPARATOR})*{_QUOTES}", re.IGNORECASE)
+#: A long name: one word of at least this many letters.
+LONG_NAME = 12
+STRIPPED = "question/option text removed"
+REFUSED = "refused"
+
+
+def _phrase_pattern(phrase: str) -> re.Pattern[str]:
+    """``phrase`` matched word-bounded, case- and punctuation-insensitively."""
+    words = normalised(phrase).split()
+    return re.compile(r"(?<!\w)" + r"[\W_]+".join(re.escape(w) for w in words) + r"(?!\w)", re.IGNORECASE)
+
+
+def distinctive_option(option: str) -> bool:
+    """Whether an option copied whole into a check would give the option away: several content words (three
+    or more), two content words one of which is capitalised (a name: "the Kite Shop"), or a long name (one
+    word of :data:`LONG_NAME` letters or more). A lone number or one or two common words is not: a counting
+    or relation check needs "3" or "left" in its own text."""
+    words = [w for w in re.findall(r"[^\W_]+", option) if w.lower() not in _FUNCTION_WORDS]
+    if any(w.isdigit() for w in words) and len(words) < 3:
+        return False
+    return (len(words) >= 3 or (len(words) == 2 and any(w[0].isupper() for w in words))
+            or any(len(w) >= LONG_NAME for w in words))
+
+
+def strip_choice_text(text: str, question: str, options: Sequence[str]) -> tuple[str, list[str]]:
+    """``text`` without what would leak the choice structure to a choice-blind verifier; returns the cleaned
+    text and what was removed. Removed are: the question; two or more different options side by side (only
+    punctuation or "or" / "and" between them: "3, 4 or 5", "left or right"), the whole list at once; and a
+    distinctive option (:func:`distinctive_option`) copied whole. A lone number or common word that happens
+    to be an option stays: "count the boxes on the 3 shelf rows" keeps its 3. Matching is word-bounded, case-
+    and punctuation-insensitive."""
+    removed: list[str] = []
+    if normalised(question):
+        text, count = _phrase_pattern(question).subn(REDACTED, text)
         if count:
-            removed.append(phrase)
+            removed.append(question)
+    # Every occurrence of an option; where two overlap, the longer wins ("red" inside "red car").
+    found = sorted(((m.start(), m.end(), k) for k, option in enumerate(options) if normalised(option)
+                    for m in _phrase_pattern(option).finditer(text)), key=lambda s: (s[0], -(s[1] - s[0])))
+    spans: list[tuple[int, int, int]] = []
+    for start, end, k in found:
+        if spans and start < spans[-1][1]:
+            continue
+        spans.append((start, end, k))
+    # Runs of options separated only by connectives: a listed choice set.
+    runs: list[list[tuple[int, int, int]]] = []
+    for span in spans:
+        if runs and _BETWEEN_OPTIONS.fullmatch(text[runs[-1][-1][1]:span[0]]):
+            runs[-1].append(span)
+        else:
+            runs.append([span])
+    cuts = []
+    for run in runs:
+        if len({k for _, _, k in run}) >= 2:
+            cuts.append((run[0][0], run[-1][1]))
+        else:
+            cuts += [(s, e) for s, e, k in run if distinctive_option(options[k])]
+    removed += [text[start:end] for start, end in cuts]
+    for start, end in reversed(cuts):
+        text = text[:start] + REDACTED + text[end:]
     return text.strip(), removed
 
 
-def validate_checks(raw: Any, duration_s: float, forbidden: Sequence[str] = ()) -> tuple[list[Check], list[str]]:
+def validation_counts(checks: Sequence["Check"], problems: Sequence[str]) -> tuple[int, int]:
+    """(stripped, refused) of one :func:`validate_checks` call, for the run-health counts: checks whose text
+    lost question or option text (kept or refused), and checks refused (no target or objective left, no
+    window inside the video, not an object)."""
+    stripped = sum(1 for c in checks if any(STRIPPED in a for a in c.adjustments))
+    stripped += sum(1 for p in problems if REFUSED in p and "may not copy" in p)
+    refused = sum(1 for p in problems if re.match(r"check \d+: ", p))
+    return stripped, refused
+
+
+def validate_checks(raw: Any, duration_s: float, question: str = "",
+                    options: Sequence[str] = ()) -> tuple[list[Check], list[str]]:
     """Checks from a controller's ``checks`` list: fields coerced, question/option text stripped (choice-blind),
     f and B clamped, windows clipped to the valid range [0, duration]; at most 3 checks. Returns (checks,
     problems); each adjustment is recorded on its check, and the caller reports both to the controller."""
@@ -172,9 +272,9 @@ def validate_checks(raw: Any, duration_s: float, forbidden: Sequence[str] = ()) 
         adjustments: list[str] = []
 
         def blind(name: str, value: Any) -> str:
-            text, removed = strip_choice_text(str(value or "").strip(), forbidden)
+            text, removed = strip_choice_text(str(value or "").strip(), question, options)
             if removed:
-                adjustments.append(f"{name}: question/option text removed ({'; '.join(removed)})")
+                adjustments.append(f"{name}: {STRIPPED} ({'; '.join(removed)})")
             return "" if not text.replace(REDACTED, "").strip(" .,;:-") else text
 
         target = blind("target_context", item.get("target_context"))
@@ -182,7 +282,7 @@ def validate_checks(raw: Any, duration_s: float, forbidden: Sequence[str] = ()) 
         requirements = tuple(r for r in (blind("requirement", r) for r in (item.get("requirements") or [])) if r)
         if not target or not objective:
             stripped = [a for a in adjustments if "removed" in a]
-            problems.append(f"check {i + 1}: refused: target_context and objective are required"
+            problems.append(f"check {i + 1}: {REFUSED}: target_context and objective are required"
                             + (" and may not copy the question or option text" if stripped else ""))
             continue
         fps = _number(item.get("fps", item.get("f")))
@@ -348,17 +448,29 @@ def _offsets(value: Any) -> list[float]:
     return out
 
 
+_REQUIREMENT_ID = re.compile(r"(?:r(?:equirement)?[\s_-]*)?(\d+)", re.IGNORECASE)
+
+
+def requirement_id(key: Any) -> str:
+    """A verifier's requirement key in the form the check names it: "r1", "1", "R1 ", "requirement 1" → "R1"
+    (anything else is kept, stripped, so it is still shown)."""
+    text = str(key).strip()
+    match = _REQUIREMENT_ID.fullmatch(text)
+    return f"R{int(match.group(1))}" if match else text
+
+
 def _by_requirement(value: Any, key: str) -> dict[str, Any]:
-    """``{"R1": x}``, or a list of ``{"id"|"requirement_id": "R1", key: x}`` objects, as a dict by R-id."""
+    """``{"R1": x}``, or a list of ``{"id"|"requirement_id": "R1", key: x}`` objects, as a dict by R-id (keys
+    normalised by :func:`requirement_id`, so "r1" or "1" is not an evidence gap)."""
     if isinstance(value, Mapping):
-        return {str(k).strip(): v for k, v in value.items()}
+        return {requirement_id(k): v for k, v in value.items()}
     out: dict[str, Any] = {}
     if isinstance(value, list):
         for item in value:
             if isinstance(item, Mapping):
                 rid = item.get("id", item.get("requirement_id"))
                 if rid is not None:
-                    out[str(rid).strip()] = item.get(key, item.get("moments", item.get("evidence_moments")))
+                    out[requirement_id(rid)] = item.get(key, item.get("moments", item.get("evidence_moments")))
     return out
 
 

@@ -6,7 +6,9 @@ candidate = absolute interval + description) or ``answer`` — for at most ``max
 forced answer round. Every action carries a short ``rationale`` (kept in the trace).
 
 ``senri_agent`` adds ``verify``: 1–3 target-guided visual checks (:mod:`senri.verify`), each split into
-adaptive temporal cells (at most ``max_cells_per_round`` per verify, a safety cap recorded in the trace),
+adaptive temporal cells (at most ``max_cells_per_round`` per verify — 600 by default, so the paper's 3 checks
+over 800-s windows at f = 1, B = 8 stay uncapped — a safety cap recorded in the trace with the seconds of each
+window the kept cells cover),
 each cell inspected by a choice-blind verifier: it sees the check's target context, objective and
 requirements and the cell's frames — as a 1 frame/s carrier video where the backend takes video, as images
 labelled with their carrier offsets otherwise — and their timestamps (each sampled span's source interval and
@@ -15,7 +17,16 @@ on the carrier) are mapped back to source time. All cells go in one batch (the b
 parallel); malformed replies get one repair, batched too. Problems of a verify (dropped windows, clamps,
 caps, refused checks) are shown to the controller in the next round. An updater LLM, under its own system
 prompt, keeps a bounded working memory: a note and at most 3 reports with 4 evidence frames each, copied
-unchanged, chosen from the retained reports plus the latest batch.
+unchanged, chosen from the retained reports plus the latest batch; when the update fails, the batch's newest
+reports are kept within the bound and the controller is told.
+
+Nothing is lost silently (issue 24): the updater's and the controller's requests are sized against the model
+config's limits before they are sent, leaving out the oldest evidence first, frames before reports
+(:func:`fit_evidence`, each trim on its call's trace entry); an invalid reply is answered in the next round
+with what was wrong (``feedback_invalid.txt``); the forced round's schema requires the letter and an invalid
+forced reply still goes through the answer parser; and every such event is a run-health count of the
+question's prediction row (forced answers and recoveries, context trims, capped cells and the seconds seen,
+failed memory updates, stripped and refused checks, repeated queries).
 
 Ablations (Table 4): ``senri_agent_no_tg`` (a general observation prompt under its own system prompt, no
 requirement list, summaries without R-ids),
@@ -33,17 +44,18 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
-from senri.answers import question_block
+from senri.answers import json_objects, parse_answer, question_block, split_reasoning
 from senri.backends.base import ChatRequest, ChatResponse, ImagePart, Message, Part, VideoPart
+from senri.backends.budget import overflow
 from senri.memory import caption_health, described, format_memory
 from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
 from senri.methods.structured import StructuredReply, ask_json, ask_json_many
 from senri.records import LETTERS, MemoryRow, Question, read_table
 from senri.track import clock
-from senri.verify import (Cell, Check, Report, cap_cells, cell_times, check_cells, read_report, source_timing,
-                          validate_checks)
+from senri.verify import (Cell, Check, Report, cap_cells, cell_times, check_cells, normalised, read_report,
+                          requested_and_seen_s, source_timing, validate_checks, validation_counts, window_coverage)
 
 CITATION = {"type": "object", "properties": {"offset_sec": {"type": "number"}, "note": {"type": "string"}},
             "required": ["offset_sec"]}
@@ -71,6 +83,11 @@ REPORT_FORM = ('{"observation": "...", "explanation": "...", "ambiguity_reason":
                '"...", "evidence_moments": [...], "requirement_findings": {...}, '
                '"requirement_evidence_moments": {...}}')
 UPDATE_FORM = '{"note": "...", "selected_report_ids": [...]}'
+#: Default verifier cells per verify: the paper's common case (3 checks over 800-s windows at f = 1, B = 8,
+#: 3 × 199 = 597 cells) stays uncapped; only far larger asks (a 3 h window at f = 4) are spread evenly.
+DEFAULT_MAX_CELLS = 600
+#: The one trimming rule of a request over the model's limits (:func:`fit_evidence`).
+TRIM_RULE = "oldest evidence first, frames before reports"
 
 
 @dataclass
@@ -79,6 +96,70 @@ class Evidence:
 
     report: Report
     frames: list[tuple[float, bytes]]
+
+
+def _age(evidence: Evidence) -> int:
+    """A report's place in the episode (r1 is the oldest); reports are numbered in the order they were made."""
+    digits = evidence.report.report_id.lstrip("r")
+    return int(digits) if digits.isdigit() else 0
+
+
+def fit_evidence(pool: list[Evidence], fits: Callable[[list[Evidence]], str | None], frames: bool = True
+                 ) -> tuple[list[Evidence], dict[str, Any] | None]:
+    """The evidence a request can carry within the model's limits, by one rule: **oldest evidence first** is
+    left out, **frames before reports** — first the evidence frames, the oldest report's first, then whole
+    reports, oldest first — and no more than needed (the fewest left out for which ``fits`` says the request
+    fits; ``fits`` returns why a request would not fit, or None). Returns the evidence kept (pool order) and
+    the trim record for the call's trace entry, or None when the whole pool fits. When even nothing fits,
+    everything is left out and the record says why (``still_over``). ``frames=False``: the request shows no
+    frames (a text-only model, ``updater_images: false``), so only whole reports are left out."""
+    why = fits(pool)
+    if why is None:
+        return pool, None
+    order = sorted(range(len(pool)), key=lambda i: _age(pool[i]))
+    units = [(i, j) for i in order for j in range(len(pool[i].frames) if frames else 0)] + [(i, -1) for i in order]
+
+    def trimmed(k: int) -> list[Evidence]:
+        gone = set(units[:k])
+        return [Evidence(e.report, [f for j, f in enumerate(e.frames) if (i, j) not in gone])
+                for i, e in enumerate(pool) if (i, -1) not in gone]
+
+    low, high = 1, len(units)
+    still_over = fits(trimmed(high))
+    if still_over is None:
+        while low < high:  # the fewest units left out that make it fit (leaving out more never adds tokens)
+            middle = (low + high) // 2
+            if fits(trimmed(middle)) is None:
+                high = middle
+            else:
+                low = middle + 1
+    k = high
+    kept = trimmed(k)
+    record: dict[str, Any] = {"rule": TRIM_RULE, "why": why,
+                              "frames_left_out": sum(1 for _, j in units[:k] if j >= 0),
+                              "reports_left_out": [pool[i].report.report_id for i, j in units[:k] if j < 0]}
+    if still_over is not None:
+        record["still_over"] = still_over
+    return kept, record
+
+
+def _what_was_wrong(reply: StructuredReply, names: list[str]) -> str:
+    """Why a controller reply is not a valid action, in a few words, for the next round's prompt."""
+    if reply.error and reply.error.startswith("model call failed"):
+        return reply.error
+    body = split_reasoning(reply.text)[0]
+    objects = json_objects(body)
+    if not objects:
+        return "the reply was empty" if not body.strip() else "no JSON object in the reply"
+    obj = objects[0]
+    action = str(obj.get("action", "")).strip().lower()
+    if action not in names:
+        return f"action {obj.get('action')!r} is not one of {', '.join(names)}"
+    if action == "answer":
+        return f"answer must be one of {', '.join(LETTERS)} (got {obj.get('answer')!r})"
+    if action == "search":
+        return "a search needs a non-empty query"
+    return "a verify needs a list of checks"
 
 
 @dataclass
@@ -90,7 +171,9 @@ class Episode:
     note: str = ""
     retained: list[Evidence] = field(default_factory=list)
     feedback: list[str] = field(default_factory=list)               # problems of the last action, shown once
-    feedback_action: str = "verify"
+    feedback_action: str = "verify"                                  # "reply": the last reply was invalid
+    invalid_reply: str = ""                                          # its start, quoted back to the controller
+    queries: set[str] = field(default_factory=set)                   # normalised, to count repeated searches
     trace: dict[str, Any] = field(default_factory=lambda: {"rounds": [], "calls": []})
     verifier_calls: int = 0
     frames_inspected: int = 0
@@ -128,7 +211,7 @@ class MemorySearch(Method):
         self.wm_frames = int(config.get("wm_frames", 4))
         self.short_side = int(config.get("verifier_short_side", 448))
         self.parallel = bool(config.get("parallel_verifiers", True))
-        self.max_cells = int(config.get("max_cells_per_round", 64))
+        self.max_cells = int(config.get("max_cells_per_round", DEFAULT_MAX_CELLS))
         self.updater_images = bool(config.get("updater_images", True))
         self.verifier_input = str(config.get("verifier_input", "auto"))
         if self.verifier_input not in VERIFIER_INPUTS:
@@ -163,9 +246,11 @@ class MemorySearch(Method):
     def _shown_reports(self, ep: Episode) -> list[Evidence]:
         return ep.retained if self.working_memory else ep.reports
 
-    def _working_memory_text(self, ep: Episode) -> str:
-        shown = self._shown_reports(ep)
-        if not self.can_verify or not (shown or ep.note):
+    def _working_memory_text(self, ep: Episode, shown: list[Evidence]) -> str:
+        """The note and the reports ``shown`` (all of them, or what :func:`fit_evidence` kept: then a line
+        says what was left out, so the controller does not take a trimmed view for the whole evidence)."""
+        full = self._shown_reports(ep)
+        if not self.can_verify or not (full or ep.note):
             return ""
         lines = [""]
         if self.working_memory:
@@ -176,6 +261,13 @@ class MemorySearch(Method):
             lines.append("All verifier reports so far (their evidence frames are shown above):"
                          if shown else "No verifier report yet.")
         lines += [e.report.summary() for e in shown]
+        kept = {e.report.report_id for e in shown}
+        frames_out = sum(len(e.frames) for e in full) - sum(len(e.frames) for e in shown)
+        reports_out = [e.report.report_id for e in full if e.report.report_id not in kept]
+        if frames_out or reports_out:
+            lines.append(self.prompt_set.render(
+                "evidence_left_out", frames=frames_out,
+                reports=f" and the reports {', '.join(reports_out)}" if reports_out else ""))
         return "\n".join(lines) + "\n"
 
     def _evidence_parts(self, evidence: list[Evidence], per_report: int | None = None) -> list[Part]:
@@ -200,23 +292,49 @@ class MemorySearch(Method):
         names = ["search", "verify", "answer"] if self.can_verify else ["search", "answer"]
         return names, self.prompt_set.render("actions", round=round_no, max_rounds=self.max_rounds)
 
-    def _controller_messages(self, ep: Episode, round_no: int, forced: bool) -> tuple[Message, ...]:
+    def _fit(self, evidence: list[Evidence], messages_for: Callable[[list[Evidence]], tuple[Message, ...]],
+             role: str, tally: CallTally) -> tuple[list[Evidence], dict[str, Any] | None]:
+        """The evidence a role's request can carry within the model config's limits (:func:`fit_evidence`),
+        sized before sending with the backend's own token count; a trim is counted ``context_trims``."""
+        backend = self.context.backend
+        if backend is None or not evidence:
+            return evidence, None
+        max_tokens = self.role_max_tokens(role)
+        capabilities = self._capabilities
+        frames = capabilities is not None and capabilities.images and (role != "updater" or self.updater_images)
+        kept, trim = fit_evidence(evidence, lambda chosen: overflow(
+            backend, ChatRequest(messages=messages_for(chosen), max_tokens=max_tokens)), frames)
+        if trim is not None:
+            tally.count("context_trims")
+        return kept, trim
+
+    def _controller_messages(self, ep: Episode, round_no: int, forced: bool,
+                             shown: list[Evidence]) -> tuple[Message, ...]:
         _, actions = self._actions_text(forced, round_no)
         feedback = ""
-        if ep.feedback:
+        if ep.feedback and ep.feedback_action == "reply":
+            feedback = self.prompt_set.render("feedback_invalid", problem=ep.feedback[0], reply=ep.invalid_reply)
+        elif ep.feedback:
             feedback = self.prompt_set.render("feedback", action=ep.feedback_action,
                                               problems="\n".join(f"- {p}" for p in ep.feedback))
         q = ep.question
         text = self.prompt_set.render(
             "controller", duration_s=f"{self.duration_s:.0f}", memories=self._memories_text(ep),
-            candidates=self._candidates_text(ep), working_memory=self._working_memory_text(ep),
+            candidates=self._candidates_text(ep), working_memory=self._working_memory_text(ep, shown),
             question=question_block(q.question, q.options), feedback=feedback, actions=actions)
-        parts = self._evidence_parts(self._shown_reports(ep)) if self.can_verify else []
+        parts = self._evidence_parts(shown) if self.can_verify else []
         return (Message.text("system", self.prompt_set.render("controller_system")),
                 Message("user", (*parts, text)))
 
-    def _controller(self, ep: Episode, round_no: int, forced: bool) -> StructuredReply:
+    def _controller(self, ep: Episode, round_no: int, forced: bool) -> tuple[StructuredReply, dict[str, Any] | None]:
+        """One controller round; its request sized to the model's limits first (the evidence it shows trimmed
+        by :data:`TRIM_RULE`). Returns the reply and the trim record (None: nothing left out)."""
         names, form = self._actions_text(forced, round_no)
+        shown: list[Evidence] = self._shown_reports(ep) if self.can_verify else []
+        trim = None
+        if shown:
+            shown, trim = self._fit(shown, lambda chosen: self._controller_messages(ep, round_no, forced, chosen),
+                                    "controller", ep.tally)
 
         def valid(obj: dict) -> dict | None:
             action = str(obj.get("action", "")).strip().lower()
@@ -235,16 +353,22 @@ class MemorySearch(Method):
         schema = {"type": "object", "properties": {"action": {"enum": names}, "rationale": {"type": "string"},
                                                    "query": {"type": "string"}, "answer": {"enum": list(LETTERS)},
                                                    "checks": {"type": "array"}},
-                  "required": ["action", "rationale"]}
-        return ask_json(self, self._controller_messages(ep, round_no, forced), schema, valid,
-                        self.prompt_set.render("repair", form=form), "control:forced" if forced else "control",
-                        ep.tally, self.retries, max_tokens=self.role_max_tokens("controller"))
+                  # The forced round can only answer: a constrained decoder must write the letter.
+                  "required": ["action", "rationale", "answer"] if forced else ["action", "rationale"]}
+        reply = ask_json(self, self._controller_messages(ep, round_no, forced, shown), schema, valid,
+                         self.prompt_set.render("repair", form=form), "control:forced" if forced else "control",
+                         ep.tally, self.retries, max_tokens=self.role_max_tokens("controller"))
+        return reply, trim
 
     # ------------------------------------------------------------------------------------------ actions
     def _search(self, ep: Episode, query: str) -> dict[str, Any]:
         """The top ``top_k`` memories minus those already retrieved (M3-Agent's search over its memory graph
         drops the clips it already holds). When nothing new comes back — a repeated query — the controller
         hears so in the next round instead of seeing an unchanged prompt and asking the same again."""
+        key = normalised(query)
+        if key in ep.queries:
+            ep.tally.count("repeated_queries")
+        ep.queries.add(key)
         hits = self.index.search(query, self.top_k)
         new = [i for i, _ in hits if i not in ep.retrieved]
         for i in new:
@@ -345,9 +469,17 @@ class MemorySearch(Method):
 
     def _verify(self, ep: Episode, raw_checks: Any) -> dict[str, Any]:
         q = ep.question
-        checks, problems = validate_checks(raw_checks, self.duration_s, forbidden=[q.question, *q.options])
+        checks, problems = validate_checks(raw_checks, self.duration_s, q.question, q.options)
+        stripped, refused = validation_counts(checks, problems)
+        ep.tally.count("stripped_checks", stripped)
+        ep.tally.count("refused_checks", refused)
         all_cells = check_cells(checks, split=self.split_cells)
         cells, caps = cap_cells(all_cells, self.max_cells)
+        coverage = window_coverage(checks, cells)
+        requested_s, seen_s = requested_and_seen_s(checks, cells)
+        ep.tally.count("capped_cells", len(all_cells) - len(cells))
+        ep.tally.count("cell_s_requested", round(requested_s))
+        ep.tally.count("cell_s_seen", round(seen_s))
         ep.checks += len(checks)
         ep.cells += len(cells)
         frames_per_cell = self._cells_frames([cell_times(c, checks[c.check].fps, checks[c.check].budget)
@@ -383,8 +515,12 @@ class MemorySearch(Method):
         feedback = list(problems)
         for check in checks:
             feedback += [f"check {check.position}: {a}" for a in check.adjustments if not a.startswith("B from preset")]
-        feedback += [f"check {checks[c['check']].position}: {c['cells']} cells, capped to {c['kept']} spread evenly "
-                     f"(at most {self.max_cells} verifier cells per verify)" for c in caps]
+        for c in caps:
+            position = checks[c["check"]].position
+            seen = "; ".join(f"window [{w['window'][0]:g}, {w['window'][1]:g}]: {w['seen_s']:g} of "
+                             f"{w['requested_s']:g} s seen" for w in coverage if w["check"] == position)
+            feedback.append(f"check {position}: {c['cells']} cells, capped to {c['kept']} spread evenly "
+                            f"(at most {self.max_cells} verifier cells per verify); {seen}")
         if empty:
             feedback.append(f"{empty} cell(s) had no decodable frame and were skipped")
         feedback += [f"verifier {f}" for f in failures]
@@ -394,7 +530,7 @@ class MemorySearch(Method):
                         "requirements": list(c.requirements), "windows": [list(w) for w in c.windows],
                         "candidate_refs": list(c.candidate_refs), "fps": c.fps, "budget": c.budget,
                         "adjustments": list(c.adjustments)} for c in checks],
-            "problems": problems, "cell_caps": caps, "cells_asked": len(all_cells),
+            "problems": problems, "cell_caps": caps, "cells_asked": len(all_cells), "coverage": coverage,
             "cells": [[round(c.start_s, 3), round(c.end_s, 3)] for c in cells],
             "verifier_input": ("video" if self._as_video() else "images") if requests else None,
             "repairs": sum(1 for r in results if r.attempts > 1), "failures": failures,
@@ -406,6 +542,11 @@ class MemorySearch(Method):
         return record
 
     def _update_memory(self, ep: Episode, new: list[Evidence]) -> dict[str, Any]:
+        """The updater's call over the pool (retained + latest batch), sized to the model's limits first
+        (:data:`TRIM_RULE`; a report left out of the request cannot be selected). When the update fails (its
+        reply unusable after the repair, the call rejected, or nothing fits), the note stays, the pool's most
+        recent reports are kept within the bound (newest first), the controller is told, and the failure is
+        counted ``failed_memory_updates``: a failed update never drops the batch."""
         pool = {e.report.report_id: e for e in ep.retained + new}
 
         def valid(obj: dict) -> dict | None:
@@ -415,24 +556,50 @@ class MemorySearch(Method):
             return {"note": note.strip(), "ids": [str(i).strip() for i in ids]}
 
         q = ep.question
-        text = self.prompt_set.render(
-            "updater", memories=self._memories_text(ep), question=question_block(q.question, q.options),
-            note=ep.note or "(empty)", reports="\n".join(e.report.summary() for e in pool.values()),
-            max_reports=self.wm_reports)
-        parts = self._evidence_parts(list(pool.values()), self.wm_frames) if self.updater_images else []
-        messages = (Message.text("system", self.prompt_set.render("updater_system")), Message("user", (*parts, text)))
-        reply = ask_json(self, messages, UPDATE_SCHEMA, valid, self.prompt_set.render("repair", form=UPDATE_FORM),
-                         "update", ep.tally, self.retries, max_tokens=self.role_max_tokens("updater"))
-        ep.trace["calls"].append(reply.record("update"))
+
+        def messages_for(shown: list[Evidence]) -> tuple[Message, ...]:
+            text = self.prompt_set.render(
+                "updater", memories=self._memories_text(ep), question=question_block(q.question, q.options),
+                note=ep.note or "(empty)", reports="\n".join(e.report.summary() for e in shown),
+                max_reports=self.wm_reports)
+            parts = self._evidence_parts(shown) if self.updater_images else []
+            return (Message.text("system", self.prompt_set.render("updater_system")), Message("user", (*parts, text)))
+
+        offered = [Evidence(e.report, e.frames[: self.wm_frames]) for e in pool.values()]
+        shown, trim = self._fit(offered, messages_for, "updater", ep.tally)
+        if trim is not None and trim.get("still_over"):
+            entry: dict[str, Any] = {"call": "update", "attempts": 0, "reply": None, "trim": trim,
+                                     "failure": f"not sent: over the model's limits ({trim['still_over']})"}
+            ep.trace["calls"].append(entry)
+            return self._memory_update_failed(ep, pool, entry["failure"])
+        reply = ask_json(self, messages_for(shown), UPDATE_SCHEMA, valid,
+                         self.prompt_set.render("repair", form=UPDATE_FORM), "update", ep.tally, self.retries,
+                         max_tokens=self.role_max_tokens("updater"))
+        entry = reply.record("update")
+        if trim is not None:
+            entry["trim"] = trim
+        ep.trace["calls"].append(entry)
         if reply.value is None:
-            return {"kept": [e.report.report_id for e in ep.retained], "failure": reply.error}
-        unknown = [i for i in reply.value["ids"] if i not in pool]
-        picked = list(dict.fromkeys(i for i in reply.value["ids"] if i in pool))
+            return self._memory_update_failed(ep, pool, reply.error or "malformed")
+        selectable = {e.report.report_id for e in shown}
+        unknown = [i for i in reply.value["ids"] if i not in selectable]
+        picked = list(dict.fromkeys(i for i in reply.value["ids"] if i in selectable))
         selected, truncated = picked[: self.wm_reports], picked[self.wm_reports:]
         ep.note = reply.value["note"]
         # Copied unchanged: the report as the verifier wrote it, its first evidence frames as decoded.
         ep.retained = [Evidence(pool[i].report, pool[i].frames[: self.wm_frames]) for i in selected]
         return {"note": ep.note, "kept": selected, "truncated": truncated, "dropped_unknown_ids": unknown}
+
+    def _memory_update_failed(self, ep: Episode, pool: dict[str, Evidence], error: str) -> dict[str, Any]:
+        """The pool's newest reports within the bound become the working memory (the note stays as it was);
+        the controller hears it next round and the failure is counted."""
+        recent = sorted(pool.values(), key=_age, reverse=True)[: self.wm_reports]
+        ep.retained = [Evidence(e.report, e.frames[: self.wm_frames]) for e in recent]
+        kept = [e.report.report_id for e in ep.retained]
+        ep.tally.count("failed_memory_updates")
+        ep.feedback.append(f"working memory update failed ({error}): the note is unchanged and the "
+                           f"{len(kept)} most recent reports are kept ({', '.join(kept) or 'none'})")
+        return {"kept": kept, "failure": error}
 
     # -------------------------------------------------------------------------------------------- loop
     def answer(self, question: Question) -> MethodAnswer:
@@ -442,16 +609,34 @@ class MemorySearch(Method):
         letter, text = None, None
         for round_no in range(1, self.max_rounds + 2):
             forced = round_no == self.max_rounds + 1
-            reply = self._controller(ep, round_no, forced)
-            ep.trace["calls"].append(reply.record("control"))
+            reply, trim = self._controller(ep, round_no, forced)
+            entry = reply.record("control")
+            if trim is not None:
+                entry["trim"] = trim
+            ep.trace["calls"].append(entry)
             step: dict[str, Any] = {"round": round_no, "forced": forced}
             if ep.feedback:
                 step["feedback_shown"] = list(ep.feedback)
                 ep.feedback = []
+            if reply.value is None and forced:
+                # The last chance: the project's answer parser reads the replies, latest first ("C, I guess").
+                parsed = next((p for p in (parse_answer(t, question.options) for t in reversed(reply.texts))
+                               if p.ok), None)
+                if parsed is not None:
+                    letter, text = parsed.letter, reply.text
+                    step.update(action="answer", recovered_by_parser=parsed.rule)
+                    ep.tally.count("forced_answers")
+                    ep.tally.count("forced_recovered")
+                    ep.trace["rounds"].append(step)
+                    break
             if reply.value is None:
                 step["action"] = "malformed"
                 ep.trace["rounds"].append(step)
                 text = reply.text
+                # The next round says what was wrong, so greedy decoding does not repeat it unchanged.
+                ep.feedback = [_what_was_wrong(reply, self._actions_text(forced, round_no)[0])]
+                ep.feedback_action = "reply"
+                ep.invalid_reply = " ".join(split_reasoning(reply.text)[0].split())[:200]
                 continue
             action = reply.value["action"]
             step["action"] = action
@@ -459,6 +644,8 @@ class MemorySearch(Method):
                 step["rationale"] = reply.value["rationale"]
             if action == "answer":
                 letter, text = reply.value["answer"], reply.text
+                if forced:
+                    ep.tally.count("forced_answers")
                 ep.trace["rounds"].append(step)
                 break
             step.update(self._search(ep, reply.value["query"]) if action == "search"

@@ -12,7 +12,7 @@ failure).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 
 from senri.answers import json_objects, split_reasoning
@@ -30,6 +30,8 @@ class StructuredReply:
     error: str | None = None
     #: A reasoning model's thinking (``<think>…</think>``), cut off before the JSON was read; kept for the trace.
     reasoning: str | None = None
+    #: Every attempt's reply text, in order (a forced answer's last chance reads them with the answer parser).
+    texts: list[str] = field(default_factory=list)
 
     def record(self, purpose: str) -> dict[str, Any]:
         """The trace entry of this call."""
@@ -99,6 +101,7 @@ def ask_json_many(method: Method, requests: list[ChatRequest], validate: Validat
                 reply.text, reply.error = "", f"model call failed: {response.error}"
                 continue
             reply.text = response.text or ""
+            reply.texts.append(reply.text)
             body, reasoning = split_reasoning(reply.text)
             reply.reasoning = reasoning or reply.reasoning
             reply.value = first_valid(body, validate, fallback)

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import html
 import logging
+import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import polars as pl
 import yaml
 
-from senri.aggregate import (CATEGORY_LABELS, FAILURE_COLUMNS, FAILURE_LABELS, FAILURE_NOTE,
-                             answer_positions, load_predictions, main_table, mark_failures, per_video_table, score,
-                             to_markdown)
+from senri.aggregate import (CATEGORY_LABELS, FAILURE_COLUMNS, FAILURE_LABELS, FAILURE_NOTE, RUN_HEALTH_COLUMNS,
+                             RUN_HEALTH_LABELS, RUN_HEALTH_NOTE, RUN_KEYS, answer_positions, load_predictions, main_table, mark_failures,
+                             per_video_table, run_health_table, score, to_markdown)
 from senri.config import sidecar_path
 from senri.report import figures
 from senri.report.render import figure_html, page, table_html
@@ -28,7 +29,7 @@ log = logging.getLogger(__name__)
 
 HEADERS = {**CATEGORY_LABELS, **FAILURE_LABELS, "method": "Method", "model": "Model", "n": "N",
            "approach": "Approach", "group": "Memory system / pair", "label": "Workflow", "run": "Run",
-           "reference": "Reference", "variant": "Variant", "setting": "Setting"}
+           "reference": "Reference", "variant": "Variant", "setting": "Setting", "memory": "Memory"}
 
 
 def run_metadata(prediction_paths: Sequence[str | Path]) -> pl.DataFrame:
@@ -61,6 +62,91 @@ def _markdown_grouped(df: pl.DataFrame, group: str, decimals: int) -> str:
     return "\n".join(parts)
 
 
+#: What the report says about a run whose paired interval against ``random`` covers zero, and where to look next.
+EVIDENCE_POINTER = ("For a model that reads the memory, run `make evidence`: the memory methods against blind on "
+                    "a reading model, each run with its own report under results/evidence/.")
+CHANCE_HEADERS = {"run": "Run", "n": "N", "total": "Total", "delta": "Δ vs random [95% CI]", "mcnemar_p": "McNemar p",
+                  "verdict": "Against chance"}
+
+
+def _chance_rows(chance: pl.DataFrame) -> pl.DataFrame:
+    """The chance table as shown: Δ with its interval as one cell, and the verdict in words."""
+    rows = [{"run": r["run"], "n": r["n"], "total": r["total"],
+             "delta": f"{r['delta_pp']:+.1f} [{r['ci_low_pp']:+.1f}, {r['ci_high_pp']:+.1f}]",
+             "mcnemar_p": f"{r['mcnemar_p']:.2g}",
+             "verdict": "cannot be told apart from chance" if r["covers_zero"] else "differs from chance"}
+            for r in chance.iter_rows(named=True)]
+    schema = {"run": pl.String, "n": pl.Int64, "total": pl.Float64, "delta": pl.String, "mcnemar_p": pl.String,
+              "verdict": pl.String}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def chance_sentences(chance: pl.DataFrame) -> list[str]:
+    """The words next to the main table: which runs are indistinguishable from ``random``, and what to run."""
+    if chance.is_empty():
+        return ["No `random` run in this run set, so no run is compared with chance (add `random` to `method`)."]
+    baseline = chance["chance_run"][0]
+    covering = chance.filter(pl.col("covers_zero"))
+    if covering.is_empty():
+        return [f"Every run's 95% paired interval against {baseline} (the same questions) excludes zero."]
+    sentences = [f"{row['run']}: its 95% paired interval against {baseline} on the same {row['n']} questions, "
+                 f"{row['ci_low_pp']:+.1f} to {row['ci_high_pp']:+.1f} points, covers zero; this run cannot be "
+                 f"told apart from chance." for row in covering.iter_rows(named=True)]
+    return sentences + [EVIDENCE_POINTER]
+
+
+def chance_markdown(chance: pl.DataFrame, decimals: int) -> str:
+    table = to_markdown(_chance_rows(chance), CHANCE_HEADERS, decimals) if chance.height else ""
+    return table + "\n" + "\n".join(chance_sentences(chance)) + "\n"
+
+
+def chance_html(chance: pl.DataFrame, decimals: int) -> str:
+    table = table_html(_chance_rows(chance), CHANCE_HEADERS, decimals=decimals) if chance.height else ""
+    def words(sentence: str) -> str:  # `code` as <code>, the rest escaped
+        return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(sentence))
+
+    return (table + '<div class="chance">' + "".join(f'<p class="note">{words(s)}</p>'
+                                                     for s in chance_sentences(chance)) + "</div>")
+
+
+#: The run-health table on the page, in two halves of about ten counts each so that it fits the page width;
+#: the files under report/tables/ hold the whole table.
+RUN_HEALTH_HTML_PARTS: tuple[tuple[str, ...], ...] = (
+    ("questions", "correct", "accuracy", "parse_failures", "errors", "missing", "forced_answers",
+     "forced_recovered", "timeouts", "context_trims"),
+    ("truncated_captions", "failed_captions", "capped_cells", "cell_s_requested", "cell_s_seen", "seen_share",
+     "failed_memory_updates", "stripped_checks", "refused_checks", "repeated_queries"),
+)
+assert sorted(c for part in RUN_HEALTH_HTML_PARTS for c in part) == sorted(RUN_HEALTH_COLUMNS)
+
+
+def run_health_html(run_health: pl.DataFrame, decimals: int) -> str:
+    tables = "".join(table_html(run_health.select(*RUN_KEYS, *part), RUN_HEALTH_LABELS, decimals=decimals)
+                     for part in RUN_HEALTH_HTML_PARTS)
+    return tables + f'<p class="note">{html.escape(RUN_HEALTH_NOTE)}</p>'
+
+
+#: The paired-statistics table on the page: one group per comparison (its label names both runs), the interval
+#: as one cell; the seed and resample count are the same for every row and stated in the note. The Parquet,
+#: CSV and Markdown files keep every column.
+STATS_HEADERS = {"category": "Category", "n": "N", "baseline_correct": "Baseline correct",
+                 "treatment_correct": "Treatment correct", "delta_pp": "Δ (points)", "ci": "95% CI",
+                 "b_treatment_only": "Only treatment right", "c_baseline_only": "Only baseline right",
+                 "mcnemar_p": "McNemar p"}
+
+
+def stats_display(stats: pl.DataFrame) -> pl.DataFrame:
+    rows = [{"comparison": r["comparison"], "category": CATEGORY_LABELS.get(r["category"], r["category"]),
+             "n": r["n"], "baseline_correct": r["baseline_correct"], "treatment_correct": r["treatment_correct"],
+             "delta_pp": r["delta_pp"], "ci": f"[{r['ci_low_pp']:+.1f}, {r['ci_high_pp']:+.1f}]",
+             "b_treatment_only": r["b_treatment_only"], "c_baseline_only": r["c_baseline_only"],
+             "mcnemar_p": f"{r['mcnemar_p']:.3g}"} for r in stats.iter_rows(named=True)]
+    schema = {"comparison": pl.String, "category": pl.String, "n": pl.Int64, "baseline_correct": pl.Int64,
+              "treatment_correct": pl.Int64, "delta_pp": pl.Float64, "ci": pl.String, "b_treatment_only": pl.Int64,
+              "c_baseline_only": pl.Int64, "mcnemar_p": pl.String}
+    return pl.DataFrame(rows, schema=schema)
+
+
 def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame, out: str | Path,
                  config: Mapping[str, Any], seed: int, decimals: int = 1,
                  needles: pl.DataFrame | None = None) -> Path:
@@ -68,8 +154,10 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
     out = Path(out)
     tables_dir, figures_dir = out / "report" / "tables", out / "report" / "figures"
     tables_dir.mkdir(parents=True, exist_ok=True)
-    scored = score(load_predictions(prediction_paths), questions)
+    predictions = load_predictions(prediction_paths)
+    scored = score(predictions, questions)
     main = main_table(scored, decimals)
+    run_health = run_health_table(predictions, scored, decimals)
     per_video = per_video_table(scored, decimals)
     positions = answer_positions(scored, questions)
     runs = run_metadata(prediction_paths)
@@ -84,6 +172,9 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
     _write_table(report.ablations, tables_dir, "ablations", to_markdown(flagged_ablations, HEADERS, decimals))
     _write_table(report.no_visual, tables_dir, "no_visual_input", to_markdown(flagged_no_visual, HEADERS, decimals))
     _write_table(report.stats, tables_dir, "paired_stats", to_markdown(report.stats, decimals=decimals))
+    _write_table(run_health, tables_dir, "run_health",
+                 to_markdown(run_health, RUN_HEALTH_LABELS, decimals) + "\n" + RUN_HEALTH_NOTE + "\n")
+    _write_table(report.chance, tables_dir, "chance", chance_markdown(report.chance, decimals))
 
     pair_specs = [(p.get("group") or f"{p['baseline']} → {p['treatment']}", p["baseline"], p["treatment"])
                   for p in config.get("pairs") or []]
@@ -107,10 +198,12 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
                   f"discordant questions.")
     sections = [
         ("Main results (Table 2 layout)", table_html(flagged_main.with_columns(
-            pl.col("approach").replace(APPROACH_LABELS)), HEADERS, group_by="approach", decimals=decimals)),
-        ("Paired comparisons (Table 3 layout)", table_html(flagged_pairs, HEADERS, decimals=decimals)
+            pl.col("approach").replace(APPROACH_LABELS)), HEADERS, group_by="approach", decimals=decimals)
+         + chance_html(report.chance, decimals)),
+        ("Run health", run_health_html(run_health, decimals)),
+        ("Paired comparisons (Table 3 layout)", table_html(flagged_pairs, HEADERS, group_by="group", decimals=decimals)
          + f'<p class="note">{html.escape(stats_note)}</p>'),
-        ("Ablations (Table 4 layout)", table_html(flagged_ablations, HEADERS, decimals=decimals)
+        ("Ablations (Table 4 layout)", table_html(flagged_ablations, HEADERS, group_by="reference", decimals=decimals)
          if report.ablations.height else '<p class="note">No ablation is configured for the runs of this run set.</p>'),
         ("No visual input (Table 11 layout)", table_html(flagged_no_visual, HEADERS, decimals=decimals)),
         ("Accuracy vs frame budget (Fig. 5 layout)", figure_html(
@@ -128,7 +221,8 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
         ("Answer letters", figure_html(pngs["letters"], "Predicted letters vs ground truth", "no runs")
          + table_html(positions, HEADERS)),
         ("Per video", table_html(mark_failures(per_video), HEADERS, decimals=decimals)),
-        ("Paired statistics", table_html(report.stats, decimals=3)),
+        ("Paired statistics", table_html(stats_display(report.stats), STATS_HEADERS, group_by="comparison",
+                                         decimals=decimals) + f'<p class="note">{html.escape(stats_note)}</p>'),
     ]
     if report.skipped:
         sections.append(("Not shown", "<ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in report.skipped)
@@ -144,4 +238,4 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
     return report_path
 
 
-__all__ = ["build_report", "run_metadata"]
+__all__ = ["build_report", "chance_sentences", "run_metadata"]

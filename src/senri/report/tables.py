@@ -4,7 +4,8 @@
 - ``pairs``: baseline and treatment rows per configured pair, then a Δ row (Table 3);
 - ``ablations``: a reference run and its variants, each with its Δ to the reference (Table 4);
 - ``no_visual``: expected random guessing and the configured settings (Table 11);
-- ``stats``: the long table behind every Δ: category, n, Δ, bootstrap CI, discordant counts, McNemar p.
+- ``stats``: the long table behind every Δ: category, n, Δ, bootstrap CI, discordant counts, McNemar p;
+- ``chance``: every run's Total paired with the ``random`` run, and whether that interval covers zero.
 
 Runs are named ``method/model`` or, where one method and model ran over two memories,
 ``method/model/memory`` (the memory's captioner, a column of every table). A configured pair or setting whose
@@ -53,6 +54,7 @@ class ReportTables:
     ablations: pl.DataFrame
     no_visual: pl.DataFrame
     stats: pl.DataFrame
+    chance: pl.DataFrame
     skipped: list[str] = field(default_factory=list)
 
 
@@ -67,7 +69,8 @@ def main_by_approach(main: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
 
 
 def paired_stats(scored: pl.DataFrame, baseline: str, treatment: str, label: str, resamples: int,
-                 confidence: float, seed: int, decimals: int) -> list[dict[str, Any]]:
+                 confidence: float, seed: int, decimals: int,
+                 categories: Sequence[str] = CATEGORIES) -> list[dict[str, Any]]:
     """Per-category paired comparison of two runs over the questions both were asked."""
     def outcomes(run: str) -> pl.DataFrame:
         return scored.filter(run_filter(run))
@@ -75,7 +78,7 @@ def paired_stats(scored: pl.DataFrame, baseline: str, treatment: str, label: str
     base = outcomes(baseline).select("qid", "video_id", "task_type", "direction", pl.col("correct").alias("a"))
     both = base.join(outcomes(treatment).select("qid", pl.col("correct").alias("t")), on="qid", how="inner")
     rows = []
-    for category in CATEGORIES:
+    for category in categories:
         part = both.filter(category_mask(both, category))
         if part.is_empty():
             continue
@@ -168,12 +171,50 @@ def build_tables(scored: pl.DataFrame, main: pl.DataFrame, runs: pl.DataFrame, c
                        for k in PairedComparison.__dataclass_fields__}}
     return ReportTables(
         main=main_by_approach(main, runs),
+        chance=chance_table(scored, main, resamples, confidence, seed, decimals),
         pairs=_frame(pair_rows, ["group", "run", "memory", "label"]),
         ablations=_frame(ablation_rows, ["reference", "variant", "run", "memory"]),
         no_visual=_frame(no_visual_rows, ["setting", "run", "memory"]),
         stats=pl.DataFrame(stats_rows, schema=stats_schema),
         skipped=skipped,
     )
+
+
+#: The method whose run is chance: seeded uniform guessing (method ``random``, model ``none``).
+CHANCE_METHOD = "random"
+CHANCE_SCHEMA = {"run": pl.String, "chance_run": pl.String, "n": pl.Int64, "correct": pl.Int64,
+                 "total": pl.Float64, "delta_pp": pl.Float64, "ci_low_pp": pl.Float64, "ci_high_pp": pl.Float64,
+                 "mcnemar_p": pl.Float64, "covers_zero": pl.Boolean}
+
+
+def chance_table(scored: pl.DataFrame, main: pl.DataFrame, resamples: int, confidence: float, seed: int,
+                 decimals: int = 1) -> pl.DataFrame:
+    """Per run, its Total paired with the ``random`` run over the same questions (issue 28).
+
+    ``covers_zero`` is true when the paired bootstrap interval of Δ = run − random contains 0: on these
+    questions the run cannot be told apart from guessing, whatever its accuracy reads. Empty when the run set
+    has no ``random`` run (the report then says so).
+    """
+    chance_runs = main.filter(pl.col("method") == CHANCE_METHOD).sort(RUN_KEYS)
+    if chance_runs.is_empty():
+        return pl.DataFrame(schema=CHANCE_SCHEMA)
+    def name(run: Mapping[str, Any]) -> str:
+        """``method/model``, with ``/memory`` only where that method and model ran over two memories."""
+        short = run_name(run["method"], run["model"])
+        return short if main.filter(run_filter(short)).height == 1 else run_name(run["method"], run["model"],
+                                                                                  run["memory"])
+
+    chance = name(chance_runs.row(0, named=True))
+    rows = []
+    for run in main.filter(pl.col("method") != CHANCE_METHOD).sort(RUN_KEYS).iter_rows(named=True):
+        run_label = name(run)
+        (total,) = paired_stats(scored, chance, run_label, f"{chance} → {run_label}", resamples, confidence, seed,
+                                decimals, categories=("total",))
+        rows.append({"run": run_label, "chance_run": chance, "n": total["n"], "correct": total["treatment_correct"],
+                     "total": run["total"], "delta_pp": total["delta_pp"], "ci_low_pp": total["ci_low_pp"],
+                     "ci_high_pp": total["ci_high_pp"], "mcnemar_p": total["mcnemar_p"],
+                     "covers_zero": total["ci_low_pp"] <= 0.0 <= total["ci_high_pp"]})
+    return pl.DataFrame(rows, schema=CHANCE_SCHEMA)
 
 
 def _frame(rows: list[dict[str, Any]], keys: list[str]) -> pl.DataFrame:
