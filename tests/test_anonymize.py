@@ -134,6 +134,27 @@ def test_a_synthetic_plate_is_blurred_and_the_table_says_how(faces_run):
     assert (stats.frames, stats.detected_frames, stats.propagated_frames) == (FRAMES, 9, FRAMES - 9)
 
 
+def test_detections_of_a_program_stream_are_on_the_videos_timeline(tmp_path):
+    """A camcorder's MPEG program stream starts at ~0.5 s on its container's clock; its first frame's boxes are
+    at 0 s in the detections table, where the frame stores and the track put that frame too."""
+    from senri.decode import read_frames
+
+    src = write_video(tmp_path / "plate.mp4", [render(i, plate=True) for i in range(6)])
+    mpeg = tmp_path / "plate.mpg"
+    subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", str(src), "-c:v", "mpeg2video", "-q:v", "2",
+                    "-f", "mpeg", str(mpeg)], check=True, capture_output=True, stdin=subprocess.DEVNULL)
+    with av.open(str(mpeg)) as container:
+        assert float(container.streams.video[0].start_time * container.streams.video[0].time_base) > 0.4
+    config = AnonymizeConfig(detectors=("plates",), stride=1)
+    anonymize_video(mpeg, tmp_path / "out.mp4", tmp_path / "det.parquet", "plate", config)
+    detections = pl.read_parquet(tmp_path / "det.parquet").filter(pl.col("cls") == "plate")
+    assert sorted(set(detections["frame_index"])) == list(range(6))
+    times = dict(zip(detections["frame_index"], detections["pts_s"]))
+    sampled = {f.frame_index: f.pts_s for f in read_frames(mpeg, [k / FPS for k in range(6)], accuracy="exact")}
+    for k in range(6):
+        assert times[k] == pytest.approx(k / FPS, abs=1e-6) == sampled[k]
+
+
 def test_blur_is_elliptical_and_scaled_to_the_box():
     image = np.zeros((100, 100, 3), np.uint8)
     image[::2] = 255  # stripes: every blur shows

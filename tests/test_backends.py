@@ -288,11 +288,110 @@ def test_a_request_is_sized_against_the_model_configs_limits_before_it_is_sent()
     backend = Backend({"n_ctx": 1000, "max_images": 2, "image_tokens": 100})
     short = ChatRequest((Message.text("user", "x" * 300),), max_tokens=100)
     assert overflow(backend, short) is None
-    long = ChatRequest((Message.text("user", "x" * 3000),), max_tokens=100)
+    long = ChatRequest((Message.text("user", "many words " * 600),), max_tokens=100)
     assert "context 1000" in overflow(backend, long)
     images = ChatRequest((Message("user", ("look", *[ImagePart(b"j")] * 3)),), max_tokens=10)
     assert "max_images 2" in overflow(backend, images)
     assert overflow(Backend({}), long) is None
+
+
+# --- vLLM request construction without a GPU: a stand-in `vllm` module records what the backend builds ----------
+class _FakeTokenizer:
+    def apply_chat_template(self, conversation, tokenize, add_generation_prompt, **kwargs):
+        assert tokenize and add_generation_prompt
+        assert all(isinstance(m["content"], str) for m in conversation)  # media left out: counted apart
+        return [0] * sum(len(m["content"].split()) + 3 for m in conversation)
+
+
+def _fake_vllm(monkeypatch) -> dict:
+    import types
+
+    seen: dict = {}
+
+    class LLM:
+        def __init__(self, **kwargs):
+            seen["engine"] = kwargs
+
+        def get_tokenizer(self):
+            return _FakeTokenizer()
+
+    class StructuredOutputsParams:
+        def __init__(self, **kwargs):
+            self.kwargs = kwargs
+
+    module = types.ModuleType("vllm")
+    module.LLM = LLM
+    module.SamplingParams = lambda **kwargs: kwargs
+    sampling = types.ModuleType("vllm.sampling_params")
+    sampling.StructuredOutputsParams = StructuredOutputsParams
+    monkeypatch.setitem(sys.modules, "vllm", module)
+    monkeypatch.setitem(sys.modules, "vllm.sampling_params", sampling)
+    return seen
+
+
+def test_a_reasoning_model_on_vllm_gets_the_reasoning_parser_and_the_schema_after_its_thinking(monkeypatch):
+    from senri.backends.vllm import VLLMBackend
+    from senri.methods.structured import request_schema
+
+    seen = _fake_vllm(monkeypatch)
+    schema = {"type": "object"}
+    backend = VLLMBackend({"model": "deepseek-r1", "reasoning": True, "reasoning_parser": "deepseek_r1"})
+    assert seen["engine"]["reasoning_parser"] == "deepseek_r1"
+    assert backend.capabilities.schema_after_reasoning and request_schema(backend, schema) == schema
+    params = backend._sampling(ask("reply in JSON", json_schema=schema))
+    assert params["structured_outputs"].kwargs == {"json": schema}
+    # Without a parser the schema would bind from the first token: the reasoning model generates freely.
+    backend = VLLMBackend({"model": "deepseek-r1", "reasoning": True})
+    assert "reasoning_parser" not in seen["engine"] and request_schema(backend, schema) is None
+    # A model not marked reasoning gets no parser and is constrained as before.
+    backend = VLLMBackend({"model": "qwen", "reasoning_parser": "deepseek_r1"})
+    assert "reasoning_parser" not in seen["engine"] and request_schema(backend, schema) == schema
+
+
+def test_vllm_and_transformers_count_prompt_tokens_with_their_tokenizer(monkeypatch, tmp_path):
+    from tiny_vlm import build_tiny_llava
+
+    from senri.backends.transformers import TransformersBackend
+    from senri.backends.vllm import VLLMBackend
+
+    _fake_vllm(monkeypatch)
+    vllm = VLLMBackend({"model": "qwen", "image_tokens": 100})
+    request = ChatRequest((Message.text("system", "be brief"), Message("user", ("one two three", ImagePart(jpeg((1, 2, 3)))))))
+    assert vllm.count_tokens(request) == (2 + 3) + (3 + 3) + 100  # the tokenizer's count + the image allowance
+    tiny = TransformersBackend({"path": str(build_tiny_llava(tmp_path / "tiny-vlm")), "device": "cpu"})
+    text = ChatRequest((Message.text("user", "describe the corridor " * 50),))
+    prompt = tiny.processor.apply_chat_template([{"role": "user", "content": [{"type": "text", "text":
+                                                 "describe the corridor " * 50}]}], add_generation_prompt=True,
+                                                tokenize=False)
+    assert tiny.count_tokens(text) == len(tiny.tokenizer.encode(prompt, add_special_tokens=False))
+    assert tiny.count_tokens(text) != _estimate(text)
+
+
+def _estimate(request: ChatRequest) -> int:
+    from senri.backends.base import Backend
+
+    return Backend({}).count_tokens(request)
+
+
+def test_the_token_estimate_errs_high_on_what_memories_are_made_of():
+    """llama.cpp in-process (xllamacpp) offers no tokenizer call, so its requests are sized by the estimate:
+    it must not undercount numbers, periods and symbols, as characters / 3 did (840 characters of periods,
+    796 tokens, estimated 288)."""
+    texts = {
+        "prose": "I walk along a grey corridor past numbered doors, a fire extinguisher and a notice board. " * 20,
+        "perception": "[12.0–18.0 s] text seen: 'EXIT 3B', 'Platform 4 → 14:05'; heading +35°; faces 2; place: hall; " * 10,
+        "memory list": "    [60, 65] (fine; heading +12°): a red cup, a kettle and a jar labelled 'SUGAR 500g'.\n" * 8,
+        "numbers": "[0, 30] [30, 60] [60, 90] 0.25 fps 1,280 2,048 12:05:33 " * 15,
+    }
+    backend = BACKENDS.load("llamacpp")({**SMOLLM2, "threads": 2})
+    try:
+        for name, text in texts.items():
+            request = ChatRequest((Message.text("system", "Be brief."), Message.text("user", text)), max_tokens=1)
+            exact = backend.complete(request).prompt_tokens
+            estimate = backend.count_tokens(request)
+            assert exact <= estimate <= 1.5 * exact, (name, exact, estimate)
+    finally:
+        backend.close()
 
 
 # --- vLLM without a GPU: a stand-in `vllm` module records what the engine would receive ---------------

@@ -35,7 +35,10 @@ H264 = ["-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-g", 
 SOURCE = ["-f", "lavfi", "-i", "testsrc=size=320x240:rate=30", "-t", "2"]
 
 # Expected outcome of each clip (the README's promises).
-INTACT = ["ok", "rotated", "vfr", "hevc", "one_frame", "short", "odd", "spaces"]
+#: Real-video stream kinds (issue 24, items 16-17): a camcorder's MPEG program stream (first timestamp ~0.5 s),
+#: a transport stream that starts 10 s in, a raw MPEG-1 elementary stream (no container duration at all).
+MPEG_STREAMS = ["mpeg_ps", "mpegts_late", "mpeg1_es"]
+INTACT = ["ok", "rotated", "vfr", "hevc", "one_frame", "short", "odd", "spaces", *MPEG_STREAMS]
 UNREADABLE = {  # clip → the one-line reason every stage gives
     "zero": "not a readable video",
     "text": "not a readable video",
@@ -89,6 +92,12 @@ def clips(tmp_path_factory) -> dict[str, Path]:
     _ffmpeg(*SOURCE, "-c:v", "libx265", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-tag:v", "hvc1",
             "-x265-params", "keyint=30:log-level=error", str(d / "hevc.mp4"))
     c["hevc"] = d / "hevc.mp4"
+    _ffmpeg(*SOURCE, "-c:v", "mpeg2video", "-q:v", "4", "-f", "mpeg", str(d / "camcorder.mpg"))
+    c["mpeg_ps"] = d / "camcorder.mpg"
+    _ffmpeg(*SOURCE, "-c:v", "mpeg2video", "-q:v", "4", "-output_ts_offset", "10", "-f", "mpegts", str(d / "tv.ts"))
+    c["mpegts_late"] = d / "tv.ts"
+    _ffmpeg(*SOURCE, "-c:v", "mpeg1video", "-q:v", "4", "-f", "mpeg1video", str(d / "raw.m1v"))
+    c["mpeg1_es"] = d / "raw.m1v"
     (d / "my clips").mkdir()
     c["spaces"] = Path(shutil.copy(c["ok"], d / "my clips" / "vidéo ü 1.mp4"))
     return c
@@ -97,6 +106,16 @@ def clips(tmp_path_factory) -> dict[str, Path]:
 def _pts(path: Path) -> list[int]:
     with av.open(str(path)) as container:
         return sorted(p.pts for p in container.demux(video=0) if p.size)
+
+
+def _timeline(path: Path) -> list[float]:
+    """Every frame's time on the video's timeline, in ms (an MP4 edit list holds a start only to the ms; a raw
+    stream's packets carry made-up stamps, which the frame index reads as a seek stamps them)."""
+    from senri.decode import build_index
+
+    with av.open(str(path)) as container:
+        index = build_index(container, container.streams.video[0])
+    return [round(index.seconds(p) * 1000, 1) for p in index.pts]
 
 
 def _one_error_line(err: str) -> str:
@@ -131,6 +150,20 @@ def test_probe(clips, name):
         assert getattr(info, field) == value
 
 
+# clip → (start_s at least, duration_source): the timeline's zero and where the 2 s came from
+STREAM_FACTS = {"mpeg_ps": (0.4, "stream"), "mpegts_late": (10.0, "stream"), "mpeg1_es": (0.0, "decoded")}
+
+
+@pytest.mark.parametrize("name", MPEG_STREAMS)
+def test_probe_records_an_mpeg_streams_start_and_where_its_duration_came_from(clips, name):
+    info = probe(clips[name], name)
+    least_start, source = STREAM_FACTS[name]
+    assert info.start_s >= least_start and info.duration_source == source
+    # The raw stream's bitrate guess (0.01 s) is contradicted by what decodes: the decoded extent replaces it.
+    assert info.duration_s == pytest.approx(2.0, abs=0.1) and not info.truncated
+    assert info.n_frames == 60  # every frame of the 2 s at 30 fps, counted (not 1 from a 0.04 s guess)
+
+
 def test_a_longer_audio_track_does_not_make_a_matroska_video_look_truncated(tmp_path):
     path = tmp_path / "long_audio.mkv"
     _ffmpeg("-f", "lavfi", "-i", "testsrc=size=320x240:rate=30:d=2", "-f", "lavfi", "-i", "sine=d=3.5",
@@ -158,6 +191,7 @@ def test_frames_of_intact_videos(clips, tmp_path, name, plan, accuracy):
     table = pl.read_parquet(out)
     assert table.height >= 1 and table["error"].null_count() == table.height, table["error"].to_list()
     duration = probe(clips[name], name).duration_s
+    # Times are on the video's own timeline: its first frame at 0 s, whatever the container's first timestamp.
     assert table["pts_s"].min() >= 0 and table["pts_s"].max() < duration
     if name == "rotated":
         assert (table["width"][0], table["height"][0]) == (240, 320)  # upright
@@ -233,9 +267,11 @@ def test_anonymize_intact_videos_keeps_every_frame_and_timestamp(clips, tmp_path
     stats = anonymize_video(clips[name], out, tmp_path / "d.parquet", name, NO_DETECTOR)
     source_pts = _pts(clips[name])
     assert stats.frames == len(source_pts)
-    assert _pts(out) == source_pts  # VFR included: every frame keeps its own timestamp (same time base)
+    assert _timeline(out) == _timeline(clips[name])  # VFR included: every frame keeps its own time (same time base)
+    if name not in MPEG_STREAMS:
+        assert _pts(out) == source_pts  # an MP4 starts at 0: the very same timestamps
     info = probe(out, name)
-    assert not info.truncated
+    assert not info.truncated and info.start_s == pytest.approx(probe(clips[name], name).start_s, abs=1e-3)
     if name == "rotated":
         assert (info.width, info.height, info.rotation) == (240, 320, 0)
     if name == "odd":
@@ -285,10 +321,11 @@ class NoText:
 TRACK = TrackConfig(fps=5.0, short_side=240)
 
 
-@pytest.mark.parametrize("name", ["ok", "vfr", "short", "one_frame", "rotated", "hevc"])
+@pytest.mark.parametrize("name", ["ok", "vfr", "short", "one_frame", "rotated", "hevc", *MPEG_STREAMS])
 def test_track_of_intact_videos(clips, name):
     track, _, stats = compute_track(clips[name], name, TRACK, ocr=NoText())
     assert stats["failed"] == 0 and stats["samples"] == track.height >= 1
+    assert track["t_s"].min() == pytest.approx(0.0, abs=1e-3)  # the video's own timeline, from its first frame
 
 
 @pytest.mark.parametrize("name", list(UNREADABLE))

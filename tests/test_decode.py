@@ -85,6 +85,42 @@ def _stripe_index(image: np.ndarray, rotation_cw: int = 0) -> int:
     return read_frame_index(upright_to_coded.mean(axis=2))
 
 
+# Real-video streams (issue 24, items 16-17): each starts somewhere else on the container's clock, and two of
+# them seek by decode time; the frame at t s of the video's own timeline is frame t·fps in every one of them.
+MPEG_KINDS = {
+    "program_stream": ["-c:v", "mpeg2video", "-bf", "2", "-f", "mpeg"],  # first timestamp ~0.5 s
+    "transport_stream_10s_in": ["-c:v", "mpeg2video", "-bf", "2", "-output_ts_offset", "10", "-f", "mpegts"],
+    "h264_transport_stream": ["-c:v", "libx264", "-preset", "veryfast", "-g", "12", "-f", "mpegts"],
+    "mpeg1_elementary": ["-c:v", "mpeg1video", "-f", "mpeg1video"],  # no timestamps, no duration
+}
+
+
+@pytest.fixture(scope="module")
+def mpeg_streams(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("mpeg")
+    source = make_indexed_video(folder / "source.mp4", seconds=4, fps=25, gop=12)
+    made = {}
+    for kind, args in MPEG_KINDS.items():
+        made[kind] = folder / f"{kind}.mpg"
+        subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", str(source), "-q:v", "2", *args,
+                        str(made[kind])], check=True, capture_output=True, stdin=subprocess.DEVNULL)
+    return made
+
+
+@pytest.mark.parametrize("accuracy", ["exact", "keyframe"])
+@pytest.mark.parametrize("kind", list(MPEG_KINDS))
+def test_mpeg_streams_are_sampled_on_their_own_timeline(mpeg_streams, kind, accuracy):
+    targets = [0.0, 0.04, 1.0, 1.52, 2.5, 3.96, 2.0, 0.5]  # out of order on purpose; 0 s is the first frame
+    frames = list(decode.read_frames(mpeg_streams[kind], targets, accuracy=accuracy))
+    assert all(f.error is None for f in frames), [f.error for f in frames]
+    for frame in frames:
+        shown = read_frame_index(frame.image.mean(axis=2))
+        assert shown == round(frame.pts_s * 25), (frame.target_s, frame.pts_s, shown)  # the frame it says it is
+        if accuracy == "exact":
+            assert shown == round(frame.target_s * 25)  # ... and the one asked for
+    assert frames[0].pts_s == 0.0
+
+
 @pytest.mark.parametrize("case", ["h264_gop1s", "h264_gop10s", "vfr", "hevc", "rotated"])
 def test_exact_plans_return_exactly_the_nearest_frames(videos, case):
     path = videos[case]

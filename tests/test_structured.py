@@ -57,3 +57,20 @@ def test_ask_json_many_records_a_failed_call_and_a_malformed_repair(tmp_path):
                                     retries=0)
     assert len(calls) == 2
     assert (alone.attempts, alone.error) == (1, "malformed JSON")  # no repair turn: not "after repair"
+
+
+def test_a_reasoning_model_gets_the_schema_only_where_the_backend_applies_it_after_the_thinking(tmp_path):
+    from senri.methods.structured import request_schema
+
+    script = tmp_path / "script.jsonl"
+    script.write_text('{"text": "{}"}\n')
+    schema = {"type": "object"}
+
+    def backend(**config):
+        return ScriptedBackend({"script": str(script), **config})
+
+    assert request_schema(backend(), schema) == schema
+    assert request_schema(backend(reasoning=True), schema) is None  # constrained from token one it cannot think
+    assert request_schema(backend(reasoning=True, reasoning_parser="deepseek_r1"), schema) == schema
+    assert request_schema(backend(reasoning_parser="deepseek_r1"), schema) == schema
+    assert request_schema(None, schema) is None

@@ -29,7 +29,7 @@ QUESTION = Question(video_id="hall", qid="hall_1", task_type="OC", direction="ES
                     question="What was I holding in my hand?", option_a="A phone", option_b="A red cup",
                     option_c="A book", option_d="Nothing", answer="B", evidence_start_s=64.0, evidence_end_s=65.0)
 CORRIDOR = "I walk along a grey corridor."
-FORCED = "Question (choose one option now)"
+FORCED = "Choose one option now, for the question below."
 ANSWER_USER = "Your task: judge whether the descriptions above answer"
 
 
@@ -79,7 +79,8 @@ def run(hall, tmp_path: Path, rules: list[dict], caption_cache: Path | None = No
     script = tmp_path / "script.jsonl"
     script.write_text("".join(json.dumps(r) + "\n" for r in rules))
     record = tmp_path / "calls.jsonl"
-    memory_slice = {"memory": {**MEMORY, "captioner": "scripted_vlm", "short_side": 64}, "track": {},
+    memory_extra = method.pop("memory_extra", {})
+    memory_slice = {"memory": {**MEMORY, "captioner": "scripted_vlm", "short_side": 64, **memory_extra}, "track": {},
                     "captioner_model": {"backend": "scripted", "script": str(script), "record": str(record)}}
     cache_dir = caption_cache or tmp_path / "captions"
     media = VideoMedia("hall", hall["video"], hall["info"].fingerprint, hall["info"].duration_s)
@@ -457,6 +458,116 @@ def test_reason_first_puts_the_reasoning_before_the_letter_only_when_asked(hall,
             line for line in paper if not line.startswith('"Reason"')]
         assert first.index(next(line for line in first if line.startswith('"Reason"'))) == first.index(
             next(line for line in first if line.endswith("exactly these keys:"))) + 1
+
+
+#: A VLM caption as long as the paper's captioner writes them (up to 2,048 tokens): ~1,000 estimated tokens.
+LONG_CAPTION = ("I walk along a grey corridor past numbered doors, a fire extinguisher and a notice board. " * 34).strip()
+
+
+def long_caption_rules() -> list[dict]:
+    return script_rules(LOCALIZE_60_90, SEARCH_PATH,
+                        captions=[{"match": "from 64 s to 65 s", "text": f"{NEEDLE}."},
+                                  {"match": "This clip is my first-person video", "text": LONG_CAPTION}])
+
+
+def estimated_tokens(call: dict) -> int:
+    """The scripted backend's (default) prompt-token estimate of a recorded request."""
+    from senri.backends.base import Backend, ChatRequest, Message
+
+    messages = tuple(Message(m["role"], tuple(p for p in m["content"] if isinstance(p, str)))
+                     for m in call["payload"]["messages"])
+    return Backend({}).count_tokens(ChatRequest(messages=messages))
+
+
+def test_a_memory_past_the_context_window_is_trimmed_by_the_rule_and_the_question_gets_its_letter(hall, tmp_path):
+    context = {"model_extra": {"context_tokens": 2600}, "max_iterations": 2}
+    # Without the guard (context_trim: off) every agent call is past the window and fails: no letter.
+    row, calls, _ = run(hall, tmp_path / "off", long_caption_rules(), context_trim="off", **context)
+    trace = json.loads(row["trace"])
+    assert row["pred"] is None and row["context_trims"] == 0
+    assert all("exceeds the model's limits" in c["failure"] for c in trace["calls"])
+    # With it (the default), every request fits before it is sent, and the needle is found.
+    row, calls, _ = run(hall, tmp_path / "on", long_caption_rules(), **context)
+    trace = json.loads(row["trace"])
+    assert row["pred"] == "B" and row["correct"] and not trace["forced"]
+    agents = [c for c in calls if not c["purpose"].startswith("caption")]
+    assert all(estimated_tokens(c) + c["payload"]["max_tokens"] <= 2600 for c in agents)
+    assert all("failure" not in c for c in trace["calls"])
+    trims = [c["context_trim"] for c in trace["calls"] if c.get("context_trim", {}).get("rule")]
+    assert row["context_trims"] == len(trims) == len(trace["calls"])  # each trimmed call counted once
+    # Step 2 on the coarse memory alone (sparse init): coarse captions cut to one common length, none dropped.
+    localize = trace["calls"][0]["context_trim"]
+    assert localize["dropped"] == [] and localize["shortened"]["coarse"]["captions"] == 4
+    _, user = texts(agent_calls(calls, "localize")[0])
+    assert user.count(" […]") == 4 and all(f"[{s}, {s + 30}] (coarse)" in user for s in (0, 30, 60, 90))
+    # Step 1 after backtracking into fine 60–65 s: the fine clips outside it go first, earliest first; what is
+    # in focus (its ultra-fine clips, the needle among them) stays, shortened evenly only as a last step.
+    last = trace["calls"][-1]["context_trim"]
+    assert last["focus"] == ["60", "65"]
+    assert last["dropped"] == [f"fine {s}–{s + 5}s" for s in range(65, 90, 5)]
+    _, user = texts(agent_calls(calls, "answer")[-1])
+    assert f"[64, 65] (ultra-fine): {NEEDLE}." in user and "[65, 70] (fine" not in user
+
+
+
+def sent_texts(calls: list[dict]) -> list[tuple[str, str, str]]:
+    """(purpose, role, text) of every message of every recorded request."""
+    return [(c["purpose"], m["role"], "".join(p for p in m["content"] if isinstance(p, str)))
+            for c in calls for m in c["payload"]["messages"]]
+
+
+@pytest.mark.parametrize("preset", ["mlvu_short", "videomme_medium", "lvbench_long"])
+def test_prompts_say_first_person_only_for_egocentric_videos(hall, tmp_path, preset):
+    from senri.memory import captioner_prompts, prompt_variant
+    from senri.prompts import prompt_set
+
+    general = {"match": "This clip is the part of the video", "text": CORRIDOR}
+    rules = [general, *script_rules(LOCALIZE_60_90, SEARCH_PATH[:1])]
+    row, calls, _ = run(hall, tmp_path, rules, max_iterations=1, memory_extra={"preset": preset})
+    sent = sent_texts(calls)
+    assert {p.split(":")[0] for p, _, _ in sent} >= {"caption", "localize", "search", "answer"}
+    assert not [p for p, _, text in sent if "first-person" in text or "camera wearer" in text]
+    # Every file either wording can render, per preset the project ships: first-person only where egocentric.
+    for name, levels in MEMORY["presets"].items():
+        memory = {**MEMORY, "preset": name}
+        files = [captioner_prompts(memory)[role].text for role in captioner_prompts(memory).roles()]
+        agents = prompt_set("videolucy", variant=prompt_variant(memory))
+        files += [agents[role].text for role in agents.roles()]
+        says = any("first-person" in text for text in files)
+        assert says == (levels["viewpoint"] == "egocentric") == (name == "egomem"), name
+    # preset auto is the SENRI-format (egocentric) setting; memory.viewpoint overrides either way.
+    assert prompt_variant({**MEMORY, "preset": "auto"}) is None
+    assert prompt_variant({**MEMORY, "preset": "auto", "viewpoint": "general"}) == "general"
+    assert prompt_variant({**MEMORY, "preset": preset, "viewpoint": "egocentric"}) is None
+
+
+def test_the_question_is_stated_once_per_agent_message(hall, tmp_path):
+    row, calls, _ = run(hall, tmp_path, script_rules(LOCALIZE_60_90, SEARCH_PATH[:1]), max_iterations=1)
+    users = [(c["purpose"], texts(c)[1]) for c in calls if not c["purpose"].startswith("caption")]
+    assert {p for p, _ in users} == {"localize", "search", "answer", "answer:forced"}
+    for purpose, user in users:
+        assert "Question:\nQuestion:" not in user and user.count("Question:") == 1, purpose
+        assert "Question: What was I holding in my hand?\nOptions:\nA. A phone" in user
+
+
+def test_a_reasoning_model_thinks_first_the_schema_only_where_the_backend_applies_it_after(hall, tmp_path):
+    thinking = ("<think>The memory list shows the needle at 64–65 s, so the cup is held there.</think>\n"
+                + answer_json(True, "B"))
+    rules = [{"match": NEEDLE, "text": thinking}, *script_rules(LOCALIZE_60_90, SEARCH_PATH)]
+    # A reasoning model on a backend without a reasoning parser: free generation, the parser, one repair.
+    row, calls, _ = run(hall, tmp_path / "free", rules, model_extra={"reasoning": True})
+    agents = [c for c in calls if not c["purpose"].startswith("caption")]
+    assert agents and all(c["payload"]["json_schema"] is None for c in agents)
+    trace = json.loads(row["trace"])
+    assert row["pred"] == "B" and trace["calls"][-1]["reasoning"].startswith("The memory list shows")
+    # With the backend's reasoning parser the schema constrains the final answer (it is sent with every call).
+    row, calls, _ = run(hall, tmp_path / "parser", rules,
+                        model_extra={"reasoning": True, "reasoning_parser": "deepseek_r1"})
+    agents = [c for c in calls if not c["purpose"].startswith("caption")]
+    assert all(c["payload"]["json_schema"] is not None for c in agents) and row["pred"] == "B"
+    # A model that is not marked reasoning is constrained as before.
+    _, calls, _ = run(hall, tmp_path / "plain", rules)
+    assert all(c["payload"]["json_schema"] is not None for c in calls if not c["purpose"].startswith("caption"))
 
 
 def test_a_failed_coarse_caption_is_left_out_of_every_prompt_and_counted_and_a_cut_one_is_marked(hall, tmp_path):

@@ -126,8 +126,9 @@ def cmd_probe(args: argparse.Namespace) -> None:
     info = probe(args.video, args.video_id or Path(args.video).stem, stage["probe"]["keyframe_scan_s"])
     write_table(to_frame([info], VideoInfo), args.out, VideoInfo)
     cfgmod.write_sidecar(args.out, "probe", stage)
-    log.info("%s: %.1f s, %d frames at %.3f fps, %dx%d, GOP %s s", info.video_id, info.duration_s,
-             info.n_frames, info.avg_fps, info.width, info.height, info.keyframe_interval_s)
+    log.info("%s: %.1f s (from the %s), %d frames at %.3f fps, %dx%d, GOP %s s, stream starts at %.3f s",
+             info.video_id, info.duration_s, info.duration_source, info.n_frames, info.avg_fps, info.width,
+             info.height, info.keyframe_interval_s, info.start_s)
 
 
 def _frame_plan(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
@@ -385,7 +386,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--placement", choices=["center", "linspace", "interior"], default="center")
     p.add_argument("--fps", type=_positive(float), metavar="RATE", help="RATE frames per second over [start, end)")
     p.add_argument("--timestamps", type=float, nargs="+", metavar="T", help="these times, in seconds")
-    p.add_argument("--start", type=float, help="window start in seconds (default: first frame)")
+    p.add_argument("--start", type=float, help="window start, seconds from the first frame (default: first frame)")
     p.add_argument("--end", type=float, help="window end in seconds (default: last frame)")
     p.add_argument("--accuracy", choices=["exact", "keyframe", "auto"], default="auto")
     p.add_argument("--short-side", type=int, default=448, help="resize so the shorter side is at most this")

@@ -17,6 +17,12 @@ presentation timestamp and every keyframe. Then each target is resolved *before*
 - ``auto``: ``keyframe`` when the keyframe interval is at most ``keyframe_fraction`` (default ¼) of the
   spacing between targets, else ``exact``.
 
+Every time in and out (targets, ``pts_s``, plan windows) is on the video's own timeline: seconds from the
+stream's start time (:func:`senri.probe.timeline_origin`), so a camcorder's program stream whose clock starts
+at 0.54 s has its first frame at 0 s, like an MP4. Demuxers that seek by decode time (MPEG program and
+transport streams) land past a keyframe asked for by its pts; the first seek tells, and the video's later
+seeks go to one tick before its keyframes' decode times (:func:`senri.probe.seek_point`).
+
 Timestamps are compared as integers in the stream's time base (no float ties). Frames come out upright
 (the display matrix is applied) and resized while decoding, and are yielded one by one, so memory does not
 grow with the number of frames. A target with no frame near it (a truncated file), a frame that fails to
@@ -32,6 +38,7 @@ from __future__ import annotations
 
 import bisect
 import io
+import itertools
 import logging
 import math
 import statistics
@@ -130,18 +137,39 @@ class FramePlan:
 
 @dataclass
 class VideoIndex:
-    """Every frame's presentation timestamp (sorted, stream time-base units) and the keyframes among them."""
+    """Every frame's presentation timestamp (sorted, stream time-base units) and the keyframes among them.
+
+    Seconds are on the video's timeline: measured from ``origin``, the stream's start time
+    (:func:`senri.probe.timeline_origin`), so the first frame of an MPEG stream that starts at 0.54 s is at 0 s
+    for every stage, as it is for an MP4.
+    """
 
     time_base: Fraction
     pts: list[int]
     keyframes: list[int]
     frame_duration: int  # median distance between consecutive frames, in time-base units
+    origin: int = 0  # the pts at 0 s of the timeline
+    #: Each keyframe's decode time, where it lies before its presentation time.
+    keyframe_dts: dict[int, int] = field(default_factory=dict)
+    #: Whether this demuxer seeks by decode time (MPEG-PS/TS, raw streams): learnt from the first seek.
+    seeks_by_dts: bool = False
 
     def seconds(self, pts: int) -> float:
-        return float(pts * self.time_base)
+        """The timeline time of ``pts``."""
+        return float((pts - self.origin) * self.time_base)
+
+    def span_s(self, ticks: int) -> float:
+        """A length of ``ticks`` time-base units in seconds."""
+        return float(ticks * self.time_base)
 
     def to_pts(self, seconds: float) -> int:
-        return round(Fraction(seconds) / self.time_base)
+        return self.origin + round(Fraction(seconds) / self.time_base)
+
+    def seek_target(self, keyframe: int) -> int:
+        """What to seek to for ``keyframe`` in a demuxer that seeks by decode time."""
+        from senri.probe import seek_point
+
+        return seek_point(keyframe, self.keyframe_dts.get(keyframe))
 
     def frame_index(self, pts: int) -> int:
         return bisect.bisect_left(self.pts, pts)
@@ -182,8 +210,11 @@ def build_index(container, stream) -> VideoIndex:  # noqa: ANN001 - PyAV objects
     """One demux pass over the packets (no decoding). Packets without a timestamp are skipped."""
     import av
 
+    from senri.probe import timeline_origin, untimed_first_pts
+
     pts: list[int] = []
     keyframes: list[int] = []
+    keyframe_dts: dict[int, int] = {}
     try:
         for packet in container.demux(stream):
             stamp = packet.pts if packet.pts is not None else packet.dts
@@ -192,6 +223,8 @@ def build_index(container, stream) -> VideoIndex:  # noqa: ANN001 - PyAV objects
             pts.append(stamp)
             if packet.is_keyframe:
                 keyframes.append(stamp)
+                if packet.pts is not None and packet.dts is not None and packet.dts < packet.pts:
+                    keyframe_dts[stamp] = packet.dts
     except (av.error.FFmpegError, EOFError) as exc:  # a truncated file: index what is there
         log.warning("packet index stops at %d packets: %s", len(pts), exc)
     if not pts:
@@ -201,7 +234,14 @@ def build_index(container, stream) -> VideoIndex:  # noqa: ANN001 - PyAV objects
     if not keyframes:
         keyframes = [pts[0]]
     gaps = [b - a for a, b in zip(pts, pts[1:]) if b > a]
-    return VideoIndex(Fraction(stream.time_base), pts, keyframes, int(statistics.median(gaps)) if gaps else 1)
+    frame_duration = int(statistics.median(gaps)) if gaps else 1
+    restamped = untimed_first_pts(stream, pts[0], pts[1], frame_duration) if len(pts) > 1 else pts[0]
+    if restamped != pts[0]:  # a raw elementary stream: the index takes the stamp a seek gives its first frame
+        keyframes = [restamped if k == pts[0] else k for k in keyframes]
+        keyframe_dts = {restamped if k == pts[0] else k: d for k, d in keyframe_dts.items()}
+        pts[0] = restamped
+    return VideoIndex(Fraction(stream.time_base), pts, keyframes, frame_duration,
+                      origin=timeline_origin(stream, pts[0]), keyframe_dts=keyframe_dts)
 
 
 # ------------------------------------------------------------------------------------------------ frames
@@ -237,6 +277,13 @@ def upright_rgb(frame, short_side: int | None) -> np.ndarray:  # noqa: ANN001 - 
     return image
 
 
+def _landed_past(packet, index: VideoIndex, keyframe: int) -> bool:  # noqa: ANN001 - av.Packet
+    """Whether the first packet after a seek comes after ``keyframe`` in decode order (the seek overshot)."""
+    if packet.dts is not None:
+        return packet.dts > index.keyframe_dts.get(keyframe, keyframe)
+    return packet.pts is not None and packet.pts > keyframe
+
+
 class _Decoder:
     """Decodes forward from where it is, seeking only when that is less work. Skips undecodable packets."""
 
@@ -254,12 +301,34 @@ class _Decoder:
         self.last_pts: int | None = None  # the last frame decoded
         self.carry = None  # a frame decoded past the previous wanted one, kept for the next request
 
-    def _frame_stream(self) -> Iterator:
-        for packet in self.container.demux(self.stream):
+    def _seek(self, keyframe: int) -> Iterator:
+        """The packets from ``keyframe`` on.
+
+        A demuxer that seeks by decode time (MPEG program and transport streams) asked for a keyframe's pts
+        lands on the packet after it, which cannot decode without it: the first seek that lands past its
+        keyframe tells, and from then on this video's seeks go to its keyframes' decode times.
+        """
+        index = self.index
+        for _attempt in range(2):
+            by_dts = index.seeks_by_dts  # read once: parallel workers share the index and may set it meanwhile
+            target = index.seek_target(keyframe) if by_dts else keyframe
+            self.container.seek(target, stream=self.stream, backward=True, any_frame=False)
+            packets = self.container.demux(self.stream)
+            first = next(packets, None)
+            if first is None:
+                return iter(())
+            if by_dts or keyframe not in index.keyframe_dts or not _landed_past(first, index, keyframe):
+                break
+            index.seeks_by_dts = True
+        return itertools.chain((first,), packets)
+
+    def _frame_stream(self, packets: Iterator) -> Iterator:
+        for packet in packets:
             if time.monotonic() > self.deadline:
                 raise TimeoutError("watchdog")
             if self.wanted_pts is not None:
-                skip = packet.pts is not None and packet.pts not in self.wanted_pts
+                skip = (not self.index.seeks_by_dts and packet.pts is not None
+                        and packet.pts not in self.wanted_pts)
                 if skip != self._skipping:
                     self.stream.codec_context.skip_frame = "NONREF" if skip else "DEFAULT"
                     self._skipping = skip
@@ -301,11 +370,13 @@ class _Decoder:
         if self._frames is None or position is None or position >= wanted or self.index.keyframe_between(
             position, wanted
         ):
-            self.container.seek(keyframe, stream=self.stream, backward=True, any_frame=False)
-            self._frames = self._frame_stream()
+            self._frames = self._frame_stream(self._seek(keyframe))
             self.counters["seeks"] += 1
         self.carry = None
-        self._drain_at = wanted if self._seek_follows(wanted) else None
+        # Packet timestamps next to a seek in a stream that seeks by decode time are guesses (a program stream
+        # labels the packet before a keyframe with the keyframe's pts), so there the decoder is neither drained
+        # at a packet's label nor told to skip frames by it.
+        self._drain_at = wanted if (not self.index.seeks_by_dts and self._seek_follows(wanted)) else None
         for frame in self._frames:
             self.last_pts = frame.pts
             if frame.pts == wanted:
@@ -366,12 +437,12 @@ def read_frames(
         index = build_index(container, stream)
     except (av.error.FFmpegError, IndexError, ValueError, OSError) as exc:
         raise MediaError(f"{path}: not a readable video ({exc})") from exc
-    first_s = index.seconds(index.pts[0])
+    first_s = index.seconds(index.pts[0])  # on the video's timeline (0 s at the stream's start time)
     if verdict is None:  # no damage check asked for: the packet index is the video
-        span = index.seconds(index.pts[-1] - index.pts[0] + index.frame_duration)
-        verdict = Decodability(str(path), first_s, span, span, index.seconds(index.frame_duration))
+        span = index.seconds(index.pts[-1]) + index.span_s(index.frame_duration)
+        verdict = Decodability(str(path), index.span_s(index.origin), span, span, index.span_s(index.frame_duration))
     # A damaged video's plan covers the duration its container declares; what lies past the decodable end fails.
-    last_s = (first_s + verdict.container_s - verdict.frame_s) if verdict.truncated else index.seconds(index.pts[-1])
+    last_s = (verdict.container_s - verdict.frame_s) if verdict.truncated else index.seconds(index.pts[-1])
     if callable(targets):
         try:
             targets = targets(first_s, last_s)
@@ -380,7 +451,7 @@ def read_frames(
             raise MediaError(f"{path}: {exc}") from exc
     with container:
         mode = choose_accuracy(accuracy, index, targets, keyframe_fraction)
-        tolerance = max_deviation_s if max_deviation_s is not None else max(1.0, 2 * index.seconds(index.frame_duration))
+        tolerance = max_deviation_s if max_deviation_s is not None else max(1.0, 2 * index.span_s(index.frame_duration))
         # Targets outside the video fail in every mode (a keyframe pick would otherwise answer 999 s with the
         # last keyframe); a damaged video allows no slack past its decodable end.
         wanted, results = _pick_frames(index, targets, mode, tolerance, (first_s, verdict.decodable_end_s),
@@ -513,7 +584,7 @@ def _pick_frames(index: VideoIndex, targets: Sequence[float], mode: str, toleran
             continue
         target_pts = index.to_pts(target)
         pick = index.nearest_frame(target_pts) if mode == "exact" else index.nearest_keyframe(target_pts)
-        if mode == "exact" and abs(index.seconds(pick - target_pts)) > tolerance:
+        if mode == "exact" and abs(index.span_s(pick - target_pts)) > tolerance:
             failed[i] = SampledFrame(target, error=(
                 f"no frame within {tolerance:.2f} s of {target:.3f} s (nearest at {index.seconds(pick):.3f} s; "
                 "truncated file?)"))

@@ -109,11 +109,39 @@ def memory_plan(memory: Mapping[str, Any], duration_s: float) -> dict[str, Any]:
     return plan
 
 
+VIEWPOINTS = ("auto", "egocentric", "general")
+
+
+def viewpoint(memory: Mapping[str, Any]) -> str:
+    """Whether the videos are first-person (``egocentric``) or not (``general``), which decides the prompts'
+    wording (captioner and VideoLucy agents). ``memory.viewpoint: auto`` (default): a preset named in
+    ``memory.preset`` says it (``viewpoint`` of each preset: the MLVU, Video-MME and LVBench settings are
+    ``general``, EgoMem's ``egocentric``); ``preset: auto`` — the length rule a SENRI-format benchmark runs
+    under — is egocentric. ``egocentric`` or ``general`` set it for every video."""
+    chosen = str(memory.get("viewpoint") or "auto")
+    if chosen not in VIEWPOINTS:
+        raise ValueError(f"config.memory.viewpoint: {chosen!r} is not one of {', '.join(VIEWPOINTS)}")
+    if chosen != "auto":
+        return chosen
+    preset = memory.get("preset", "auto")
+    if preset == "auto":
+        return "egocentric"
+    return str((memory.get("presets") or {}).get(preset, {}).get("viewpoint", "egocentric"))
+
+
+def prompt_variant(memory: Mapping[str, Any]) -> str | None:
+    """The prompt subfolder of :func:`viewpoint` (``general/``); None for the default, first-person wording."""
+    chosen = viewpoint(memory)
+    return None if chosen == "egocentric" else chosen
+
+
 def captioner_prompts(memory: Mapping[str, Any]):
-    """The captioner's prompt files (``prompts: captioner``, overlaid by ``prompts_dir``)."""
+    """The captioner's prompt files (``prompts: captioner``, the :func:`viewpoint`'s wording, overlaid by
+    ``prompts_dir``)."""
     from senri.prompts import config_prompts, prompt_set
 
-    return config_prompts(memory) or prompt_set("captioner")
+    variant = prompt_variant(memory)
+    return config_prompts(memory, variant) or prompt_set("captioner", variant=variant)
 
 
 def coarse_instruction(memory: Mapping[str, Any]) -> str:

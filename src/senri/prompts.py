@@ -65,11 +65,16 @@ class PromptSet:
 
     family: str
     user_dir: Path | None = None
+    #: A subfolder of the family whose files replace the defaults of the same name (a wording for one kind of
+    #: video: ``general`` for videos that are not first-person, senri.memory.prompt_variant); None: the defaults.
+    variant: str | None = None
     _cache: dict[str, Prompt] = field(default_factory=dict, compare=False, repr=False)
 
     def path(self, role: str) -> Path:
         if self.user_dir is not None and (self.user_dir / f"{role}.txt").is_file():
             return self.user_dir / f"{role}.txt"
+        if self.variant and (PROMPTS_DIR / self.family / self.variant / f"{role}.txt").is_file():
+            return PROMPTS_DIR / self.family / self.variant / f"{role}.txt"
         return PROMPTS_DIR / self.family / f"{role}.txt"
 
     def __getitem__(self, role: str) -> Prompt:
@@ -92,14 +97,19 @@ class PromptSet:
         return sorted(names)
 
     def identity(self) -> dict[str, Any]:
-        """Family, user folder and the sha256 of every role's file: what decides the prompts' text."""
+        """Family, user folder and the sha256 of every role's file: what decides the prompts' text. The files
+        of every variant subfolder are in it too, whichever variant a run uses (the variant follows from other
+        settings of the same slice), so editing one reruns the jobs that may read it."""
+        files = {role: hashlib.sha256(self.path(role).read_bytes()).hexdigest()[:16] for role in self.roles()}
+        for path in sorted((PROMPTS_DIR / self.family).glob("*/*.txt")):
+            files[f"{path.parent.name}/{path.stem}"] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
         return {"family": self.family, "prompts_dir": str(self.user_dir) if self.user_dir else None,
-                "files": {role: hashlib.sha256(self.path(role).read_bytes()).hexdigest()[:16]
-                          for role in self.roles()}}
+                "files": files}
 
 
-def prompt_set(family: str, prompts_dir: str | Path | None = None) -> PromptSet:
-    """The prompts of ``family`` (a folder under ``config/prompts``), overlaid by ``prompts_dir`` if given."""
+def prompt_set(family: str, prompts_dir: str | Path | None = None, variant: str | None = None) -> PromptSet:
+    """The prompts of ``family`` (a folder under ``config/prompts``), its ``variant`` subfolder's files in place
+    of the defaults of the same name, overlaid by ``prompts_dir`` if given."""
     if not (PROMPTS_DIR / family).is_dir():
         raise PromptError(f"no prompt family {family!r}: {PROMPTS_DIR / family} does not exist")
     user = None
@@ -109,13 +119,13 @@ def prompt_set(family: str, prompts_dir: str | Path | None = None) -> PromptSet:
             user = (CONFIG_DIR.parent / user).resolve()
         if not user.is_dir():
             raise PromptError(f"prompts_dir {prompts_dir!r}: {user} is not a folder")
-    return PromptSet(family, user)
+    return PromptSet(family, user, variant)
 
 
-def config_prompts(spec: Mapping[str, Any]) -> PromptSet | None:
+def config_prompts(spec: Mapping[str, Any], variant: str | None = None) -> PromptSet | None:
     """The prompt set a config slice names with ``prompts: <family>`` (and optional ``prompts_dir``)."""
     family = spec.get("prompts")
-    return prompt_set(str(family), spec.get("prompts_dir")) if family else None
+    return prompt_set(str(family), spec.get("prompts_dir"), variant) if family else None
 
 
 def prompt_identity(spec: Mapping[str, Any]) -> dict[str, Any] | None:

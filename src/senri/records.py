@@ -70,6 +70,12 @@ class VideoInfo:
     truncated: bool = False
     #: Seconds from the first frame to the end of the last frame that decodes (None: not checked).
     decodable_s: float | None = None
+    #: The stream's start time in container seconds: 0 s of the video's timeline, which every stage uses
+    #: (an MPEG program stream starts at 0.54 s, a transport stream at 1.4 s or later; an MP4 at 0).
+    start_s: float = 0.0
+    #: Where ``duration_s`` came from: stream | tag | container | decoded (none declared, or contradicted by
+    #: what decodes: the decoded extent replaces it).
+    duration_source: str = "stream"
 
 
 @dataclass(frozen=True)

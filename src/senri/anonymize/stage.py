@@ -10,7 +10,8 @@ box size so small faces get a proportionally strong blur.
 
 The output keeps the input's resolution (upright: a display rotation is applied to the pixels), frame count
 and timestamps — a variable-frame-rate phone video keeps every frame's own timestamp, because the encoder
-works in the input's time base; H.264 yuv420p (yuv444p when a side is odd, which 4:2:0 cannot hold); audio
+works in the input's time base (the detections table gives them on the video's timeline, seconds from the
+stream's start, as the frame stores do); H.264 yuv420p (yuv444p when a side is odd, which 4:2:0 cannot hold); audio
 is dropped unless ``keep_audio``. Every frame's boxes go to the detections table with ``source`` detected or
 propagated.
 
@@ -35,7 +36,7 @@ from senri.anonymize.detectors import DETECTORS
 from senri.anonymize.detectors.base import Box, Detector
 from senri.anonymize.tracks import Tracker, interpolate
 from senri.media import MediaError
-from senri.probe import DAMAGED_SOURCE_TAG, Decodability, require_intact
+from senri.probe import DAMAGED_SOURCE_TAG, Decodability, require_intact, timeline_origin
 from senri.records import Detection, TableStream
 
 log = logging.getLogger(__name__)
@@ -216,6 +217,11 @@ def _stream(src: Path, tmp: Path, video_id: str, config: AnonymizeConfig, detect
                 return boxes
 
             index = 0
+            if video_in.start_time is None:
+                # A raw elementary stream's parser stamps its first frame one frame early unless it was sought
+                # to; reading from a seek to the start stamps every frame as the frame sampler's index does.
+                source.seek(0, stream=video_in, backward=True, any_frame=False)
+            origin = timeline_origin(video_in)  # detections' times are on the video's timeline, as frames' are
             streams = [video_in] + ([audio_in] if audio_in is not None else [])
             try:
                 for packet in source.demux(*streams):
@@ -230,7 +236,8 @@ def _stream(src: Path, tmp: Path, video_id: str, config: AnonymizeConfig, detect
                         log.warning("%s: skipping an undecodable packet after frame %d (%s)", src, index, exc)
                         continue
                     for frame in frames:
-                        pts_s = float(frame.pts * video_in.time_base) if frame.pts is not None else float("nan")
+                        pts_s = (float((frame.pts - origin) * video_in.time_base) if frame.pts is not None
+                                 else float("nan"))
                         pending.append((index, pts_s, frame.pts, upright_rgb(frame, None)))
                         if index % config.stride == 0:
                             flush(detect_last())

@@ -8,6 +8,10 @@ llama.cpp's own server core answers OpenAI-format chat dicts in-process, so requ
 same translation as the ``openai`` backend. ``serve`` runs the same engine as an OpenAI-compatible HTTP
 server (``python -m senri.backends.llamacpp --port N ...``) for clients and tests that need one.
 
+Requests are sized by the estimate of :meth:`senri.backends.base.Backend.count_tokens` (it errs high): the
+in-process server (xllamacpp 2026.10) offers no tokenizer call — only chat completions, completions,
+embeddings, rerank and metrics — and counting through a completion would evaluate the prompt.
+
 ``OMP_WAIT_POLICY=PASSIVE`` is set before llama.cpp loads: with OpenMP's default busy-waiting, generation on
 two busy cores fell from 43 to 0.6 tokens/s.
 """

@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import httpx
 
-from senri.backends.base import Backend, BackendError, Capabilities, ChatRequest, ChatResponse
+from senri.backends.base import Backend, BackendError, Capabilities, ChatRequest, ChatResponse, reasoning_parser
 from senri.backends.openai_format import chat_body, parse_chat_response, thinking_body
 from senri.secrets import register as register_secret
 from senri.secrets import scrub
@@ -90,6 +90,9 @@ class OpenAIBackend(Backend):
             video=bool(self.config.get("video", False)),
             json_schema=bool(self.config.get("json_schema", True)),
             logprobs=bool(self.config.get("logprobs", True)),
+            # A server started with a reasoning parser (vllm serve --reasoning-parser) applies the schema after
+            # the thinking; the model config says so with reasoning: true and reasoning_parser.
+            schema_after_reasoning=reasoning_parser(self.config) is not None,
         )
 
     @property

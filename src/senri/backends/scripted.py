@@ -6,9 +6,12 @@ occurs in its last user message (a rule without ``match`` matches anything). Opt
 token limit), ``error`` (the call fails with this message), ``delay_s`` (sleep first, to
 let tests kill a run mid-call, or to stand for a model's latency), ``prompt_tokens`` / ``completion_tokens``.
 Every request is appended to ``record`` (a JSONL file) when configured, so tests can inspect exactly what a
-method sent. A rule with ``repetition_penalty`` matches only requests sent with that penalty (null: none), so a script
-can answer a captioner's retry differently. ``concurrency`` (default 1) answers up to that many requests of one batch at once, as a server
-with that many slots would.
+method sent. A rule with ``repetition_penalty`` matches only requests sent with that penalty (null: none), so a
+script can answer a captioner's retry differently. ``concurrency`` (default 1) answers up to that many requests
+of one batch at once, as a server with that many slots would. A context limit in the config (``context_tokens``,
+``n_ctx``; ``max_images``) is enforced as an engine enforces it: a request past it fails
+(:func:`senri.backends.budget.overflow`). A config with ``reasoning: true`` and ``reasoning_parser`` stands for a
+backend that applies a schema after the thinking.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from senri.backends.base import Backend, BackendError, Capabilities, ChatRequest, ChatResponse
+from senri.backends.base import Backend, BackendError, Capabilities, ChatRequest, ChatResponse, reasoning_parser
+from senri.backends.budget import overflow
 
 
 class ScriptedBackend(Backend):
@@ -39,7 +43,8 @@ class ScriptedBackend(Backend):
     @property
     def capabilities(self) -> Capabilities:
         return Capabilities(images=bool(self.config.get("images", True)), video=bool(self.config.get("video", False)),
-                            json_schema=True, logprobs=True)
+                            json_schema=True, logprobs=True,
+                            schema_after_reasoning=reasoning_parser(self.config) is not None)
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -50,6 +55,9 @@ class ScriptedBackend(Backend):
         if self.record is not None:
             with self._record_lock, self.record.open("a") as handle:
                 handle.write(json.dumps({"purpose": request.purpose, "payload": request.cache_payload()}) + "\n")
+        too_big = overflow(self, request)
+        if too_big is not None:  # as an engine rejects a prompt past its context window
+            return ChatResponse(text="", error=f"scripted backend: request exceeds the model's limits: {too_big}")
         for rule in self.rules:
             if "repetition_penalty" in rule and rule["repetition_penalty"] != request.repetition_penalty:
                 continue

@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from senri.backends.base import Backend, BackendError, Capabilities, ChatRequest, ChatResponse, ImagePart, VideoPart
+from senri.backends.base import (Backend, BackendError, Capabilities, ChatRequest, ChatResponse, ImagePart, VideoPart,
+                                 text_only)
 from senri.backends.openai_format import chat_template_kwargs
 
 log = logging.getLogger(__name__)
@@ -113,6 +114,15 @@ class TransformersBackend(Backend):
         return {"kind": self.kind, "model": str(self.config["path"]), "revision": self.config.get("revision"),
                 "dtype": str(self.config.get("dtype", "auto")), **chat_template_kwargs(self.config),
                 **({"video": True} if self.capabilities.video else {})}
+
+    def count_tokens(self, request: ChatRequest) -> int:
+        """The prompt's tokens by the model's own chat template and tokenizer (the text exactly; images and
+        videos by the model config's allowance, :meth:`Backend.media_tokens`: their real count is the
+        processor's and needs the pixels)."""
+        messages, _, _ = hf_messages(text_only(request))
+        prompt = self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False,
+                                                    **chat_template_kwargs(self.config))
+        return len(self.tokenizer.encode(prompt, add_special_tokens=False)) + self.media_tokens(request)
 
     def _letter_token_ids(self, letters: tuple[str, ...]) -> dict[str, list[int]]:
         """Token ids that spell each letter alone (with or without a leading space)."""

@@ -6,6 +6,8 @@ this backend fails at job start with a message saying so. :meth:`complete_many` 
 OpenAI-format translation as the ``openai`` backend, which ``LLM.chat`` accepts as-is. With ``video: true``
 a carrier goes in as one ``video_url`` (the model's native video interface), all its frames kept
 (``video_frames``, default 512); ``thinking: false`` is passed as the template's ``enable_thinking=False``.
+A reasoning model (``reasoning: true``, ``reasoning_parser: deepseek_r1``) gets vLLM's reasoning parser, so a
+JSON schema constrains only what follows its thinking. Prompt tokens are counted with the engine's tokenizer.
 
 **Video timing.** ``LLM.chat`` loads a ``video_url`` with engine-wide loader settings only, and the metadata it
 derives (the MP4's rate, frames numbered 0…n−1) says nothing of where the frames came from; Qwen2.5-VL takes its
@@ -27,10 +29,20 @@ import logging
 import time
 from typing import Any, Callable, Mapping, Sequence
 
-from senri.backends.base import Backend, BackendError, Capabilities, ChatRequest, ChatResponse, VideoPart
+from senri.backends.base import (Backend, BackendError, Capabilities, ChatRequest, ChatResponse, VideoPart,
+                                 reasoning_parser, text_only)
 from senri.backends.openai_format import TOP_LOGPROBS, chat_messages, chat_template_kwargs, letter_scores
 
 log = logging.getLogger(__name__)
+
+
+def reasoning_engine_args(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Engine arguments for a reasoning model (model config ``reasoning: true`` with ``reasoning_parser``,
+    e.g. ``deepseek_r1``): vLLM's reasoning parser finds where the thinking ends, and a request's structured
+    output then constrains only the final answer (the thinking runs free). A reasoning model without a
+    parser gets none: its structured calls go out unconstrained (:func:`senri.methods.structured.request_schema`)."""
+    parser = reasoning_parser(config)
+    return {"reasoning_parser": parser} if parser else {}
 
 
 class VLLMBackend(Backend):
@@ -54,6 +66,7 @@ class VLLMBackend(Backend):
             media = dict(engine_args.pop("media_io_kwargs", None) or {})
             media["video"] = {"num_frames": int(config.get("video_frames", 512)), **(media.get("video") or {})}
             engine_args["media_io_kwargs"] = media
+        engine_args.update(reasoning_engine_args(config))
         self.llm = vllm.LLM(
             model=str(config["model"]),
             tensor_parallel_size=int(config.get("gpus", 1)),
@@ -69,7 +82,19 @@ class VLLMBackend(Backend):
     @property
     def capabilities(self) -> Capabilities:
         return Capabilities(images=True, video=bool(self.config.get("video", False)), json_schema=True,
-                            logprobs=True)
+                            logprobs=True, schema_after_reasoning=bool(reasoning_engine_args(self.config)))
+
+    def count_tokens(self, request: ChatRequest) -> int:
+        """The prompt's tokens by the engine's own tokenizer and chat template (the text exactly; images and
+        videos by the model config's allowance, :meth:`Backend.media_tokens`)."""
+        conversation = chat_messages(text_only(request))
+        try:
+            ids = self.llm.get_tokenizer().apply_chat_template(conversation, tokenize=True,
+                                                               add_generation_prompt=True, **self.template_kwargs)
+        except Exception as exc:  # noqa: BLE001 — a tokenizer without a usable template: the estimate, which errs high
+            log.warning("vLLM tokenizer could not count a prompt (%s); using the estimate", exc)
+            return super().count_tokens(request)
+        return len(ids) + self.media_tokens(request)
 
     @property
     def identity(self) -> dict[str, Any]:

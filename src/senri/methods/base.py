@@ -167,11 +167,12 @@ class Method:
         cap = model.get("max_tokens_cap")
         return min(limit, int(cap)) if cap else limit
 
-    def prompts(self):
-        """This method's prompt templates (``prompts:`` family, overlaid by ``prompts_dir``)."""
+    def prompts(self, variant: str | None = None):
+        """This method's prompt templates (``prompts:`` family, its ``variant`` subfolder's wording where given,
+        overlaid by ``prompts_dir``)."""
         from senri.prompts import config_prompts
 
-        prompts = config_prompts(self.context.method_config)
+        prompts = config_prompts(self.context.method_config, variant)
         if prompts is None:
             raise ValueError(f"method {self.context.method_name!r}: its config names no prompt family (prompts:)")
         return prompts

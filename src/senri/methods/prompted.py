@@ -16,6 +16,7 @@ from typing import Any, Sequence
 from senri.answers import ANSWER_SCHEMA, best_letter, cyclic_order, debiased_scores, parse_answer, question_prompt
 from senri.backends.base import ChatRequest, ChatResponse, Message, Part
 from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
+from senri.methods.structured import request_schema
 from senri.records import LETTERS, Question
 
 ANSWER_FORMATS = ("json", "text", "logprobs")
@@ -71,7 +72,8 @@ class PromptedChoice(Method):
             sampling["max_tokens"] = LOGPROB_ANSWER_TOKENS
         return ChatRequest(
             messages=messages,
-            json_schema=ANSWER_SCHEMA if self.answer_format == "json" else None,
+            # A reasoning model thinks first: the schema only where the backend applies it after the thinking.
+            json_schema=request_schema(self.context.backend, ANSWER_SCHEMA) if self.answer_format == "json" else None,
             letter_logprobs=tuple(LETTERS) if self.answer_format == "logprobs" else (),
             purpose=purpose,
             **sampling,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 
 from senri.answers import json_objects, split_reasoning
-from senri.backends.base import ChatRequest, ChatResponse, Message
+from senri.backends.base import Backend, ChatRequest, ChatResponse, Message, is_reasoning
 from senri.methods.base import CallTally, Method
 
 Validator = Callable[[dict], "dict | None"]
@@ -32,12 +32,16 @@ class StructuredReply:
     reasoning: str | None = None
     #: Every attempt's reply text, in order (a forced answer's last chance reads them with the answer parser).
     texts: list[str] = field(default_factory=list)
+    #: What a context guard left out or shortened to fit the request (or the completion limit it lowered).
+    context_trim: dict[str, Any] | None = None
 
     def record(self, purpose: str) -> dict[str, Any]:
         """The trace entry of this call."""
         entry: dict[str, Any] = {"call": purpose, "attempts": self.attempts, "reply": self.value}
         if self.reasoning:
             entry["reasoning"] = self.reasoning
+        if self.context_trim:
+            entry["context_trim"] = self.context_trim
         if self.value is None:
             entry["failure"] = self.error or "malformed"
             entry["raw"] = self.text[:500]
@@ -61,18 +65,32 @@ def first_valid(body: str, validate: Validator, fallback: Fallback | None = None
 
 def ask_json(method: Method, messages: tuple[Message, ...], schema: Mapping[str, Any], validate: Validator,
              repair: str, purpose: str, tally: CallTally, retries: int = 1, max_tokens: int | None = None,
-             fallback: Fallback | None = None) -> StructuredReply:
+             fallback: Fallback | None = None,
+             send: Callable[[list[ChatRequest]], list[ChatResponse]] | None = None) -> StructuredReply:
     """One structured call (plus up to ``retries`` repairs), booked into ``tally``: :func:`ask_json_many` of
     one request, schema-constrained where the backend can be. ``repair`` is the repair turn's text, rendered by
     the caller from its prompt set (no wording lives here)."""
-    backend = method.context.backend
-    constrained = backend is not None and backend.capabilities.json_schema
     sampling = method.sampling()
     if max_tokens is not None:
         sampling["max_tokens"] = max_tokens
-    request = ChatRequest(messages=messages, json_schema=schema if constrained else None, purpose=purpose,
-                          **sampling)
-    return ask_json_many(method, [request], validate, repair, tally, retries, fallback=fallback)[0]
+    request = ChatRequest(messages=messages, json_schema=request_schema(method.context.backend, schema),
+                          purpose=purpose, **sampling)
+    return ask_json_many(method, [request], validate, repair, tally, retries, send=send, fallback=fallback)[0]
+
+
+def request_schema(backend: Backend | None, schema: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The schema a structured request carries on ``backend``, or None for free generation.
+
+    A backend that cannot constrain output gets none. A reasoning model (model config ``reasoning: true``,
+    e.g. the paper's DeepSeek-R1) constrained from its first token cannot think before its JSON, so it gets
+    the schema only where the backend applies it after the thinking (``schema_after_reasoning``: vLLM's
+    reasoning parser with structured output); elsewhere it generates freely and the reply goes through the
+    project's JSON reader, the caller's validator and one repair turn, like any unconstrained backend."""
+    if backend is None or not backend.capabilities.json_schema:
+        return None
+    if is_reasoning(backend.config) and not backend.capabilities.schema_after_reasoning:
+        return None
+    return schema
 
 
 def ask_json_many(method: Method, requests: list[ChatRequest], validate: Validator, repair: str,

@@ -27,22 +27,31 @@ for your own wording): each role's instructions in its system file (with the vid
 list first and the question last in the user message, so a server's prefix cache reuses the long shared part
 across a video's questions. Completion limits per role come from ``max_tokens`` (capped by the model config's
 ``max_tokens_cap``); a thinking model's reasoning is cut off before the JSON is read and kept in the trace.
+
+Context guard (senri's; the paper has none): every agent request is sized against the model config's context
+window before it is sent (:meth:`VideoLucy._fit`). Past it, the memory shown loses what :func:`fit_memory`'s
+rule says (``context_trim: focus_then_coarse``: deeper captions outside the period searched last, earliest
+first; then coarse captions shortened evenly), recorded on the call (``context_trim``) and counted
+(``context_trims``), so a long VLM memory never costs the question its letter. The prompts' wording follows
+the videos' viewpoint (``memory.viewpoint``: first-person only for egocentric videos).
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import polars as pl
 
 from senri.answers import question_block
-from senri.backends.base import Message
+from senri.backends.base import ChatRequest, ChatResponse, Message
+from senri.backends.budget import overflow, request_limits
 from senri.captioners.base import Clip
 from senri.memory import (LEVELS, caption_health, choose_preset, deeper_instruction, described, keep_good_caption,
-                          next_level, open_service, row_context, split)
+                          next_level, open_service, prompt_variant, row_context, split)
 from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
 from senri.methods.structured import StructuredReply, ask_json
 from senri.records import LETTERS, MemoryRow, Question, read_table
@@ -239,6 +248,73 @@ def best_entry(period: tuple[float, float], entries: list[Entry]) -> int | None:
     return best[2] if best[0] > 0 else None
 
 
+TRIM_RULES = ("focus_then_coarse", "off")
+#: The mark a caption shortened to fit the context ends with (the agents read that it goes on).
+CUT_MARK = " […]"
+
+
+def cut(text: str, chars: int) -> str:
+    """``text`` cut to ``chars`` characters (then :data:`CUT_MARK`), or whole when it is that short."""
+    return text if len(text) <= chars else text[:chars].rstrip() + CUT_MARK
+
+
+def inside(entry: Entry, focus: tuple[float, float] | None) -> bool:
+    return focus is not None and focus[0] <= entry.row.start_s and entry.row.end_s <= focus[1]
+
+
+@dataclass
+class Fitted:
+    """A call's messages after the context guard: ``messages`` None when nothing fits; ``trim`` is what the
+    call's trace entry records (None when the request fitted as it was)."""
+
+    messages: tuple[Message, Message] | None
+    max_tokens: int
+    trim: dict[str, Any] | None = None
+    trimmed: bool = False
+
+
+def fit_memory(entries: list[Entry], build: Callable[[list[Entry]], tuple[Message, Message]],
+               fits: Callable[[tuple[Message, Message]], bool], focus: tuple[float, float] | None
+               ) -> tuple[tuple[Message, Message] | None, dict[str, Any]]:
+    """The memory a call can carry, by VideoLucy's trimming rule (``context_trim: focus_then_coarse``):
+
+    1. deeper (fine, ultra-fine) captions outside the period in focus (the one backtracking searched last)
+       are left out one by one, the earliest gathered first;
+    2. then every coarse caption is shortened to one common length (the longest that fits), cut at its end
+       with " […]": each period keeps its opening, none is dropped, and the agents still see the whole
+       video's timeline;
+    3. only if coarse captions cut to nothing still do not fit, the captions in focus are shortened the same way.
+
+    Returns the messages (None when even that does not fit) and what was done, for the call's trace."""
+    shown = list(entries)
+    record: dict[str, Any] = {"dropped": [], "shortened": {}}
+    for victim in [e for e in entries if e.row.level != "coarse" and not inside(e, focus)]:
+        shown = [e for e in shown if e is not victim]
+        record["dropped"].append(victim.label())
+        if fits(build(shown)):
+            return build(shown), record
+    for step, chosen in (("coarse", lambda e: e.row.level == "coarse"),
+                         ("in_focus", lambda e: e.row.level != "coarse")):
+        targets = [i for i, e in enumerate(shown) if chosen(e) and e.row.text]
+        if not targets:
+            continue
+
+        def shortened(chars: int) -> list[Entry]:
+            return [dataclasses.replace(e, row=dataclasses.replace(e.row, text=cut(e.row.text, chars)))
+                    if i in targets else e for i, e in enumerate(shown)]
+
+        low, high = 0, max(len(shown[i].row.text or "") for i in targets)
+        if fits(build(shortened(low))):
+            while low < high:  # the longest common length that fits
+                middle = (low + high + 1) // 2
+                low, high = (middle, high) if fits(build(shortened(middle))) else (low, middle - 1)
+            record["shortened"][step] = {"chars": low, "captions": sum(len(shown[i].row.text) > low for i in targets)}
+            return build(shortened(low)), record
+        shown = shortened(0)
+        record["shortened"][step] = {"chars": 0, "captions": len(targets)}
+    return None, record
+
+
 class VideoLucy(Method):
     approach = "persistent_memory"
     uses_model = True
@@ -259,7 +335,15 @@ class VideoLucy(Method):
         self.full_coarse_first = bool(config.get("answer_full_coarse_first", False))
         self.ordinal_whole_video = bool(config.get("ordinal_whole_video", False))
         self.reason_first = bool(config.get("reason_first", False))
-        self.templates = self.prompts()
+        self.trim_rule = str(config.get("context_trim", "focus_then_coarse"))
+        if self.trim_rule not in TRIM_RULES:
+            raise ValueError(f"config.method.{context.method_name}.context_trim: {self.trim_rule!r} is not one of "
+                             f"{', '.join(TRIM_RULES)}")
+        self.min_reply_tokens = int(config.get("min_reply_tokens", 512))
+        #: The period backtracking searched last (the context guard keeps its captions longest).
+        self.focus: tuple[float, float] | None = None
+        # The video's viewpoint (memory.viewpoint) picks the wording: first-person only for egocentric videos.
+        self.templates = self.prompts(prompt_variant(context.memory_config["memory"]))
         memory = read_table(context.memory, MemoryRow)
         self.coarse = [MemoryRow(**row) for row in memory.filter(pl.col("level") == "coarse").sort("start_s")
                        .select(list(MemoryRow.__dataclass_fields__)).iter_rows(named=True)]
@@ -281,24 +365,84 @@ class VideoLucy(Method):
                 f"cap; preset {self.preset}")
 
     # ------------------------------------------------------------------------------------------ calls
-    def _ask(self, role: str, user_role: str, values: dict[str, Any], schema: dict, valid, form: str,
-             purpose: str, limit_role: str, tally: CallTally) -> StructuredReply:
-        """One structured call: JSON (or, as the released code's parser also takes, a Python-literal dict),
-        reasoning cut off first; an unreadable reply gets up to ``json_retries`` repair turns (repair.txt)."""
-        messages = self._messages(role, user_role, values)
-        limit = self.role_max_tokens(limit_role)
-        schema = budgeted(schema, limit, self.sparse_periods if role == "localize" else 9)
-        return ask_json(self, messages, schema, valid, self.templates.render("repair", form=form), purpose, tally,
-                        self.retries, max_tokens=limit, fallback=python_literal_objects)
+    def _ask(self, role: str, user_role: str, values: dict[str, Any], entries: list[Entry], schema: dict, valid,
+             form: str, purpose: str, limit_role: str, tally: CallTally) -> StructuredReply:
+        """One structured call over the memory ``entries``: JSON (or, as the released code's parser also takes,
+        a Python-literal dict), reasoning cut off first; an unreadable reply gets up to ``json_retries`` repair
+        turns (repair.txt). The request is sized before it is sent (:meth:`_fit`); a trim is recorded on the
+        call's trace entry and counted (``context_trims``)."""
+        fitted = self._fit(role, user_role, values, entries, self.role_max_tokens(limit_role))
+        if fitted.messages is None:
+            reply = StructuredReply(None, "", 0, error="request does not fit the model's context even after trimming")
+        else:
+            schema = budgeted(schema, fitted.max_tokens, self.sparse_periods if role == "localize" else 9)
+            reply = ask_json(self, fitted.messages, schema, valid, self.templates.render("repair", form=form),
+                             purpose, tally, self.retries, max_tokens=fitted.max_tokens,
+                             fallback=python_literal_objects, send=self._send_sized)
+        reply.context_trim = fitted.trim
+        if fitted.trimmed:
+            tally.count("context_trims")
+        return reply
 
-    def _ask_answering(self, role: str, values: dict[str, Any], schema: dict, valid, form: str, purpose: str,
-                       tally: CallTally) -> StructuredReply:
+    def _fit(self, role: str, user_role: str, values: dict[str, Any], entries: list[Entry], limit: int) -> Fitted:
+        """The call's messages and completion limit, sized against the model config's context window
+        (:func:`senri.backends.budget.overflow`, prompt tokens by the backend's tokenizer where it has one).
+        A prompt that leaves less than the role's limit but at least ``min_reply_tokens`` (or the limit, if
+        smaller) keeps its memory and gets the room left as its limit; one that leaves less loses memory by
+        :func:`fit_memory`'s rule (``context_trim: off`` sends it as it is, for the engine to reject)."""
+        def build(shown: list[Entry]) -> tuple[Message, Message]:
+            return self._messages(role, user_role, {**values, "memory": memory_list(shown)})
+
+        messages = build(entries)
+        backend = self.context.backend
+        context = request_limits(backend.config).context_tokens if backend is not None else None
+        if context is None or self.trim_rule == "off":
+            return Fitted(messages, limit)
+        reserve = min(limit, self.min_reply_tokens)
+
+        def fits(candidate: tuple[Message, Message]) -> bool:
+            return overflow(backend, ChatRequest(messages=candidate, max_tokens=reserve)) is None
+
+        def room(candidate: tuple[Message, Message]) -> int:
+            return context - backend.count_tokens(ChatRequest(messages=candidate))
+
+        before = room(messages)
+        if before >= limit:
+            return Fitted(messages, limit)
+        if fits(messages):
+            return Fitted(messages, before, {"context_tokens": context, "max_tokens": before,
+                                             "role_max_tokens": limit})
+        trimmed, record = fit_memory(entries, build, fits, self.focus)
+        record = {"rule": self.trim_rule, "context_tokens": context, "prompt_tokens_before": context - before,
+                  **record, "focus": None if self.focus is None else [seconds(t) for t in self.focus]}
+        if trimmed is None:
+            return Fitted(None, limit, {**record, "fits": False})
+        left = room(trimmed)
+        return Fitted(trimmed, min(limit, left), {**record, "prompt_tokens_after": context - left,
+                                                  "max_tokens": min(limit, left)}, trimmed=True)
+
+    def _send_sized(self, batch: Sequence[ChatRequest]) -> list[ChatResponse]:
+        """Send ``batch``, each request's completion limit lowered to the context room its prompt leaves (a
+        repair turn carries the first reply too, so it can need a lower limit than the first call)."""
+        backend = self.context.backend
+        context = request_limits(backend.config).context_tokens
+        sized = []
+        for request in batch:
+            if context is not None and self.trim_rule != "off" and overflow(backend, request) is not None:
+                room = context - backend.count_tokens(request)
+                if room > 0:
+                    request = dataclasses.replace(request, max_tokens=min(request.max_tokens, room))
+            sized.append(request)
+        return self.chat_many(sized)
+
+    def _ask_answering(self, role: str, values: dict[str, Any], memory: list[Entry], schema: dict, valid, form: str,
+                       purpose: str, tally: CallTally) -> StructuredReply:
         """An answering call (``answer`` or ``forced``), in the paper's key order or, with ``reason_first``,
         from the ``<role>_reason_first`` prompt with ``Reason`` first in its schema and repair form."""
         user_role = f"{role}_user"
         if self.reason_first:
             role, schema, form = f"{role}_reason_first", reason_first(schema), reason_first_form(form)
-        return self._ask(role, user_role, values, schema, valid, form, purpose, "answer", tally)
+        return self._ask(role, user_role, values, memory, schema, valid, form, purpose, "answer", tally)
 
     def _messages(self, role: str, user_role: str, values: dict[str, Any]) -> tuple[Message, Message]:
         """One system prompt for every role, then the memory list, then the role's task, then the question.
@@ -326,8 +470,7 @@ class VideoLucy(Method):
             picked = list(dict.fromkeys(i for i in picked if i is not None))[: self.sparse_periods]
             return {"flag": True, "periods": picked} if picked else None
 
-        return self._ask("localize", "localize_user", {"memory": memory_list(entries),
-                                                       "question": self._question(question)},
+        return self._ask("localize", "localize_user", {"question": self._question(question)}, entries,
                          LOCALIZE_SCHEMA, valid, LOCALIZE_FORM, "localize", "localize", tally)
 
     def _answer(self, question: Question, memory: list[Entry], tally: CallTally, purpose: str) -> StructuredReply:
@@ -339,7 +482,7 @@ class VideoLucy(Method):
             return {"confidence": confidence, "answer": letter, "time_period": periods(_field(obj, "Time Period")),
                     "reason": str(_field(obj, "Reason") or "")}
 
-        return self._ask_answering("answer", {"memory": memory_list(memory), "question": self._question(question)},
+        return self._ask_answering("answer", {"question": self._question(question)}, memory,
                                    ANSWER_SCHEMA, valid, ANSWER_FORM, purpose, tally)
 
     def _forced(self, question: Question, memory: list[Entry], tally: CallTally) -> StructuredReply:
@@ -350,7 +493,7 @@ class VideoLucy(Method):
             return {"confidence": False, "answer": letter, "time_period": periods(_field(obj, "Time Period")),
                     "reason": str(_field(obj, "Reason") or "")}
 
-        return self._ask_answering("forced", {"memory": memory_list(memory), "question": self._question(question)},
+        return self._ask_answering("forced", {"question": self._question(question)}, memory,
                                    FORCED_SCHEMA, valid, FORCED_FORM, "answer:forced", tally)
 
     def _search(self, question: Question, memory: list[Entry], tally: CallTally) -> StructuredReply:
@@ -367,8 +510,8 @@ class VideoLucy(Method):
             return {"entry": index, "instruction": instruction.strip(), "reason": str(_field(obj, "Reason") or "")}
 
         searched = "; ".join(f"[{seconds(e.row.start_s)}, {seconds(e.row.end_s)}]" for e in memory if e.searched)
-        return self._ask("search", "search_user", {"memory": memory_list(memory), "searched": searched or "none yet",
-                                                   "question": self._question(question)},
+        return self._ask("search", "search_user", {"searched": searched or "none yet",
+                                                   "question": self._question(question)}, memory,
                          SEARCH_SCHEMA, valid, SEARCH_FORM, "search", "search", tally)
 
     # ------------------------------------------------------------------------------------------ the loop
@@ -401,6 +544,7 @@ class VideoLucy(Method):
 
     def answer(self, question: Question) -> MethodAnswer:
         tally = CallTally()
+        self.focus = None
         before = self.service.stats.snapshot()
         trace: dict[str, Any] = {"preset": self.preset, "captioner": self.service.name, "calls": [],
                                  "iterations": [], "forced": False,
@@ -453,6 +597,7 @@ class VideoLucy(Method):
                 target = next(e for e in memory if not e.searched)
                 instruction = f"Describe in detail everything relevant to: {question.question.strip()}"
             target.searched = True
+            self.focus = (target.row.start_s, target.row.end_s)
             rows = self._backtrack(target, instruction)
             for row in rows:
                 if (row.level, row.start_s, row.end_s) == target.key:
