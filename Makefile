@@ -1,7 +1,8 @@
 # The three newcomer commands: `make install`, `make demo`, `make test` (see README.md).
 VENV ?= .venv
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
-APT_PACKAGES = ffmpeg fonts-dejavu-core python3-venv
+# chromium: the question browser's tests open its pages headless (tests/test_browser.py).
+APT_PACKAGES = ffmpeg fonts-dejavu-core python3-venv chromium
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
@@ -37,6 +38,7 @@ install-slurm:
 system-packages:
 	@if ! command -v ffmpeg >/dev/null || ! command -v ffprobe >/dev/null \
 	   || [ ! -f /usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf ] \
+	   || ! command -v chromium >/dev/null \
 	   || ! $(PYTHON) -c 'import ensurepip, venv' 2>/dev/null; then \
 	  echo "installing Debian packages: $(APT_PACKAGES)"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(APT_PACKAGES); \

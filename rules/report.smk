@@ -1,4 +1,8 @@
 # Stage 6: accuracy tables from every planned prediction file (never from stale files of older runs).
+# Outputs marked report() appear in Snakemake's own report (`snakemake --report report.zip`), with the
+# captions under workflow/report/.
+
+report: "../workflow/report/workflow.rst"
 
 
 rule aggregate:
@@ -8,10 +12,11 @@ rule aggregate:
     output:
         main="results/tables/main.parquet",
         main_md="results/tables/main.md",
-        main_csv="results/tables/main.csv",
+        main_csv=report("results/tables/main.csv", caption="../workflow/report/main.rst", category="Tables"),
         per_video="results/tables/per_video.parquet",
         per_video_md="results/tables/per_video.md",
-        per_video_csv="results/tables/per_video.csv",
+        per_video_csv=report("results/tables/per_video.csv", caption="../workflow/report/per_video.rst",
+                             category="Tables"),
         positions="results/tables/answer_positions.parquet",
         positions_md="results/tables/answer_positions.md",
         positions_csv="results/tables/answer_positions.csv",
@@ -38,13 +43,18 @@ rule report:
         sidecars=prediction_sidecars,
         questions="results/questions.parquet",
         needles=["results/needle/needles.parquet"] if IS_NEEDLE else [],
+        videos="results/videos.parquet",
     output:
-        html="results/report.html",
-        tables=directory("results/report/tables"),
+        html=report("results/report.html", caption="../workflow/report/report.rst", category="Report"),
+        tables=report(directory("results/report/tables"), patterns=["{name}.csv"],
+                      caption="../workflow/report/tables.rst", category="Tables"),
         # Named inside the tables folder so that a run without them fails (the run-health table, issue 24).
         run_health=multiext("results/report/tables/run_health", ".parquet", ".csv", ".md"),
         chance=multiext("results/report/tables/chance", ".parquet", ".csv", ".md"),
-        figures=directory("results/report/figures"),
+        figures=report(directory("results/report/figures"), patterns=["{name}.png"],
+                       caption="../workflow/report/figures.rst", category="Figures"),
+        questions=report(directory("results/report/questions"), htmlindex="index.html",
+                         caption="../workflow/report/questions.rst", category="Question browser"),
         config="results/report/config.yaml",
     params:
         config=stage_config("report"),
@@ -61,4 +71,4 @@ rule report:
         "../envs/cpu.yaml"
     shell:
         "python -m senri report --config {params.config:q} --predictions {input.predictions:q}"
-        " --questions {input.questions} {params.needles} --out results > {log} 2>&1"
+        " --questions {input.questions} {params.needles} --videos {input.videos} --out results > {log} 2>&1"

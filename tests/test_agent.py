@@ -790,14 +790,22 @@ def test_over_the_context_window_the_oldest_reports_are_left_out(shop, tmp_path)
     """The token path: a text-only controller view (the model takes video, not images) over a context
     window that holds two of the four reports: r1 and r2 go, the count is the backend's own estimate."""
     controller = [{"match": "[r4]", "text": ANSWER_C}, {"match": "search, verify, answer", "text": json.dumps(WIDE)}]
-    model = {"video": True, "images": False}
+    # The verifiers' carrier videos counted small, so they fit the window the controller is tested against.
+    model = {"video": True, "images": False, "video_tokens": 64}
     (tmp_path / "free").mkdir()
     free, calls = run_agent(shop, tmp_path / "free", "senri_agent_no_wm", controller=controller, model=model,
                             max_tokens={"controller": 10})
-    chars = sum(len(_texts(_calls(calls, "control")[1], role)) for role in ("system", "user"))
+    from senri.backends.base import estimate_text_tokens
+
+    user = _texts(_calls(calls, "control")[1], "user")
+    full = estimate_text_tokens(user) + estimate_text_tokens(_texts(_calls(calls, "control")[1], "system"))
     summaries = json.loads(free["trace"])["rounds"][0]["reports"]
     assert len(summaries) == 4 and free["context_trims"] == 0
-    limit = -(-(chars - len(summaries[0]) - len(summaries[1]) + 200) // 3) + 16 + 10
+    # The two oldest reports as the prompt shows them, and room for the note that they were left out (less
+    # than one report); plus the chat template's allowance (8 a message, 32 a request) and 10 completion tokens.
+    oldest = estimate_text_tokens(user[user.index("[r1]"):user.index("[r3]")])
+    note = oldest // 4
+    limit = full - oldest + note + 8 * 2 + 32 + 10
     row, calls = run_agent(shop, tmp_path, "senri_agent_no_wm", controller=controller, model={**model,
                            "context_tokens": limit}, max_tokens={"controller": 10})
     second = _texts(_calls(calls, "control")[1], "user")

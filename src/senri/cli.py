@@ -313,13 +313,15 @@ def cmd_aggregate(args: argparse.Namespace) -> None:
 def cmd_report(args: argparse.Namespace) -> None:
     import polars as pl
 
-    from senri.records import Question, read_table
+    from senri.records import Question, VideoInfo, read_table
     from senri.report import build_report
 
     stage = _stage_config(args, "report")
     needles = pl.read_parquet(args.needles) if args.needles else None
+    videos = read_table(args.videos, VideoInfo) if args.videos else None
     path = build_report(args.predictions, read_table(args.questions, Question), args.out, stage["report"],
-                        seed=int(stage["seed"]), decimals=stage["aggregate"]["decimals"], needles=needles)
+                        seed=int(stage["seed"]), decimals=stage["aggregate"]["decimals"], needles=needles,
+                        videos=videos)
     cfgmod.write_sidecar(Path(args.out) / "report", "report", stage)
     log.info("wrote %s", path)
 
@@ -459,6 +461,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--questions", default="results/questions.parquet")
     p.add_argument("--out", default="results", help="writes OUT/report.html and OUT/report/")
     p.add_argument("--needles", help="the needle stage's needles.parquet (dataset=needle): the needle figure")
+    p.add_argument("--videos", help="the videos table (results/videos.parquet): the question browser's thumbnails "
+                                    "come from its video files")
 
     p = add("config", cmd_config, "print the composed, validated config and the runs it implies")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. method=[random] seed=3")

@@ -396,6 +396,16 @@ class Report:
     objective: str = ""
     position: int = 0   # the check's place in the controller's list (1-based); 0: unknown
 
+    def record(self) -> dict[str, Any]:
+        """The report as data for the trace (the question browser draws its cell and evidence frames on the
+        video's time strip): the summary's content with times as numbers."""
+        return {"report_id": self.report_id, "check": self.position or self.check + 1,
+                "cell": [round(self.cell[0], 3), round(self.cell[1], 3)], "error": self.error,
+                "requirements": [list(r) for r in self.requirements], "fields": self.fields,
+                "evidence_s": [round(t, 3) for t in self.evidence_s],
+                "requirement_evidence_s": {k: [round(t, 3) for t in v] for k, v in self.requirement_evidence_s.items()},
+                "gaps": list(self.gaps)}
+
     def summary(self) -> str:
         """The report as the controller and the updater read it: which check, what each R-id means, the
         findings, the explanation, the stated ambiguity and the evidence still needed."""

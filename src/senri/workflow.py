@@ -40,7 +40,7 @@ STAGE_CODE: dict[str, tuple[str, ...]] = {
                "captioners/vlm.py", "track.py", "decode.py", "records.py"),
     "aggregate": ("aggregate.py", "records.py"),
     "report": ("aggregate.py", "records.py", "stats.py", "report/__init__.py", "report/tables.py",
-               "report/figures.py", "report/render.py"),
+               "report/figures.py", "report/render.py", "report/browser.py", "decode.py"),
 }
 
 

@@ -51,7 +51,7 @@ from senri.backends.base import ChatRequest, ChatResponse, ImagePart, Message, P
 from senri.backends.budget import overflow
 from senri.memory import caption_health, described, format_memory
 from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
-from senri.methods.structured import StructuredReply, ask_json, ask_json_many
+from senri.methods.structured import StructuredReply, ask_json, ask_json_many, request_schema
 from senri.records import LETTERS, MemoryRow, Question, read_table
 from senri.track import clock
 from senri.verify import (Cell, Check, Report, cap_cells, cell_times, check_cells, normalised, read_report,
@@ -424,12 +424,11 @@ class MemorySearch(Method):
             moment_form=", ".join(f'"{rid}": [{{"offset_sec": <seconds>}}]' for rid, _ in ids))
         sampling = self.sampling()
         sampling["max_tokens"] = self.role_max_tokens("verifier")
-        capabilities = self._capabilities
         return ChatRequest(
             messages=(Message.text("system", self.prompt_set.render(
                           "verifier_system" if self.target_guided else "verifier_system_general")),
                       Message("user", (task + "\n", *self._verifier_visual(jpegs, as_video, times), "\n" + reply))),
-            json_schema=REPORT_SCHEMA if capabilities is not None and capabilities.json_schema else None,
+            json_schema=request_schema(self.context.backend, REPORT_SCHEMA),
             purpose="verify", **sampling)
 
     def _send(self, requests: list[ChatRequest]) -> list[ChatResponse]:
@@ -534,7 +533,8 @@ class MemorySearch(Method):
             "cells": [[round(c.start_s, 3), round(c.end_s, 3)] for c in cells],
             "verifier_input": ("video" if self._as_video() else "images") if requests else None,
             "repairs": sum(1 for r in results if r.attempts > 1), "failures": failures,
-            "reports": [e.report.summary() for e in new], "feedback": feedback}
+            "reports": [e.report.summary() for e in new], "report_records": [e.report.record() for e in new],
+            "verifier_calls": [reply.record("verify") for reply in results], "feedback": feedback}
         if reasoning:
             record["verifier_reasoning"] = reasoning
         if self.working_memory and new:

@@ -34,10 +34,18 @@ class StructuredReply:
     texts: list[str] = field(default_factory=list)
     #: What a context guard left out or shortened to fit the request (or the completion limit it lowered).
     context_trim: dict[str, Any] | None = None
+    #: What the call cost over all its attempts (repairs included), and the prompt it was first sent, as text
+    #: (images as markers), shortened by :func:`trace_prompt`: the question browser shows them per call.
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    prompt: str = ""
 
     def record(self, purpose: str) -> dict[str, Any]:
         """The trace entry of this call."""
-        entry: dict[str, Any] = {"call": purpose, "attempts": self.attempts, "reply": self.value}
+        entry: dict[str, Any] = {"call": purpose, "attempts": self.attempts, "reply": self.value,
+                                 "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                                 "seconds": round(self.seconds, 3), "prompt": self.prompt}
         if self.reasoning:
             entry["reasoning"] = self.reasoning
         if self.context_trim:
@@ -46,6 +54,27 @@ class StructuredReply:
             entry["failure"] = self.error or "malformed"
             entry["raw"] = self.text[:500]
         return entry
+
+
+#: Characters of a call's prompt kept in its trace entry. A memory method's prompt repeats the video's memory on
+#: every call (kilobytes per call, tens of calls per question); the head (instructions, question) and the tail
+#: (the latest memories, the reply form) say what the call asked, and the cut says how much was left out.
+TRACE_PROMPT_CHARS = 6000
+
+
+def trace_prompt(request: ChatRequest, limit: int = TRACE_PROMPT_CHARS) -> str:
+    """The request's messages as ``role: text`` blocks (each image or video a ``[image]`` / ``[video]`` marker),
+    cut in the middle to ``limit`` characters with a note of how many were left out."""
+    blocks = []
+    for message in request.messages:
+        parts = [p if isinstance(p, str) else f"[{type(p).__name__.removesuffix('Part').lower()}]"
+                 for p in message.content]
+        blocks.append(f"{message.role}: {''.join(parts)}")
+    text = "\n\n".join(blocks)
+    if len(text) <= limit:
+        return text
+    head, tail = text[: limit * 2 // 3], text[len(text) - limit // 3:]
+    return f"{head}\n… [{len(text) - len(head) - len(tail):,} characters left out] …\n{tail}"
 
 
 #: Extra readers of a reply's objects, tried after JSON (VideoLucy's released parser also takes Python literals).
@@ -105,7 +134,7 @@ def ask_json_many(method: Method, requests: list[ChatRequest], validate: Validat
     the reply without its reasoning: resending a long think block would only spend the context window. A
     reply keeps the latest reasoning the model gave; a failed call ends that request's repairs."""
     send = send or method.chat_many
-    replies = [StructuredReply(None, "", 0) for _ in requests]
+    replies = [StructuredReply(None, "", 0, prompt=trace_prompt(request)) for request in requests]
     pending = list(enumerate(requests))
     while pending:
         batch = [request for _, request in pending]
@@ -115,6 +144,9 @@ def ask_json_many(method: Method, requests: list[ChatRequest], validate: Validat
         for (i, request), response in zip(pending, responses):
             reply = replies[i]
             reply.attempts += 1
+            reply.prompt_tokens += response.prompt_tokens
+            reply.completion_tokens += response.completion_tokens
+            reply.seconds += response.latency_s
             if response.error:
                 reply.text, reply.error = "", f"model call failed: {response.error}"
                 continue

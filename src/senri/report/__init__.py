@@ -22,6 +22,7 @@ from senri.aggregate import (CATEGORY_LABELS, FAILURE_COLUMNS, FAILURE_LABELS, F
                              per_video_table, run_health_table, score, to_markdown)
 from senri.config import sidecar_path
 from senri.report import figures
+from senri.report.browser import build_browser, discordant_html
 from senri.report.render import figure_html, page, table_html
 from senri.report.tables import APPROACH_LABELS, ReportTables, build_tables
 
@@ -149,13 +150,17 @@ def stats_display(stats: pl.DataFrame) -> pl.DataFrame:
 
 def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame, out: str | Path,
                  config: Mapping[str, Any], seed: int, decimals: int = 1,
-                 needles: pl.DataFrame | None = None) -> Path:
-    """``needles``: the needle stage's per-question table (dataset=needle), for the needle figure."""
+                 needles: pl.DataFrame | None = None, videos: pl.DataFrame | None = None) -> Path:
+    """``needles``: the needle stage's per-question table (dataset=needle), for the needle figure; ``videos``:
+    the videos table, whose files give the question browser its thumbnails and time strips their length."""
     out = Path(out)
     tables_dir, figures_dir = out / "report" / "tables", out / "report" / "figures"
     tables_dir.mkdir(parents=True, exist_ok=True)
     predictions = load_predictions(prediction_paths)
     scored = score(predictions, questions)
+    browser = build_browser(scored, predictions, questions, videos, out / "report" / "questions",
+                            report_href="../../report.html")
+    browser_href = browser.relative_to(out).as_posix()
     main = main_table(scored, decimals)
     run_health = run_health_table(predictions, scored, decimals)
     per_video = per_video_table(scored, decimals)
@@ -196,13 +201,20 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
     stats_note = (f"Δ = treatment − baseline in points, from the displayed accuracies; 95% paired bootstrap CI "
                   f"({resamples:,} resamples of questions within videos, seed {seed}); exact McNemar p on the "
                   f"discordant questions.")
+    discordant = "".join(discordant_html(scored, p["baseline"], p["treatment"], "report/questions/")
+                         for p in report.stats.select("baseline", "treatment").unique(maintain_order=True)
+                         .iter_rows(named=True))
     sections = [
+        ("Questions", f'<p><a href="{browser_href}">Question browser</a>: every run\'s answer to every question, '
+                      "with its trace, the model calls and a time strip of where the method looked.</p>"),
         ("Main results (Table 2 layout)", table_html(flagged_main.with_columns(
             pl.col("approach").replace(APPROACH_LABELS)), HEADERS, group_by="approach", decimals=decimals)
          + chance_html(report.chance, decimals)),
         ("Run health", run_health_html(run_health, decimals)),
         ("Paired comparisons (Table 3 layout)", table_html(flagged_pairs, HEADERS, group_by="group", decimals=decimals)
-         + f'<p class="note">{html.escape(stats_note)}</p>'),
+         + f'<p class="note">{html.escape(stats_note)}</p>'
+         + (f"<p>Discordant questions (won: the treatment right and the baseline wrong; lost: the reverse):</p>"
+            f"{discordant}" if discordant else "")),
         ("Ablations (Table 4 layout)", table_html(flagged_ablations, HEADERS, group_by="reference", decimals=decimals)
          if report.ablations.height else '<p class="note">No ablation is configured for the runs of this run set.</p>'),
         ("No visual input (Table 11 layout)", table_html(flagged_no_visual, HEADERS, decimals=decimals)),
