@@ -289,7 +289,7 @@ def test_embedding_retrieval_builds_its_index_once_per_memory(shop, tmp_path):
     trace = json.loads(row["trace"])
     assert trace["retriever"] == "embedding"
     assert trace["rounds"][0]["hits"][0].startswith("coarse 60–90s")  # "pick up a figure" is the nearest text
-    assert len(list((tmp_path / "captions" / "index").glob("index-*.npy"))) == 1
+    assert len(list((tmp_path / "captions" / "index").glob("index-*.npz"))) == 1
 
 
 # ------------------------------------------------------------------------ the paper's protocol, issue 16
@@ -451,6 +451,9 @@ def test_verifiers_get_a_1fps_carrier_video_with_exactly_the_sampled_frames(shop
     for call in _calls(calls, "verify"):
         media = [p for m in call["payload"]["messages"] for p in m["content"] if isinstance(p, dict)]
         assert len(media) == 1 and media[0]["fps"] == 1.0  # one video part, no images
+        # The frames' source times travel with the carrier; the model places them on its offsets (citations).
+        assert media[0]["timeline"] == "carrier" and len(media[0]["times_s"]) == 6
+        assert media[0]["times_s"] == sorted(media[0]["times_s"]) and 60 <= media[0]["times_s"][0] <= 64
     # Cells [60, 66.7] and [63.3, 70] at f = 1: 6 frames each, every one in its carrier, at 1 frame/s.
     assert [n for n, _ in carriers] == [6, 6]
     for n, mp4 in carriers:
@@ -811,3 +814,23 @@ def test_over_the_context_window_the_oldest_reports_are_left_out(shop, tmp_path)
     trim = [c for c in json.loads(row["trace"])["calls"] if c["call"] == "control"][1]["trim"]
     assert trim["reports_left_out"] == ["r1", "r2"] and trim["frames_left_out"] == 0
     assert "> context" in trim["why"] and row["context_trims"] == 1 and row["pred"] == "C"
+
+
+def test_memory_search_never_retrieves_a_failed_caption_and_counts_cut_and_failed_ones(shop, tmp_path):
+    """#24 items 10, 12: a failed caption is not indexed (its error text never reaches the controller) and is
+    booked on the question; a retrieved caption cut at the captioner's token limit is counted."""
+    import dataclasses
+
+    from senri.records import read_table
+
+    rows = [MemoryRow(**r) for r in read_table(shop["dir"] / "memory.parquet", MemoryRow).iter_rows(named=True)]
+    rows = [dataclasses.replace(r, finish_reason="length") if "pick up a figure" in r.text else r for r in rows]
+    rows.append(MemoryRow("shop", "coarse", 120.0, 150.0, 1.0, 0, "h", "", "perception", "t", None, None,
+                          "CUDA out of memory"))
+    mine = tmp_path / "shop"
+    mine.mkdir()
+    write_table(to_frame(rows, MemoryRow), mine / "memory.parquet", MemoryRow)
+    row, calls = run_agent({**shop, "dir": mine}, tmp_path, "memory_search")
+    assert calls and not any("CUDA" in json.dumps(c["payload"]) for c in calls)
+    assert "I pick up a figure from a shelf." in json.dumps(_controller_calls(calls)[1]["payload"])
+    assert (row["truncated_captions"], row["failed_captions"]) == (1, 1)

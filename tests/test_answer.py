@@ -229,6 +229,8 @@ def test_direct_sends_one_native_video_of_exactly_the_sampled_frames_greedily(tm
         parts = [p for m in call["payload"]["messages"] for p in m["content"]]
         media = [p for p in parts if isinstance(p, dict)]
         assert len(media) == 1 and media[0]["fps"] == 1.0 and "video" in media[0]  # one video, no images
+        times = media[0]["times_s"]  # each carrier frame's source time, placed there for the model
+        assert media[0]["timeline"] == "source" and len(times) == 6 and times == sorted(times) and times[-1] > 5
         text = "".join(p for p in parts if isinstance(p, str))
         assert "packs 6 frames sampled uniformly" in text and text.count(":") >= 6  # every carrier second's time
         assert call["payload"]["temperature"] == 0.0  # greedy, whatever the model config says

@@ -392,3 +392,141 @@ def test_the_token_estimate_errs_high_on_what_memories_are_made_of():
             assert exact <= estimate <= 1.5 * exact, (name, exact, estimate)
     finally:
         backend.close()
+
+
+# --- vLLM without a GPU: a stand-in `vllm` module records what the engine would receive ---------------
+
+
+class FakeCompletion:
+    def __init__(self, text: str, max_tokens: int) -> None:
+        words = text.split()
+        self.text = " ".join(words[:max_tokens])
+        self.token_ids = list(range(min(len(words), max_tokens)))
+        self.finish_reason = "length" if len(words) > max_tokens else "stop"
+        self.logprobs = None
+
+
+class FakeOutput:
+    def __init__(self, text: str, max_tokens: int) -> None:
+        self.outputs = [FakeCompletion(text, max_tokens)]
+        self.prompt_token_ids = [0] * 7
+
+
+class FakeTokenizer:
+    def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True, **kwargs):
+        return "TEMPLATE" + json.dumps(messages)
+
+
+class FakeSamplingParams:
+    def __init__(self, **kwargs) -> None:
+        self.kwargs = kwargs
+
+
+class FakeLLM:
+    """``LLM.chat`` / ``LLM.generate`` as vLLM 0.33 takes them; a prompt holding "poison" makes the whole batch
+    raise, as the engine does for one over-long prompt; the reply is "echo <the prompt's last words>"."""
+
+    def __init__(self, **kwargs) -> None:
+        self.kwargs = kwargs
+        self.calls: list[tuple[str, list, list]] = []
+
+    def get_tokenizer(self):
+        return FakeTokenizer()
+
+    def _answer(self, kind, prompts, params, texts):
+        self.calls.append((kind, list(prompts), list(params)))
+        if any("poison" in t for t in texts):
+            raise ValueError("prompt is longer than max_model_len")
+        return [FakeOutput(f"echo {t[-40:]}", p.kwargs["max_tokens"]) for t, p in zip(texts, params)]
+
+    def chat(self, conversations, params, use_tqdm=True, chat_template_kwargs=None):
+        return self._answer("chat", conversations, params, [json.dumps(c) for c in conversations])
+
+    def generate(self, prompts, params, use_tqdm=True):
+        return self._answer("generate", prompts, params, [p["prompt"] for p in prompts])
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    import types
+
+    module = types.ModuleType("vllm")
+    module.LLM, module.SamplingParams = FakeLLM, FakeSamplingParams
+    sampling = types.ModuleType("vllm.sampling_params")
+    sampling.StructuredOutputsParams = lambda **kwargs: kwargs
+    module.sampling_params = sampling
+    monkeypatch.setitem(sys.modules, "vllm", module)
+    monkeypatch.setitem(sys.modules, "vllm.sampling_params", sampling)
+    from senri.backends.vllm import VLLMBackend
+
+    return lambda **config: VLLMBackend({"model": "Qwen/Qwen2.5-VL-7B-Instruct", **config})
+
+
+def test_one_rejected_vllm_request_fails_alone_and_its_batch_keeps_the_others(fake_vllm):
+    backend = fake_vllm()
+    seen = []
+    responses = backend.complete_many([ask("first clip"), ask("poison clip"), ask("third clip")],
+                                      on_done=lambda i, r: seen.append(i))
+    assert [r.error is None for r in responses] == [True, False, True] and sorted(seen) == [0, 1, 2]
+    assert "max_model_len" in responses[1].error and "third clip" in responses[2].text
+    assert [len(prompts) for _, prompts, _ in backend.llm.calls] == [3, 1, 1, 1]  # the batch, then one by one
+
+
+def test_vllm_records_why_generation_ended_and_the_response_cache_keeps_it(fake_vllm, tmp_path):
+    cached = CachedBackend(fake_vllm(), ResponseCache(tmp_path / "cache.sqlite"))
+    request = ask("describe the whole long clip please", max_tokens=3, repetition_penalty=1.2)
+    first = cached.complete(request)
+    assert first.finish_reason == "length" and first.truncated
+    assert cached.inner.llm.calls[0][2][0].kwargs["repetition_penalty"] == 1.2
+    again = cached.complete(request)
+    assert again.cached and again.finish_reason == "length" and len(cached.inner.llm.calls) == 1
+    assert cached.complete(ask("short")).finish_reason == "stop"
+    assert request_key({}, request) != request_key({}, ask("describe the whole long clip please", max_tokens=3))
+
+
+def test_every_vllm_video_request_carries_the_carriers_rate_and_its_frames_source_times(fake_vllm):
+    from senri.backends.base import VideoPart
+    from senri.decode import carrier_from_jpegs
+
+    frames = [jpeg((40 * k, 80, 200 - 40 * k)) for k in range(4)]
+    mp4 = carrier_from_jpegs(frames, fps=1.0)
+    direct = VideoPart(mp4, 1.0, (12.0, 19.0, 26.0, 33.0))  # direct perception: frames sampled 7 s apart
+    verifier = VideoPart(mp4, 1.0, (60.0, 61.0, 62.0, 63.0), timeline="carrier")  # citations use offsets
+    clip = VideoPart(carrier_from_jpegs(frames, fps=0.25), 0.25, (800.0, 804.0, 808.0, 812.0))  # a coarse clip
+    backend = fake_vllm(video=True)
+    requests = [ChatRequest((Message("user", ("What happens?", part)),)) for part in (direct, verifier, clip)]
+    responses = backend.complete_many([ask("no video here"), *requests])
+    assert all(r.error is None for r in responses)
+    (chat, conversations, _), (generate, prompts, _) = backend.llm.calls
+    assert chat == "chat" and len(conversations) == 1  # text-only requests keep LLM.chat
+    assert generate == "generate" and len(prompts) == 3
+    metadata = [p["multi_modal_data"]["video"][0][1] for p in prompts]
+    assert [m["fps"] for m in metadata] == [1.0, 1.0, 0.25]
+    assert [m["frames_indices"] for m in metadata] == [[12, 19, 26, 33], [0, 1, 2, 3], [200, 201, 202, 203]]
+    # Qwen3-VL's timestamps (index / fps) are the source times; Qwen2.5-VL's rate (kept / total × fps) the carrier's.
+    assert [i / metadata[2]["fps"] for i in metadata[2]["frames_indices"]] == [800.0, 804.0, 808.0, 812.0]
+    for m in metadata:
+        assert len(m["frames_indices"]) / m["total_num_frames"] * m["fps"] in (1.0, 0.25)
+        assert m["do_sample_frames"] is False
+    video = prompts[0]["multi_modal_data"]["video"][0][0]
+    assert video.shape[0] == 4 and video.shape[-1] == 3  # every carrier frame, decoded
+    assert prompts[0]["prompt"].startswith("TEMPLATE") and '{"type": "video"}' in prompts[0]["prompt"]
+    with pytest.raises(ValueError, match="source times"):
+        from senri.backends.vllm import video_metadata
+
+        video_metadata(VideoPart(mp4, 1.0, (1.0, 2.0)), 4)
+
+
+def test_finish_reason_from_every_wire_format():
+    from senri.backends.openai_format import chat_body, parse_chat_response
+    from senri.backends.transformers import finish_reason
+
+    body = {"choices": [{"message": {"content": "a b c"}, "finish_reason": "length"}], "usage": {}}
+    assert parse_chat_response(body, ask("x"), 0.1).finish_reason == "length"
+    assert parse_chat_response({"choices": [{"message": {"content": "a"}}]}, ask("x"), 0.1).finish_reason is None
+    assert finish_reason([5, 6, 7], 3, 2) == "length" and finish_reason([5, 6, 2], 3, 2) == "stop"
+    assert finish_reason([5], 3, 2) == "stop" and finish_reason([5, 6, 9], 3, 2, type("G", (), {"eos_token_id": [9]}))\
+        == "stop"
+    sent = chat_body(ask("x", repetition_penalty=1.1, frequency_penalty=0.3), "m")
+    assert (sent["repetition_penalty"], sent["frequency_penalty"]) == (1.1, 0.3)
+    assert "repetition_penalty" not in chat_body(ask("x"), "m")

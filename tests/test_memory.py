@@ -143,7 +143,9 @@ def test_a_backend_that_takes_video_gets_the_clip_as_one_video_at_its_rate(long_
     service, record = _vlm_service(tmp_path, video, info, [{"text": "I walk."}], model={"video": True})
     rows = service.captions([Clip(0, 80, 0.5, "describe", "fine")])
     parts = [p for p in _calls(record)[0]["payload"]["messages"][0]["content"] if isinstance(p, dict)]
-    assert parts == [{"video": parts[0]["video"], "fps": 0.5}] and rows[0].n_frames == 40
+    # The clip's rate and its frames' source times travel with the video (vLLM hands them to the model).
+    assert parts == [{"video": parts[0]["video"], "fps": 0.5, "times_s": [2.0 * k for k in range(40)],
+                      "timeline": "source"}] and rows[0].n_frames == 40
     # The video's wrapper speaks of one video, not of images that follow their timestamps.
     text = _calls(record)[0]["payload"]["messages"][0]["content"][0]
     assert "shown as one video" in text and "image" not in text
@@ -227,3 +229,123 @@ def test_the_memory_stage_records_its_preset_and_the_captioner_cost(long_clip, t
     row = cost.row(0, named=True)
     assert (row["preset"], row["clip_s"], row["fps"], row["computed"], row["caption_prompt_tokens"]) == (
         "egomem", 800, 0.25, 1, 10)
+
+
+# ------------------------------------------------------------------------------------------- retrieval
+
+
+def test_a_fact_past_the_first_256_word_pieces_of_a_long_memory_is_found(tmp_path):
+    """A 2,048-token VLM caption is read in overlapping chunks (best chunk wins), not cut at MiniLM's 256."""
+    from senri.retrieval import CHUNK_PIECES, MemoryIndex, windows
+
+    assert windows(list(range(10)), 4, 1) == [[0, 1, 2, 3], [3, 4, 5, 6], [6, 7, 8, 9]]
+    assert windows(list(range(5)), 8, 2) == [list(range(5))] and windows([], 8, 2) == [[]]
+    corridor = " ".join(f"I walk along corridor {n} past grey office doors and ceiling lights." for n in range(60))
+    long = corridor + " Then I lock a red bicycle to the railing outside the bakery."
+    # Without chunks the long memory's vector is the corridor's, and the near misses (a car parked outside a
+    # shop, a scooter) outrank it (measured: third, 0.18 against 0.32).
+    texts = ["I stir a pot of pasta on the stove in the kitchen.", long, "A cat sleeps on a sofa by the window.",
+             "I park the car on the street outside a shop.", "I ride a scooter to the station."]
+    index = MemoryIndex(texts, tmp_path, "embedding")
+    assert index.kind == "embedding"
+    pieces = len(index.embedder.tokenizer(long, add_special_tokens=False, verbose=False)["input_ids"])
+    assert pieces > 3 * CHUNK_PIECES and int((index.owners == 1).sum()) >= 3  # several chunks for one memory
+    assert index.search("Where did I lock my red bicycle?", 1)[0][0] == 1
+    again = MemoryIndex(texts, tmp_path, "embedding")  # from the index cache: same chunks, same answer
+    assert (again.owners == index.owners).all() and again.search("red bicycle by the bakery", 1)[0][0] == 1
+
+
+# ------------------------------------------------------------------------------------ caption health (#24)
+
+LOOP = "I walk along the corridor. " + "The door is open. " * 40
+
+
+def test_a_length_cut_caption_is_marked_and_a_looping_one_is_retried_once_with_the_repetition_settings(
+        long_clip, tmp_path):
+    video, info = long_clip
+    rules = [{"match": "from 0 s to 10 s", "repetition_penalty": None, "text": "I walk and then I",
+              "finish_reason": "length"},  # cut, but no loop: kept as it is, marked
+             {"match": "from 10 s to 20 s", "repetition_penalty": None, "text": LOOP, "finish_reason": "length"},
+             {"match": "from 10 s to 20 s", "repetition_penalty": 1.2, "text": "I walk past an open door."},
+             {"text": "I walk."}]
+    service, record = _vlm_service(tmp_path, video, info, rules, model={"repetition_penalty": 1.2})
+    clips = [Clip(s, s + 10, 1.0, "x", "fine") for s in (0, 10, 20)]
+    rows = service.captions(clips)
+    assert [r.finish_reason for r in rows] == ["length", "stop", "stop"]
+    assert rows[0].text == "I walk and then I" and rows[0].error is None
+    assert rows[1].text == "I walk past an open door."  # the retry's caption
+    calls = _calls(record)
+    assert len(calls) == 4 and [c["payload"].get("repetition_penalty") for c in calls] == [None, None, None, 1.2]
+    assert (service.stats.calls, service.stats.truncated, service.stats.retried) == (4, 1, 1)
+    # The mark is kept in the caption cache: a rerun reads it back without a call.
+    again = service.captions(clips)
+    assert [r.finish_reason for r in again] == ["length", "stop", "stop"] and len(_calls(record)) == 4
+    service.close()
+    # A retry that fails keeps the cut caption (marked), and both calls are counted.
+    failing = [{"match": "from 10 s to 20 s", "repetition_penalty": None, "text": LOOP, "finish_reason": "length"},
+               {"match": "from 10 s to 20 s", "error": "HTTP 400: unknown field repetition_penalty"}]
+    kept, record = _vlm_service(tmp_path / "failing", video, info, failing)
+    row = kept.captions([clips[1]])[0]
+    assert row.error is None and row.text == LOOP.strip() and row.finish_reason == "length"
+    assert len(_calls(record)) == 2 and _calls(record)[1]["payload"]["repetition_penalty"] == 1.05
+    assert kept.stats.calls == 2
+    kept.close()
+    off, record = _vlm_service(tmp_path / "off", video, info, rules, repetition_retry=False)
+    assert off.captions([clips[1]])[0].finish_reason == "length" and len(_calls(record)) == 1
+    off.close()
+
+
+def test_repetition_loops_are_told_from_ordinary_captions():
+    from senri.captioners.vlm import looping
+
+    assert looping(LOOP) and looping("a " + "door " * 30) and looping("x " + "the cat sat on the mat. " * 6)
+    assert not looping("I walk along a grey corridor, turn left at the sign and open the red door.")
+    assert not looping("no no no")  # too short to be a loop
+    assert not looping(" ".join(f"corridor {n} is grey." for n in range(40)))  # similar, never repeated
+
+
+def test_one_clip_that_cannot_be_captioned_fails_alone_and_its_batch_keeps_the_others(long_clip, tmp_path,
+                                                                                     monkeypatch):
+    from senri.captioners.vlm import BackendCaptioner
+
+    video, info = long_clip
+    service, record = _vlm_service(tmp_path, video, info, [{"text": "I walk."}])
+    frames = BackendCaptioner._frames
+
+    def broken_frames(self, clip):
+        if clip.start_s == 10:
+            raise OSError("frame store unreadable")
+        return frames(self, clip)
+
+    monkeypatch.setattr(BackendCaptioner, "_frames", broken_frames)
+    rows = service.captions([Clip(s, s + 10, 1.0, "x", "fine") for s in (0, 10, 20)])
+    assert [r.error is None for r in rows] == [True, False, True] and "frame store unreadable" in rows[1].error
+    assert len(_calls(record)) == 2 and (service.stats.computed, service.stats.unsent) == (2, 1)
+
+    # A captioner that raises for a whole batch: the service asks clip by clip, and only the bad one fails.
+    many = service.captioner.caption_many
+
+    def raising(clips):
+        if any(c.start_s == 40 for c in clips):
+            raise RuntimeError("engine rejected the batch")
+        return many(clips)
+
+    monkeypatch.setattr(service.captioner, "caption_many", raising)
+    rows = service.captions([Clip(s, s + 10, 1.0, "x", "fine") for s in (30, 40, 50)])
+    assert [r.error is None for r in rows] == [True, False, True] and "rejected" in rows[1].error
+    service.close()
+
+
+def test_a_failed_caption_never_reaches_a_model_as_its_error_text():
+    from senri.memory import caption_health, format_memory
+    from senri.records import MemoryRow
+
+    def row(start, text, error=None, finish=None):
+        return MemoryRow("v", "coarse", start, start + 30, 1.0, 30, "h", text, "c", "t", None, None, error,
+                         finish_reason=finish)
+
+    rows = [row(0, "I walk."), row(30, "", "CUDA out of memory"), row(60, "I open a door and", finish="length")]
+    listed = format_memory(rows)
+    assert "CUDA" not in listed and "no caption" not in listed and listed.count("\n") == 1
+    assert "[1] coarse 1:00–1:30: I open a door and" in listed
+    assert caption_health(rows) == (1, 1)

@@ -568,3 +568,25 @@ def test_a_reasoning_model_thinks_first_the_schema_only_where_the_backend_applie
     # A model that is not marked reasoning is constrained as before.
     _, calls, _ = run(hall, tmp_path / "plain", rules)
     assert all(c["payload"]["json_schema"] is not None for c in calls if not c["purpose"].startswith("caption"))
+
+
+def test_a_failed_coarse_caption_is_left_out_of_every_prompt_and_counted_and_a_cut_one_is_marked(hall, tmp_path):
+    captions = [{"match": "from 30 s to 60 s: 30 frames", "error": "CUDA out of memory (tried to allocate 2 GiB)"},
+                {"match": "from 90 s to 120 s: 30 frames", "text": "I walk along a grey corridor and",
+                 "finish_reason": "length"}]
+    row, calls, built = run(hall, tmp_path, script_rules(LOCALIZE_60_90, SEARCH_PATH[:1], captions=captions),
+                            max_iterations=1)
+    memory = built["rows"]
+    assert memory.filter(memory["start_s"] == 90)["finish_reason"].to_list() == ["length"]
+    assert memory.filter(memory["start_s"] == 0)["finish_reason"].to_list() == ["stop"]
+    agents = [c for c in calls if not c["purpose"].startswith("caption")]
+    assert agents
+    for call in agents:
+        _, user = texts(call)
+        assert "CUDA" not in user and "no caption" not in user and "[30, 60]" not in user
+    _, localize = texts(agent_calls(calls, "localize")[0])
+    assert "[0, 30] (coarse" in localize and "[90, 120] (coarse" in localize
+    trace = json.loads(row["trace"])
+    assert trace["failed_captions"] == ["coarse 30–60s: CUDA out of memory (tried to allocate 2 GiB)"]
+    assert trace["truncated_captions"] == ["coarse 90–120s: cut at the token limit"]
+    assert (row["failed_captions"], row["truncated_captions"]) == (1, 1)

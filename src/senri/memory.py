@@ -31,6 +31,7 @@ from typing import Any, Mapping, Sequence
 
 import polars as pl
 
+from senri.backends.base import FINISH_LENGTH
 from senri.captioners import CAPTIONERS
 from senri.captioners.base import Caption, Captioner, Clip, VideoMedia
 from senri.records import MemoryCost, MemoryRow, TrackRow, read_table, to_frame
@@ -230,6 +231,9 @@ class CaptionStats:
     frames: int = 0
     failed: int = 0
     unsent: int = 0
+    #: Computed captions cut at the token limit (``finish_reason: length``), and loop retries made (each a call).
+    truncated: int = 0
+    retried: int = 0
     dropped_frames: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -237,7 +241,7 @@ class CaptionStats:
 
     @property
     def calls(self) -> int:
-        return self.computed + self.failed
+        return self.computed + self.failed + self.retried
 
     def as_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "seconds": round(self.seconds, 6)}
@@ -274,30 +278,42 @@ class CaptionService:
         todo = [i for i, r in enumerate(records) if r is None]
         for start in range(0, len(todo), self.batch_clips):
             batch = todo[start:start + self.batch_clips]
-            try:
-                captions = self.captioner.caption_many([clips[i] for i in batch])
-            except Exception as exc:  # noqa: BLE001 — recorded on each clip's row; the memory goes on
-                log.error("captioning %d clip(s) failed: %s", len(batch), exc)
-                # Raised before answering: which requests went out is unknown, so none is counted as a call.
-                captions = [Caption("", 0, f"{type(exc).__name__}: {exc}", sent=False) for _ in batch]
+            captions = self._caption_batch([clips[i] for i in batch])
             now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
             for i, caption in zip(batch, captions):
                 record = {"text": caption.text, "n_frames": caption.n_frames, "error": caption.error,
-                          "created_at": now, "dropped_frames": caption.dropped_frames}
+                          "created_at": now, "dropped_frames": caption.dropped_frames,
+                          "finish_reason": caption.finish_reason}
                 self.stats.frames += caption.n_frames
                 self.stats.dropped_frames += caption.dropped_frames
                 self.stats.prompt_tokens += caption.prompt_tokens
                 self.stats.completion_tokens += caption.completion_tokens
                 self.stats.seconds += caption.latency_s
+                self.stats.retried += caption.calls - 1 if caption.sent else 0
                 if caption.error is None:
                     self.cache.put(keys[i], record)
                     self.stats.computed += 1
+                    self.stats.truncated += caption.finish_reason == FINISH_LENGTH
                 elif caption.sent:
                     self.stats.failed += 1
                 else:
                     self.stats.unsent += 1
                 records[i] = record
         return [self._row(clip, record) for clip, record in zip(clips, records) if record is not None]
+
+    def _caption_batch(self, clips: list[Clip]) -> list[Caption]:
+        """One batch through the captioner; if the captioner raises, each clip alone, so one clip that cannot be
+        captioned fails alone and the batch's others are kept."""
+        try:
+            return self.captioner.caption_many(clips)
+        except Exception as exc:  # noqa: BLE001 — retried clip by clip below; the memory goes on
+            if len(clips) > 1:
+                log.warning("captioning %d clips failed (%s: %s); captioning them one by one", len(clips),
+                            type(exc).__name__, exc)
+                return [caption for clip in clips for caption in self._caption_batch([clip])]
+            log.error("captioning %s %g–%g s failed: %s", clips[0].level, clips[0].start_s, clips[0].end_s, exc)
+            # Raised before answering: whether the request went out is unknown, so it is not counted as a call.
+            return [Caption("", 0, f"{type(exc).__name__}: {exc}", sent=False)]
 
     def _row(self, clip: Clip, record: Mapping[str, Any]) -> MemoryRow:
         from senri.track import active_labels, heading_change
@@ -311,7 +327,7 @@ class CaptionService:
             fps=clip.fps, n_frames=int(record["n_frames"]), instruction_hash=instruction_hash(clip.instruction),
             text=record["text"], captioner=self.name, created_at=record["created_at"],
             heading_change_deg=heading, place_labels=labels, error=record.get("error"),
-            dropped_frames=int(record.get("dropped_frames") or 0),
+            dropped_frames=int(record.get("dropped_frames") or 0), finish_reason=record.get("finish_reason"),
         )
 
     def close(self) -> None:
@@ -329,7 +345,8 @@ def open_captioner(memory_slice: Mapping[str, Any], media: VideoMedia) -> Captio
         raise ValueError(f"config.memory.captioner: {name!r} is neither 'perception' nor a model config")
     settings = {"model": {"name": name, **model}, "max_frames": memory.get("max_frames"),
                 "short_side": memory.get("short_side", 448), "max_tokens": memory.get("max_tokens", 2048),
-                "video_input": memory.get("video_input", "auto"), "prompts": captioner_prompts(memory)}
+                "video_input": memory.get("video_input", "auto"), "prompts": captioner_prompts(memory),
+                "repetition_retry": memory.get("repetition_retry", True)}
     return CAPTIONERS.load("vlm")(settings, media)
 
 
@@ -377,10 +394,25 @@ def build_memory(service: CaptionService, memory: Mapping[str, Any], duration_s:
             fps=levels[level].fps, dropped_frames=spent.dropped_frames, caption_prompt_tokens=spent.prompt_tokens,
             caption_completion_tokens=spent.completion_tokens, caption_s=round(spent.seconds, 6)))
         log.info("%s %s (preset %s: %g s clips at %g fps): %d clip(s), %d computed, %d reused, %d frame(s) read, "
-                 "%d dropped by the frame cap, %d failed (%d before any call)", service.captioner.media.video_id,
+                 "%d dropped by the frame cap, %d failed (%d before any call), %d cut at the token limit (%d loop "
+                 "retries)", service.captioner.media.video_id,
                  level, preset, levels[level].clip_s, levels[level].fps, len(clips), spent.computed, spent.reused,
-                 spent.frames, spent.dropped_frames, spent.failed + spent.unsent, spent.unsent)
+                 spent.frames, spent.dropped_frames, spent.failed + spent.unsent, spent.unsent, spent.truncated,
+                 spent.retried)
     return to_frame(rows, MemoryRow), to_frame(costs, MemoryCost)
+
+
+def described(row: Mapping[str, Any] | MemoryRow) -> bool:
+    """Whether a memory row has a caption to show a model (a failed caption has none, only its ``error``)."""
+    text = row.get("text") if isinstance(row, Mapping) else row.text
+    return bool(text)
+
+
+def caption_health(rows: Sequence[MemoryRow]) -> tuple[int, int]:
+    """(captions cut at the token limit, failed captions) among ``rows``: what a question's run-health counts
+    ``truncated_captions`` and ``failed_captions`` book for the captions it read or asked for."""
+    return (sum(r.finish_reason == FINISH_LENGTH and described(r) for r in rows),
+            sum(not described(r) for r in rows))
 
 
 def row_context(row: Mapping[str, Any]) -> str:
@@ -394,15 +426,16 @@ def row_context(row: Mapping[str, Any]) -> str:
 
 
 def format_memory(rows: Sequence[MemoryRow] | pl.DataFrame, numbered: bool = True) -> str:
-    """The memory list an LLM reads: ``[i] level m:ss–m:ss: text`` per entry, in time order."""
+    """The memory list an LLM reads: ``[i] level m:ss–m:ss: text`` per entry, in time order. A failed caption
+    (no text) is left out: its backend error is the harness's, not the video's (:func:`described`)."""
     from senri.track import clock
 
     items = rows.iter_rows(named=True) if isinstance(rows, pl.DataFrame) else (r.__dict__ for r in rows)
     lines = []
-    for i, row in enumerate(items):
+    for i, row in enumerate(r for r in items if described(r)):
         prefix = f"[{i}] " if numbered else ""
         context = row_context(row)
         suffix = f" ({context})" if context else ""
-        text = row["text"] or f"(no caption: {row.get('error')})"
+        text = row["text"]
         lines.append(f"{prefix}{row['level']} {clock(row['start_s'])}–{clock(row['end_s'])}{suffix}: {text}")
     return "\n".join(lines)

@@ -364,6 +364,10 @@ class MemoryRow:
     error: str | None
     #: Frames the level's rate gave but a frame cap (``memory.max_frames``) left out (0: every frame sent).
     dropped_frames: int = 0
+    #: Why the caption's model call ended: ``stop``, or ``length`` — cut at the captioner's token limit, the
+    #: caption is incomplete (kept, and counted as ``truncated_captions`` by the questions that read it); null
+    #: for a measuring captioner, a failed caption, or a cached caption from before it was recorded.
+    finish_reason: str | None = None
 
 
 @dataclass(frozen=True)

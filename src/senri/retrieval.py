@@ -11,6 +11,12 @@ runs with plain transformers — mean pooling over tokens and L2 normalisation, 
 does for this model — so no hub download and no sentence-transformers install. An index is built once per
 memory: its vectors are stored next to the caption cache, keyed by the texts and the model, and every
 question, method and model job of the video loads them.
+
+**Long memories are embedded in overlapping chunks.** all-MiniLM-L6-v2 reads at most 256 word pieces (its
+training length); a VLM caption runs to 2,048 tokens, so a truncating encoder would leave most of a long
+caption unsearchable. Each text is cut into windows of :data:`CHUNK_PIECES` word pieces that overlap by
+:data:`CHUNK_OVERLAP` (so a phrase on a window's edge is whole in its neighbour), every window is embedded, and
+a memory's dense score is its best window's (max-sim). A short memory is one window, as before.
 """
 
 from __future__ import annotations
@@ -79,16 +85,57 @@ class Embedder:
         self.model = AutoModel.from_pretrained(str(folder), local_files_only=True).eval()
 
     def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+        """One vector per text, each read up to the model's 256 word pieces (queries: short by nature)."""
+        batches = (self.tokenizer(list(texts[start:start + batch_size]), padding=True, truncation=True,
+                                  max_length=MAX_PIECES, return_tensors="pt")
+                   for start in range(0, len(texts), batch_size))
+        return self._pooled(batches)
+
+    def encode_chunks(self, texts: Sequence[str], batch_size: int = 64) -> tuple[np.ndarray, np.ndarray]:
+        """Vectors of every window of every text (:func:`windows`), and for each vector the index of its text."""
+        tok = self.tokenizer
+        pieces = tok(list(texts), add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
+        rows = [([tok.cls_token_id, *span, tok.sep_token_id], i)
+                for i, ids in enumerate(pieces) for span in windows(ids, CHUNK_PIECES, CHUNK_OVERLAP)]
+
+        def batches():
+            for start in range(0, len(rows), batch_size):
+                batch = [ids for ids, _ in rows[start:start + batch_size]]
+                width = max(len(ids) for ids in batch)
+                ids = [row + [tok.pad_token_id] * (width - len(row)) for row in batch]
+                mask = [[1] * len(row) + [0] * (width - len(row)) for row in batch]
+                yield {"input_ids": self.torch.tensor(ids), "attention_mask": self.torch.tensor(mask),
+                       "token_type_ids": self.torch.zeros(len(ids), width, dtype=self.torch.long)}
+
+        return self._pooled(batches()), np.array([i for _, i in rows], dtype=np.int64)
+
+    def _pooled(self, batches) -> np.ndarray:
+        """Mean pooling over each row's tokens, L2-normalised (what sentence-transformers does for this model)."""
         chunks = []
         with self.torch.inference_mode():
-            for start in range(0, len(texts), batch_size):
-                batch = self.tokenizer(list(texts[start:start + batch_size]), padding=True, truncation=True,
-                                       max_length=256, return_tensors="pt")
+            for batch in batches:
                 hidden = self.model(**batch).last_hidden_state
                 mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
                 pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
                 chunks.append(self.torch.nn.functional.normalize(pooled, dim=-1).numpy())
         return np.concatenate(chunks) if chunks else np.zeros((0, 384), dtype=np.float32)
+
+
+#: all-MiniLM-L6-v2's input length in word pieces ([CLS] and [SEP] included).
+MAX_PIECES = 256
+#: A chunk's word pieces (the window less [CLS] and [SEP]) and how many of them neighbouring chunks share.
+CHUNK_PIECES = MAX_PIECES - 2
+CHUNK_OVERLAP = 64
+
+
+def windows(ids: Sequence[int], size: int, overlap: int) -> list[list[int]]:
+    """``ids`` cut into windows of ``size`` that overlap by ``overlap``; the last window ends at the end (it may
+    overlap its neighbour more). A sequence no longer than ``size`` is one window (an empty one too)."""
+    if len(ids) <= size:
+        return [list(ids)]
+    step = size - overlap
+    starts = list(range(0, len(ids) - size, step)) + [len(ids) - size]
+    return [list(ids[s:s + size]) for s in starts]
 
 
 #: Reciprocal-rank-fusion constant (the value of the original paper; it damps the weight of the top ranks).
@@ -117,6 +164,7 @@ class MemoryIndex:
         self.kind = "bm25"
         self.bm25 = BM25(self.texts)
         self.vectors: np.ndarray | None = None
+        self.owners = np.zeros(0, dtype=np.int64)  # the memory text of each chunk vector
         self.embedder: Embedder | None = None
         if prefer in ("embedding", "hybrid"):
             try:
@@ -128,25 +176,37 @@ class MemoryIndex:
                 self.kind = prefer
 
     def _vectors(self, cache_dir: str | Path | None) -> np.ndarray:
+        """The chunk vectors (and ``self.owners``, each chunk's text), from the index cache when it has them."""
         assert self.embedder is not None
-        digest = hashlib.sha256("\x1e".join([Embedder.model_id, *self.texts]).encode()).hexdigest()[:24]
-        path = Path(cache_dir) / f"index-{digest}.npy" if cache_dir else None
+        key = [Embedder.model_id, f"chunks {CHUNK_PIECES}/{CHUNK_OVERLAP}", *self.texts]
+        digest = hashlib.sha256("\x1e".join(key).encode()).hexdigest()[:24]
+        path = Path(cache_dir) / f"index-{digest}.npz" if cache_dir else None
         if path is not None and path.is_file():
-            return np.load(path)
-        vectors = self.embedder.encode(self.texts)
+            with np.load(path) as stored:
+                self.owners = stored["owners"]
+                return stored["vectors"]
+        vectors, self.owners = self.embedder.encode_chunks(self.texts)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
             with open(tmp, "wb") as handle:
-                np.save(handle, vectors)
+                np.savez(handle, vectors=vectors, owners=self.owners)
             os.replace(tmp, path)
         return vectors
+
+    def dense_scores(self, query: str) -> np.ndarray:
+        """Cosine similarity of each memory's best chunk to the query."""
+        assert self.vectors is not None and self.embedder is not None
+        per_chunk = self.vectors @ self.embedder.encode([query])[0]
+        best = np.full(len(self.texts), -np.inf)
+        np.maximum.at(best, self.owners, per_chunk)
+        return best
 
     def scores(self, query: str) -> np.ndarray:
         """One score per memory text, higher = more relevant, on the scale of this index's retriever."""
         if self.vectors is None or self.embedder is None:
             return self.bm25.scores(query)
-        dense = self.vectors @ self.embedder.encode([query])[0]
+        dense = self.dense_scores(query)
         return reciprocal_rank_fusion(dense, self.bm25.scores(query)) if self.kind == "hybrid" else dense
 
     def search(self, query: str, k: int) -> list[tuple[int, float]]:

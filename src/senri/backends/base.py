@@ -40,12 +40,30 @@ class ImagePart:
         return "data:image/jpeg;base64," + base64.b64encode(self.jpeg).decode("ascii")
 
 
+#: Where a video's frames sit for the model: at their source times (the clip or video they were sampled
+#: from), or at their carrier offsets k / fps (a timeline of its own, e.g. the verifier's citation offsets).
+TIMELINES = ("source", "carrier")
+
+
 @dataclass(frozen=True)
 class VideoPart:
-    """A short MP4 (a carrier video of sampled frames) for backends that take video input."""
+    """A short MP4 (a carrier video of sampled frames) for backends that take video input.
+
+    ``fps`` is the carrier's own frame rate (frame k at k / fps), ``times_s`` the source time of each of its
+    frames, in order (empty: unknown), and ``timeline`` which of the two the model is to place the frames on
+    (:data:`TIMELINES`). Backends whose models read video timing (vLLM's Qwen2.5-VL / Qwen3-VL video metadata,
+    transformers' ``fps``) pass them on."""
 
     mp4: bytes
     fps: float
+    times_s: tuple[float, ...] = ()
+    timeline: str = "source"
+
+    def __post_init__(self) -> None:
+        if self.timeline not in TIMELINES:
+            raise ValueError(f"VideoPart timeline {self.timeline!r}: one of {', '.join(TIMELINES)}")
+        if self.fps <= 0:
+            raise ValueError(f"VideoPart fps must be > 0, got {self.fps}")
 
     def digest(self) -> str:
         return hashlib.sha256(self.mp4).hexdigest()
@@ -94,6 +112,11 @@ class ChatRequest:
     #: and ``tool_choice`` ("required" | "auto" | "none"), for backends whose capabilities say ``tools``.
     tools: tuple[Mapping[str, Any], ...] = ()
     tool_choice: str | None = None
+    #: Repetition controls (None: the backend's default, none applied): ``repetition_penalty`` multiplies down
+    #: tokens already present (vLLM, transformers, llama.cpp's ``repeat_penalty``), ``frequency_penalty`` subtracts
+    #: per occurrence (the OpenAI API's). A captioner's retry of a looping caption sets them from its model config.
+    repetition_penalty: float | None = None
+    frequency_penalty: float | None = None
 
     def cache_payload(self) -> dict[str, Any]:
         """Everything that decides the response, with media replaced by content hashes.
@@ -105,6 +128,8 @@ class ChatRequest:
                 return p
             kind = "image" if isinstance(p, ImagePart) else "video"
             extra = {"time_s": p.time_s} if isinstance(p, ImagePart) else {"fps": p.fps}
+            if isinstance(p, VideoPart) and p.times_s:  # only when given: a video without them keeps its key
+                extra.update(times_s=[round(float(t), 6) for t in p.times_s], timeline=p.timeline)
             return {kind: p.digest(), **extra}
 
         return {
@@ -117,15 +142,25 @@ class ChatRequest:
             "letter_logprobs": list(self.letter_logprobs),
             # Only when set, so every tool-less request keeps the cache key it had before tools existed.
             **({"tools": [dict(t) for t in self.tools], "tool_choice": self.tool_choice} if self.tools else {}),
+            # Only when set, so every request without them keeps its cache key.
+            **{name: value for name in ("repetition_penalty", "frequency_penalty")
+               if (value := getattr(self, name)) is not None},
         }
 
     def n_images(self) -> int:
         return sum(len(m.images()) + len(m.videos()) for m in self.messages)
 
 
+#: ``finish_reason`` values: the model ended its reply, or it was cut at ``max_tokens``.
+FINISH_STOP, FINISH_LENGTH = "stop", "length"
+
+
 @dataclass
 class ChatResponse:
-    """A backend's answer to one request; ``error`` is set (and ``text`` empty) when the call failed for good."""
+    """A backend's answer to one request; ``error`` is set (and ``text`` empty) when the call failed for good.
+    ``finish_reason`` is why generation ended, as the engine says it (``stop``; ``length``: cut at
+    ``max_tokens``, the text is incomplete); None where the engine did not say (or a cached response from
+    before it was recorded)."""
 
     text: str
     prompt_tokens: int = 0
@@ -138,12 +173,18 @@ class ChatResponse:
     #: The function calls a tool-calling reply made, each ``{"name": str, "arguments": str}`` (the arguments as
     #: the model wrote them, JSON text not yet parsed); None when the request offered no tools.
     tool_calls: list[dict[str, str]] | None = None
+    finish_reason: str | None = None
+
+    @property
+    def truncated(self) -> bool:
+        return self.finish_reason == FINISH_LENGTH
 
     def to_json(self) -> str:
         return json.dumps({
             "text": self.text, "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
             "latency_s": self.latency_s, "letter_logprobs": self.letter_logprobs, "attempts": self.attempts,
             **({"tool_calls": self.tool_calls} if self.tool_calls is not None else {}),
+            "finish_reason": self.finish_reason,
         }, sort_keys=True)
 
     @classmethod

@@ -139,6 +139,8 @@ class LlamaCppBackend(Backend):
         # bits between batch sizes, so a cached call's text can differ from an uncached one's (rarely).
         body = chat_body(request, None, extra={"cache_prompt": bool(self.config.get("cache_prompt", True)),
                                                **thinking_body(self.config)})
+        if request.repetition_penalty is not None:  # llama.cpp's name for it
+            body["repeat_penalty"] = float(body.pop("repetition_penalty"))
         started = time.perf_counter()
         try:
             with self._lock:

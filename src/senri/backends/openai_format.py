@@ -63,8 +63,16 @@ def chat_body(request: ChatRequest, model: str | None, video_ok: bool = False,
     if request.letter_logprobs:
         body["logprobs"] = True
         body["top_logprobs"] = TOP_LOGPROBS
+    body.update(repetition_fields(request))
     body.update(extra or {})
     return body
+
+
+def repetition_fields(request: ChatRequest) -> dict[str, float]:
+    """The request's repetition controls under the names OpenAI-format servers take: ``frequency_penalty`` (the
+    API's own), ``repetition_penalty`` (vLLM's server and llama.cpp's take it as an extra field)."""
+    fields = {"frequency_penalty": request.frequency_penalty, "repetition_penalty": request.repetition_penalty}
+    return {k: float(v) for k, v in fields.items() if v is not None}
 
 
 def chat_template_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -146,6 +154,7 @@ def parse_chat_response(body: Mapping[str, Any], request: ChatRequest, latency_s
                              if request.letter_logprobs else None),
             attempts=attempts,
             tool_calls=tool_calls,
+            finish_reason=str(choice["finish_reason"]) if choice.get("finish_reason") else None,
         )
     except (AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:
         return failed(f"{type(exc).__name__}: {exc}")

@@ -2,14 +2,18 @@
 
 Each line is a rule ``{"match": "text", "text": "...", ...}``; a request gets the first rule whose ``match``
 occurs in its last user message (a rule without ``match`` matches anything). Optional fields:
-``letter_logprobs`` (a dict), ``tool_calls`` (a list of ``{"name", "arguments"}``, returned when the
-request offers tools; ``images``/``tools`` in the model config switch those capabilities), ``error`` (the call fails with this message), ``delay_s`` (sleep first, to
+``letter_logprobs`` (a dict), ``finish_reason`` (default ``stop``; ``length`` stands for a reply cut at its
+token limit), ``tool_calls`` (a list of ``{"name", "arguments"}``, returned when the request offers tools;
+``images``/``tools`` in the model config switch those capabilities), ``error`` (the call fails with this
+message), ``delay_s`` (sleep first, to
 let tests kill a run mid-call, or to stand for a model's latency), ``prompt_tokens`` / ``completion_tokens``.
 Every request is appended to ``record`` (a JSONL file) when configured, so tests can inspect exactly what a
-method sent. ``concurrency`` (default 1) answers up to that many requests of one batch at once, as a server
-with that many slots would. A context limit in the config (``context_tokens``, ``n_ctx``; ``max_images``) is
-enforced as an engine enforces it: a request past it fails (:func:`senri.backends.budget.overflow`). A config
-with ``reasoning: true`` and ``reasoning_parser`` stands for a backend that applies a schema after the thinking.
+method sent. A rule with ``repetition_penalty`` matches only requests sent with that penalty (null: none), so a
+script can answer a captioner's retry differently. ``concurrency`` (default 1) answers up to that many requests
+of one batch at once, as a server with that many slots would. A context limit in the config (``context_tokens``,
+``n_ctx``; ``max_images``) is enforced as an engine enforces it: a request past it fails
+(:func:`senri.backends.budget.overflow`). A config with ``reasoning: true`` and ``reasoning_parser`` stands for a
+backend that applies a schema after the thinking.
 """
 
 from __future__ import annotations
@@ -57,6 +61,8 @@ class ScriptedBackend(Backend):
         if too_big is not None:  # as an engine rejects a prompt past its context window
             return ChatResponse(text="", error=f"scripted backend: request exceeds the model's limits: {too_big}")
         for rule in self.rules:
+            if "repetition_penalty" in rule and rule["repetition_penalty"] != request.repetition_penalty:
+                continue
             if rule.get("match") is None or rule["match"] in prompt:
                 time.sleep(float(rule.get("delay_s", 0)))
                 if rule.get("error"):
@@ -70,6 +76,7 @@ class ScriptedBackend(Backend):
                     tool_calls=([{"name": c["name"], "arguments": c["arguments"] if isinstance(c["arguments"], str)
                                   else json.dumps(c["arguments"])} for c in rule.get("tool_calls") or []]
                                 if request.tools else None),
+                    finish_reason=str(rule.get("finish_reason", "stop")),
                 )
         return ChatResponse(text="", error=f"scripted backend: no rule matches the prompt {prompt[:80]!r}")
 

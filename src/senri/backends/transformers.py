@@ -38,6 +38,17 @@ def carrier_frames(part: VideoPart) -> list[Any]:
         return [frame.to_image().convert("RGB") for frame in container.decode(video=0)]
 
 
+def finish_reason(new_tokens: list[int], max_tokens: int, eos_token_id: Any, generation_config: Any = None) -> str:
+    """``length`` when generation used all ``max_tokens`` without ending on an end-of-sequence token (the
+    tokenizer's or the generation config's, which may list several), else ``stop``."""
+    ends = set()
+    for ids in (eos_token_id, getattr(generation_config, "eos_token_id", None)):
+        ends.update(ids if isinstance(ids, (list, tuple)) else ([] if ids is None else [ids]))
+    if len(new_tokens) >= max_tokens and not (new_tokens and new_tokens[-1] in ends):
+        return "length"
+    return "stop"
+
+
 def hf_messages(request: ChatRequest, video_ok: bool = False
                 ) -> tuple[list[dict[str, Any]], list[Any], list[VideoPart]]:
     """Chat messages in transformers' typed-content form, plus the PIL images and the video parts in the order
@@ -149,6 +160,9 @@ class TransformersBackend(Backend):
                 temperature=request.temperature if sample else None,
                 top_p=request.top_p if sample else None,
                 output_scores=bool(request.letter_logprobs),
+                # generate has no frequency penalty; a request's repetition_penalty is its own control.
+                **({"repetition_penalty": float(request.repetition_penalty)}
+                   if request.repetition_penalty is not None else {}),
                 return_dict_in_generate=True,
                 pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
             )
@@ -162,7 +176,9 @@ class TransformersBackend(Backend):
                 for letter, token_ids in self._letter_token_ids(request.letter_logprobs).items()
             }
         return ChatResponse(text=text, prompt_tokens=prompt_tokens, completion_tokens=int(new_tokens.shape[0]),
-                            latency_s=time.perf_counter() - started, letter_logprobs=letter_logprobs)
+                            latency_s=time.perf_counter() - started, letter_logprobs=letter_logprobs,
+                            finish_reason=finish_reason(new_tokens.tolist(), request.max_tokens,
+                                                        self.tokenizer.eos_token_id, self.model.generation_config))
 
     def close(self) -> None:
         del self.model

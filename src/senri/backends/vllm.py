@@ -8,6 +8,19 @@ a carrier goes in as one ``video_url`` (the model's native video interface), all
 (``video_frames``, default 512); ``thinking: false`` is passed as the template's ``enable_thinking=False``.
 A reasoning model (``reasoning: true``, ``reasoning_parser: deepseek_r1``) gets vLLM's reasoning parser, so a
 JSON schema constrains only what follows its thinking. Prompt tokens are counted with the engine's tokenizer.
+
+**Video timing.** ``LLM.chat`` loads a ``video_url`` with engine-wide loader settings only, and the metadata it
+derives (the MP4's rate, frames numbered 0…n−1) says nothing of where the frames came from; Qwen2.5-VL takes its
+temporal position step from the metadata's rate, Qwen3-VL writes each frame's ``frames_indices / fps`` into the
+prompt as its timestamp. So a request holding a video goes through ``LLM.generate`` instead: the prompt rendered
+by the model's chat template, the carrier decoded here, and per video the metadata :func:`video_metadata` builds
+from the part — the carrier's true rate and its frames placed at their source times (or carrier offsets, where
+the part says so) — with ``do_sample_frames`` off, so every frame is kept. Requests without video still go
+through ``LLM.chat``.
+
+**One failure is one request's.** If the engine rejects a batch (one over-long prompt, one bad video), each
+request of it is run again alone: the others keep their answers and only the failing ones carry ``error``.
+``finish_reason`` (``stop`` / ``length``) is read from every completion.
 """
 
 from __future__ import annotations
@@ -16,7 +29,7 @@ import logging
 import time
 from typing import Any, Callable, Mapping, Sequence
 
-from senri.backends.base import (Backend, BackendError, Capabilities, ChatRequest, ChatResponse,
+from senri.backends.base import (Backend, BackendError, Capabilities, ChatRequest, ChatResponse, VideoPart,
                                  reasoning_parser, text_only)
 from senri.backends.openai_format import TOP_LOGPROBS, chat_messages, chat_template_kwargs, letter_scores
 
@@ -92,6 +105,9 @@ class VLLMBackend(Backend):
     def _sampling(self, request: ChatRequest):
         kwargs: dict[str, Any] = {"max_tokens": request.max_tokens, "temperature": request.temperature,
                                   "top_p": request.top_p, "seed": request.seed}
+        for name in ("repetition_penalty", "frequency_penalty"):
+            if getattr(request, name) is not None:
+                kwargs[name] = float(getattr(request, name))
         if request.letter_logprobs:
             kwargs["logprobs"] = TOP_LOGPROBS
         if request.json_schema is not None:
@@ -108,21 +124,46 @@ class VLLMBackend(Backend):
 
     def complete_many(self, requests: Sequence[ChatRequest],
                       on_done: Callable[[int, ChatResponse], None] | None = None) -> list[ChatResponse]:
-        started = time.perf_counter()
-        conversations = [chat_messages(r, video_ok=self.capabilities.video) for r in requests]
-        try:
-            outputs = self.llm.chat(conversations, [self._sampling(r) for r in requests], use_tqdm=False,
-                                    chat_template_kwargs=self.template_kwargs or None)
-        except Exception as exc:  # noqa: BLE001 — a failed batch is recorded per request
-            error = f"vLLM: {type(exc).__name__}: {exc}"
-            responses = [ChatResponse(text="", error=error) for _ in requests]
-        else:
-            latency = (time.perf_counter() - started) / max(1, len(requests))
-            responses = [self._response(r, o, latency) for r, o in zip(requests, outputs)]
-        for i, response in enumerate(responses):
+        responses: list[ChatResponse | None] = [None] * len(requests)
+        with_video = [i for i, r in enumerate(requests) if any(m.videos() for m in r.messages)]
+        plain = [i for i in range(len(requests)) if i not in set(with_video)]
+        for indices, run in ((plain, self._run_chat), (with_video, self._run_generate)):
+            if not indices:
+                continue
+            batch = self._batch([requests[i] for i in indices], run)
+            for i, response in zip(indices, batch):
+                responses[i] = response
+        done = [r for r in responses if r is not None]
+        for i, response in enumerate(done):
             if on_done is not None:
                 on_done(i, response)
-        return responses
+        return done
+
+    def _batch(self, requests: list[ChatRequest], run) -> list[ChatResponse]:
+        """``run`` over the batch; if the engine raises, each request alone, so one bad request fails alone."""
+        started = time.perf_counter()
+        try:
+            outputs = run(requests)
+        except Exception as exc:  # noqa: BLE001 — retried one by one below
+            if len(requests) == 1:
+                return [ChatResponse(text="", error=f"vLLM: {type(exc).__name__}: {exc}",
+                                     latency_s=time.perf_counter() - started)]
+            log.warning("vLLM rejected a batch of %d (%s: %s); running its requests one by one", len(requests),
+                        type(exc).__name__, exc)
+            return [self._batch([r], run)[0] for r in requests]
+        latency = (time.perf_counter() - started) / max(1, len(requests))
+        return [self._response(r, o, latency) for r, o in zip(requests, outputs)]
+
+    def _run_chat(self, requests: list[ChatRequest]):
+        conversations = [chat_messages(r, video_ok=self.capabilities.video) for r in requests]
+        return self.llm.chat(conversations, [self._sampling(r) for r in requests], use_tqdm=False,
+                             chat_template_kwargs=self.template_kwargs or None)
+
+    def _run_generate(self, requests: list[ChatRequest]):
+        if not self.capabilities.video:
+            raise ValueError("this vLLM model config takes no video input (model config video: true)")
+        prompts = [generate_prompt(r, self.llm.get_tokenizer(), self.template_kwargs) for r in requests]
+        return self.llm.generate(prompts, [self._sampling(r) for r in requests], use_tqdm=False)
 
     @staticmethod
     def _response(request: ChatRequest, output, latency_s: float) -> ChatResponse:
@@ -134,4 +175,42 @@ class VLLMBackend(Backend):
                                             request.letter_logprobs)
         return ChatResponse(text=completion.text, prompt_tokens=len(output.prompt_token_ids or []),
                             completion_tokens=len(completion.token_ids), latency_s=latency_s,
-                            letter_logprobs=letter_logprobs)
+                            letter_logprobs=letter_logprobs,
+                            finish_reason=str(completion.finish_reason) if completion.finish_reason else None)
+
+
+def video_metadata(part: VideoPart, n_frames: int) -> dict[str, Any]:
+    """The metadata vLLM's Qwen2.5-VL / Qwen3-VL processors read for one carrier of ``n_frames`` frames.
+
+    ``fps`` is the carrier's rate and ``total_num_frames`` its frame count, so Qwen2.5-VL's sampled rate
+    (frames kept / total × fps) is the carrier's; ``frames_indices`` are the frames' source times × fps (rounded
+    to the carrier's frame step) so Qwen3-VL's timestamps (index / fps) are the source times, or 0…n−1 (carrier
+    offsets) for a part on its carrier's timeline or without source times."""
+    if part.times_s and len(part.times_s) != n_frames:
+        raise ValueError(f"a carrier of {n_frames} frames came with {len(part.times_s)} source times")
+    if part.timeline == "source" and part.times_s:
+        indices = [int(round(float(t) * part.fps)) for t in part.times_s]
+    else:
+        indices = list(range(n_frames))
+    return {"fps": float(part.fps), "frames_indices": indices, "total_num_frames": n_frames,
+            "duration": n_frames / part.fps, "video_backend": "senri", "do_sample_frames": False}
+
+
+def generate_prompt(request: ChatRequest, tokenizer: Any, template_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``LLM.generate`` input for a request holding video: the chat template's text over the typed-content
+    messages transformers' processors take (``image`` / ``video`` placeholders where the parts were, a
+    timestamped image after its label) and the decoded media, each video with its :func:`video_metadata`."""
+    import numpy as np
+
+    from senri.backends.transformers import carrier_frames, hf_messages
+
+    messages, images, parts = hf_messages(request, video_ok=True)
+    videos = []
+    for part in parts:
+        frames = np.stack([np.asarray(f) for f in carrier_frames(part)])
+        videos.append((frames, video_metadata(part, len(frames))))
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **template_kwargs)
+    data: dict[str, Any] = {"video": videos}
+    if images:
+        data["image"] = images
+    return {"prompt": text, "multi_modal_data": data}

@@ -24,7 +24,9 @@ class Caption:
     """A captioner's text for one clip; ``error`` (text empty) when it could not describe the clip.
     ``dropped_frames``: frames the clip's rate gave that a frame cap left out; tokens and ``latency_s`` are
     the model call's (0 for a measuring captioner). ``sent``: whether a request reached the model (False for a
-    clip that failed before any call, e.g. no frame could be decoded), so call counts hold only real calls."""
+    clip that failed before any call, e.g. no frame could be decoded), so call counts hold only real calls.
+    ``finish_reason``: the model call's (``length``: the caption was cut at the token limit; None for a
+    measuring captioner); ``calls``: model calls it took (2 when a looping caption was retried)."""
 
     text: str
     n_frames: int
@@ -34,6 +36,8 @@ class Caption:
     completion_tokens: int = 0
     latency_s: float = 0.0
     sent: bool = True
+    finish_reason: str | None = None
+    calls: int = 1
 
 
 def code_digest(roots: Sequence[Any], modules: Sequence[Any]) -> str:

@@ -7,15 +7,22 @@ backend takes video (``video_input: auto``) the clip goes as one MP4 at the clip
 native video input, as the released code passes it; otherwise as timestamped images. The instruction is
 wrapped by the prompt of that input mode (config/prompts/captioner/clip_video.txt or clip_images.txt: the
 clip's span, frame count and rate, and how the frames are shown).
-All clips given together go to the backend as one batch, so a GPU engine sees many clips at once.
+All clips given together go to the backend as one batch, so a GPU engine sees many clips at once; a clip
+whose frames or request fail is that clip's failure, and the batch's other captions are kept. A caption cut
+at its token limit (``finish_reason: length``) is kept and marked so in the memory table; one cut inside a
+repetition loop is asked once more with the model config's repetition settings (``memory.repetition_retry``,
+a deviation from the paper, on by default).
 
 The captioner's identity (part of every caption's cache key) holds the backend, the frame settings, the
-completion limit, the digest of both wrapper prompts and of the frame-selection code.
+completion limit, the loop retry's settings, the digest of both wrapper prompts and of the frame-selection
+code.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import logging
 import sys
 import tempfile
 from pathlib import Path
@@ -24,8 +31,29 @@ from typing import Any, Mapping, Sequence
 from senri.answers import split_reasoning
 from senri.captioners.base import Caption, Captioner, Clip, VideoMedia, code_digest
 
+log = logging.getLogger(__name__)
+
 #: The instruction's wrapper per input mode (video, images); both are in the captioner's identity.
 WRAPPERS = ("clip_video", "clip_images")
+#: A looping caption's retry penalty where the model config names none (a mild one: Qwen2.5-VL's own
+#: generation config uses 1.05).
+DEFAULT_REPETITION_PENALTY = 1.05
+
+
+def looping(text: str, min_words: int = 24, max_period: int = 64) -> bool:
+    """Whether ``text`` ends in a repetition loop: its last words repeat with some period of 1…``max_period``
+    words for at least ``min_words`` words and at least two full periods beyond the first ("the door the door
+    the door …", a sentence said over and over). A caption cut at its token limit this way is retried."""
+    words = text.lower().split()
+    for period in range(1, min(max_period, len(words) // 3) + 1):
+        run = 0
+        for k in range(len(words) - 1, period - 1, -1):
+            if words[k] != words[k - period]:
+                break
+            run += 1
+        if run >= max(min_words, 2 * period):
+            return True
+    return False
 
 
 def clip_targets(clip: Clip, max_frames: int | None) -> tuple[list[float], int]:
@@ -61,6 +89,7 @@ class BackendCaptioner(Captioner):
         self.max_frames = int(config["max_frames"]) if config.get("max_frames") else None
         self.short_side = int(config.get("short_side", 448))
         self.max_tokens = int(config.get("max_tokens", 2048))
+        self.repetition_retry = bool(config.get("repetition_retry", True))
         self.prompts = config.get("prompts") or prompt_set("captioner")
         self.backend = open_backend(self.model_config, None)
         if self.backend is None or not (self.backend.capabilities.images or self.backend.capabilities.video):
@@ -79,6 +108,7 @@ class BackendCaptioner(Captioner):
         wrapper = hashlib.sha256("\0".join(self.prompts[name].text for name in WRAPPERS).encode()).hexdigest()[:16]
         return {"captioner": "vlm", "backend": self.backend.identity, "max_frames": self.max_frames,
                 "short_side": self.short_side, "max_tokens": self.max_tokens, "as_video": self.as_video,
+                "loop_retry": self.repetition_settings(),
                 "temperature": float(self.model_config.get("temperature", 0.0)), "wrapper": wrapper,
                 "frame_code": code_digest([clip_targets, clip_video, BackendCaptioner._frames,
                                            BackendCaptioner._request],
@@ -100,7 +130,8 @@ class BackendCaptioner(Captioner):
         text = self.prompts.render(wrapper, start=f"{clip.start_s:g}", end=f"{clip.end_s:g}", fps=f"{clip.fps:g}",
                                    n_frames=len(frames), instruction=clip.instruction)
         if self.as_video:
-            media: tuple = (VideoPart(clip_video(frames, clip.fps), clip.fps),)
+            times = tuple(float(clip.start_s if f.pts_s is None else f.pts_s) for f in frames)
+            media: tuple = (VideoPart(clip_video(frames, clip.fps), clip.fps, times),)
         else:
             media = tuple(ImagePart(encode_jpeg(f.image), f.pts_s) for f in frames)
         return ChatRequest(messages=(Message("user", (text, *media)),),
@@ -108,25 +139,58 @@ class BackendCaptioner(Captioner):
                            max_tokens=self.max_tokens, purpose=f"caption:{clip.level}")
 
     def caption_many(self, clips: Sequence[Clip]) -> list[Caption]:
-        decoded = [self._frames(clip) for clip in clips]
-        requests, failed = [], {}
-        for i, (clip, (frames, _)) in enumerate(zip(clips, decoded)):
-            if frames:
-                requests.append((i, self._request(clip, frames)))
-            else:
-                failed[i] = f"no frame of {clip.start_s:g}–{clip.end_s:g} s could be decoded"
-        responses = dict(zip((i for i, _ in requests), self.backend.complete_many([r for _, r in requests])))
-        captions = []
-        for i, (frames, dropped) in enumerate(decoded):
-            if i in failed:
-                captions.append(Caption("", 0, failed[i], dropped, sent=False))  # no request went out
-                continue
-            r = responses[i]
+        """Every clip's caption; a clip whose frames or request fail is that clip's error, never the batch's.
+        A caption cut at the token limit in a repetition loop (:func:`looping`) is asked once more with the
+        model config's repetition settings (:meth:`repetition_settings`); the retry's caption is kept, marked
+        with its own ``finish_reason``."""
+        captions: dict[int, Caption] = {}
+        requests: dict[int, Any] = {}
+        frames_of: dict[int, tuple[list, int]] = {}
+        for i, clip in enumerate(clips):
+            try:
+                frames, dropped = self._frames(clip)
+                if not frames:
+                    captions[i] = Caption("", 0, f"no frame of {clip.start_s:g}–{clip.end_s:g} s could be decoded",
+                                          dropped, sent=False)  # no request went out
+                    continue
+                requests[i] = self._request(clip, frames)
+                frames_of[i] = frames, dropped
+            except Exception as exc:  # noqa: BLE001 — this clip's failure, recorded on its row
+                captions[i] = Caption("", 0, f"{type(exc).__name__}: {exc}", sent=False)
+        order = list(requests)
+        responses = dict(zip(order, self.backend.complete_many([requests[i] for i in order])))
+        retry = self.repetition_settings()
+        looped = [i for i in order if retry and responses[i].error is None and responses[i].truncated
+                  and looping(split_reasoning(responses[i].text or "")[0])]
+        if looped:
+            again = self.backend.complete_many([dataclasses.replace(requests[i], **retry) for i in looped])
+            for i, response in zip(looped, again):
+                first = responses[i]
+                kept = first if response.error else response  # a failed retry keeps the cut caption
+                if response.error:
+                    log.warning("%s: the loop retry failed (%s); the cut caption is kept", requests[i].purpose,
+                                response.error)
+                kept.prompt_tokens = first.prompt_tokens + response.prompt_tokens
+                kept.completion_tokens = first.completion_tokens + response.completion_tokens
+                kept.latency_s = first.latency_s + response.latency_s
+                responses[i] = kept
+        for i in order:
+            r, (frames, dropped) = responses[i], frames_of[i]
             text = "" if r.error else split_reasoning(r.text or "")[0].strip()
             error = r.error or (None if text else "the captioner returned an empty caption")
-            captions.append(Caption(text, len(frames), error, dropped, r.prompt_tokens, r.completion_tokens,
-                                    r.latency_s))
-        return captions
+            captions[i] = Caption(text, len(frames), error, dropped, r.prompt_tokens, r.completion_tokens,
+                                  r.latency_s, finish_reason=r.finish_reason, calls=2 if i in looped else 1)
+        return [captions[i] for i in range(len(clips))]
+
+    def repetition_settings(self) -> dict[str, float]:
+        """The request fields a looping caption's retry sets: the model config's ``repetition_penalty`` and
+        ``frequency_penalty`` where given, else :data:`DEFAULT_REPETITION_PENALTY`; empty with
+        ``memory.repetition_retry: false`` (no retry)."""
+        if not self.repetition_retry:
+            return {}
+        settings = {name: float(self.model_config[name]) for name in ("repetition_penalty", "frequency_penalty")
+                    if self.model_config.get(name) is not None}
+        return settings or {"repetition_penalty": DEFAULT_REPETITION_PENALTY}
 
     def close(self) -> None:
         self.backend.close()

@@ -49,7 +49,7 @@ from typing import Any, Callable, ClassVar
 from senri.answers import json_objects, parse_answer, question_block, split_reasoning
 from senri.backends.base import ChatRequest, ChatResponse, ImagePart, Message, Part, VideoPart
 from senri.backends.budget import overflow
-from senri.memory import format_memory
+from senri.memory import caption_health, described, format_memory
 from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
 from senri.methods.structured import StructuredReply, ask_json, ask_json_many, request_schema
 from senri.records import LETTERS, MemoryRow, Question, read_table
@@ -218,7 +218,10 @@ class MemorySearch(Method):
             raise ValueError(f"method {context.method_name!r}: verifier_input must be one of {VERIFIER_INPUTS}")
         self.prompt_set = prompt_set(config.get("prompts") or self.default_prompts, config.get("prompts_dir"))
         table = read_table(context.memory, MemoryRow).sort("start_s", "level")
-        self.memory = [MemoryRow(**row) for row in table.select(list(MemoryRow.__dataclass_fields__)).iter_rows(named=True)]
+        rows = [MemoryRow(**row) for row in table.select(list(MemoryRow.__dataclass_fields__)).iter_rows(named=True)]
+        # A failed caption has nothing to find: it is not indexed, and every question books it (failed_captions).
+        self.memory = [r for r in rows if described(r)]
+        self.failed_memories = caption_health(rows)[1]
         index_dir = context.caption_cache / "index" if context.caption_cache else None
         self.index = MemoryIndex([f"{clock(r.start_s)}–{clock(r.end_s)} {r.place_labels or ''} {r.text}"
                                   for r in self.memory], index_dir, str(config.get("retriever", "embedding")))
@@ -370,6 +373,7 @@ class MemorySearch(Method):
         new = [i for i, _ in hits if i not in ep.retrieved]
         for i in new:
             ep.retrieved[i] = self.memory[i]
+        ep.tally.count("truncated_captions", caption_health([self.memory[i] for i in new])[0])
         if not new:
             ep.feedback = [self.prompt_set.render("search_nothing_new", query=query, top_k=self.top_k).strip()]
             ep.feedback_action = "search"
@@ -385,9 +389,10 @@ class MemorySearch(Method):
                              f"{self.context.model_name!r} takes no video")
         return self.verifier_input == "video" or (self.verifier_input == "auto" and takes_video)
 
-    def _verifier_visual(self, jpegs: list[bytes], as_video: bool) -> list[Part]:
-        """The cell's frames as the verifier sees them: a 1 frame/s carrier (frame k at offset k s) for
-        backends that take video, else images labelled with the same carrier offsets."""
+    def _verifier_visual(self, jpegs: list[bytes], as_video: bool, times: list[float]) -> list[Part]:
+        """The cell's frames as the verifier sees them: a 1 frame/s carrier (frame k at offset k s, the
+        timeline its citations use; the frames' source ``times`` travel with it) for backends that take video,
+        else images labelled with the same carrier offsets."""
         if not as_video:
             return [ImagePart(jpeg, float(k)) for k, jpeg in enumerate(jpegs)]
         from senri.decode import carrier_frame_count, carrier_from_jpegs
@@ -396,7 +401,7 @@ class MemorySearch(Method):
         count = carrier_frame_count(mp4)
         if count != len(jpegs):  # the paper's carrier check: exactly the sampled frames, nothing dropped or added
             raise RuntimeError(f"verifier carrier holds {count} frames, {len(jpegs)} were sampled")
-        return [VideoPart(mp4, 1.0)]
+        return [VideoPart(mp4, 1.0, tuple(times), timeline="carrier")]
 
     def _verifier_request(self, check: Check, cell: Cell, times: list[float], jpegs: list[bytes]) -> ChatRequest:
         """Choice-blind: only the check's task (or, without target guidance, a general prompt under its own
@@ -422,7 +427,7 @@ class MemorySearch(Method):
         return ChatRequest(
             messages=(Message.text("system", self.prompt_set.render(
                           "verifier_system" if self.target_guided else "verifier_system_general")),
-                      Message("user", (task + "\n", *self._verifier_visual(jpegs, as_video), "\n" + reply))),
+                      Message("user", (task + "\n", *self._verifier_visual(jpegs, as_video, times), "\n" + reply))),
             json_schema=request_schema(self.context.backend, REPORT_SCHEMA),
             purpose="verify", **sampling)
 
@@ -600,6 +605,7 @@ class MemorySearch(Method):
     def answer(self, question: Question) -> MethodAnswer:
         started = time.monotonic()
         ep = Episode(question)
+        ep.tally.count("failed_captions", self.failed_memories)
         letter, text = None, None
         for round_no in range(1, self.max_rounds + 2):
             forced = round_no == self.max_rounds + 1

@@ -79,7 +79,7 @@ class DirectPerception(PromptedChoice):
             if count != len(self.images):
                 raise ValueError(f"{context.carrier}: the carrier holds {count} frames, the frame store "
                                  f"{context.frames} has {len(self.images)} decoded frames; rebuild the carrier")
-            self.video_part = VideoPart(mp4, 1.0)
+            self.video_part = VideoPart(mp4, 1.0, tuple(float(p.time_s or 0.0) for p in self.images))
 
     def visual_parts(self, question: Question) -> list[Part]:
         return [self.video_part] if self.video_part is not None else list(self.images)

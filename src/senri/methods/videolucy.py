@@ -50,8 +50,8 @@ from senri.answers import question_block
 from senri.backends.base import ChatRequest, ChatResponse, Message
 from senri.backends.budget import overflow, request_limits
 from senri.captioners.base import Clip
-from senri.memory import (LEVELS, choose_preset, deeper_instruction, keep_good_caption, next_level, open_service,
-                          prompt_variant, row_context, split)
+from senri.memory import (LEVELS, caption_health, choose_preset, deeper_instruction, described, keep_good_caption,
+                          next_level, open_service, prompt_variant, row_context, split)
 from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
 from senri.methods.structured import StructuredReply, ask_json
 from senri.records import LETTERS, MemoryRow, Question, read_table
@@ -165,15 +165,24 @@ def seconds(value: float) -> str:
 
 def memory_list(entries: list[Entry]) -> str:
     """The memory list the agents read: one line per period, ``[start, end]`` in seconds (the form their JSON
-    uses), deeper levels indented under the period they refine, in time order."""
+    uses), deeper levels indented under the period they refine, in time order. A period whose caption failed
+    is left out (its backend error is not the video's; the question books it as ``failed_captions``)."""
     lines = []
     for entry in sorted(entries, key=lambda e: (e.row.start_s, LEVELS.index(e.row.level), e.row.end_s)):
         row = entry.row
+        if not described(row):
+            continue
         context = row_context(row.__dict__)
-        text = row.text or f"(no caption: {row.error})"
+        text = row.text
         lines.append(f"{'    ' * LEVELS.index(row.level)}[{seconds(row.start_s)}, {seconds(row.end_s)}] "
                      f"({row.level.replace('_', '-')}{'; ' + context if context else ''}): {text}")
     return "\n".join(lines)
+
+
+def caption_label(row: MemoryRow) -> str:
+    """A caption as the trace names it: level and span, and its error or its cut where it has one."""
+    note = f": {row.error}" if row.error else (": cut at the token limit" if caption_health([row])[0] else "")
+    return f"{row.level} {row.start_s:g}–{row.end_s:g}s{note}"
 
 
 def periods(value: Any) -> list[tuple[float, float]]:
@@ -538,7 +547,10 @@ class VideoLucy(Method):
         self.focus = None
         before = self.service.stats.snapshot()
         trace: dict[str, Any] = {"preset": self.preset, "captioner": self.service.name, "calls": [],
-                                 "iterations": [], "forced": False, "failed_captions": []}
+                                 "iterations": [], "forced": False,
+                                 "failed_captions": [caption_label(r) for r in self.coarse if not described(r)],
+                                 "truncated_captions": [caption_label(r) for r in self.coarse
+                                                        if caption_health([r])[0]]}
         reply: StructuredReply | None = None
         memory = [Entry(row) for row in self.coarse]
         if self.full_coarse_first:
@@ -547,6 +559,8 @@ class VideoLucy(Method):
         if not self._confident(reply):
             memory, trace["sparse_init"] = self._initial_memory(question, tally, trace)
             reply = self._loop(question, memory, tally, trace)
+        tally.count("failed_captions", len(trace["failed_captions"]))
+        tally.count("truncated_captions", len(trace["truncated_captions"]))
         spent = self.service.stats.since(before)
         tally.add_captions(spent.calls, spent.reused, spent.prompt_tokens, spent.completion_tokens, spent.seconds,
                            self.service.captioner.is_vlm)
@@ -590,7 +604,8 @@ class VideoLucy(Method):
                     target.row = keep_good_caption(target.row, row)
             known = {e.key for e in memory}
             memory += [Entry(r) for r in rows if (r.level, r.start_s, r.end_s) not in known and r.error is None]
-            trace["failed_captions"] += [f"{r.level} {r.start_s:g}–{r.end_s:g}s: {r.error}" for r in rows if r.error]
+            trace["failed_captions"] += [caption_label(r) for r in rows if r.error]
+            trace["truncated_captions"] += [caption_label(r) for r in rows if caption_health([r])[0]]
             iterations.append({"period": target.label(), "instruction": instruction,
                                "captions": [f"{r.level} {r.start_s:g}–{r.end_s:g}s" for r in rows]})
             if literal and len(iterations) == self.max_iterations:
