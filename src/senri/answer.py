@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 def check_method_declaration(name: str, method_cls: type[Method], method_config: Mapping[str, Any]) -> None:
     """The config's ``uses_model`` / ``uses_memory`` must agree with the class, or runs land under the wrong
     model folder or miss the inputs the workflow gives only to memory methods."""
-    for flag in ("uses_model", "uses_memory"):
+    for flag in ("uses_model", "uses_memory", "uses_pixels"):
         declared = getattr(method_cls, flag)
         if bool(method_config.get(flag, declared)) != declared:
             raise ValueError(f"method {name!r}: config says {flag}={method_config.get(flag)}, "
@@ -121,7 +121,8 @@ class MemoryInputs:
 
 def answer_video(questions: pl.DataFrame, video: VideoInfo, stage_config: Mapping[str, Any],
                  frames: str | Path | None = None, carrier: str | Path | None = None,
-                 cache: str | Path | None = None, memory: MemoryInputs | None = None) -> pl.DataFrame:
+                 cache: str | Path | None = None, memory: MemoryInputs | None = None,
+                 pixels: str | Path | None = None) -> pl.DataFrame:
     """Answer every question of ``video`` with the configured method and model; return prediction rows.
 
     ``cache`` is the job's durable response cache: every finished model call is stored there at once, so
@@ -134,6 +135,8 @@ def answer_video(questions: pl.DataFrame, video: VideoInfo, stage_config: Mappin
     check_method_declaration(method_name, method_cls, method_config)
     if method_cls.uses_memory and memory is None:
         raise ValueError(f"method {method_name!r} needs the video's memory inputs (--memory, --video, ...)")
+    if method_cls.uses_pixels and pixels is None:
+        raise ValueError(f"method {method_name!r} decodes the video itself: give it the video (--video)")
     backend = open_backend(model_config, cache) if method_cls.uses_model else None
     method: Method | None = None
     try:
@@ -147,6 +150,8 @@ def answer_video(questions: pl.DataFrame, video: VideoInfo, stage_config: Mappin
             backend=backend,
             frames=Path(frames) if frames else None,
             carrier=Path(carrier) if carrier else None,
+            pixels=Path(pixels) if pixels else None,
+            response_cache=Path(cache) if cache else None,
             **(memory_context(memory, video, stage_config) if method_cls.uses_memory and memory else {}),
         )
         method = method_cls(context)

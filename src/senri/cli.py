@@ -225,7 +225,7 @@ def cmd_answer(args: argparse.Namespace) -> None:
         memory = MemoryInputs(Path(args.memory), Path(args.video), _path(args.track), _path(args.ocr),
                               _path(args.detections), Path(args.caption_cache))
     predictions = answer_video(read_table(args.questions, Question), video[0], stage, frames=args.frames,
-                               carrier=args.carrier, cache=args.cache, memory=memory)
+                               carrier=args.carrier, cache=args.cache, memory=memory, pixels=args.video)
     write_table(predictions, args.out, Prediction)
     cfgmod.write_sidecar(args.out, "answer", stage)
 

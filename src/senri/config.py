@@ -55,6 +55,7 @@ def compose(overrides: str | Iterable[str] | None = None, config_dir: Path = CON
     cfg.setdefault("model", {})
     expand_frame_budgets(cfg)
     cfg["captioner_model"] = captioner_model(cfg, Path(config_dir))
+    attach_tool_models(cfg, Path(config_dir))
     validate(cfg)
     attach_prompt_identities(cfg)
     return cfg
@@ -95,14 +96,32 @@ def captioner_model(cfg: Mapping[str, Any], config_dir: Path) -> dict[str, Any] 
     name = cfg.get("memory", {}).get("captioner", "perception")
     if name == "perception":
         return None
+    return named_model_config(cfg, name, config_dir, "config.memory.captioner", "is neither 'perception' nor")
+
+
+def named_model_config(cfg: Mapping[str, Any], name: str, config_dir: Path, where: str,
+                       problem: str = "is not") -> dict[str, Any]:
+    """A model config by name: the selected one of that name, else ``config/model/<name>.yaml``."""
     if name in cfg.get("model", {}):
         return dict(cfg["model"][name])
     path = config_dir / "model" / f"{name}.yaml"
     if not path.is_file():
-        raise ConfigError(f"config.memory.captioner: {name!r} is neither 'perception' nor a model config "
-                          f"(no {path})")
+        raise ConfigError(f"{where}: {name!r} {problem} a model config (no {path})")
     data = yaml.safe_load(path.read_text()) or {}
     return {k: v for k, v in data.items() if not str(k).startswith("#")}
+
+
+def attach_tool_models(cfg: dict[str, Any], config_dir: Path) -> None:
+    """Resolve a method's ``tool_models`` (role → model config name, or null for the run's own model) into
+    ``tool_model_configs`` beside it, so the tool models' configs are part of the answer stage's slice: a
+    change to a tool model reruns the runs that call it (VideoARM keeps its tools fixed across backbones)."""
+    for name, spec in cfg.get("method", {}).items():
+        if not isinstance(spec, dict) or not isinstance(spec.get("tool_models"), dict):
+            continue
+        spec["tool_model_configs"] = {
+            role: {"name": model, "config": named_model_config(cfg, model, config_dir,
+                                                               f"config.method.{name}.tool_models.{role}")}
+            for role, model in spec["tool_models"].items() if model}
 
 
 def expand_frame_budgets(cfg: dict[str, Any]) -> None:

@@ -59,8 +59,10 @@ def code_digest(stage: str, method_implementation: str | None = None, backend: s
         from senri.methods import METHODS
 
         files.append(_module_file(METHODS.target(method_implementation).partition(":")[0]))
-        if getattr(METHODS.load(method_implementation), "uses_memory", False):
+        method_cls = METHODS.load(method_implementation)
+        if getattr(method_cls, "uses_memory", False):
             files += [PACKAGE_DIR / rel for rel in STAGE_CODE["memory"]]
+        files += [PACKAGE_DIR / rel for rel in getattr(method_cls, "extra_code", ())]
     if backend is not None and backend != "none":
         from senri.backends import BACKENDS
 
@@ -167,6 +169,8 @@ def answer_inputs(cfg: Mapping[str, Any], method: str, model: str, video_id: str
     if spec.get("uses_memory"):
         inputs["memory"] = memory_table(cfg, video_id)
         inputs.update({k: v for k, v in memory_inputs(cfg, video_id).items() if k != "info"})
+    if spec.get("uses_pixels"):
+        inputs["pixels"] = pixel_video(cfg, video_id)
     if spec.get("plan"):
         inputs["frames"] = f"results/frames/{spec['plan']}/{video_id}.parquet"
         model_spec = cfg["model"].get(model, {})

@@ -108,6 +108,10 @@ class ChatRequest:
     letter_logprobs: tuple[str, ...] = ()
     #: Free-form label for logs and traces (e.g. "blind", "verify:2"); not part of the cache key.
     purpose: str = ""
+    #: Function tools in the OpenAI form (``{"type": "function", "function": {name, description, parameters}}``)
+    #: and ``tool_choice`` ("required" | "auto" | "none"), for backends whose capabilities say ``tools``.
+    tools: tuple[Mapping[str, Any], ...] = ()
+    tool_choice: str | None = None
     #: Repetition controls (None: the backend's default, none applied): ``repetition_penalty`` multiplies down
     #: tokens already present (vLLM, transformers, llama.cpp's ``repeat_penalty``), ``frequency_penalty`` subtracts
     #: per occurrence (the OpenAI API's). A captioner's retry of a looping caption sets them from its model config.
@@ -136,6 +140,8 @@ class ChatRequest:
             "seed": self.seed if self.temperature > 0 else None,
             "json_schema": self.json_schema,
             "letter_logprobs": list(self.letter_logprobs),
+            # Only when set, so every tool-less request keeps the cache key it had before tools existed.
+            **({"tools": [dict(t) for t in self.tools], "tool_choice": self.tool_choice} if self.tools else {}),
             # Only when set, so every request without them keeps its cache key.
             **{name: value for name in ("repetition_penalty", "frequency_penalty")
                if (value := getattr(self, name)) is not None},
@@ -164,6 +170,9 @@ class ChatResponse:
     error: str | None = None
     cached: bool = False
     attempts: int = 1
+    #: The function calls a tool-calling reply made, each ``{"name": str, "arguments": str}`` (the arguments as
+    #: the model wrote them, JSON text not yet parsed); None when the request offered no tools.
+    tool_calls: list[dict[str, str]] | None = None
     finish_reason: str | None = None
 
     @property
@@ -174,6 +183,7 @@ class ChatResponse:
         return json.dumps({
             "text": self.text, "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
             "latency_s": self.latency_s, "letter_logprobs": self.letter_logprobs, "attempts": self.attempts,
+            **({"tool_calls": self.tool_calls} if self.tool_calls is not None else {}),
             "finish_reason": self.finish_reason,
         }, sort_keys=True)
 
@@ -191,6 +201,8 @@ class Capabilities:
     video: bool = False
     json_schema: bool = False
     logprobs: bool = False
+    #: OpenAI-compatible function calling (``ChatRequest.tools`` in, ``ChatResponse.tool_calls`` out).
+    tools: bool = False
     #: The backend applies a request's JSON schema only after the model's thinking (vLLM's reasoning parser
     #: with structured output): a model config marked ``reasoning: true`` then thinks first under a schema.
     #: Without it, such a model's structured calls go out unconstrained (see :func:`schema_for`).

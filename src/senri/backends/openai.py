@@ -90,6 +90,7 @@ class OpenAIBackend(Backend):
             video=bool(self.config.get("video", False)),
             json_schema=bool(self.config.get("json_schema", True)),
             logprobs=bool(self.config.get("logprobs", True)),
+            tools=bool(self.config.get("tools", True)),
             # A server started with a reasoning parser (vllm serve --reasoning-parser) applies the schema after
             # the thinking; the model config says so with reasoning: true and reasoning_parser.
             schema_after_reasoning=reasoning_parser(self.config) is not None,

@@ -7,6 +7,7 @@ one response parser, so all three account tokens and letter log-probabilities id
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any, Iterable, Mapping
 
@@ -56,6 +57,9 @@ def chat_body(request: ChatRequest, model: str | None, video_ok: bool = False,
             "type": "json_schema",
             "json_schema": {"name": "response", "schema": dict(request.json_schema), "strict": True},
         }
+    if request.tools:
+        body["tools"] = [dict(t) for t in request.tools]
+        body["tool_choice"] = request.tool_choice or "auto"
     if request.letter_logprobs:
         body["logprobs"] = True
         body["top_logprobs"] = TOP_LOGPROBS
@@ -137,6 +141,10 @@ def parse_chat_response(body: Mapping[str, Any], request: ChatRequest, latency_s
         if isinstance(reasoning, str) and reasoning.strip():
             text = f"<think>{reasoning}</think>{text}"
         usage = body.get("usage") or {}
+        calls = message.get("tool_calls")
+        tool_calls = None if not request.tools else [
+            {"name": str(call["function"]["name"]), "arguments": _arguments_text(call["function"].get("arguments"))}
+            for call in (calls or [])]
         return ChatResponse(
             text=text,
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
@@ -145,7 +153,15 @@ def parse_chat_response(body: Mapping[str, Any], request: ChatRequest, latency_s
             letter_logprobs=(first_token_letter_logprobs(choice, request.letter_logprobs)
                              if request.letter_logprobs else None),
             attempts=attempts,
+            tool_calls=tool_calls,
             finish_reason=str(choice["finish_reason"]) if choice.get("finish_reason") else None,
         )
     except (AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:
         return failed(f"{type(exc).__name__}: {exc}")
+
+
+def _arguments_text(arguments: Any) -> str:
+    """A tool call's arguments as JSON text: servers send a string, a few send the parsed object."""
+    if arguments is None:
+        return "{}"
+    return arguments if isinstance(arguments, str) else json.dumps(arguments)

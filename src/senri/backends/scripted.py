@@ -3,7 +3,9 @@
 Each line is a rule ``{"match": "text", "text": "...", ...}``; a request gets the first rule whose ``match``
 occurs in its last user message (a rule without ``match`` matches anything). Optional fields:
 ``letter_logprobs`` (a dict), ``finish_reason`` (default ``stop``; ``length`` stands for a reply cut at its
-token limit), ``error`` (the call fails with this message), ``delay_s`` (sleep first, to
+token limit), ``tool_calls`` (a list of ``{"name", "arguments"}``, returned when the request offers tools;
+``images``/``tools`` in the model config switch those capabilities), ``error`` (the call fails with this
+message), ``delay_s`` (sleep first, to
 let tests kill a run mid-call, or to stand for a model's latency), ``prompt_tokens`` / ``completion_tokens``.
 Every request is appended to ``record`` (a JSONL file) when configured, so tests can inspect exactly what a
 method sent. A rule with ``repetition_penalty`` matches only requests sent with that penalty (null: none), so a
@@ -43,7 +45,7 @@ class ScriptedBackend(Backend):
     @property
     def capabilities(self) -> Capabilities:
         return Capabilities(images=bool(self.config.get("images", True)), video=bool(self.config.get("video", False)),
-                            json_schema=True, logprobs=True,
+                            json_schema=True, logprobs=True, tools=bool(self.config.get("tools", False)),
                             schema_after_reasoning=reasoning_parser(self.config) is not None)
 
     @property
@@ -71,6 +73,9 @@ class ScriptedBackend(Backend):
                     completion_tokens=int(rule.get("completion_tokens", len(str(rule.get("text", "")).split()))),
                     latency_s=float(rule.get("latency_s", 0.01)),
                     letter_logprobs=rule.get("letter_logprobs"),
+                    tool_calls=([{"name": c["name"], "arguments": c["arguments"] if isinstance(c["arguments"], str)
+                                  else json.dumps(c["arguments"])} for c in rule.get("tool_calls") or []]
+                                if request.tools else None),
                     finish_reason=str(rule.get("finish_reason", "stop")),
                 )
         return ChatResponse(text="", error=f"scripted backend: no rule matches the prompt {prompt[:80]!r}")

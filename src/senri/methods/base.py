@@ -31,6 +31,10 @@ class RunContext:
     media: VideoMedia | None = None
     memory_config: Mapping[str, Any] | None = None
     caption_cache: Path | None = None
+    #: The video a pixel-reading method decodes itself (the anonymized one when anonymization is on), and
+    #: the job's response cache, for the extra backends such a method opens (VideoARM's tool models).
+    pixels: Path | None = None
+    response_cache: Path | None = None
 
 
 def is_timeout(error: str) -> bool:
@@ -119,13 +123,17 @@ class Method:
     ``approach`` groups methods in the report tables (the papers' direct perception / evidence seeking /
     persistent memory); ``uses_model`` tells the workflow whether to run the method once per model;
     ``uses_frames`` whether its jobs need the frame store of the plan named in the method config;
-    ``uses_memory`` whether they need the video's caption memory and a captioner.
+    ``uses_memory`` whether they need the video's caption memory and a captioner; ``uses_pixels`` whether
+    they decode the video themselves (``RunContext.pixels``). ``extra_code`` names package modules besides the
+    method's own (paths under ``senri/``) whose edits must rerun its jobs (the answer stage's code digest).
     """
 
     approach: ClassVar[str] = "baseline"
     uses_model: ClassVar[bool] = True
     uses_frames: ClassVar[bool] = False
     uses_memory: ClassVar[bool] = False
+    uses_pixels: ClassVar[bool] = False
+    extra_code: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, context: RunContext) -> None:
         self.context = context

@@ -193,6 +193,9 @@ def trace_marks(trace: Mapping[str, Any] | None) -> Marks:
         marks.cells += [(float(a), float(b), f"round {step.get('round')}") for a, b in step.get("cells") or []]
         for record in step.get("report_records") or []:
             marks.frames += cited_times(record)
+    for entry in trace.get("tool_calls_log") or []:  # VideoARM: the ranges its tools looked at, in source seconds
+        marks.periods += [(float(a), float(b), f"{entry.get('tool_name')} (step {entry.get('iteration')})")
+                          for a, b in entry.get("intervals_s") or []]
     if "iterations" in trace or "preset" in trace:
         marks.memories += _intervals(trace.get("final_memory") or [])
         marks.periods += _intervals(it.get("period", "") for it in trace.get("iterations") or [])

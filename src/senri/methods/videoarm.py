@@ -1,0 +1,581 @@
+"""``videoarm``: evidence seeking with tools over a per-question hierarchical memory (VideoARM; spec
+``videoarm.md``, statements A-*).
+
+VideoARM builds no memory ahead of the question. Per question, a controller navigates the video with tools
+and keeps what it saw in HM³ (``scene_snapshots``, ``audio_transcripts``, ``clip_analyses``), which is sent
+again at every step:
+
+- At most ``max_iterations`` (10) steps (A-L1). Each step's request is rebuilt from scratch (A-L2): the
+  system prompt (A1, plus A3 when there is no audio), one user turn (A2: video info, the HM³ as JSON, the
+  question and the multiple-choice instruction) and the mosaics of the latest ``scene_snapper`` call as
+  images (A-T3, A-L6). Earlier replies and tool outputs are not re-sent; they live on only through HM³.
+- Step 1 must call a tool (``tool_choice: required``); a later reply without a tool call is the answer
+  (A-L3), unless it is error-like (empty, "none", an error text), which spends the step. Every tool call of
+  a reply runs, in order, logged with that step's number (A-L2, P3).
+- After the last step, one forced answer (A4, no tools; A-L4), booked as ``forced_answers``.
+
+Tools (A-T*): ``scene_snapper`` (frames split over the ranges in proportion, 3×2 mosaics with each frame's
+index drawn on, a one-sentence caption by the caption model), ``clip_analyzer`` (up to 50 frames and a
+sub-question → answer and confidence, with the spec's parsing fallbacks), ``audio_transcriber`` (senri has
+no speech recognizer: it always answers unavailable and the controller is told so, A3). Frames come from
+senri's exact decoder on the video the workflow gives the job (the anonymized one when anonymization is on);
+every trace entry records its frame ranges in source seconds too (:class:`FrameClock`).
+
+Tool calling (one mapping, ``tool_interface``): a backend that declares OpenAI-compatible function calling
+(``Capabilities.tools``) gets the A7 schemas as ``tools`` and replies with ``tool_calls``; any other backend
+is given the same schemas in the prompt (``actions_json.txt``) and replies ``{"tool": name, "arguments":
+{...}}``; both become the same ``{"name", "arguments"}`` calls.
+
+Questions of one batch advance together (:meth:`VideoARM.answer_many`): each episode is a generator of
+model calls, and every round sends the pending calls of all questions to each model in one batch.
+
+Models (A-M5, S1): the run's model is the controller; the caption and clip-analyzer models are named in
+``tool_models`` (null: the run's model stands in, recorded in the trace's ``substitutions``). All three must
+take images: VideoARM reads pixels, so a text-only model is refused at start.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generator, Mapping, Sequence, TypeVar
+
+from senri.answers import parse_answer, question_block, split_reasoning
+from senri.backends.base import DEFAULT_MAX_TOKENS, Backend, ChatRequest, ChatResponse, ImagePart, Message
+from senri.backends.budget import overflow
+from senri.decode import encode_jpeg
+from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
+from senri.methods.videoarm_tools import (SNAPPER_COUNTS, FrameClock, first_caption_line,
+                                          is_error_like, json_actions, mosaics, parse_arguments, parse_clip_reply,
+                                          read_indexed_frames, sample_indices, split_frames)
+from senri.records import Question
+
+log = logging.getLogger(__name__)
+
+TOOL_INTERFACES = ("auto", "function_calling", "json")
+FORCED_FALLBACK = "Maximum iterations reached without a conclusive answer."
+TOOL_ROLES = ("caption", "clip")
+T = TypeVar("T")
+#: A part of an episode that makes model calls: it yields ``(backend, request)``, is sent the response, and
+#: returns its result (``yield from`` chains them; :meth:`VideoARM.answer_many` drives them in batches).
+Steps = Generator[tuple[Backend, ChatRequest], ChatResponse, T]
+
+
+def empty_hm3() -> dict[str, list]:
+    """A-M1: the per-question memory, empty at the start of every question."""
+    return {"scene_snapshots": [], "audio_transcripts": [], "clip_analyses": []}
+
+
+@dataclass
+class Episode:
+    """One question's state: HM³, the latest snapshot's mosaics, the log and the costs."""
+
+    question: Question
+    tally: CallTally
+    hm3: dict[str, list] = field(default_factory=empty_hm3)
+    images: list[ImagePart] = field(default_factory=list)
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    tool_log: list[dict[str, Any]] = field(default_factory=list)
+    tokens: dict[str, dict[str, int]] = field(default_factory=dict)
+    frames_decoded: int = 0
+    images_sent: int = 0
+
+    def book(self, role: str, request: ChatRequest, response: ChatResponse) -> None:
+        self.tally.add(request, response)
+        entry = self.tokens.setdefault(role, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "images": 0})
+        entry["calls"] += 1
+        entry["prompt_tokens"] += response.prompt_tokens
+        entry["completion_tokens"] += response.completion_tokens
+        entry["images"] += request.n_images()
+        self.images_sent += request.n_images()
+
+
+class VideoARM(Method):
+    approach = "evidence_seeking"
+    uses_model = True
+    uses_pixels = True
+    extra_code = ("decode.py", "methods/videoarm_tools.py")
+    #: Whether the tools read frames (VideoARM) or the caption memory (the text-only variant), and the prompt
+    #: files of the controller's system prompt and of the tool schemas.
+    reads_frames: ClassVar[bool] = True
+    system_role: ClassVar[str] = "system"
+    tools_role: ClassVar[str] = "tools"
+
+    def __init__(self, context: RunContext) -> None:
+        super().__init__(context)
+        config = context.method_config
+        if context.pixels is None:
+            raise ValueError(f"method {context.method_name!r} decodes the video itself; no video was given")
+        if context.backend is None:
+            raise ValueError(f"method {context.method_name!r} needs a model, but none is configured")
+        self.max_iterations = int(config.get("max_iterations", 10))
+        self.total_frames_limit = int(config.get("total_frames_limit", 240))
+        self.clip_max_frames = int(config.get("clip_max_frames", 50))
+        self.audio_max_frames = int(config.get("audio_max_frames", 15000))
+        self.snapshot_short_side = int(config.get("snapshot_short_side", 256))
+        self.clip_short_side = int(config.get("clip_short_side", 512))
+        self.error_recalls = int(config.get("error_recalls", 0))
+        self.templates = self.prompts()
+        self.clock = FrameClock.of(context.pixels)
+        if self.clock.total_frames < 2:
+            raise ValueError(f"{context.pixels}: VideoARM needs a video of at least 2 frames")
+        self.tool_models: dict[str, tuple[str, Backend]] = {}
+        self._opened: list[Backend] = []
+        self.substitutions: list[str] = []
+        try:
+            for role in TOOL_ROLES:
+                self.tool_models[role] = self._tool_backend(role)
+            self._check_models()
+        except Exception:
+            self.close()  # the answer stage closes only a method it has
+            raise
+        wanted = str(config.get("tool_interface", "auto"))
+        if wanted not in TOOL_INTERFACES:
+            raise ValueError(f"config.method.{context.method_name}.tool_interface: {wanted!r} is not one of "
+                             f"{', '.join(TOOL_INTERFACES)}")
+        native = context.backend.capabilities.tools
+        if wanted == "function_calling" and not native:
+            raise ValueError(f"method {context.method_name!r}: tool_interface function_calling, but model "
+                             f"{context.model_name!r} has no function-calling interface; use auto or json")
+        self.interface = "function_calling" if wanted == "function_calling" or (wanted == "auto" and native) else "json"
+        # The video has audio, but senri has no speech recognizer to transcribe it: the tool is unavailable
+        # either way, and the controller is told so (A3).
+        self.has_audio = bool(context.video.has_audio)
+        self.audio_available = False
+        self.tools = json.loads(self.templates.render(self.tools_role, audio_max_frames=self.audio_max_frames,
+                                                      clip_max_frames=self.clip_max_frames))
+
+    def _check_models(self) -> None:
+        """VideoARM reads pixels: every role's model must take images (the text-only variant's need not)."""
+        context = self.context
+        for role, (name, backend) in [("controller", (context.model_name, context.backend)),
+                                      *self.tool_models.items()]:
+            if self.reads_frames and not backend.capabilities.images:
+                raise ValueError(f"method {context.method_name!r}: the {role} model {name!r} takes no images; "
+                                 f"VideoARM's tools read frames and its controller sees snapshot mosaics, so it "
+                                 f"needs a vision-language model for every role (method videoarm_text_only is a "
+                                 f"labelled text-only variant over the caption memory, never reported as VideoARM)")
+
+    def _tool_backend(self, role: str) -> tuple[str, Backend]:
+        """A tool role's model: its own config (``tool_models``), or the run's model standing in for it."""
+        from senri.backends import open_backend
+
+        spec = (self.context.method_config.get("tool_model_configs") or {}).get(role)
+        if spec is None:
+            self.substitutions.append(f"{role}: the run's model {self.context.model_name!r} (tool_models.{role} "
+                                      f"is null)")
+            return self.context.model_name, self.context.backend
+        name = str(spec["name"])
+        if name == self.context.model_name:  # the run's own model named explicitly: one copy of it
+            return name, self.context.backend
+        opened = next((b for n, b in self.tool_models.values() if n == name), None)
+        if opened is None:  # caption and clip naming one model share one backend
+            opened = open_backend(spec["config"], self.context.response_cache)
+            if opened is None:
+                raise ValueError(f"config.method.{self.context.method_name}.tool_models.{role}: model "
+                                 f"{name!r} has no backend")
+            self._opened.append(opened)
+        return name, opened
+
+    def close(self) -> None:
+        for backend in self._opened:
+            backend.close()
+
+    # ------------------------------------------------------------------------------------ controller
+    def _controller_messages(self, episode: Episode, step: int) -> list[Message]:
+        """A-L1/A2/A-L6: what the controller sees at a step, rebuilt from HM³ and the latest mosaics."""
+        system = self.templates.render(self.system_role)
+        if not self.audio_available:
+            system += "\n\n" + self.templates.render("no_audio")
+        if self.interface == "json":
+            system += "\n\n" + self.templates.render("actions_json", tool_specs=json.dumps(self.tools, indent=1))
+        question = episode.question
+        user = self.templates.render(
+            "user", total_frames=self.clock.total_frames, last_frame=self.clock.total_frames - 1,
+            duration=f"{self.clock.duration_s:.1f}", fps=f"{self.clock.fps:.2f}",
+            tool_names=", ".join(t["function"]["name"] for t in self.tools),
+            hm3=json.dumps(episode.hm3, ensure_ascii=False, indent=1),
+            question=question_block(question.question, question.options),
+            instruction=self.templates.render("instruction"))
+        if self.interface == "json" and step == 1:
+            user += "\n\n" + self.templates.render("actions_json_required")
+        # The latest mosaics ride in the user turn, after its text: one user message keeps every chat template
+        # happy (some insist on alternating roles), and the scripted backend matches on its text.
+        return [Message.text("system", system), Message("user", (user, *episode.images))]
+
+    def _controller_request(self, messages: list[Message], tool_choice: str, purpose: str,
+                            seed_offset: int = 0) -> ChatRequest:
+        sampling = self.sampling()
+        native = self.interface == "function_calling" and tool_choice != "none"
+        return ChatRequest(tuple(messages), max_tokens=self.role_max_tokens("controller"),
+                           temperature=sampling["temperature"], top_p=sampling["top_p"],
+                           seed=sampling["seed"] + seed_offset, purpose=purpose,
+                           tools=tuple(self.tools) if native else (), tool_choice=tool_choice if native else None)
+
+    def _fit(self, backend: Backend, build, episode: Episode, trims: list[str]) -> ChatRequest:
+        """The controller's trimming rule: while the request exceeds the model's limits, drop the oldest
+        attached mosaic; then the oldest HM³ entry (scene snapshots first, then clip analyses). Each trim
+        is recorded on the step and counted (``context_trims``). ``build`` makes the request from the
+        episode's current images and memory, which this trims on a copy."""
+        images, hm3 = list(episode.images), {k: list(v) for k, v in episode.hm3.items()}
+        view = Episode(episode.question, episode.tally, hm3, images)
+        request = build(view)
+        while (why := overflow(backend, request)) is not None:
+            if view.images:
+                view.images.pop(0)
+                trims.append(f"dropped the oldest mosaic ({why})")
+            elif any(view.hm3.values()):
+                kind = next(k for k in ("scene_snapshots", "clip_analyses", "audio_transcripts") if view.hm3[k])
+                view.hm3[kind].pop(0)
+                trims.append(f"dropped the oldest {kind} entry ({why})")
+            else:
+                trims.append(f"nothing left to trim; sent as is ({why})")
+                break
+            episode.tally.count("context_trims")
+            request = build(view)
+        return request
+
+    def _calls_of(self, response: ChatResponse) -> list[dict[str, str]]:
+        if self.interface == "function_calling":
+            return list(response.tool_calls or [])
+        return json_actions(split_reasoning(response.text)[0])
+
+    def answer(self, question: Question) -> MethodAnswer:
+        return self.answer_many([question])[0]
+
+    def answer_many(self, questions: Sequence[Question]) -> list[MethodAnswer]:
+        """The questions' episodes advance together: each round, every episode's next call goes to its model
+        in one batch per model (the controller's steps of all questions, then their tool calls), so a GPU or
+        remote backend overlaps them; each episode alone is exactly :meth:`_episode`."""
+        episodes = {i: self._episode(q) for i, q in enumerate(questions)}
+        results: dict[int, MethodAnswer] = {}
+        pending: dict[int, tuple[Backend, ChatRequest]] = {}
+
+        def advance(i: int, response: ChatResponse | None) -> None:
+            try:
+                pending[i] = episodes[i].send(response)
+            except StopIteration as done:
+                results[i] = done.value
+
+        for i in episodes:
+            advance(i, None)
+        while pending:
+            waiting = list(pending.items())
+            pending.clear()
+            for backend in {id(b): b for b, _ in (call for _, call in waiting)}.values():
+                mine = [(i, request) for i, (b, request) in waiting if b is backend]
+                for (i, _), response in zip(mine, backend.complete_many([r for _, r in mine])):
+                    advance(i, response)
+        return [results[i] for i in range(len(questions))]
+
+    def _episode(self, question: Question) -> Steps[MethodAnswer]:
+        """One question's control loop (A-L1…A-L4), as a generator that yields each model call ``(backend,
+        request)`` and is sent its response."""
+        episode = Episode(question, CallTally())
+        answer_text: str | None = None
+        forced = False
+        backend = self.context.backend
+        for step in range(1, self.max_iterations + 1):
+            tool_choice = "required" if step == 1 else "auto"
+            trims: list[str] = []
+            record: dict[str, Any] = {"iteration": step, "tool_choice": tool_choice}
+            response, calls = None, []
+            for attempt in range(self.error_recalls + 1):
+                request = self._fit(backend, lambda view, s=step, a=attempt: self._controller_request(
+                    self._controller_messages(view, s), tool_choice, f"controller:{s}", a), episode, trims)
+                response = yield backend, request
+                episode.book("controller", request, response)
+                calls = self._calls_of(response)
+                if response.error or calls or not is_error_like(split_reasoning(response.text)[0]):
+                    break
+            record.update(images=request.n_images(), reply=response.text, trims=trims,
+                          prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens)
+            episode.steps.append(record)
+            if response.error:
+                record["error"] = response.error
+                if "content" in response.error.lower() and "filter" in response.error.lower():
+                    break  # A-L5: a content filter ends the search with a forced answer at once
+                return self._finish(episode, None, forced=False)
+            if calls:
+                record["tool_calls"] = [c["name"] for c in calls]
+                for call in calls:
+                    yield from self._run_tool(episode, step, call)
+                continue
+            reply = split_reasoning(response.text)[0]
+            if step == 1:
+                record["outcome"] = "no tool call at step 1 (a tool call is required): step spent"
+                continue
+            if is_error_like(reply):
+                record["outcome"] = "error-like reply: step spent"
+                continue
+            answer_text = reply
+            record["outcome"] = "answer"
+            break
+        if answer_text is None:
+            forced = True
+            answer_text = yield from self._forced_answer(episode)
+        return self._finish(episode, answer_text, forced)
+
+    def _forced_answer(self, episode: Episode) -> Steps[str]:
+        """A-L4: the last step's view plus the forced-answer instruction (A4), no tools."""
+        episode.tally.count("forced_answers")
+        trims: list[str] = []
+
+        def build(view: Episode) -> ChatRequest:
+            messages = self._controller_messages(view, self.max_iterations + 1)
+            messages.append(Message.text("system", self.templates.render("forced")))
+            return self._controller_request(messages, "none", "controller:forced")
+
+        request = self._fit(self.context.backend, build, episode, trims)
+        response = yield self.context.backend, request
+        episode.book("controller", request, response)
+        episode.steps.append({"iteration": "forced", "images": request.n_images(), "reply": response.text,
+                              "trims": trims, "prompt_tokens": response.prompt_tokens,
+                              "completion_tokens": response.completion_tokens,
+                              **({"error": response.error} if response.error else {})})
+        text = split_reasoning(response.text)[0].strip()
+        return text or FORCED_FALLBACK
+
+    def _finish(self, episode: Episode, answer_text: str | None, forced: bool) -> MethodAnswer:
+        parsed = parse_answer(answer_text, episode.question.options) if answer_text is not None else None
+        by_tool: dict[str, int] = {}
+        for entry in episode.tool_log:
+            by_tool[entry["tool_name"]] = by_tool.get(entry["tool_name"], 0) + 1
+        trace = {
+            "interface": self.interface,
+            "models": {"controller": self.context.model_name,
+                       **{role: name for role, (name, _) in self.tool_models.items()}},
+            "substitutions": self.substitutions,
+            "video_info": {"total_frames": self.clock.total_frames, "duration_s": round(self.clock.duration_s, 3),
+                           "fps": round(self.clock.fps, 4), "has_audio": self.has_audio,
+                           "audio_transcriber": self.audio_available},
+            "steps": episode.steps,
+            "tool_calls_log": episode.tool_log,
+            "tool_statistics": {"total_calls": len(episode.tool_log), "by_tool": by_tool,
+                                "iterations_used": sum(isinstance(s["iteration"], int) for s in episode.steps)},
+            "hm3": episode.hm3,
+            "forced": forced,
+            "answer_text": answer_text,
+            "parse_rule": parsed.rule if parsed else None,
+            "tokens": episode.tokens,
+            "frames_decoded": episode.frames_decoded,
+            "images_sent": episode.images_sent,
+        }
+        return MethodAnswer(parsed.letter if parsed else None, answer_text, bool(parsed and parsed.ok),
+                            episode.tally, trace)
+
+    # ----------------------------------------------------------------------------------------- tools
+    def _run_tool(self, episode: Episode, step: int, call: Mapping[str, str]) -> Steps[None]:
+        """Run one tool call and log it (A-F1's tool_calls_log, plus frames decoded, images sent and source
+        seconds); a bad call returns ``{"error": …}`` and changes nothing (A-T6)."""
+        started = time.perf_counter()
+        entry: dict[str, Any] = {"iteration": step, "tool_name": call["name"], "arguments": call["arguments"]}
+        images_before, frames_before = episode.images_sent, episode.frames_decoded
+        try:
+            arguments = parse_arguments(call["arguments"])
+            entry["arguments"] = arguments
+            tool = {"scene_snapper": self._scene_snapper, "clip_analyzer": self._clip_analyzer,
+                    "audio_transcriber": self._audio_transcriber}.get(call["name"])
+            if tool is None:
+                raise ValueError(f"unknown tool {call['name']!r}")
+            result = yield from tool(episode, step, arguments, entry)
+        except (ValueError, TypeError, KeyError) as exc:
+            result = {"error": str(exc)}
+        entry.update(result=result, execution_time=round(time.perf_counter() - started, 3),
+                     frames_decoded=episode.frames_decoded - frames_before,
+                     images_sent=episode.images_sent - images_before)
+        episode.tool_log.append(entry)
+
+    def _range(self, value: Any) -> tuple[int, int]:
+        """A ``{start_frame, end_frame}`` object as an inclusive range clamped to the video (A-T5)."""
+        if not isinstance(value, Mapping) or "start_frame" not in value or "end_frame" not in value:
+            raise ValueError(f"a frame range needs start_frame and end_frame, got {value!r}")
+        start, end = self.clock.clamp(int(value["start_frame"])), self.clock.clamp(int(value["end_frame"]))
+        if end < start:
+            raise ValueError(f"frame range {start}–{end}: end_frame is before start_frame")
+        return start, end
+
+    def _scene_snapper(self, episode: Episode, step: int, arguments: Mapping[str, Any],
+                       entry: dict[str, Any]) -> Steps[dict[str, Any]]:
+        """A-T2/A-T3/A-M2: sample frames over the ranges, make the mosaics, caption them, attach them."""
+        raw = arguments.get("frame_ranges")
+        if not isinstance(raw, list) or not raw:
+            raise ValueError("scene_snapper needs frame_ranges: a non-empty list of {start_frame, end_frame}")
+        if "reason" not in arguments:
+            raise ValueError("scene_snapper needs a reason")
+        ranges = [self._range(r) for r in raw]
+        wanted = arguments.get("num_frames", SNAPPER_COUNTS[0])
+        count = int(wanted) if isinstance(wanted, int) and wanted in SNAPPER_COUNTS else SNAPPER_COUNTS[0]
+        count = min(count, self.total_frames_limit)
+        indices = [i for (s, e), n in zip(ranges, split_frames(ranges, count)) for i in sample_indices(s, e, n)]
+        entry["intervals_s"] = [self.clock.interval_s(s, e) for s, e in ranges]
+        entry["frame_indices"] = indices
+        caption, caption_error, images = yield from self._look(episode, step, ranges, indices)
+        reason = str(arguments.get("reason", ""))
+        for start, end in ranges:
+            episode.hm3["scene_snapshots"].append({"iteration": step, "frame_interval": [start, end],
+                                                   "reason": reason, "caption": caption})
+        episode.images = images  # A-T3: the latest snapshot replaces the earlier mosaics
+        seconds = sum(self.clock.seconds(e) - self.clock.seconds(s) for s, e in ranges)
+        return {"status": "success", "frames_loaded": len(indices), "frame_ranges": [list(r) for r in ranges],
+                "total_duration": f"{seconds:.1f}s", "caption": caption, "reason": reason,
+                "message": f"{len(indices)} frames looked at; {len(images)} image(s) attached for the next step",
+                **({"caption_error": caption_error} if caption_error else {})}
+
+    def _look(self, episode: Episode, step: int, ranges: list[tuple[int, int]],
+              indices: list[int]) -> Steps[tuple[str, str | None, list[ImagePart]]]:
+        """The snapshot itself: the frames as 3×2 mosaics, captioned by the caption model (A-T2); returns the
+        caption, the caption error (or None) and the mosaics to attach."""
+        frames, decoded = read_indexed_frames(self.context.pixels, self.clock, indices, self.snapshot_short_side)
+        episode.frames_decoded += decoded
+        grids = [ImagePart(encode_jpeg(m)) for m in mosaics(frames)]
+        caption, caption_error = yield from self._caption(episode, step, ranges[0], grids)
+        return caption, caption_error, grids
+
+    def _tool_request(self, role: str, system: str, user: str, images: list[ImagePart], episode: Episode,
+                      purpose: str) -> tuple[ChatRequest, Backend, list[str]]:
+        """A tool model's request, sized to its limits: too many images are thinned evenly (recorded)."""
+        name, backend = self.tool_models[role]
+        model = backend.config
+        limits = self.context.method_config.get("max_tokens") or {}
+        limit = int(limits.get(role, model.get("max_tokens", DEFAULT_MAX_TOKENS)))
+        if model.get("max_tokens_cap"):
+            limit = min(limit, int(model["max_tokens_cap"]))
+        trims: list[str] = []
+
+        def build(parts: list[ImagePart]) -> ChatRequest:
+            return ChatRequest((Message.text("system", system), Message("user", (*parts, user))), max_tokens=limit,
+                               temperature=float(model.get("temperature", 0.0)), top_p=float(model.get("top_p", 1.0)),
+                               seed=self.context.seed, purpose=purpose)
+
+        request = build(images)
+        while (why := overflow(backend, request)) is not None and len(images) > 1:
+            keep = max(1, len(images) * 3 // 4)
+            images = [images[round(k * (len(images) - 1) / max(1, keep - 1))] for k in range(keep)] if keep > 1 \
+                else images[:1]
+            trims.append(f"{role}: thinned to {len(images)} images ({why})")
+            episode.tally.count("context_trims")
+            request = build(images)
+        return request, backend, trims
+
+    def _caption(self, episode: Episode, step: int, first: tuple[int, int],
+                 grids: list[ImagePart]) -> Steps[tuple[str, str | None]]:
+        """A5: one sentence over all mosaics of the call (the prompt names the first range only, as A5 says)."""
+        request, backend, trims = self._tool_request(
+            "caption", self.templates.render("caption_system"),
+            self.templates.render("caption_user", start_frame=first[0], end_frame=first[1]), grids, episode,
+            f"caption:{step}")
+        response = yield backend, request
+        episode.book("caption", request, response)
+        if trims:
+            episode.steps[-1].setdefault("trims", []).extend(trims)
+        if response.error:
+            return "", response.error
+        return first_caption_line(split_reasoning(response.text)[0]), None
+
+    def _clip_analyzer(self, episode: Episode, step: int, arguments: Mapping[str, Any],
+                       entry: dict[str, Any]) -> Steps[dict[str, Any]]:
+        """A-T5/A-M4: up to 50 single frames of one range and a sub-question → answer and confidence."""
+        for key in ("frame_range", "question", "reason"):
+            if key not in arguments:
+                raise ValueError(f"clip_analyzer needs {key}")
+        start, end = self._range(arguments["frame_range"])
+        if start == end:
+            raise ValueError(f"clip_analyzer needs a range of more than one frame, got {start}–{end}")
+        indices = sample_indices(start, end, self.clip_max_frames)
+        entry["intervals_s"] = [self.clock.interval_s(start, end)]
+        entry["frame_indices"] = indices
+        sub_question = str(arguments["question"])
+        request, backend, trims = self._clip_request(episode, step, start, end, indices, sub_question)
+        response = yield backend, request
+        episode.book("clip", request, response)
+        if trims:
+            episode.steps[-1].setdefault("trims", []).extend(trims)
+        if response.error:
+            return {"error": f"clip analysis failed: {response.error}"}
+        answer, confidence, rule = parse_clip_reply(split_reasoning(response.text)[0])
+        reason = str(arguments["reason"])
+        episode.hm3["clip_analyses"].append({"iteration": step, "frame_interval": [start, end],
+                                             "question": sub_question, "answer": answer,
+                                             "confidence": confidence, "reason": reason})
+        return {"status": "success", "frame_range": [start, end], "sampled_frames": len(indices), "answer": answer,
+                "confidence": confidence, "confidence_rule": rule, "question": sub_question, "reason": reason}
+
+    def _clip_request(self, episode: Episode, step: int, start: int, end: int, indices: list[int],
+                      sub_question: str) -> tuple[ChatRequest, Backend, list[str]]:
+        """The clip analyzer's request: the range's frames as single images with the sub-question (A6)."""
+        frames, decoded = read_indexed_frames(self.context.pixels, self.clock, indices, self.clip_short_side)
+        episode.frames_decoded += decoded
+        return self._tool_request(
+            "clip", self.templates.render("clip_system", n_frames=len(frames), start_frame=start, end_frame=end),
+            self.templates.render("clip_user", question=sub_question), [ImagePart(encode_jpeg(f)) for f in frames],
+            episode, f"clip:{step}")
+
+    def _audio_transcriber(self, episode: Episode, step: int, arguments: Mapping[str, Any],
+                           entry: dict[str, Any]) -> Steps[dict[str, Any]]:
+        """A-T4/A-M3: senri has no speech recognizer, so nothing is added to HM³; the status says why."""
+        yield from ()  # a tool like the others (a generator of model calls), but it calls none
+        if not self.has_audio:
+            return {"status": "no_audio", "message": "the video has no audio track"}
+        return {"status": "unavailable", "message": "no speech recognition model is configured in senri"}
+
+    def summary(self) -> str:
+        return (f"videoarm: {self.interface} tool interface; controller {self.context.model_name}, "
+                + ", ".join(f"{role} {name}" for role, (name, _) in self.tool_models.items()))
+
+
+class VideoARMTextOnly(VideoARM):
+    """``videoarm_text_only``: VideoARM's control loop for a text-only model, labelled as such (never reported
+    as VideoARM, whose tools read pixels). Its tools read the video's caption memory over the asked range in
+    place of frames (the spec's CPU fallback, A-X2): ``scene_snapper`` returns the captions of the memory
+    periods the ranges overlap (no model call, nothing attached), ``clip_analyzer`` gives the clip model those
+    captions and the sub-question. Frame indices and their seconds are the video's, as in VideoARM."""
+
+    uses_memory = True
+    reads_frames = False
+    system_role = "text_system"
+    tools_role = "text_tools"
+
+    def __init__(self, context: RunContext) -> None:
+        import polars as pl
+
+        from senri.records import MemoryRow, read_table
+
+        super().__init__(context)
+        if context.memory is None:
+            raise ValueError(f"method {context.method_name!r} reads the caption memory; none was given")
+        table = read_table(context.memory, MemoryRow).filter(pl.col("error").is_null()).sort("start_s")
+        self.captions = [(row["start_s"], row["end_s"], row["text"]) for row in table.iter_rows(named=True)]
+        if not self.captions:
+            raise ValueError(f"{context.memory}: the memory holds no caption")
+        self.captioner = str((context.memory_config or {}).get("memory", {}).get("captioner", "unknown"))
+
+    def memory_text(self, ranges: list[tuple[int, int]]) -> str:
+        """The captions of every memory period that overlaps one of the frame ranges, once each, in time order,
+        as ``[start–end s] text`` lines."""
+        spans = [(self.clock.seconds(s), self.clock.seconds(e)) for s, e in ranges]
+        def overlaps(a: float, b: float, start: float, end: float) -> bool:  # periods are half-open [a, b)
+            return a < end and b > start if end > start else a <= start < b
+
+        lines = [f"[{a:.1f}–{b:.1f} s] {text}" for a, b, text in self.captions
+                 if any(overlaps(a, b, start, end) for start, end in spans)]
+        return "\n".join(lines) or "(no caption covers this range)"
+
+    def _look(self, episode: Episode, step: int, ranges: list[tuple[int, int]],
+              indices: list[int]) -> Steps[tuple[str, str | None, list[ImagePart]]]:
+        yield from ()  # no model call: the captions are the memory's
+        return self.memory_text(ranges), None, []
+
+    def _clip_request(self, episode: Episode, step: int, start: int, end: int, indices: list[int],
+                      sub_question: str) -> tuple[ChatRequest, Backend, list[str]]:
+        return self._tool_request(
+            "clip", self.templates.render("text_clip_system", start_frame=start, end_frame=end,
+                                          captions=self.memory_text([(start, end)])),
+            self.templates.render("clip_user", question=sub_question), [], episode, f"clip:{step}")
+
+    def _finish(self, episode: Episode, answer_text: str | None, forced: bool) -> MethodAnswer:
+        answer = super()._finish(episode, answer_text, forced)
+        answer.trace.update(variant="text_only", memory_captioner=self.captioner)
+        return answer

@@ -1,0 +1,455 @@
+"""VideoARM (spec videoarm.md, A-*): the tools' arithmetic and pixels, and whole episodes against scripted
+controllers in both tool-call forms (OpenAI function calls and the JSON action form)."""
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import ffprobe_frames, make_indexed_video
+from senri.backends.base import ChatRequest, Message
+from senri.backends.openai_format import chat_body, parse_chat_response
+from senri.config import compose
+from senri.decode import read_frames
+from senri.demo import read_frame_index
+from senri.methods.base import RunContext
+from senri.methods.videoarm import FORCED_FALLBACK, VideoARM
+from senri.methods.videoarm_tools import (FrameClock, draw_index, json_actions, mosaic, parse_arguments,
+                                          parse_clip_reply, sample_indices, split_frames)
+from senri.probe import probe
+from senri.records import Question
+
+QUESTION = Question(video_id="v", qid="q1", task_type="ES", direction="forward", question="Where did I put the cup?",
+                    option_a="on the table", option_b="in the sink", option_c="on the shelf", option_d="in the bag",
+                    answer="B")
+
+
+# ---------------------------------------------------------------------------------------------- tools
+
+
+def test_frames_are_split_over_ranges_in_proportion_with_the_remainder_to_the_last():
+    # 100 + 300 frames, 30 wanted: int(30·100/400) = 7, the last range gets 30 − 7 = 23.
+    assert split_frames([(0, 99), (100, 399)], 30) == [7, 23]
+    # Three ranges: int(60·10/160) = 3, int(60·50/160) = 18, the last 60 − 21 = 39; a tiny range still gets 1.
+    assert split_frames([(0, 9), (10, 59), (60, 159)], 60) == [3, 18, 39]
+    assert split_frames([(0, 0), (1, 999)], 30) == [1, 29]
+    # A-T1: n = min(wanted, length), indices truncated, both ends included.
+    assert sample_indices(0, 10, 4) == [0, 3, 6, 10]
+    assert sample_indices(5, 7, 30) == [5, 6, 7]
+    assert sample_indices(3, 3, 5) == [3]
+
+
+def test_a_mosaic_is_three_columns_by_two_rows_row_major_with_black_padding():
+    colours = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0)]
+    tiles = [np.full((40, 60, 3), c, dtype=np.uint8) for c in colours]
+    tiles[1] = np.full((50, 70, 3), colours[1], dtype=np.uint8)  # a bigger tile is resized to the smallest
+    grid = mosaic(tiles)
+    assert grid.shape == (2 * 40, 3 * 60, 3)
+    for k in range(6):
+        row, col = divmod(k, 3)
+        cell = grid[row * 40:(row + 1) * 40, col * 60:(col + 1) * 60]
+        expected = colours[k] if k < len(colours) else (0, 0, 0)
+        assert (cell[5:-5, 5:-5] == expected).all(), k
+    with pytest.raises(ValueError):
+        mosaic(tiles * 2)
+
+
+def test_the_frame_index_is_drawn_white_in_the_top_left_corner():
+    black = np.zeros((256, 320, 3), dtype=np.uint8)
+    labelled = draw_index(black, 1234)
+    corner, rest = labelled[:80, :160], labelled[120:, 180:]
+    assert (corner == 255).all(axis=2).sum() > 50  # white text pixels near the corner
+    assert not rest.any()  # nothing elsewhere
+    assert not (draw_index(black, 7)[:80, :160] == corner).all()  # another index, other pixels
+    assert not black.any()  # the input is left alone
+
+
+def test_clip_analyzer_replies_parse_with_the_fallbacks():
+    assert parse_clip_reply("Answer: the cup is in the sink\nConfidence: 0.8") == \
+        ("the cup is in the sink", 0.8, "lines")
+    assert parse_clip_reply("**Answer:** red\n**Confidence:** 1.5")[1:] == (1.0, "lines")  # clamped
+    # No Confidence line: the first number in the text; no Answer line: the whole text.
+    assert parse_clip_reply("I think 0.3 of the frames show a cup") == \
+        ("I think 0.3 of the frames show a cup", 0.3, "first_number+whole_text")
+    assert parse_clip_reply("Answer: nothing visible") == ("nothing visible", 0.5, "default")
+    assert parse_clip_reply("Answer: 7 people")[1] == 1.0  # the first number, clamped
+
+
+def test_tool_arguments_and_json_actions_parse():
+    assert parse_arguments('```json\n{"frame_range": {"start_frame": 1, "end_frame": 9}\n```') == \
+        {"frame_range": {"start_frame": 1, "end_frame": 9}}
+    assert parse_arguments('{"frame_ranges": [{"start_frame": 0, "end_frame": 5}') == \
+        {"frame_ranges": [{"start_frame": 0, "end_frame": 5}]}
+    with pytest.raises(ValueError):
+        parse_arguments("[1, 2]")
+    with pytest.raises(ValueError):
+        parse_arguments("not json")
+    text = 'I will look. {"tool": "scene_snapper", "arguments": {"frame_ranges": [{"start_frame": 0, "end_frame": 9}]}}'
+    assert json_actions(text) == [{"name": "scene_snapper",
+                                   "arguments": '{"frame_ranges": [{"start_frame": 0, "end_frame": 9}]}'}]
+    assert json_actions('[{"tool": "a", "arguments": {}}, {"tool": "b", "arguments": "{}"}]') == \
+        [{"name": "a", "arguments": "{}"}, {"name": "b", "arguments": "{}"}]
+    assert json_actions('The answer is B. {"answer": "B"}') == []
+
+
+def test_openai_function_calls_go_out_as_tools_and_come_back_as_tool_calls():
+    tools = ({"type": "function", "function": {"name": "clip_analyzer", "parameters": {"type": "object"}}},)
+    request = ChatRequest((Message.text("user", "hi"),), tools=tools, tool_choice="required")
+    body = chat_body(request, "m")
+    assert body["tools"] == [dict(tools[0])] and body["tool_choice"] == "required"
+    assert "tools" not in chat_body(ChatRequest((Message.text("user", "hi"),)), "m")
+    reply = {"choices": [{"message": {"content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "clip_analyzer", "arguments": '{"question": "q"}'}},
+        {"id": "c2", "type": "function", "function": {"name": "scene_snapper", "arguments": {"reason": "r"}}}]}}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 3}}
+    response = parse_chat_response(reply, request, 0.1)
+    assert response.error is None and response.text == ""
+    assert response.tool_calls == [{"name": "clip_analyzer", "arguments": '{"question": "q"}'},
+                                   {"name": "scene_snapper", "arguments": '{"reason": "r"}'}]
+    # Tool calls are part of the cached response; tools are part of the cache key only when offered.
+    assert json.loads(response.to_json())["tool_calls"] == response.tool_calls
+    assert "tools" in request.cache_payload() and "tools" not in ChatRequest(request.messages).cache_payload()
+
+
+def make_vfr_video(path: Path, seconds: int = 3, fps: int = 30) -> Path:
+    """A video with irregular frame durations (1.45, 1.45, 0.1 frame periods, repeating), each frame carrying its
+    index in the demo's index strip. The time base is set to 1/90000 before the timestamps are rewritten and the
+    encoder keeps it: in the source's 1/fps time base the irregular timestamps would round back to a regular grid."""
+    from senri.demo import index_strip_source
+
+    graph = (f"testsrc2=s=640x360:r={fps}:d={seconds}[bg];{index_strip_source(fps, seconds, 'strip')};"
+             f"[bg][strip]overlay=0:0:shortest=1,settb=1/90000,setpts='(N+0.45*mod(N,3))/({fps}*TB)'[v]")
+    subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-filter_complex", graph, "-map", "[v]",
+                    "-fps_mode", "passthrough", "-enc_time_base", "1/90000", "-video_track_timescale", "90000",
+                    "-c:v", "libx264", "-pix_fmt", "yuv420p", "-g", "15", "-preset", "veryfast", str(path)],
+                   check=True, capture_output=True, stdin=subprocess.DEVNULL)
+    return path
+
+
+def test_frame_indices_map_to_source_seconds_on_a_vfr_video(tmp_path):
+    path = make_vfr_video(tmp_path / "vfr.mp4")
+    clock = FrameClock.of(path)
+    pts, _ = ffprobe_frames(path)
+    assert clock.total_frames == len(pts)
+    assert clock.times_s == pytest.approx(pts, abs=1e-6)
+    # Irregular frame durations: index / average fps is not the frame's time, the clock is.
+    assert max(abs(clock.seconds(i) - pts[0] - i / clock.fps) for i in range(len(pts))) > 0.5 / 30
+    picks = [0, 1, 2, 3, 37, len(pts) - 1]
+    frames = list(read_frames(path, [clock.seconds(i) for i in picks], accuracy="exact"))
+    assert [f.frame_index for f in frames] == picks
+    assert [read_frame_index(f.image.mean(axis=2)) for f in frames] == picks  # the burned-in index agrees
+    assert clock.interval_s(1, 37) == [round(pts[1], 3), round(pts[37], 3)]
+
+
+# ------------------------------------------------------------------------------------------- episodes
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("videoarm")
+    path = make_indexed_video(folder / "v.mp4", seconds=4, fps=30, gop=30)
+    return path, probe(path, "v")
+
+
+def _method(tmp_path: Path, clip, rules: list[dict], tools: bool, **method) -> tuple[VideoARM, Path]:
+    script, record = tmp_path / "script.jsonl", tmp_path / "calls.jsonl"
+    script.write_text("".join(json.dumps(r) + "\n" for r in rules))
+    cfg = compose(["method=[videoarm]", "model=[]", "dataset=demo",
+                   f"+model.s={{backend:scripted,script:{script},record:{record},tools:{str(tools).lower()}}}",
+                   *[f"method.videoarm.{k}={v}" for k, v in method.items()]])
+    spec = dict(cfg["method"]["videoarm"])
+    model = dict(cfg["model"]["s"])
+    from senri.backends import open_backend
+
+    context = RunContext(video=clip[1], method_name="videoarm", method_config=spec, model_name="s",
+                         model_config=model, seed=0, backend=open_backend(model, None), pixels=clip[0])
+    return VideoARM(context), record
+
+
+def _calls(record: Path) -> list[dict]:
+    return [json.loads(line) for line in record.read_text().splitlines()]
+
+
+def _images(call: dict) -> list[str]:
+    return [p["image"] for m in call["payload"]["messages"] for p in m["content"] if isinstance(p, dict)]
+
+
+SNAP = {"name": "scene_snapper", "arguments": json.dumps(
+    {"frame_ranges": [{"start_frame": 0, "end_frame": 29}, {"start_frame": 30, "end_frame": 119}],
+     "num_frames": 30, "reason": "overview"})}
+SNAP_LATE = {"name": "scene_snapper", "arguments": json.dumps(
+    {"frame_ranges": [{"start_frame": 60, "end_frame": 119}], "num_frames": 60, "reason": "second half"})}
+CLIP = {"name": "clip_analyzer", "arguments": json.dumps(
+    {"frame_range": {"start_frame": 60, "end_frame": 90}, "question": "where is the cup?", "reason": "check"})}
+CAPTION_RULES = [
+    {"match": "frames 60 to 119", "text": "Caption: LATE-CAPTION a sink"},
+    {"match": "sampled evenly from frames", "text": "Caption: EARLY-CAPTION a kitchen\nmore text"},
+    {"match": "Question about these frames", "text": "Answer: CLIP-ANSWER in the sink\nConfidence: 0.9"},
+]
+
+
+def test_a_function_call_episode_snapshots_analyses_then_answers(tmp_path, clip):
+    rules = CAPTION_RULES + [
+        {"match": "CLIP-ANSWER", "text": "The cup is in the sink, so the answer is B."},
+        {"match": "LATE-CAPTION", "text": "", "tool_calls": [CLIP]},
+        {"match": "EARLY-CAPTION", "text": "", "tool_calls": [SNAP_LATE]},
+        {"match": '"scene_snapshots": []', "text": "", "tool_calls": [SNAP]},
+    ]
+    method, record = _method(tmp_path, clip, rules, tools=True)
+    result = method.answer(QUESTION)
+    assert result.pred == "B" and result.parse_ok and result.error is None
+    trace = result.trace
+    assert trace["interface"] == "function_calling" and not trace["forced"]
+    assert [s["iteration"] for s in trace["steps"]] == [1, 2, 3, 4] and trace["steps"][-1]["outcome"] == "answer"
+    assert [e["tool_name"] for e in trace["tool_calls_log"]] == ["scene_snapper", "scene_snapper", "clip_analyzer"]
+    # HM³ after each tool: one snapshot entry per range (caption shared, first line, "Caption:" stripped), then
+    # the late snapshot, then the clip analysis with its parsed answer and confidence.
+    hm3 = trace["hm3"]
+    assert hm3["scene_snapshots"] == [
+        {"iteration": 1, "frame_interval": [0, 29], "reason": "overview", "caption": "EARLY-CAPTION a kitchen"},
+        {"iteration": 1, "frame_interval": [30, 119], "reason": "overview", "caption": "EARLY-CAPTION a kitchen"},
+        {"iteration": 2, "frame_interval": [60, 119], "reason": "second half", "caption": "LATE-CAPTION a sink"}]
+    assert hm3["clip_analyses"] == [{"iteration": 3, "frame_interval": [60, 90], "question": "where is the cup?",
+                                     "answer": "CLIP-ANSWER in the sink", "confidence": 0.9, "reason": "check"}]
+    assert hm3["audio_transcripts"] == []
+    calls = _calls(record)
+    controller = [c for c in calls if c["purpose"].startswith("controller")]
+    assert [c["payload"]["tool_choice"] for c in controller] == ["required", "auto", "auto", "auto"]
+    assert all(len(c["payload"]["tools"]) == 3 for c in controller)
+    # What the controller sees at each step: the HM³ so far, never an earlier reply or tool output.
+    users = [next(p for m in c["payload"]["messages"] if m["role"] == "user" for p in m["content"]
+                  if isinstance(p, str)) for c in controller]
+    assert '"scene_snapshots": []' in users[0] and "EARLY-CAPTION" in users[1] and "CLIP-ANSWER" in users[3]
+    assert all(m["role"] in ("system", "user") for c in controller for m in c["payload"]["messages"])
+    assert "Options:\nA. on the table" in users[0] and "audio_transcriber" in controller[0]["payload"]["messages"][0]["content"][0]
+    # 30 frames split 7 + 23 over the two ranges → 5 mosaics; 60 frames over one range → 10 mosaics.
+    snap, late, clip_entry = trace["tool_calls_log"]
+    assert len(snap["frame_indices"]) == 30 and snap["frame_indices"][:7] == sample_indices(0, 29, 7)
+    assert snap["frame_indices"][7:] == sample_indices(30, 119, 23)
+    assert (snap["frames_decoded"], snap["images_sent"]) == (30, 5)
+    assert (late["frames_decoded"], late["images_sent"]) == (60, 10)
+    assert (clip_entry["frames_decoded"], clip_entry["images_sent"]) == (31, 31)  # min(50, 31 frames)
+    assert clip_entry["result"]["sampled_frames"] == 31
+    # Only the latest snapshot's mosaics are attached: none at step 1, snapshot 1's at step 2, then snapshot 2's
+    # (also after the clip analysis, whose frames the controller never sees).
+    captions = [c for c in calls if c["purpose"].startswith("caption")]
+    first, second = _images(captions[0]), _images(captions[1])
+    assert len(first) == 5 and len(second) == 10 and not set(first) & set(second)
+    assert [_images(c) for c in controller] == [[], first, second, second]
+    # Source seconds for every tool call (a constant 30 fps here: index / 30).
+    assert snap["intervals_s"] == [[0.0, pytest.approx(29 / 30, abs=1e-3)],
+                                   [pytest.approx(1.0, abs=1e-3), pytest.approx(119 / 30, abs=1e-3)]]
+    assert trace["tokens"]["controller"]["calls"] == 4 and trace["tokens"]["caption"]["calls"] == 2
+    from senri.report.browser import trace_marks  # the question browser's time strip shows the looked-at ranges
+
+    assert [(round(a, 2), round(b, 2), label) for a, b, label in trace_marks(trace).periods] == [
+        (0.0, 0.97, "scene_snapper (step 1)"), (1.0, 3.97, "scene_snapper (step 1)"),
+        (2.0, 3.97, "scene_snapper (step 2)"), (2.0, 3.0, "clip_analyzer (step 3)")]
+    assert trace["substitutions"] and trace["models"] == {"controller": "s", "caption": "s", "clip": "s"}
+    assert result.tally.health.get("forced_answers", 0) == 0
+
+
+def test_a_json_action_episode_must_call_a_tool_first_and_ends_at_a_tool_less_reply(tmp_path, clip):
+    action = json.dumps({"tool": "clip_analyzer", "arguments": json.loads(CLIP["arguments"])})
+    rules = CAPTION_RULES + [
+        {"match": "CLIP-ANSWER", "text": "Answer: C"},
+        {"match": "This is the first step", "text": "I already know: B"},  # no tool call at step 1: not an answer
+        {"match": '"clip_analyses": []', "text": f"Let me check.\n{action}"},
+    ]
+    method, record = _method(tmp_path, clip, rules, tools=False)
+    result = method.answer(QUESTION)
+    trace = result.trace
+    assert trace["interface"] == "json"
+    assert [s.get("outcome") for s in trace["steps"]][0].startswith("no tool call at step 1")
+    assert [s["iteration"] for s in trace["steps"]] == [1, 2, 3]
+    assert [e["tool_name"] for e in trace["tool_calls_log"]] == ["clip_analyzer"]
+    assert result.pred == "C" and trace["steps"][-1]["outcome"] == "answer"
+    controller = [c for c in _calls(record) if c["purpose"].startswith("controller")]
+    assert all("tools" not in c["payload"] for c in controller)  # the JSON form sends no tools field
+    assert '"tool": "<tool name>"' in controller[0]["payload"]["messages"][0]["content"][0]
+
+
+def test_every_call_of_a_reply_runs_and_the_budget_ends_in_one_forced_answer(tmp_path, clip):
+    bad = {"name": "clip_analyzer", "arguments": '{"frame_range": {"start_frame": 5, "end_frame": 5}, '
+                                                  '"question": "q", "reason": "r"}'}
+    rules = CAPTION_RULES + [{"text": "B", "tool_calls": [SNAP, bad, {"name": "audio_transcriber",
+                                                                       "arguments": '{"frame_ranges": [], "reason": "r"}'}]}]
+    method, record = _method(tmp_path, clip, rules, tools=True, max_iterations=3)
+    result = method.answer(QUESTION)
+    trace = result.trace
+    assert trace["forced"] and result.tally.health["forced_answers"] == 1
+    assert [s["iteration"] for s in trace["steps"]] == [1, 2, 3, "forced"]
+    log = trace["tool_calls_log"]
+    assert [(e["iteration"], e["tool_name"]) for e in log] == [
+        (i, name) for i in (1, 2, 3) for name in ("scene_snapper", "clip_analyzer", "audio_transcriber")]
+    assert "more than one frame" in log[1]["result"]["error"]  # s == e is an error and changes nothing
+    assert log[2]["result"]["status"] in ("no_audio", "unavailable")
+    assert trace["hm3"]["clip_analyses"] == [] and trace["hm3"]["audio_transcripts"] == []
+    assert len(trace["hm3"]["scene_snapshots"]) == 6
+    forced = [c for c in _calls(record) if c["purpose"] == "controller:forced"]
+    assert len(forced) == 1 and "tools" not in forced[0]["payload"]
+    assert forced[0]["payload"]["messages"][-1]["role"] == "system"
+    assert "used every step" in forced[0]["payload"]["messages"][-1]["content"][0]
+    assert result.pred == "B"
+
+
+def test_an_empty_forced_answer_falls_back_to_the_fixed_text(tmp_path, clip):
+    rules = CAPTION_RULES + [{"text": "", "tool_calls": [SNAP]}]
+    method, _ = _method(tmp_path, clip, rules, tools=True, max_iterations=1)
+    result = method.answer(QUESTION)
+    assert result.raw_output == FORCED_FALLBACK and result.pred is None and not result.parse_ok
+
+
+def test_a_text_only_model_is_refused_at_start(tmp_path, clip):
+    script = tmp_path / "s.jsonl"
+    script.write_text('{"text": "B"}\n')
+    cfg = compose(["method=[videoarm]", "model=[]", "dataset=demo",
+                   f"+model.t={{backend:scripted,script:{script},images:false}}"])
+    from senri.backends import open_backend
+
+    model = dict(cfg["model"]["t"])
+    context = RunContext(video=clip[1], method_name="videoarm", method_config=dict(cfg["method"]["videoarm"]),
+                         model_name="t", model_config=model, seed=0, backend=open_backend(model, None),
+                         pixels=clip[0])
+    with pytest.raises(ValueError, match="takes no images"):
+        VideoARM(context)
+
+
+def test_the_text_only_variant_reads_the_caption_memory_over_the_range(tmp_path, clip):
+    from senri.backends import open_backend
+    from senri.methods.videoarm import VideoARMTextOnly
+    from senri.records import MemoryRow, to_frame, write_table
+
+    rows = [MemoryRow("v", "coarse", 0.0, 2.0, 1.0, 2, "h", "RED-CUP on the table", "perception", "t", None, None, None),
+            MemoryRow("v", "coarse", 2.0, 4.0, 1.0, 2, "h", "SINK-CUP in the sink", "perception", "t", None, None, None)]
+    memory = write_table(to_frame(rows, MemoryRow), tmp_path / "memory.parquet", MemoryRow)
+    rules = [{"match": "Question about these frames", "text": "Answer: in the sink\nConfidence: 0.7"},
+             {"match": "\"confidence\": 0.7", "text": "B"},
+             {"match": "SINK-CUP", "text": "", "tool_calls": [CLIP]},
+             {"text": "", "tool_calls": [SNAP_LATE]}]
+    script, record = tmp_path / "script.jsonl", tmp_path / "calls.jsonl"
+    script.write_text("".join(json.dumps(r) + "\n" for r in rules))
+    cfg = compose(["method=[videoarm_text_only]", "model=[]", "dataset=demo",
+                   f"+model.t={{backend:scripted,script:{script},record:{record},tools:true,images:false}}"])
+    model = dict(cfg["model"]["t"])
+    context = RunContext(video=clip[1], method_name="videoarm_text_only",
+                         method_config=dict(cfg["method"]["videoarm_text_only"]), model_name="t", model_config=model,
+                         seed=0, backend=open_backend(model, None), pixels=clip[0], memory=memory,
+                         memory_config={"memory": {"captioner": "perception"}})
+    result = VideoARMTextOnly(context).answer(QUESTION)
+    assert result.pred == "B" and result.trace["variant"] == "text_only"
+    # Frames 60–119 are seconds 2–4: only the second period's caption; nothing decoded, nothing attached.
+    snapshot = result.trace["hm3"]["scene_snapshots"][0]
+    assert "SINK-CUP" in snapshot["caption"] and "RED-CUP" not in snapshot["caption"]
+    assert result.trace["frames_decoded"] == 0 and result.trace["images_sent"] == 0
+    calls = _calls(record)
+    clip_call = next(c for c in calls if c["purpose"].startswith("clip"))
+    assert "SINK-CUP" in json.dumps(clip_call["payload"]) and not _images(clip_call)
+    assert "text-only" in calls[0]["payload"]["messages"][0]["content"][0]
+
+
+def test_the_controller_request_is_trimmed_to_the_model_limits(tmp_path, clip):
+    rules = CAPTION_RULES + [{"match": "EARLY-CAPTION", "text": "B"}, {"text": "", "tool_calls": [SNAP]}]
+    script, record = tmp_path / "script.jsonl", tmp_path / "calls.jsonl"
+    script.write_text("".join(json.dumps(r) + "\n" for r in rules))
+    method, record = _method(tmp_path, clip, rules, tools=True)
+    method.context.backend.config["max_images"] = 3  # the controller takes 3 images; the snapshot has 5
+    result = method.answer(QUESTION)
+    assert result.pred == "B"
+    assert result.trace["steps"][1]["images"] == 3 and len(result.trace["steps"][1]["trims"]) >= 2
+    assert result.tally.health["context_trims"] >= 2
+
+
+def test_every_videoarm_prompt_phrase_reaches_its_request(tmp_path, clip):
+    """Each ARM-* row of docs/protocol.md: its phrase is in what an episode sent (the tool schemas included)."""
+    from test_protocol import INSTRUCTIONS, _strip
+
+    rows = [r for r in INSTRUCTIONS if _strip(r["id"]).startswith("ARM-")]
+    assert {_strip(r["id"]) for r in rows} == {f"ARM-A{i}" for i in range(1, 8)}
+    rules = CAPTION_RULES + [{"match": "LATE-CAPTION", "text": "", "tool_calls": [CLIP]},
+                             {"match": "EARLY-CAPTION", "text": "", "tool_calls": [SNAP_LATE]},
+                             {"text": "", "tool_calls": [SNAP]}]
+    method, record = _method(tmp_path, clip, rules, tools=True, max_iterations=3)
+    method.answer(QUESTION)
+    sent = "\n".join(json.dumps(c["payload"], ensure_ascii=False) for c in _calls(record))
+    sent = sent.replace("\\n", "\n").replace('\\"', '"')
+    for row in rows:
+        assert _strip(row["phrase"]) in sent, row["id"]
+
+
+@pytest.mark.workflow
+def test_videoarm_runs_through_the_dag_with_a_tiny_vlm(tmp_path):
+    """method=[videoarm] on the small demo: a scripted controller with function calling whose tools run on the
+    tiny random VLM (named in tool_models), and the tiny VLM as a controller itself (JSON action form). The
+    report's Table 2 shows the Evidence Seeking group."""
+    import polars as pl
+
+    from test_workflow import snakemake
+    from tiny_vlm import build_tiny_llava
+
+    model = build_tiny_llava(tmp_path / "tiny-vlm")
+    script = tmp_path / "controller.jsonl"
+    rules = [{"match": '"clip_analyses": [\n  {', "text": "The answer is B."},
+             {"match": '"scene_snapshots": [\n  {', "text": "", "tool_calls": [
+                 {"name": "clip_analyzer", "arguments": {"frame_range": {"start_frame": 0, "end_frame": 40},
+                                                         "question": "what is shown?", "reason": "check"}}]},
+             {"text": "", "tool_calls": [{"name": "scene_snapper", "arguments": {
+                 "frame_ranges": [{"start_frame": 0, "end_frame": 100000}], "num_frames": 30, "reason": "overview"}}]}]
+    script.write_text("".join(json.dumps(r) + "\n" for r in rules))
+    overrides = ("dataset.demo.n_videos=1 dataset.demo.places_per_video=5 dataset.demo.place_s=12 "
+                 "dataset.demo.turn_s=2 sampling.build=[] anonymize.stride=30 method=[videoarm] model=[] "
+                 f"+model.ctl={{backend:scripted,script:{script},tools:true}} "
+                 f"+model.tiny={{backend:transformers,path:{model},max_tokens:4,max_tokens_cap:4}} "
+                 "method.videoarm.tool_models.caption=tiny method.videoarm.tool_models.clip=tiny "
+                 "method.videoarm.max_iterations=2 method.videoarm.clip_max_frames=8")
+    snakemake(tmp_path, "-c2", "--config", f"overrides={overrides}")
+    scripted = pl.read_parquet(tmp_path / "results/predictions/videoarm/ctl/demo_01.parquet")
+    assert scripted["error"].is_null().all() and (scripted["pred"] == "B").all()
+    for trace in map(json.loads, scripted["trace"]):
+        assert [e["tool_name"] for e in trace["tool_calls_log"]] == ["scene_snapper", "clip_analyzer"]
+        assert trace["models"] == {"controller": "ctl", "caption": "tiny", "clip": "tiny"}
+        assert trace["tool_calls_log"][0]["frames_decoded"] == 30 and trace["tool_calls_log"][1]["frames_decoded"] == 8
+        last = trace["hm3"]["scene_snapshots"][0]["frame_interval"][1]
+        assert last == trace["video_info"]["total_frames"] - 1  # the range is clamped to the video
+        assert trace["tool_calls_log"][0]["intervals_s"][0][1] > 0
+    tiny = pl.read_parquet(tmp_path / "results/predictions/videoarm/tiny/demo_01.parquet")
+    assert tiny["error"].is_null().all()  # random weights: answers are noise, but every question ran
+    assert all(json.loads(t)["interface"] == "json" for t in tiny["trace"])
+    table2 = (tmp_path / "results/report/tables/main.md").read_text()  # the report's Table 2, grouped by approach
+    assert table2.startswith("**Evidence Seeking**") and "| videoarm | ctl | none | 16 |" in table2
+
+
+def test_tool_models_are_named_model_configs_in_the_answer_slice():
+    from senri.config import ConfigError, stage_slice
+
+    base = ["method=[videoarm]", "model=[smollm2]", "dataset=demo"]
+    cfg = compose([*base, "method.videoarm.tool_models.clip=qwen25vl3b_hf"])
+    spec = stage_slice(cfg, "answer", method="videoarm", model="smollm2")["method"]
+    assert spec["tool_model_configs"]["clip"]["name"] == "qwen25vl3b_hf"
+    assert spec["tool_model_configs"]["clip"]["config"]["backend"] == "transformers"
+    assert "caption" not in spec["tool_model_configs"]  # null: the run's model, recorded at run time
+    with pytest.raises(ConfigError, match="config.method.videoarm.tool_models.caption: 'nosuch'"):
+        compose([*base, "method.videoarm.tool_models.caption=nosuch"])
+
+
+def test_questions_advance_together_in_batches_and_answer_as_one_by_one(tmp_path, clip):
+    from dataclasses import replace
+
+    rules = CAPTION_RULES + [
+        {"match": "CLIP-ANSWER", "text": "The answer is B."},
+        {"match": "EARLY-CAPTION", "text": "", "tool_calls": [CLIP]},
+        {"text": "", "tool_calls": [SNAP]},
+    ]
+    questions = [replace(QUESTION, qid=f"q{k}", question=f"Where did I put cup {k}?") for k in range(3)]
+    method, record = _method(tmp_path, clip, rules, tools=True)
+    together = method.answer_many(questions)
+    purposes = [c["purpose"] for c in _calls(record)]
+    # Each round sends every question's pending call at once: 3 controller steps, then 3 captions, and so on.
+    assert purposes[:6] == ["controller:1"] * 3 + ["caption:1"] * 3
+    assert purposes[6:9] == ["controller:2"] * 3 and purposes[-3:] == ["controller:3"] * 3
+    alone = [method.answer(q) for q in questions]
+    assert [a.pred for a in together] == [a.pred for a in alone] == ["B"] * 3
+    for a, b in zip(together, alone):
+        assert a.trace["hm3"] == b.trace["hm3"] and a.trace["tool_statistics"] == b.trace["tool_statistics"]
