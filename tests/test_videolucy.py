@@ -317,7 +317,8 @@ def test_periods_and_letters_as_agents_write_them():
 def protocol_rows() -> list[list[str]]:
     """The instruction rows of docs/protocol.md's VideoLucy section: id, instruction, carried by, phrase, test."""
     text = (REPO / "docs/protocol.md").read_text()
-    section = text[text.index("## VideoLucy"):text.index("## Deviations")]
+    start = text.index("## VideoLucy")
+    section = text[start:text.index("\n## ", start + 1)]
     rows = [[c.strip() for c in line.strip().strip("|").split(" | ")] for line in section.splitlines()
             if line.startswith("| ") and ".txt:" in line]
     assert rows and all(len(r) == 5 for r in rows)
