@@ -40,7 +40,7 @@ def test_a_vlm_captioner_brings_its_model_config_and_only_memory_methods_read_th
         ("+dataset.demo.questions_per_task.XY=1", "config.dataset.demo.questions_per_task.XY: unknown key"),
         ("dataset.demo.questions_per_task.L=3", "config.dataset.demo.questions_per_task sums to 9 a video"),
         ("dataset.demo.questions_per_task.NP=3 dataset.demo.questions_per_task.L=4",
-         "config.dataset.demo.questions_per_task asks more than 5 places a video allow: {'NP': (3, 2)}"),
+         "config.dataset.demo.questions_per_task asks more than 4 places a video allow: {'NP': (3, 1)}"),
         ("+model.smollm2.base_url=http://x", "config.model.smollm2.base_url: unknown key"),
         ("model.smollm2.sha256=abc", "config.model.smollm2.sha256"),
         ("method.blind.answer_format=letters", "config.method.blind.answer_format"),
