@@ -6,11 +6,12 @@ from senri import config as cfgmod
 from senri.methods import METHODS
 
 
-def test_defaults_select_the_demo_random_blind_and_videolucy_on_the_embedded_model():
+def test_defaults_select_the_demo_random_blind_and_memory_search_on_the_embedded_model():
     cfg = cfgmod.compose()
     assert cfg["dataset"]["name"] == "demo"
     assert cfgmod.runs(cfg) == [("random", "none"), ("blind", "smollm2"), ("blind_letter", "smollm2"),
-                                ("blind_debiased", "smollm2"), ("videolucy", "smollm2")]
+                                ("blind_debiased", "smollm2"), ("memory_search", "smollm2")]
+    assert cfg["method"]["memory_search"]["uses_memory"]  # make demo runs a memory method
     assert cfg["model"]["smollm2"]["backend"] == "llamacpp"
     assert cfg["memory"]["captioner"] == "perception" and cfg["captioner_model"] is None
     for group in ("dataset", "method", "model", "sampling", "memory", "track", "anonymize"):
