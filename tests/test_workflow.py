@@ -1,7 +1,8 @@
-"""End-to-end: the Snakemake DAG on the full-size demo, its caching, and the workflow's house rules."""
+"""End-to-end: the Snakemake DAG on the demo (`make demo`), its caching, and the workflow's house rules."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -96,6 +97,23 @@ def test_demo_run_produces_the_main_table(demo_run):
     assert questions.height == N_QUESTIONS
     per_task = questions.group_by("video_id", "task_type").len()
     assert {(r["task_type"], r["len"]) for r in per_task.iter_rows(named=True)} == set(DEMO.questions_per_task.items())
+
+
+def test_bench_demo_times_every_rule_of_the_demo(demo_run):
+    """bench/demo.py's table (the README's time per rule) has a row for every rule make demo runs, with its jobs."""
+    spec = importlib.util.spec_from_file_location("bench_demo", REPO / "bench" / "demo.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    text = bench.summarize(demo_run, wall=100.0, cpu=150.0, cores=2, load=(0.5, 1.5))
+    rows = [line.strip("| ").split(" | ") for line in text.splitlines() if line.startswith("| ") and "---" not in line]
+    jobs = {row[0]: int(row[1]) for row in rows[1:]}
+    answers = len(list(demo_run.glob("results/predictions/*/*/*.parquet")))
+    per_video = {"demo_video", "anonymize", "probe", "frames", "track", "memory"}
+    assert jobs == {**{rule: DEMO.n_videos for rule in per_video}, "answer": answers, "demo_questions": 1,
+                    "ingest": 1, "videos_table": 1, "aggregate": 1, "report": 1,
+                    "all": DEMO.n_videos * len(per_video) + answers + 5}
+    assert float(rows[-1][3]) > 0 and float(next(r for r in rows if r[0] == "anonymize")[3]) > 0, text  # CPU s
+    assert "150 CPU s in all" in text and "Load average (1 min) 0.5 before, 1.5 after" in text
 
 
 def test_every_stage_after_anonymization_reads_the_anonymized_video(demo_run):
