@@ -12,6 +12,16 @@ cores busy, one 2-thread job or two 1-thread jobs at a time). The text also goes
     python bench/demo.py                               # a fresh temporary folder, kept for inspection
     python bench/demo.py --workdir /tmp/demo           # this folder (its results/ must be absent or empty)
     python bench/demo.py --overrides "method=[random,blind]" --cores 2
+
+Measured on the shared 2-core development machine, 1 Dec 2026 (commit 0efc226's demo: two 57-s walks at 10 fps,
+8 questions each, random, blind, blind_letter, blind_debiased and memory_search on SmolLM2): 273 s wall
+(load average 0.9 before, 4.3 after: other work joined), 288 CPU s in all; per rule, wall / CPU s summed over
+its jobs: answer (10 jobs) 143.5 / 128.6, anonymize (2) 54.4 / 32.8, track (2) 54.0 / 32.1, demo_video (2)
+12.6 / 6.6, frames (2) 5.3 / 4.0, report 2.1 / 1.5, memory (2) 1.3 / 1.0, probe (2) 1.6 / 0.8,
+demo_questions, aggregate, ingest, videos_table under 1 s each. The answer jobs: 10–22 s each on SmolLM2
+(random 0.5 s). Before issue #28 (seven 24-s places at 30 fps, 16 questions, videolucy): 30 min 22 s and 41
+CPU-minutes on an idle 2-core machine. Under a load average of 10–15 the same demo took 1,406 s wall and
+401 CPU s (llama.cpp's threads spin while they wait for a core, so CPU seconds grow with load too).
 """
 
 from __future__ import annotations
