@@ -21,7 +21,8 @@ its jobs: answer (10 jobs) 143.5 / 128.6, anonymize (2) 54.4 / 32.8, track (2) 5
 demo_questions, aggregate, ingest, videos_table under 1 s each. The answer jobs: 10–22 s each on SmolLM2
 (random 0.5 s). Before issue #28 (seven 24-s places at 30 fps, 16 questions, videolucy): 30 min 22 s and 41
 CPU-minutes on an idle 2-core machine. Under a load average of 10–15 the same demo took 1,406 s wall and
-401 CPU s (llama.cpp's threads spin while they wait for a core, so CPU seconds grow with load too).
+401 CPU s (llama.cpp's threads spin while they wait for a core, so CPU seconds grow with load too); at a load
+average near 2.5, tests/test_workflow.py's demo fixture (the same `snakemake -c2`) took 107.5 s.
 """
 
 from __future__ import annotations
