@@ -32,6 +32,8 @@ if IS_DEMO:
             code=stage_code("demo_data"),
         log:
             "results/logs/demo_questions.log",
+        benchmark:
+            "results/benchmarks/demo_questions.tsv"
         resources:
             mem_mb=500,
             runtime=5,
@@ -53,6 +55,8 @@ rule ingest:
         code=stage_code("ingest"),
     log:
         "results/logs/ingest.log",
+    benchmark:
+        "results/benchmarks/ingest.tsv"
     resources:
         mem_mb=1000,
         runtime=10,
@@ -94,6 +98,8 @@ rule videos_table:
         "results/videos.parquet",
     log:
         "results/logs/videos_table.log",
+    benchmark:
+        "results/benchmarks/videos_table.tsv"
     resources:
         mem_mb=500,
         runtime=5,

@@ -26,6 +26,8 @@ rule aggregate:
         code=stage_code("aggregate"),
     log:
         "results/logs/aggregate.log",
+    benchmark:
+        "results/benchmarks/aggregate.tsv"
     resources:
         mem_mb=2000,
         runtime=10,

@@ -6,11 +6,12 @@ from senri import config as cfgmod
 from senri.methods import METHODS
 
 
-def test_defaults_select_the_demo_random_blind_and_videolucy_on_the_embedded_model():
+def test_defaults_select_the_demo_random_blind_and_memory_search_on_the_embedded_model():
     cfg = cfgmod.compose()
     assert cfg["dataset"]["name"] == "demo"
     assert cfgmod.runs(cfg) == [("random", "none"), ("blind", "smollm2"), ("blind_letter", "smollm2"),
-                                ("blind_debiased", "smollm2"), ("videolucy", "smollm2")]
+                                ("blind_debiased", "smollm2"), ("memory_search", "smollm2")]
+    assert cfg["method"]["memory_search"]["uses_memory"]  # make demo runs a memory method
     assert cfg["model"]["smollm2"]["backend"] == "llamacpp"
     assert cfg["memory"]["captioner"] == "perception" and cfg["captioner_model"] is None
     for group in ("dataset", "method", "model", "sampling", "memory", "track", "anonymize"):
@@ -37,6 +38,10 @@ def test_a_vlm_captioner_brings_its_model_config_and_only_memory_methods_read_th
         ("+method.x={implementation:random,approach:baseline,uses_model:false,extra:1}", "config.method.x.extra: unknown key"),
         ("+method.y={implementation:nope,approach:baseline,uses_model:false}", "config.method.y.implementation"),
         ("dataset.demo.fps=fast", "config.dataset.demo.fps"),
+        ("+dataset.demo.questions_per_task.XY=1", "config.dataset.demo.questions_per_task.XY: unknown key"),
+        ("dataset.demo.questions_per_task.L=3", "config.dataset.demo.questions_per_task sums to 9 a video"),
+        ("dataset.demo.questions_per_task.NP=3 dataset.demo.questions_per_task.L=4",
+         "config.dataset.demo.questions_per_task asks more than 4 places a video allow: {'NP': (3, 1)}"),
         ("+model.smollm2.base_url=http://x", "config.model.smollm2.base_url: unknown key"),
         ("model.smollm2.sha256=abc", "config.model.smollm2.sha256"),
         ("method.blind.answer_format=letters", "config.method.blind.answer_format"),

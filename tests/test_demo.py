@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import re
 import subprocess
@@ -93,8 +94,35 @@ def _by(items, key, value):
 
 def test_every_answer_follows_from_the_walk(small_demo):
     """Re-derive each answer from the walk script, independently of how the questions were generated."""
-    walks = _walks(small_demo)
-    for q in _questions(small_demo):
+    _assert_answers_follow_from(_walks(small_demo), _questions(small_demo))
+
+
+def test_fewer_questions_per_task_keep_letters_balanced_and_answers_right():
+    """`make demo` asks 8 questions a video (config/dataset/demo.yaml): the counts asked, balanced letters, every
+    answer still right by the walk; the default counts give the generator's 16."""
+    counts = {"L": 2, "RR": 1, "OC": 1, "NP": 1, "RER": 2, "TER": 1}
+    cfg = dataclasses.replace(SMALL_DEMO, questions_per_task=counts)
+    walks = {v: demo.plan_walk(cfg, v) for v in demo.video_ids(cfg)}
+    for video_id, walk in walks.items():
+        questions = demo.make_questions(walk, cfg.seed, cfg.questions_per_task)
+        assert {t: sum(q["task_type"] == t for q in questions) for t in counts} == counts
+        assert sorted(q["answer"] for q in questions) == sorted(LETTERS * 2)
+        _assert_answers_follow_from({video_id: walk.to_json()}, questions)
+        assert len(demo.make_questions(walk, cfg.seed)) == sum(demo.QUESTIONS_PER_TASK.values()) == 16
+
+
+@pytest.mark.parametrize("counts, message", [
+    ({"L": 3, "RR": 1, "OC": 1, "NP": 1, "RER": 2, "TER": 1}, "sums to 9 a video"),
+    ({"L": 1, "NP": 3}, "asks more than 5 places a video allow: {'NP': (3, 2)}"),
+    ({"L": 4, "XX": 4}, "unknown task types ['XX']"),
+])
+def test_question_counts_that_cannot_be_asked_are_refused(counts, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        dataclasses.replace(SMALL_DEMO, questions_per_task=counts)
+
+
+def _assert_answers_follow_from(walks, questions):
+    for q in questions:
         walk, text = walks[q["video_id"]], q["question"]
         places, turns = walk["places"], walk["turns"]
         chosen = q["options"][LETTERS.index(q["answer"])]

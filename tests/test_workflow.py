@@ -1,7 +1,8 @@
-"""End-to-end: the Snakemake DAG on the full-size demo, its caching, and the workflow's house rules."""
+"""End-to-end: the Snakemake DAG on the demo (`make demo`), its caching, and the workflow's house rules."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -14,6 +15,9 @@ import pytest
 import yaml
 
 from conftest import REPO
+from senri import config as senri_config
+from senri import demo
+from senri.memory import memory_plan
 from senri import workflow as senri_workflow
 
 pytestmark = pytest.mark.workflow
@@ -47,6 +51,17 @@ def planned_jobs(workdir: Path, *args: str) -> dict[str, int]:
     return jobs
 
 
+#: The demo `make demo` runs (config/dataset/demo.yaml): its sizes, not numbers copied here, set what the
+#: checks below expect, so a resized demo keeps every check.
+DEMO = demo.DemoConfig.from_mapping(senri_config.compose()["dataset"]["demo"])
+QUESTIONS_PER_VIDEO = sum(DEMO.questions_per_task.values())
+N_QUESTIONS = DEMO.n_videos * QUESTIONS_PER_VIDEO
+DEMO_FRAMES = demo.plan_walk(DEMO, "demo_01").duration_s * DEMO.fps
+#: Coarse captions of a demo video: its length split at the clip span of the preset that length picks.
+COARSE_CLIPS = memory_plan(senri_config.compose()["memory"],
+                           demo.plan_walk(DEMO, "demo_01").duration_s)["levels"]["coarse"]["clips"]
+
+
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory) -> Path:
     workdir = tmp_path_factory.mktemp("workflow")
@@ -54,37 +69,74 @@ def demo_run(tmp_path_factory) -> Path:
     return workdir
 
 
+#: VideoLucy added to make demo's run set, asked for one video: adding a method reruns only its answer jobs.
+WITH_VIDEOLUCY = ("--config", "overrides=method=[random,blind,blind_letter,blind_debiased,memory_search,videolucy]",
+                  "--", "results/predictions/videolucy/smollm2/demo_02.parquet")
+LUCY_TARGET = "results/predictions/videolucy/smollm2/demo_02.parquet"
+
+
+@pytest.fixture(scope="module")
+def lucy_run(demo_run) -> Path:
+    snakemake(demo_run, "-c2", *WITH_VIDEOLUCY)
+    return demo_run
+
+
 def test_demo_run_produces_the_main_table(demo_run):
     main = (demo_run / "results/tables/main.md").read_text()
-    assert re.search(r"^\| random \| none \| none \| 32 \| \d+\.\d \|", main, re.MULTILINE), main
+    assert re.search(rf"^\| random \| none \| none \| {N_QUESTIONS} \| \d+\.\d \|", main, re.MULTILINE), main
     for table in demo_run.glob("results/**/*.parquet"):
         rows = pl.read_parquet(table).height  # every stage's output opens with polars
         # The demo's walks show no faces: its detections tables are empty, every other table is not.
         assert rows > 0 or table.name.endswith(".detections.parquet"), table
     videos = pl.read_parquet(demo_run / "results/videos.parquet")
     assert videos["video_id"].to_list() == ["demo_01", "demo_02"]
-    assert (videos["duration_s"] >= 180).all() and (videos["duration_s"] <= 300).all()
-    assert pl.read_parquet(demo_run / "results/questions.parquet").height == 32
+    walks = {w["video_id"]: w for w in json.loads((demo_run / "results/demo/walks.json").read_text())}
+    assert videos["duration_s"].to_list() == pytest.approx([walks[v]["duration_s"] for v in videos["video_id"]],
+                                                           abs=0.05)  # the probed length is the walk script's
+    questions = pl.read_parquet(demo_run / "results/questions.parquet")
+    assert questions.height == N_QUESTIONS
+    per_task = questions.group_by("video_id", "task_type").len()
+    assert {(r["task_type"], r["len"]) for r in per_task.iter_rows(named=True)} == set(DEMO.questions_per_task.items())
+
+
+def test_bench_demo_times_every_rule_of_the_demo(demo_run):
+    """bench/demo.py's table (the README's time per rule) has a row for every rule make demo runs, with its jobs."""
+    spec = importlib.util.spec_from_file_location("bench_demo", REPO / "bench" / "demo.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    text = bench.summarize(demo_run, wall=100.0, cpu=150.0, cores=2, load=(0.5, 1.5))
+    rows = [line.strip("| ").split(" | ") for line in text.splitlines() if line.startswith("| ") and "---" not in line]
+    jobs = {row[0]: int(row[1]) for row in rows[1:]}
+    answers = len(list(demo_run.glob("results/predictions/*/*/*.parquet")))
+    per_video = {"demo_video", "anonymize", "probe", "frames", "track", "memory"}
+    assert jobs == {**{rule: DEMO.n_videos for rule in per_video}, "answer": answers, "demo_questions": 1,
+                    "ingest": 1, "videos_table": 1, "aggregate": 1, "report": 1,
+                    "all": DEMO.n_videos * len(per_video) + answers + 5}
+    assert float(rows[-1][3]) > 0 and float(next(r for r in rows if r[0] == "anonymize")[3]) > 0, text  # CPU s
+    assert "150 CPU s in all" in text and "Load average (1 min) 0.5 before, 1.5 after" in text
 
 
 def test_every_stage_after_anonymization_reads_the_anonymized_video(demo_run):
     videos = pl.read_parquet(demo_run / "results/videos.parquet")
     assert videos["path"].to_list() == ["results/anonymized/demo_01.mp4", "results/anonymized/demo_02.mp4"]
-    assert videos["n_frames"].to_list() == [6120, 6120]  # the source's frame count, kept
+    assert videos["n_frames"].to_list() == [DEMO_FRAMES, DEMO_FRAMES]  # the source's frame count, kept
     assert (videos["keyframe_interval_s"] == 1.0).all()  # a camera-like GOP, so frame sampling stays cheap
     detections = pl.read_parquet(demo_run / "results/anonymized/demo_01.detections.parquet")
     assert detections.columns[:4] == ["video_id", "frame_index", "pts_s", "cls"]
     log = (demo_run / "results/logs/anonymize/demo_01.log").read_text()
-    assert re.search(r"demo_01: 6120 frames \(1225 detected, 4895 propagated\)", log), log
+    stride = senri_config.compose()["anonymize"]["stride"]
+    detected = len(range(0, DEMO_FRAMES, stride)) + ((DEMO_FRAMES - 1) % stride != 0)  # every stride-th, and the last
+    assert re.search(rf"demo_01: {DEMO_FRAMES} frames \({detected} detected, {DEMO_FRAMES - detected} propagated\)",
+                     log), log
 
 
 def test_demo_blind_row_comes_from_a_real_model(demo_run):
     main = (demo_run / "results/tables/main.md").read_text()
-    assert re.search(r"^\| blind \| smollm2 \| none \| 32 \| \d+\.\d \|", main, re.MULTILINE), main
+    assert re.search(rf"^\| blind \| smollm2 \| none \| {N_QUESTIONS} \| \d+\.\d \|", main, re.MULTILINE), main
     blind = pl.concat([pl.read_parquet(p) for p in (demo_run / "results/predictions/blind/smollm2").glob("*.parquet")])
-    assert blind.height == 32 and blind["error"].is_null().all()
+    assert blind.height == N_QUESTIONS and blind["error"].is_null().all()
     assert (blind["n_llm_calls"] == 1).all() and (blind["prompt_tokens"] > 50).all()
-    assert blind["raw_output"].is_not_null().all() and blind["parse_ok"].sum() >= 28
+    assert blind["raw_output"].is_not_null().all() and blind["parse_ok"].sum() >= 0.875 * N_QUESTIONS
     log = (demo_run / "results/logs/answer/blind/smollm2/demo_01.log").read_text()
     assert "llama.cpp loaded SmolLM2-135M-Instruct.Q4_1.gguf" in log and "hit rate 0.0%" in log
 
@@ -125,14 +177,14 @@ def test_a_rerun_answers_from_the_response_cache_byte_for_byte(demo_run):
     snakemake(demo_run, "-c2")
     assert prediction.read_bytes() == before
     log = (demo_run / "results/logs/answer/blind/smollm2/demo_02.log").read_text()
-    assert "16 hit(s), 0 miss(es), hit rate 100.0%" in log
+    assert f"{QUESTIONS_PER_VIDEO} hit(s), 0 miss(es), hit rate 100.0%" in log
 
 
 def test_demo_memory_is_built_by_the_perception_captioner_from_the_track(demo_run):
     walks = {w["video_id"]: w for w in json.loads((demo_run / "results/demo/walks.json").read_text())}
     for video_id, walk in walks.items():
         memory = pl.read_parquet(demo_run / f"results/memory/perception/{video_id}.parquet")
-        assert memory["level"].to_list() == ["coarse"] * 7 and memory["error"].is_null().all()
+        assert memory["level"].to_list() == ["coarse"] * COARSE_CLIPS and memory["error"].is_null().all()
         text = " ".join(memory["text"])
         for place in walk["places"]:
             assert f'"{place["name"]}"' in text  # the signs, read by OCR
@@ -142,10 +194,20 @@ def test_demo_memory_is_built_by_the_perception_captioner_from_the_track(demo_ru
         assert all(abs(int(t.split()[1].rstrip("°")) - 90) <= 30 for t in turns)
         assert f"Turned {turns[0]}" in text
         cost = pl.read_parquet(demo_run / f"results/memory/perception/{video_id}.cost.parquet")
-        assert cost["computed"].to_list() == [7] and cost["frames"].sum() > 0
+        assert cost["computed"].to_list() == [COARSE_CLIPS] and cost["frames"].sum() > 0
     assert (demo_run / "results/track/demo_01.png").read_bytes()[:4] == b"\x89PNG"
-    lucy = pl.concat([pl.read_parquet(p) for p in (demo_run / "results/predictions/videolucy/smollm2").glob("*.parquet")])
-    assert lucy.height == 32 and lucy["error"].is_null().all() and lucy["trace"].is_not_null().all()
+    # make demo's memory method reads this memory: every question answered, each within its call bound.
+    search = pl.concat([pl.read_parquet(p) for p in (demo_run / "results/predictions/memory_search/smollm2").glob("*.parquet")])
+    assert search.height == N_QUESTIONS and search["error"].is_null().all() and search["trace"].is_not_null().all()
+    assert (search["n_llm_calls"] >= 1).all() and (search["n_llm_calls"] <= 12).all()  # (5 rounds + forced)·(1 + 1 repair)
+    assert {json.loads(t)["retriever"] for t in search["trace"]} == {"embedding"}
+
+
+def test_videolucy_answers_every_demo_question_over_the_perception_memory(lucy_run):
+    """VideoLucy is not in make demo's run set (too slow on SmolLM2 for 5 minutes); added to it, it answers one
+    demo video's questions over the same memory within its call bound."""
+    lucy = pl.read_parquet(lucy_run / LUCY_TARGET)
+    assert lucy.height == QUESTIONS_PER_VIDEO and lucy["error"].is_null().all() and lucy["trace"].is_not_null().all()
     assert (lucy["n_llm_calls"] >= 2).all() and (lucy["n_llm_calls"] <= 26).all()  # (3 + 2·5)·(1 + 1 repair)
 
 
@@ -159,7 +221,7 @@ def test_the_demo_memory_holds_every_navigation_answer(demo_run):
     route of every navigation-planning (NP) question is the correct option's: the information is there for a
     memory method to use."""
     questions = pl.read_parquet(demo_run / "results/questions.parquet").filter(pl.col("task_type") == "NP")
-    assert questions.height == 4
+    assert questions.height == DEMO.n_videos * DEMO.questions_per_task["NP"] > 0
     for q in questions.iter_rows(named=True):
         text = " ".join(pl.read_parquet(demo_run / f"results/memory/perception/{q['video_id']}.parquet")["text"])
         signs: dict[str, list[int]] = {}
@@ -175,13 +237,13 @@ def test_the_demo_memory_holds_every_navigation_answer(demo_run):
         assert phrase[0].upper() + phrase[1:] == correct, (q["qid"], route, correct)
 
 
-def test_a_second_run_makes_no_captioner_call(demo_run):
-    for path in ("results/memory/perception/demo_02.parquet", "results/predictions/videolucy/smollm2/demo_02.parquet"):
-        (demo_run / path).unlink()
-    snakemake(demo_run, "-c2")
-    memory_log = (demo_run / "results/logs/memory/perception/demo_02.log").read_text()
-    assert "0 computed, 7 reused from the caption cache" in memory_log
-    answer_log = (demo_run / "results/logs/answer/videolucy/smollm2/demo_02.log").read_text()
+def test_a_second_run_makes_no_captioner_call(lucy_run):
+    for path in ("results/memory/perception/demo_02.parquet", LUCY_TARGET):
+        (lucy_run / path).unlink()
+    snakemake(lucy_run, "-c2", *WITH_VIDEOLUCY)
+    memory_log = (lucy_run / "results/logs/memory/perception/demo_02.log").read_text()
+    assert f"0 computed, {COARSE_CLIPS} reused from the caption cache" in memory_log
+    answer_log = (lucy_run / "results/logs/answer/videolucy/smollm2/demo_02.log").read_text()
     assert "0 miss(es), hit rate 100.0%" in answer_log
     assert re.search(r"captioner perception: 0 caption\(s\) computed, \d+ reused", answer_log), answer_log
 
@@ -217,7 +279,7 @@ def test_adding_a_method_reruns_only_answer_and_aggregate(demo_run):
 def test_a_changed_slice_reruns_exactly_the_stages_that_read_it(demo_run):
     assert planned_jobs(demo_run, "--config", "overrides=seed=5") == {"answer": 10, "aggregate": 1, "report": 1,
                                                                       "all": 1}
-    # The memory slice is read by the memory stage and the memory methods' answer jobs (videolucy).
+    # The memory slice is read by the memory stage and the memory methods' answer jobs (memory_search).
     assert planned_jobs(demo_run, "--config", "overrides=memory.auto.mlvu_short=500") == {
         "memory": 2, "answer": 2, "aggregate": 1, "report": 1, "all": 1}
     assert planned_jobs(demo_run, "--config", "overrides=track.hfov_deg=60") == {
@@ -266,7 +328,7 @@ def test_direct_perception_on_a_tiny_vlm_reads_the_frame_store_through_the_dag(t
     main = (tmp_path / "results/tables/main.md").read_text()
     assert (tmp_path / "results/report/figures/frame_budget.png").stat().st_size > 1000
     for budget in (4, 8):  # random weights: parse failures are expected, flagged with †
-        assert re.search(rf"^\| direct_{budget}( †)? \| tiny \| none \| 32 \|", main, re.MULTILINE), main
+        assert re.search(rf"^\| direct_{budget}( †)? \| tiny \| none \| {N_QUESTIONS} \|", main, re.MULTILINE), main
 
 
 def test_every_agent_method_runs_through_the_dag_on_the_perception_memory(tmp_path):
@@ -293,7 +355,7 @@ def test_every_agent_method_runs_through_the_dag_on_the_perception_memory(tmp_pa
     snakemake(tmp_path, "-c2", "--config", f"overrides={overrides}")
     main = pl.read_parquet(tmp_path / "results/tables/main.parquet")
     assert sorted(main["method"]) == sorted(methods.split(","))
-    assert (main["n"] == 32).all() and (main["errors"] == 0).all() and (main["parse_failures"] == 0).all()
+    assert (main["n"] == N_QUESTIONS).all() and (main["errors"] == 0).all() and (main["parse_failures"] == 0).all()
     for method in methods.split(","):
         predictions = pl.read_parquet(tmp_path / f"results/predictions/{method}/agent/demo_01.parquet")
         actions = {tuple(json.loads(t)["actions"]) for t in predictions["trace"]}

@@ -184,6 +184,14 @@ def validate(cfg: Mapping[str, Any], schema: Mapping[str, Any] | None = None) ->
     for name in cfg.get("sampling", {}).get("build", []):
         if name not in cfg["sampling"].get("plans", {}):
             problems.append(f"config.sampling.build: plan {name!r} is not defined in config.sampling.plans")
+    demo_section = cfg.get("dataset", {}).get("demo")
+    if isinstance(demo_section, dict) and not any(p.startswith("config.dataset.demo") for p in problems):
+        from senri.demo import DemoConfig
+
+        try:  # what the schema cannot say: question counts that fit the walk and keep the letters balanced
+            DemoConfig.from_mapping(demo_section)
+        except ValueError as exc:
+            problems.append(str(exc))
     if not cfg.get("method"):
         problems.append("config.method: no method selected (e.g. method=[random])")
     for name, method in cfg.get("method", {}).items():

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from senri.media import run_ffmpeg
-from senri.records import LETTERS
+from senri.records import LETTERS, TASK_TYPES
 
 PLACES = (
     "BAKERY", "MUSEUM", "TEA HOUSE", "BOOKSHOP", "PHARMACY", "FLOWER MARKET", "SUBWAY STATION", "BANK",
@@ -57,6 +57,8 @@ OBJECT_COLORS = {"red": "0xD03030", "blue": "0x3050D0", "green": "0x30A040", "ye
 BACKGROUNDS = ("0x6B705C", "0x3D405B", "0x81B29A", "0x7F5539", "0x5E548E", "0x2A9D8F", "0x8D99AE",
                "0x6D597A", "0x355070", "0x9C6644", "0x52796F", "0x4A4E69")
 RELATIONS = ("To my front left", "To my front right", "To my rear left", "To my rear right")
+#: Questions per video and task type when the config names none: 16 a video, every type at least twice.
+QUESTIONS_PER_TASK: Mapping[str, int] = {"L": 3, "RR": 2, "OC": 3, "NP": 2, "RER": 3, "TER": 3}
 #: geq expression of the turn panorama: a static, non-repeating texture, strongest at coarse scales so optical
 #: flow follows large pans without locking onto a repeated pattern.
 PANORAMA = ("geq=lum='128+45*sin(X/29+2*sin(Y/41))+35*sin(Y/17+X/61)+25*sin((X+Y)/11+3*sin(X/97))'"
@@ -85,11 +87,31 @@ class DemoConfig:
     #: f = (width/2)/tan(hfov/2), so the ego-motion track can recover the angle.
     camera_hfov_deg: float = 90.0
     turn_deg: int = 90
+    #: Questions per video and task type. The demo's size is its run time (answer jobs cost per question),
+    #: so `make demo` asks fewer than the default; the letters stay balanced, so the total must divide by 4.
+    questions_per_task: Mapping[str, int] = dataclasses.field(default_factory=lambda: dict(QUESTIONS_PER_TASK))
+
+    def __post_init__(self) -> None:
+        counts, where = self.questions_per_task, "config.dataset.demo.questions_per_task"
+        unknown = sorted(set(counts) - set(TASK_TYPES))
+        if unknown:
+            raise ValueError(f"{where} names unknown task types {unknown} (known: {', '.join(TASK_TYPES)})")
+        total = sum(counts.values())
+        if total == 0 or total % len(LETTERS):
+            raise ValueError(f"{where} sums to {total} a video; answer letters are balanced per video, so it "
+                             f"must be a positive multiple of {len(LETTERS)}")
+        # Distinct subjects per type: places, routes over three turns (NP), turns (TER).
+        n = self.places_per_video
+        limits = {"L": n, "RR": n, "OC": n, "RER": n, "NP": n - 3, "TER": n - 1}
+        over = {task: (k, limits[task]) for task, k in counts.items() if k > limits[task]}
+        if over:
+            raise ValueError(f"{where} asks more than {n} places a video allow: {over} (asked, most)")
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> "DemoConfig":
         fields = dataclasses.fields(cls)
-        missing = [f.name for f in fields if f.name not in data and f.default is dataclasses.MISSING]
+        required = [f for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        missing = [f.name for f in required if f.name not in data]
         if missing:
             raise KeyError(f"demo config lacks {missing}")
         return cls(**{f.name: data[f.name] for f in fields if f.name in data})
@@ -213,17 +235,21 @@ def _turn_phrase(directions: Sequence[str]) -> str:
     return text[0].upper() + text[1:]
 
 
-def make_questions(walk: Walk, seed: int) -> list[dict[str, Any]]:
-    """SENRI-format questions about ``walk``: 3 L, 2 RR, 3 OC, 2 NP, 3 RER, 3 TER; letters balanced."""
+def make_questions(walk: Walk, seed: int,
+                   per_task: Mapping[str, int] = QUESTIONS_PER_TASK) -> list[dict[str, Any]]:
+    """SENRI-format questions about ``walk``, ``per_task[t]`` of each task type t (by default 3 L, 2 RR, 3 OC,
+    2 NP, 3 RER, 3 TER); letters balanced. Each type draws its subjects in a fixed order, so the default
+    counts give the same questions as ever."""
     rng = random.Random(f"senri-demo-questions:{seed}:{walk.video_id}")
     places, turns = walk.places, walk.turns
+    count = {task: per_task.get(task, 0) for task in TASK_TYPES}
     plan: list[tuple[str, Any]] = (
-        [("L", p) for p in rng.sample(places, 3)]
-        + [("RR", p) for p in rng.sample(places, 2)]
-        + [("OC", p) for p in rng.sample(places, 3)]
-        + [("NP", i) for i in rng.sample(range(len(places) - 3), 2)]
-        + [("RER", p) for p in rng.sample(places, 3)]
-        + [("TER", i) for i in rng.sample(range(len(turns)), 3)]
+        [("L", p) for p in rng.sample(places, count["L"])]
+        + [("RR", p) for p in rng.sample(places, count["RR"])]
+        + [("OC", p) for p in rng.sample(places, count["OC"])]
+        + [("NP", i) for i in rng.sample(range(len(places) - 3), count["NP"])]
+        + [("RER", p) for p in rng.sample(places, count["RER"])]
+        + [("TER", i) for i in rng.sample(range(len(turns)), count["TER"])]
     )
     letters = [LETTERS[i % 4] for i in range(len(plan))]
     rng.shuffle(letters)
@@ -434,7 +460,7 @@ def read_frame_index(luma_rows: Any) -> int:
 def write_questions(cfg: DemoConfig, out: Path, walks_out: Path | None = None) -> list[dict[str, Any]]:
     """Write every demo video's questions as JSONL (and the walk scripts as JSON, the ground truth)."""
     walks = [plan_walk(cfg, vid) for vid in video_ids(cfg)]
-    questions = [q for walk in walks for q in make_questions(walk, cfg.seed)]
+    questions = [q for walk in walks for q in make_questions(walk, cfg.seed, cfg.questions_per_task)]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in questions))
     if walks_out is not None:
