@@ -25,7 +25,7 @@ from senri.records import Prediction, Question, VideoInfo, schema_of, to_frame
 from senri.report.browser import Marks, build_browser, question_href, question_slug, time_strip
 from test_videolucy import LOCALIZE_60_90, QUESTION, SEARCH_PATH, answer_json, hall, script_rules  # noqa: F401
 from test_videolucy import run as run_videolucy
-from test_workflow import snakemake
+from test_workflow import N_QUESTIONS, snakemake
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 METHODS = "random,memory_search,senri_agent"
@@ -145,7 +145,7 @@ def page_url(run: Path, qid: str) -> str:
 def test_the_list_has_one_row_per_prediction_and_the_report_links_it(run, tmp_path, shots):
     rows = list_rows(dom(index_url(run), tmp_path))
     preds = predictions(run)
-    assert len(rows) == preds.height == 3 * 32 and len(visible(rows)) == len(rows)
+    assert len(rows) == preds.height == 3 * N_QUESTIONS and len(visible(rows)) == len(rows)
     counted = pl.DataFrame({"run": [r["data-run"] for r in rows]}).group_by("run").len().sort("run")
     expected = (preds.select(run=pl.col("method") + "/" + pl.col("model")).group_by("run").len().sort("run"))
     assert counted.equals(expected)

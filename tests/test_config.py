@@ -22,7 +22,7 @@ def test_a_vlm_captioner_brings_its_model_config_and_only_memory_methods_read_th
     cfg = cfgmod.compose(["memory.captioner=qwen25vl7b_vllm"])
     assert cfg["captioner_model"]["backend"] == "vllm" and "qwen25vl7b_vllm" not in cfg["model"]
     assert cfgmod.stage_slice(cfg, "memory")["captioner_model"]["backend"] == "vllm"
-    assert "memory" in cfgmod.stage_slice(cfg, "answer", method="videolucy", model="smollm2")
+    assert "memory" in cfgmod.stage_slice(cfg, "answer", method="memory_search", model="smollm2")
     assert "memory" not in cfgmod.stage_slice(cfg, "answer", method="blind", model="smollm2")
     with pytest.raises(cfgmod.ConfigError, match="memory.captioner"):
         cfgmod.compose(["memory.captioner=no_such_model"])

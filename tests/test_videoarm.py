@@ -386,7 +386,7 @@ def test_videoarm_runs_through_the_dag_with_a_tiny_vlm(tmp_path):
     report's Table 2 shows the Evidence Seeking group."""
     import polars as pl
 
-    from test_workflow import snakemake
+    from test_workflow import QUESTIONS_PER_VIDEO, snakemake
     from tiny_vlm import build_tiny_llava
 
     model = build_tiny_llava(tmp_path / "tiny-vlm")
@@ -418,7 +418,7 @@ def test_videoarm_runs_through_the_dag_with_a_tiny_vlm(tmp_path):
     assert tiny["error"].is_null().all()  # random weights: answers are noise, but every question ran
     assert all(json.loads(t)["interface"] == "json" for t in tiny["trace"])
     table2 = (tmp_path / "results/report/tables/main.md").read_text()  # the report's Table 2, grouped by approach
-    assert table2.startswith("**Evidence Seeking**") and "| videoarm | ctl | none | 16 |" in table2
+    assert table2.startswith("**Evidence Seeking**") and f"| videoarm | ctl | none | {QUESTIONS_PER_VIDEO} |" in table2
 
 
 def test_tool_models_are_named_model_configs_in_the_answer_slice():

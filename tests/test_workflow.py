@@ -361,7 +361,7 @@ def test_every_agent_method_runs_through_the_dag_on_the_perception_memory(tmp_pa
         actions = {tuple(json.loads(t)["actions"]) for t in predictions["trace"]}
         expected = ("search",) * 5 + ("answer",) if method == "memory_search" else ("verify", "answer")
         assert actions == {expected}, (method, actions)
-    index = list((tmp_path / "results/cache/captions/perception/demo_01/index").glob("index-*.npy"))
+    index = list((tmp_path / "results/cache/captions/perception/demo_01/index").glob("index-*.npz"))
     assert len(index) == 1  # the embedding index, built once per memory and shared by the agent jobs
 
 
