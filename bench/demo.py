@@ -13,6 +13,9 @@ cores busy, one 2-thread job or two 1-thread jobs at a time). The text also goes
     python bench/demo.py --workdir /tmp/demo           # this folder (its results/ must be absent or empty)
     python bench/demo.py --overrides "method=[random,blind]" --cores 2
 
+Measured on 2 nearly idle cores, 1 Dec 2026 (load average 0.6 before, 2.2 after, with the run-health and
+browser report): 137 s wall, 209 CPU s; answer (10 jobs) 71.0 / 91.0 wall / CPU s, track 25.7 / 42.8,
+anonymize 22.4 / 36.8, demo_video 7.4 / 6.3, frames 3.8 / 3.3, report 2.7 / 2.5, the rest under 2 s each.
 Measured on the shared 2-core development machine, 1 Dec 2026 (commit 0efc226's demo: two 57-s walks at 10 fps,
 8 questions each, random, blind, blind_letter, blind_debiased and memory_search on SmolLM2): 273 s wall
 (load average 0.9 before, 4.3 after: other work joined), 288 CPU s in all; per rule, wall / CPU s summed over
