@@ -432,6 +432,10 @@ def test_tool_models_are_named_model_configs_in_the_answer_slice():
     assert spec["tool_model_configs"]["clip"]["name"] == "qwen25vl3b_hf"
     assert spec["tool_model_configs"]["clip"]["config"]["backend"] == "transformers"
     assert "caption" not in spec["tool_model_configs"]  # null: the run's model, recorded at run time
+    # The ASR model is a model config too (backend openai, served with /audio/transcriptions), in the slice.
+    spec = stage_slice(compose([*base, "method.videoarm.tool_models.audio=openai_asr"]), "answer", method="videoarm",
+                       model="smollm2")["method"]
+    assert spec["tool_model_configs"]["audio"]["config"]["model"] == "whisper-1"
     with pytest.raises(ConfigError, match="config.method.videoarm.tool_models.caption: 'nosuch'"):
         compose([*base, "method.videoarm.tool_models.caption=nosuch"])
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import io
 import math
-import os
-import random
 import time
 import wave
 from dataclasses import dataclass, field
@@ -23,8 +21,7 @@ from typing import Any, Mapping
 import httpx
 
 from senri.backends.base import BackendError
-from senri.backends.openai import RETRY_EXCEPTIONS, RETRY_STATUS, backoff_delay, retry_after_s
-from senri.secrets import register as register_secret
+from senri.backends.openai import RETRY_EXCEPTIONS, RETRY_STATUS, backoff_delay, endpoint_settings, retry_after_s
 from senri.secrets import scrub
 
 SAMPLE_RATE = 16000  # A-T4: 16 kHz mono 16-bit PCM, what Whisper reads
@@ -77,20 +74,7 @@ class Transcriber:
         if config.get("backend") != "openai":
             raise BackendError(f"ASR model config: backend must be openai (an OpenAI-compatible "
                                f"/audio/transcriptions server), got {config.get('backend')!r}")
-        if not config.get("base_url") or not config.get("model"):
-            raise BackendError("ASR model config: needs base_url (e.g. http://host:8000/v1) and model (e.g. whisper-1)")
-        self.base_url = str(config["base_url"]).rstrip("/")
-        self.model = str(config["model"])
-        self.timeout_s = float(config.get("timeout_s", 300))
-        self.max_retries = int(config.get("max_retries", 5))
-        self.backoff_base_s = float(config.get("backoff_base_s", 1.0))
-        self.backoff_cap_s = float(config.get("backoff_cap_s", 60.0))
-        key_env = config.get("api_key_env")
-        self._api_key = os.environ.get(key_env) if key_env else None
-        if key_env and not self._api_key:
-            raise BackendError(f"ASR model config: api_key_env names {key_env!r}, which is not set in the environment")
-        register_secret(self._api_key)
-        self._rng = random.Random(0)
+        endpoint_settings(self, config, "the ASR model (an OpenAI-compatible /audio/transcriptions server)")
         self._client = httpx.Client(timeout=self.timeout_s)
 
     def close(self) -> None:
