@@ -603,3 +603,34 @@ def test_without_an_asr_model_or_without_audio_the_controller_gets_the_no_audio_
     assert "tool_models.audio is null" in trace["video_info"]["audio_transcriber_unavailable"] \
         if case == "no_asr_model" else trace["video_info"]["has_audio"] is False
     assert handler.uploads == [] and trace["hm3"]["audio_transcripts"] == []
+
+
+def test_the_transcription_client_retries_a_busy_server_and_reads_verbose_json(asr_server):
+    from senri.backends.transcription import Transcriber, parse_verbose_json, wav_bytes
+
+    handler, url = asr_server
+    busy = {"left": 1}
+    original = handler.do_POST
+
+    def flaky(self):  # noqa: ANN001 - one 503 with Retry-After 0, then the normal reply
+        if busy["left"]:
+            busy["left"] -= 1
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self._send(503, {"error": "busy"}, {"Retry-After": "0"})
+            return
+        original(self)
+
+    handler.segments = [{"start": 0.0, "end": 0.2, "text": " hi"}]
+    handler.do_POST = flaky
+    try:
+        client = Transcriber({"backend": "openai", "base_url": url, "model": "w", "max_retries": 1})
+        result = client.transcribe(wav_bytes(b"\0\0" * 1600))
+        client.close()
+    finally:
+        handler.do_POST = original
+    assert result.error is None and result.attempts == 2 and result.text == "hi"
+    assert result.segments == [{"start": 0.0, "end": 0.2, "text": "hi"}]
+    assert "no numeric start/end" in parse_verbose_json({"segments": [{"text": "x"}]}).error
+    assert parse_verbose_json({"segments": [{"start": 1, "end": 2, "text": " a"}]}).text == "a"
+    with pytest.raises(Exception, match="backend must be openai"):
+        Transcriber({"backend": "vllm", "base_url": url, "model": "w"})
