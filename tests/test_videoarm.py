@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import ffprobe_frames, make_indexed_video
+from conftest import JsonHandler, ffprobe_frames, make_indexed_video
 from senri.backends.base import ChatRequest, Message
 from senri.backends.openai_format import chat_body, parse_chat_response
 from senri.config import compose
@@ -153,12 +153,13 @@ def clip(tmp_path_factory):
     return path, probe(path, "v")
 
 
-def _method(tmp_path: Path, clip, rules: list[dict], tools: bool, **method) -> tuple[VideoARM, Path]:
+def _method(tmp_path: Path, clip, rules: list[dict], tools: bool, extra: tuple[str, ...] = (),
+            **method) -> tuple[VideoARM, Path]:
     script, record = tmp_path / "script.jsonl", tmp_path / "calls.jsonl"
     script.write_text("".join(json.dumps(r) + "\n" for r in rules))
     cfg = compose(["method=[videoarm]", "model=[]", "dataset=demo",
                    f"+model.s={{backend:scripted,script:{script},record:{record},tools:{str(tools).lower()}}}",
-                   *[f"method.videoarm.{k}={v}" for k, v in method.items()]])
+                   *extra, *[f"method.videoarm.{k}={v}" for k, v in method.items()]])
     spec = dict(cfg["method"]["videoarm"])
     model = dict(cfg["model"]["s"])
     from senri.backends import open_backend
@@ -247,7 +248,8 @@ def test_a_function_call_episode_snapshots_analyses_then_answers(tmp_path, clip)
     assert [(round(a, 2), round(b, 2), label) for a, b, label in trace_marks(trace).periods] == [
         (0.0, 0.97, "scene_snapper (step 1)"), (1.0, 3.97, "scene_snapper (step 1)"),
         (2.0, 3.97, "scene_snapper (step 2)"), (2.0, 3.0, "clip_analyzer (step 3)")]
-    assert trace["substitutions"] and trace["models"] == {"controller": "s", "caption": "s", "clip": "s"}
+    assert trace["substitutions"] and trace["models"] == {"controller": "s", "caption": "s", "clip": "s",
+                                                          "audio": None}
     assert result.tally.health.get("forced_answers", 0) == 0
 
 
@@ -409,7 +411,7 @@ def test_videoarm_runs_through_the_dag_with_a_tiny_vlm(tmp_path):
     assert scripted["error"].is_null().all() and (scripted["pred"] == "B").all()
     for trace in map(json.loads, scripted["trace"]):
         assert [e["tool_name"] for e in trace["tool_calls_log"]] == ["scene_snapper", "clip_analyzer"]
-        assert trace["models"] == {"controller": "ctl", "caption": "tiny", "clip": "tiny"}
+        assert trace["models"] == {"controller": "ctl", "caption": "tiny", "clip": "tiny", "audio": None}
         assert trace["tool_calls_log"][0]["frames_decoded"] == 30 and trace["tool_calls_log"][1]["frames_decoded"] == 8
         last = trace["hm3"]["scene_snapshots"][0]["frame_interval"][1]
         assert last == trace["video_info"]["total_frames"] - 1  # the range is clamped to the video
@@ -430,6 +432,10 @@ def test_tool_models_are_named_model_configs_in_the_answer_slice():
     assert spec["tool_model_configs"]["clip"]["name"] == "qwen25vl3b_hf"
     assert spec["tool_model_configs"]["clip"]["config"]["backend"] == "transformers"
     assert "caption" not in spec["tool_model_configs"]  # null: the run's model, recorded at run time
+    # The ASR model is a model config too (backend openai, served with /audio/transcriptions), in the slice.
+    spec = stage_slice(compose([*base, "method.videoarm.tool_models.audio=openai_asr"]), "answer", method="videoarm",
+                       model="smollm2")["method"]
+    assert spec["tool_model_configs"]["audio"]["config"]["model"] == "whisper-1"
     with pytest.raises(ConfigError, match="config.method.videoarm.tool_models.caption: 'nosuch'"):
         compose([*base, "method.videoarm.tool_models.caption=nosuch"])
 
@@ -453,3 +459,178 @@ def test_questions_advance_together_in_batches_and_answer_as_one_by_one(tmp_path
     assert [a.pred for a in together] == [a.pred for a in alone] == ["B"] * 3
     for a, b in zip(together, alone):
         assert a.trace["hm3"] == b.trace["hm3"] and a.trace["tool_statistics"] == b.trace["tool_statistics"]
+
+
+# ---------------------------------------------------------------------------------------- audio (A-T4)
+
+
+@pytest.fixture(scope="module")
+def talking_clip(tmp_path_factory):
+    """The indexed 4-s, 30-fps clip with an audio track: a 440 Hz tone (AAC, 48 kHz) under the whole video."""
+    folder = tmp_path_factory.mktemp("videoarm_audio")
+    silent = make_indexed_video(folder / "silent.mp4", seconds=4, fps=30, gop=30)
+    path = folder / "v.mp4"
+    subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", str(silent), "-f", "lavfi", "-i",
+                    "sine=frequency=440:sample_rate=48000:duration=4", "-map", "0:v", "-map", "1:a", "-c:v", "copy",
+                    "-c:a", "aac", "-shortest", str(path)], check=True, capture_output=True, stdin=subprocess.DEVNULL)
+    info = probe(path, "v")
+    assert info.has_audio
+    return path, info
+
+
+class AsrHandler(JsonHandler):
+    """An OpenAI-compatible /audio/transcriptions server: it reads the multipart upload (kept for the test to
+    check) and answers verbose_json with the class's segments."""
+
+    uploads: list[dict] = []
+    segments: list[dict] = []
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        from email.parser import BytesParser
+        from email.policy import HTTP
+
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        message = BytesParser(policy=HTTP).parsebytes(
+            f"Content-Type: {self.headers['Content-Type']}\r\n\r\n".encode() + body)
+        fields = {part.get_param("name", header="content-disposition"): part.get_payload(decode=True)
+                  for part in message.iter_parts()}
+        type(self).uploads.append({"path": self.path, "fields": fields})
+        if self.path != "/v1/audio/transcriptions":
+            self._send(404, {"error": "not found"})
+            return
+        segments = type(self).segments
+        self._send(200, {"text": "".join(s["text"] for s in segments), "segments": segments, "language": "en"})
+
+
+@pytest.fixture
+def asr_server():
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    AsrHandler.uploads, AsrHandler.segments = [], []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), AsrHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield AsrHandler, f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+def _asr(url: str) -> tuple[str, ...]:
+    return (f"+model.asr={{backend:openai,base_url:'{url}',model:whisper-test,max_retries:0}}",
+            "method.videoarm.tool_models.audio=asr")
+
+
+AUDIO = {"name": "audio_transcriber", "arguments": json.dumps(
+    {"frame_ranges": [{"start_frame": 0, "end_frame": 29}, {"start_frame": 60, "end_frame": 89}],
+     "reason": "what was said"})}
+
+
+def test_the_audio_transcriber_sends_the_ranges_audio_once_and_maps_segments_to_frames(tmp_path, talking_clip,
+                                                                                        asr_server):
+    import io
+    import wave
+
+    handler, url = asr_server
+    # Two 1-s ranges → 2 s of audio. Times into the concatenation: < 1 s is range 1 (frame = 30·t), ≥ 1 s is
+    # range 2 (frame = 60 + 30·(t − 1)); a segment over the join starts in one range and ends in the other.
+    handler.segments = [{"id": 0, "start": 0.0, "end": 0.5, "text": " HELLO kitchen"},
+                        {"id": 1, "start": 0.91, "end": 1.12, "text": " across"},
+                        {"id": 2, "start": 1.25, "end": 1.55, "text": " the cup is in the sink"}]
+    rules = [{"match": "HELLO kitchen", "text": "B"},
+             {"match": '"audio_transcripts": []', "text": "", "tool_calls": [AUDIO]}]
+    method, record = _method(tmp_path, talking_clip, rules, tools=True, extra=_asr(url))
+    result = method.answer(QUESTION)
+    method.close()
+    trace = result.trace
+    assert result.pred == "B" and trace["video_info"]["audio_transcriber"] is True
+    assert trace["models"]["audio"] == "asr"
+    controller = [c for c in _calls(record) if c["purpose"].startswith("controller")]
+    assert "no usable audio track" not in controller[0]["payload"]["messages"][0]["content"][0]
+    # One upload: the model, verbose_json, and a 16 kHz mono 16-bit WAV of exactly the two ranges' 2 s.
+    assert len(handler.uploads) == 1
+    fields = handler.uploads[0]["fields"]
+    assert fields["model"] == b"whisper-test" and fields["response_format"] == b"verbose_json"
+    with wave.open(io.BytesIO(fields["file"])) as wav:
+        assert (wav.getnchannels(), wav.getframerate(), wav.getsampwidth()) == (1, 16000, 2)
+        assert wav.getnframes() == 32000
+        samples = np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2").astype(float)
+    assert np.sqrt((samples[1000:-1000] ** 2).mean()) > 1000  # the tone, not silence
+    spectrum = np.abs(np.fft.rfft(samples[:16000]))
+    assert abs(np.argmax(spectrum) - 440) <= 2  # 1 Hz bins over 1 s: the 440 Hz sine
+    # HM³ (A-M3) and the tool's result: segment times → global frames through the cumulative range durations.
+    assert trace["hm3"]["audio_transcripts"] == [{
+        "iteration": 1, "reason": "what was said", "text": "HELLO kitchen across the cup is in the sink",
+        "segments": [{"frame_interval": [0, 14], "text": "HELLO kitchen"},
+                     {"frame_interval": [27, 63], "text": "across"},
+                     {"frame_interval": [67, 76], "text": "the cup is in the sink"}]}]
+    entry = trace["tool_calls_log"][0]
+    assert entry["result"]["status"] == "success" and entry["audio_s"] == 2.0
+    assert entry["result"]["segments"][2] == {"start_frame": 67, "end_frame": 76, "text": "the cup is in the sink"}
+    assert entry["intervals_s"] == [[0.0, pytest.approx(29 / 30, abs=1e-3)],
+                                    [pytest.approx(2.0, abs=1e-3), pytest.approx(89 / 30, abs=1e-3)]]
+
+
+def test_the_audio_transcriber_refuses_too_many_frames_and_reports_a_server_error(tmp_path, talking_clip,
+                                                                                  asr_server):
+    handler, url = asr_server
+    rules = [{"match": '"audio_transcripts": []', "text": "", "tool_calls": [AUDIO]}]
+    method, _ = _method(tmp_path, talking_clip, rules, tools=True, extra=_asr(url), max_iterations=1,
+                        audio_max_frames=59)
+    log = method.answer(QUESTION).trace["tool_calls_log"]
+    assert "more than audio_max_frames=59" in log[0]["result"]["error"] and handler.uploads == []
+    method, _ = _method(tmp_path, talking_clip, rules, tools=True, extra=(
+        f"+model.asr={{backend:openai,base_url:'{url[:-3]}/nowhere',model:w,max_retries:0}}",
+        "method.videoarm.tool_models.audio=asr"), max_iterations=1)
+    trace = method.answer(QUESTION).trace
+    assert "audio transcription failed: HTTP 404" in trace["tool_calls_log"][0]["result"]["error"]
+    assert trace["hm3"]["audio_transcripts"] == []
+
+
+@pytest.mark.parametrize("case", ["no_asr_model", "no_audio_track"])
+def test_without_an_asr_model_or_without_audio_the_controller_gets_the_no_audio_note(tmp_path, clip, talking_clip,
+                                                                                     asr_server, case):
+    handler, url = asr_server
+    video, extra = (talking_clip, ()) if case == "no_asr_model" else (clip, _asr(url))
+    rules = [{"match": '"audio_transcripts": []', "text": "", "tool_calls": [AUDIO]}]
+    method, record = _method(tmp_path, video, rules, tools=True, extra=extra, max_iterations=1)
+    trace = method.answer(QUESTION).trace
+    controller = [c for c in _calls(record) if c["purpose"].startswith("controller")]
+    assert "no usable audio track" in controller[0]["payload"]["messages"][0]["content"][0]
+    assert trace["video_info"]["audio_transcriber"] is False
+    status = trace["tool_calls_log"][0]["result"]["status"]
+    assert status == ("unavailable" if case == "no_asr_model" else "no_audio")
+    assert "tool_models.audio is null" in trace["video_info"]["audio_transcriber_unavailable"] \
+        if case == "no_asr_model" else trace["video_info"]["has_audio"] is False
+    assert handler.uploads == [] and trace["hm3"]["audio_transcripts"] == []
+
+
+def test_the_transcription_client_retries_a_busy_server_and_reads_verbose_json(asr_server):
+    from senri.backends.transcription import Transcriber, parse_verbose_json, wav_bytes
+
+    handler, url = asr_server
+    busy = {"left": 1}
+    original = handler.do_POST
+
+    def flaky(self):  # noqa: ANN001 - one 503 with Retry-After 0, then the normal reply
+        if busy["left"]:
+            busy["left"] -= 1
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self._send(503, {"error": "busy"}, {"Retry-After": "0"})
+            return
+        original(self)
+
+    handler.segments = [{"start": 0.0, "end": 0.2, "text": " hi"}]
+    handler.do_POST = flaky
+    try:
+        client = Transcriber({"backend": "openai", "base_url": url, "model": "w", "max_retries": 1})
+        result = client.transcribe(wav_bytes(b"\0\0" * 1600))
+        client.close()
+    finally:
+        handler.do_POST = original
+    assert result.error is None and result.attempts == 2 and result.text == "hi"
+    assert result.segments == [{"start": 0.0, "end": 0.2, "text": "hi"}]
+    assert "no numeric start/end" in parse_verbose_json({"segments": [{"text": "x"}]}).error
+    assert parse_verbose_json({"segments": [{"start": 1, "end": 2, "text": " a"}]}).text == "a"
+    with pytest.raises(Exception, match="backend must be openai"):
+        Transcriber({"backend": "vllm", "base_url": url, "model": "w"})

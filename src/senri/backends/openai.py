@@ -56,30 +56,37 @@ def retry_after_s(response: httpx.Response, cap_s: float) -> float | None:
     return min(max(0.0, seconds), cap_s)
 
 
+def endpoint_settings(client: Any, config: Mapping[str, Any], what: str) -> None:
+    """Set an OpenAI-compatible client's connection settings from its model config, one set of keys for the
+    chat backend and the transcription client: ``base_url``, ``model``, ``timeout_s``, ``max_retries``,
+    ``backoff_base_s``, ``backoff_cap_s`` and the key read from ``api_key_env`` (registered for scrubbing)."""
+    if not config.get("base_url"):
+        raise BackendError(f"model config: {what} needs base_url (e.g. http://host:8000/v1)")
+    if not config.get("model"):
+        raise BackendError(f"model config: {what} needs model (the served model's name)")
+    client.base_url = str(config["base_url"]).rstrip("/")
+    client.model = str(config["model"])
+    client.timeout_s = float(config.get("timeout_s", 300))
+    client.max_retries = int(config.get("max_retries", 5))
+    client.backoff_base_s = float(config.get("backoff_base_s", 1.0))
+    client.backoff_cap_s = float(config.get("backoff_cap_s", 60.0))
+    key_env = config.get("api_key_env")
+    client._api_key = os.environ.get(key_env) if key_env else None
+    if key_env and not client._api_key:
+        raise BackendError(f"model config: api_key_env names {key_env!r}, which is not set in the environment")
+    register_secret(client._api_key)
+    client._rng = random.Random(0)
+
+
 class OpenAIBackend(Backend):
     kind = "openai"
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         super().__init__(config)
-        if not config.get("base_url"):
-            raise BackendError("model config: the openai backend needs base_url (e.g. http://host:8000/v1)")
-        if not config.get("model"):
-            raise BackendError("model config: the openai backend needs model (the served model's name)")
-        self.base_url = str(config["base_url"]).rstrip("/")
-        self.model = str(config["model"])
+        endpoint_settings(self, config, "the openai backend")
         self.concurrency = int(config.get("concurrency", 8))
-        self.timeout_s = float(config.get("timeout_s", 300))
-        self.max_retries = int(config.get("max_retries", 5))
-        self.backoff_base_s = float(config.get("backoff_base_s", 1.0))
-        self.backoff_cap_s = float(config.get("backoff_cap_s", 60.0))
         # The model config's thinking switch travels as chat_template_kwargs; an explicit extra_body wins.
         self.extra_body = {**thinking_body(config), **dict(config.get("extra_body") or {})}
-        key_env = config.get("api_key_env")
-        self._api_key = os.environ.get(key_env) if key_env else None
-        if key_env and not self._api_key:
-            raise BackendError(f"model config: api_key_env names {key_env!r}, which is not set in the environment")
-        register_secret(self._api_key)
-        self._rng = random.Random(0)
         # Requests that failed for good in this process, by cache key: never sent twice.
         self._failed: dict[str, ChatResponse] = {}
 

@@ -16,8 +16,11 @@ again at every step:
 
 Tools (A-T*): ``scene_snapper`` (frames split over the ranges in proportion, 3×2 mosaics with each frame's
 index drawn on, a one-sentence caption by the caption model), ``clip_analyzer`` (up to 50 frames and a
-sub-question → answer and confidence, with the spec's parsing fallbacks), ``audio_transcriber`` (senri has
-no speech recognizer: it always answers unavailable and the controller is told so, A3). Frames come from
+sub-question → answer and confidence, with the spec's parsing fallbacks), ``audio_transcriber`` (the frame
+ranges' audio, 16 kHz mono PCM cut from the same video file, sent once to the ASR model ``tool_models.audio``
+over the OpenAI-compatible transcription API; its segments come back as global frame ranges). The transcriber
+is available only when the video has audio, the file the job reads still carries it, and an ASR model is
+named; otherwise the controller is told not to call it (A3) and a call answers why. Frames come from
 senri's exact decoder on the video the workflow gives the job (the anonymized one when anonymization is on);
 every trace entry records its frame ranges in source seconds too (:class:`FrameClock`).
 
@@ -30,7 +33,8 @@ Questions of one batch advance together (:meth:`VideoARM.answer_many`): each epi
 model calls, and every round sends the pending calls of all questions to each model in one batch.
 
 Models (A-M5, S1): the run's model is the controller; the caption and clip-analyzer models are named in
-``tool_models`` (null: the run's model stands in, recorded in the trace's ``substitutions``). All three must
+``tool_models`` (null: the run's model stands in, recorded in the trace's ``substitutions``); the ASR model is
+``tool_models.audio`` (null: no transcriber; the run's model never stands in for it). The three chat roles must
 take images: VideoARM reads pixels, so a text-only model is refused at start.
 """
 
@@ -45,9 +49,10 @@ from typing import Any, ClassVar, Generator, Mapping, Sequence, TypeVar
 from senri.answers import parse_answer, question_block, split_reasoning
 from senri.backends.base import DEFAULT_MAX_TOKENS, Backend, ChatRequest, ChatResponse, ImagePart, Message
 from senri.backends.budget import overflow
+from senri.backends.transcription import SAMPLE_RATE, Transcriber, wav_bytes
 from senri.decode import encode_jpeg
 from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
-from senri.methods.videoarm_tools import (SNAPPER_COUNTS, FrameClock, first_caption_line,
+from senri.methods.videoarm_tools import (SNAPPER_COUNTS, FrameClock, audio_segments_to_frames, first_caption_line,
                                           is_error_like, json_actions, mosaics, parse_arguments, parse_clip_reply,
                                           read_indexed_frames, sample_indices, split_frames)
 from senri.records import Question
@@ -57,6 +62,8 @@ log = logging.getLogger(__name__)
 TOOL_INTERFACES = ("auto", "function_calling", "json")
 FORCED_FALLBACK = "Maximum iterations reached without a conclusive answer."
 TOOL_ROLES = ("caption", "clip")
+#: A-T4: the transcription API's upload limit (the released code rejects audio over 25 MB before sending).
+AUDIO_MAX_BYTES = 25 * 1000 * 1000
 T = TypeVar("T")
 #: A part of an episode that makes model calls: it yields ``(backend, request)``, is sent the response, and
 #: returns its result (``yield from`` chains them; :meth:`VideoARM.answer_many` drives them in batches).
@@ -124,10 +131,12 @@ class VideoARM(Method):
         self.tool_models: dict[str, tuple[str, Backend]] = {}
         self._opened: list[Backend] = []
         self.substitutions: list[str] = []
+        self.transcriber: Transcriber | None = None
         try:
             for role in TOOL_ROLES:
                 self.tool_models[role] = self._tool_backend(role)
             self._check_models()
+            self.audio_model, self.audio_note = self._open_transcriber()
         except Exception:
             self.close()  # the answer stage closes only a method it has
             raise
@@ -140,10 +149,7 @@ class VideoARM(Method):
             raise ValueError(f"method {context.method_name!r}: tool_interface function_calling, but model "
                              f"{context.model_name!r} has no function-calling interface; use auto or json")
         self.interface = "function_calling" if wanted == "function_calling" or (wanted == "auto" and native) else "json"
-        # The video has audio, but senri has no speech recognizer to transcribe it: the tool is unavailable
-        # either way, and the controller is told so (A3).
-        self.has_audio = bool(context.video.has_audio)
-        self.audio_available = False
+        self.audio_available = self.audio_note is None
         self.tools = json.loads(self.templates.render(self.tools_role, audio_max_frames=self.audio_max_frames,
                                                       clip_max_frames=self.clip_max_frames))
 
@@ -179,9 +185,33 @@ class VideoARM(Method):
             self._opened.append(opened)
         return name, opened
 
+    def _open_transcriber(self) -> tuple[str | None, str | None]:
+        """A-T4/A-M5: the ASR model of ``tool_models.audio`` when the video has audio that the job's file still
+        carries; returns (the model's name, why the transcriber is unavailable or None)."""
+        from senri.media import ffprobe_json
+
+        self.has_audio = bool(self.context.video.has_audio)
+        spec = (self.context.method_config.get("tool_model_configs") or {}).get("audio")
+        name = str(spec["name"]) if spec else None
+        if not self.has_audio:
+            return name, "the video has no audio track"
+        if spec is None:
+            return name, "no speech recognition model is configured (tool_models.audio is null)"
+        streams = ffprobe_json(self.context.pixels, ["-show_streams", "-select_streams", "a"]).get("streams") or []
+        if not streams:  # e.g. anonymization without keep_audio writes a silent copy
+            return name, f"the video file read ({self.context.pixels}) has no audio track"
+        try:
+            self.transcriber = Transcriber(spec["config"])
+        except Exception as exc:
+            raise ValueError(f"config.method.{self.context.method_name}.tool_models.audio: model {name!r}: "
+                             f"{exc}") from exc
+        return name, None
+
     def close(self) -> None:
         for backend in self._opened:
             backend.close()
+        if self.transcriber is not None:
+            self.transcriber.close()
 
     # ------------------------------------------------------------------------------------ controller
     def _controller_messages(self, episode: Episode, step: int) -> list[Message]:
@@ -346,11 +376,12 @@ class VideoARM(Method):
         trace = {
             "interface": self.interface,
             "models": {"controller": self.context.model_name,
-                       **{role: name for role, (name, _) in self.tool_models.items()}},
+                       **{role: name for role, (name, _) in self.tool_models.items()}, "audio": self.audio_model},
             "substitutions": self.substitutions,
             "video_info": {"total_frames": self.clock.total_frames, "duration_s": round(self.clock.duration_s, 3),
                            "fps": round(self.clock.fps, 4), "has_audio": self.has_audio,
-                           "audio_transcriber": self.audio_available},
+                           "audio_transcriber": self.audio_available,
+                           **({"audio_transcriber_unavailable": self.audio_note} if self.audio_note else {})},
             "steps": episode.steps,
             "tool_calls_log": episode.tool_log,
             "tool_statistics": {"total_calls": len(episode.tool_log), "by_tool": by_tool,
@@ -515,11 +546,64 @@ class VideoARM(Method):
 
     def _audio_transcriber(self, episode: Episode, step: int, arguments: Mapping[str, Any],
                            entry: dict[str, Any]) -> Steps[dict[str, Any]]:
-        """A-T4/A-M3: senri has no speech recognizer, so nothing is added to HM³; the status says why."""
-        yield from ()  # a tool like the others (a generator of model calls), but it calls none
+        """A-T4/A-M3: the ranges' audio (≤ ``audio_max_frames`` frames), cut from the video as 16 kHz mono PCM,
+        concatenated and transcribed in one call; the segments come back as global frame ranges and go to HM³
+        (nothing is added on no audio, an empty transcript or an error)."""
+        yield from ()  # a tool like the others (a generator of model calls), but its one call is not a chat call
         if not self.has_audio:
             return {"status": "no_audio", "message": "the video has no audio track"}
-        return {"status": "unavailable", "message": "no speech recognition model is configured in senri"}
+        if self.transcriber is None:
+            return {"status": "unavailable", "message": self.audio_note}
+        raw = arguments.get("frame_ranges")
+        if not isinstance(raw, list) or not raw:
+            raise ValueError("audio_transcriber needs frame_ranges: a non-empty list of {start_frame, end_frame}")
+        ranges = [self._range(r) for r in raw]
+        frames = sum(e - s + 1 for s, e in ranges)
+        if frames > self.audio_max_frames:
+            raise ValueError(f"audio_transcriber: {frames} frames asked for, more than audio_max_frames="
+                             f"{self.audio_max_frames}; ask for shorter ranges")
+        spans = [(self.clock.seconds(s), self.clock.end_s(e)) for s, e in ranges]
+        entry["intervals_s"] = [self.clock.interval_s(s, e) for s, e in ranges]
+        samples = [round((b - a) * SAMPLE_RATE) for a, b in spans]
+        if 2 * sum(samples) > AUDIO_MAX_BYTES:
+            raise ValueError(f"audio_transcriber: {sum(samples) / SAMPLE_RATE:.0f} s of audio is over the "
+                             f"{AUDIO_MAX_BYTES // 10**6} MB upload limit; ask for shorter ranges")
+        from senri.media import MediaError
+
+        try:
+            pcm = b"".join(self._pcm(a, n) for (a, _), n in zip(spans, samples))
+        except MediaError as exc:
+            return {"error": f"audio extraction failed: {exc}"}
+        entry["audio_s"] = round(len(pcm) / 2 / SAMPLE_RATE, 3)
+        transcript = self.transcriber.transcribe(wav_bytes(pcm))
+        entry["asr_model"], entry["asr_latency_s"] = self.audio_model, round(transcript.latency_s, 3)
+        if transcript.error:
+            return {"error": f"audio transcription failed: {transcript.error}"}
+        segments = audio_segments_to_frames(transcript.segments, ranges, self.clock)
+        reason = str(arguments.get("reason", ""))
+        if not transcript.text and not any(seg["text"] for seg in segments):
+            return {"status": "empty", "message": "no speech was recognised in these ranges", "reason": reason}
+        episode.hm3["audio_transcripts"].append({
+            "iteration": step, "segments": [{"frame_interval": [g["start_frame"], g["end_frame"]], "text": g["text"]}
+                                            for g in segments],
+            "reason": reason, "text": transcript.text})
+        return {"status": "success", "segments": segments, "transcript_text": transcript.text, "reason": reason}
+
+    def _pcm(self, start_s: float, samples: int) -> bytes:
+        """``samples`` of 16 kHz mono 16-bit PCM from ``start_s`` (source seconds) of the job's video, padded
+        with silence where the audio track ends early, so the cumulative durations match the frame ranges."""
+        import tempfile
+        from pathlib import Path
+
+        from senri.media import run_ffmpeg
+
+        with tempfile.TemporaryDirectory(prefix="senri-asr-") as tmp:
+            out = Path(tmp) / "range.pcm"
+            run_ffmpeg(["-ss", f"{start_s:.6f}", "-i", str(self.context.pixels), "-map", "0:a:0", "-vn",
+                        "-t", f"{samples / SAMPLE_RATE:.6f}", "-ac", "1", "-ar", str(SAMPLE_RATE),
+                        "-f", "s16le", "-acodec", "pcm_s16le", "-y", str(out)], what="audio_transcriber")
+            pcm = out.read_bytes()[: 2 * samples]
+        return pcm + b"\0" * (2 * samples - len(pcm))
 
     def summary(self) -> str:
         return (f"videoarm: {self.interface} tool interface; controller {self.context.model_name}, "

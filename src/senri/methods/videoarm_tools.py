@@ -1,6 +1,6 @@
 """VideoARM's tool machinery (spec ``videoarm.md`` §3): frame indices and their source seconds, the frame
 sampler with its index overlay, the 3×2 snapshot mosaics, the proportional frame split, and the parsers for
-tool arguments, JSON actions and the clip analyzer's answer.
+tool arguments, JSON actions and the clip analyzer's answer, and the audio transcriber's time mapping.
 
 VideoARM's unit of time is the global frame index (A-M1). Here the index is the position of a frame in the
 video's packet index (presentation order), so frame ``i`` is exactly the frame senri's decoder returns for
@@ -10,6 +10,7 @@ variable-frame-rate video that is the frame's real timestamp, not ``i / fps``.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from dataclasses import dataclass
@@ -73,6 +74,43 @@ class FrameClock:
         """A frame range ``[start, end]`` (inclusive) as source seconds: start of ``start``'s frame to that of
         ``end``'s, rounded to the millisecond."""
         return [round(self.seconds(start), 3), round(self.seconds(end), 3)]
+
+    def end_s(self, index: int) -> float:
+        """Where frame ``index`` stops showing: the next frame's time, or the video's end for the last frame."""
+        index = self.clamp(index)
+        if index + 1 < self.total_frames:
+            return self.times_s[index + 1]
+        return self.times_s[0] + self.duration_s
+
+    def frame_at(self, seconds: float) -> int:
+        """The frame showing at source time ``seconds`` (the last one starting at or before it)."""
+        return self.clamp(bisect.bisect_right(self.times_s, seconds) - 1)
+
+
+def audio_segments_to_frames(segments: Sequence[dict[str, Any]], ranges: Sequence[tuple[int, int]],
+                             clock: FrameClock) -> list[dict[str, Any]]:
+    """A-T4: segment times of the concatenated audio of ``ranges`` (each range's audio from the start of its first
+    frame to the end of its last, in order) → global frame ranges, through the cumulative range durations.
+
+    A time falls in the range whose cumulative span holds it (the last range takes anything past the end); its
+    offset into that range is added to the range's source start and read back as a frame, kept inside the range."""
+    spans = [(clock.seconds(s), clock.end_s(e)) for s, e in ranges]
+    offsets = [0.0]
+    for a, b in spans:
+        offsets.append(offsets[-1] + (b - a))
+
+    def frame(t: float) -> int:
+        k = max(0, min(len(ranges) - 1, bisect.bisect_right(offsets, t) - 1))
+        start, end = ranges[k]
+        return max(start, min(end, clock.frame_at(spans[k][0] + max(0.0, t - offsets[k]))))
+
+    out = []
+    for seg in segments:
+        first = frame(float(seg["start"]))
+        # The end is exclusive in time: a segment ending exactly on a range boundary ends in the range before it.
+        last = frame(max(float(seg["start"]), float(seg["end"]) - 1e-6))
+        out.append({"start_frame": first, "end_frame": max(first, last), "text": str(seg.get("text", ""))})
+    return out
 
 
 def sample_indices(start: int, end: int, wanted: int) -> list[int]:
