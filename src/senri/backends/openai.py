@@ -56,6 +56,18 @@ def retry_after_s(response: httpx.Response, cap_s: float) -> float | None:
     return min(max(0.0, seconds), cap_s)
 
 
+def status_failure(response: httpx.Response, attempt: int, base_s: float, cap_s: float,
+                   rng: random.Random) -> tuple[str, float | None]:
+    """A non-200 reply's error text and the delay before the next attempt (the server's ``Retry-After`` up to
+    ``cap_s``, else the backoff), or None as the delay when the status is one retrying will not fix. The body
+    is scrubbed before it is cut: a key split at the cut would escape the scrubber."""
+    error = f"HTTP {response.status_code}: {scrub(response.text)[:300]}"
+    if response.status_code not in RETRY_STATUS:
+        return error, None
+    delay = retry_after_s(response, cap_s)
+    return error, backoff_delay(attempt, base_s, cap_s, rng) if delay is None else delay
+
+
 def endpoint_settings(client: Any, config: Mapping[str, Any], what: str) -> None:
     """Set an OpenAI-compatible client's connection settings from its model config, one set of keys for the
     chat backend and the transcription client: ``base_url``, ``model``, ``timeout_s``, ``max_retries``,
@@ -144,13 +156,10 @@ class OpenAIBackend(Backend):
                             return self._scrubbed(parse_chat_response(payload, request, time.perf_counter() - started,
                                                                       attempts=attempt + 1))
                     else:
-                        # Scrubbed before it is cut: a key split at the cut would escape the scrubber.
-                        last_error = f"HTTP {response.status_code}: {scrub(response.text)[:300]}"
-                        if response.status_code not in RETRY_STATUS:
-                            break
-                        delay = retry_after_s(response, self.backoff_cap_s)
+                        last_error, delay = status_failure(response, attempt, self.backoff_base_s,
+                                                           self.backoff_cap_s, self._rng)
                         if delay is None:
-                            delay = backoff_delay(attempt, self.backoff_base_s, self.backoff_cap_s, self._rng)
+                            break
             if attempt < self.max_retries and delay is not None:
                 log.warning("%s: attempt %d failed (%s); retrying in %.2f s", request.purpose or "request",
                             attempt + 1, scrub(last_error), delay)

@@ -21,7 +21,7 @@ from typing import Any, Mapping
 import httpx
 
 from senri.backends.base import BackendError
-from senri.backends.openai import RETRY_EXCEPTIONS, RETRY_STATUS, backoff_delay, endpoint_settings, retry_after_s
+from senri.backends.openai import RETRY_EXCEPTIONS, backoff_delay, endpoint_settings, status_failure
 from senri.secrets import scrub
 
 SAMPLE_RATE = 16000  # A-T4: 16 kHz mono 16-bit PCM, what Whisper reads
@@ -108,12 +108,10 @@ class Transcriber:
                         result.error = scrub(result.error)
                         return result
                     break
-                last_error = f"HTTP {response.status_code}: {scrub(response.text)[:300]}"
-                if response.status_code not in RETRY_STATUS:
-                    break
-                delay = retry_after_s(response, self.backoff_cap_s)
+                last_error, delay = status_failure(response, attempt, self.backoff_base_s, self.backoff_cap_s,
+                                                   self._rng)
                 if delay is None:
-                    delay = backoff_delay(attempt, self.backoff_base_s, self.backoff_cap_s, self._rng)
+                    break
             if attempt < self.max_retries and delay is not None:
                 time.sleep(delay)
         return Transcript(error=scrub(last_error), latency_s=time.perf_counter() - started, attempts=attempt + 1)
