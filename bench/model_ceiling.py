@@ -25,7 +25,7 @@ from senri.answers import best_letter, cyclic_order, debiased_scores, question_p
 from senri.backends import open_backend  # noqa: E402
 from senri.backends.base import ChatRequest, Message  # noqa: E402
 from senri.config import compose  # noqa: E402
-from senri.memory import format_memory  # noqa: E402
+from senri.memory.hierarchy import format_memory  # noqa: E402
 from senri.records import LETTERS  # noqa: E402
 
 CONTEXTS = ("none", "memory", "answer stated")

@@ -54,7 +54,7 @@ def child(mode: str, video: str, settings: str) -> None:
     if mode == "captions":
         from senri.captioners.base import Clip, VideoMedia
         from senri.captioners.perception import PerceptionCaptioner
-        from senri.memory import split
+        from senri.memory.hierarchy import split
         from senri.records import OcrRow, TrackRow, write_table
 
         write_table(track, OUT / "track.parquet", TrackRow)

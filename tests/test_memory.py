@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from senri.captioners.base import Clip, VideoMedia
-from senri.memory import (CaptionCache, build_memory, choose_preset, describe_preset_rule, keep_good_caption,
+from senri.memory.hierarchy import (CaptionCache, build_memory, choose_preset, describe_preset_rule, keep_good_caption,
                           level_clips, memory_plan, open_service, split)
 from senri.records import MemoryCost, check_frame
 
@@ -236,7 +236,7 @@ def test_the_memory_stage_records_its_preset_and_the_captioner_cost(long_clip, t
 
 def test_a_fact_past_the_first_256_word_pieces_of_a_long_memory_is_found(tmp_path):
     """A 2,048-token VLM caption is read in overlapping chunks (best chunk wins), not cut at MiniLM's 256."""
-    from senri.retrieval import CHUNK_PIECES, MemoryIndex, windows
+    from senri.memory.retrieval import CHUNK_PIECES, MemoryIndex, windows
 
     assert windows(list(range(10)), 4, 1) == [[0, 1, 2, 3], [3, 4, 5, 6], [6, 7, 8, 9]]
     assert windows(list(range(5)), 8, 2) == [list(range(5))] and windows([], 8, 2) == [[]]
@@ -337,7 +337,7 @@ def test_one_clip_that_cannot_be_captioned_fails_alone_and_its_batch_keeps_the_o
 
 
 def test_a_failed_caption_never_reaches_a_model_as_its_error_text():
-    from senri.memory import caption_health, format_memory
+    from senri.memory.hierarchy import caption_health, format_memory
     from senri.records import MemoryRow
 
     def row(start, text, error=None, finish=None):

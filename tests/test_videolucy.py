@@ -16,7 +16,7 @@ import yaml
 from conftest import make_probed_clip
 from senri.answer import MemoryInputs, answer_video
 from senri.captioners.base import VideoMedia
-from senri.memory import build_memory, open_service
+from senri.memory.hierarchy import build_memory, open_service
 from senri.methods.videolucy import letter_of, periods
 from senri.records import MemoryCost, MemoryRow, Question, check_frame, to_frame, write_table
 
@@ -519,7 +519,7 @@ def sent_texts(calls: list[dict]) -> list[tuple[str, str, str]]:
 
 @pytest.mark.parametrize("preset", ["mlvu_short", "videomme_medium", "lvbench_long"])
 def test_prompts_say_first_person_only_for_egocentric_videos(hall, tmp_path, preset):
-    from senri.memory import captioner_prompts, prompt_variant
+    from senri.memory.hierarchy import captioner_prompts, prompt_variant
     from senri.prompts import prompt_set
 
     general = {"match": "This clip is the part of the video", "text": CORRIDOR}

@@ -17,7 +17,7 @@ import yaml
 from conftest import REPO
 from senri import config as senri_config
 from senri import demo
-from senri.memory import memory_plan
+from senri.memory.hierarchy import memory_plan
 from senri import workflow as senri_workflow
 
 pytestmark = pytest.mark.workflow

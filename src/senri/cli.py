@@ -255,7 +255,7 @@ def cmd_track(args: argparse.Namespace) -> None:
 
 def _print_memory_plan(memory: dict, duration_s: float) -> None:
     """The dry run: which preset a video of this length gets and what each level would caption."""
-    from senri.memory import memory_plan
+    from senri.memory.hierarchy import memory_plan
 
     plan = memory_plan(memory, duration_s)
     how = "by the auto rule" if plan["auto"] else "named in config.memory.preset"
@@ -269,7 +269,7 @@ def _print_memory_plan(memory: dict, duration_s: float) -> None:
 
 def cmd_memory(args: argparse.Namespace) -> None:
     from senri.captioners.base import VideoMedia
-    from senri.memory import build_memory, open_service
+    from senri.memory.hierarchy import build_memory, open_service
     from senri.records import MemoryCost, MemoryRow, VideoInfo, from_frame, read_table, write_table
 
     stage = _stage_config(args, "memory")
@@ -330,7 +330,7 @@ def cmd_config(args: argparse.Namespace) -> None:
     cfg = cfgmod.compose(args.overrides)
     print(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True), end="")
     print("# runs (method, model): " + ", ".join(f"{m}/{mo}" for m, mo in cfgmod.runs(cfg)))
-    from senri.memory import describe_preset_rule
+    from senri.memory.hierarchy import describe_preset_rule
 
     memory = cfg["memory"]
     if memory["preset"] == "auto":

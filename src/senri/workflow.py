@@ -36,7 +36,7 @@ STAGE_CODE: dict[str, tuple[str, ...]] = {
                "methods/prompted.py", "methods/structured.py", "registry.py", "backends/__init__.py", "backends/base.py",
                "backends/cache.py", "backends/openai_format.py"),
     "track": ("track.py", "decode.py", "records.py", "memtrim.py"),
-    "memory": ("memory.py", "captioners/__init__.py", "captioners/base.py", "captioners/perception.py",
+    "memory": ("memory/__init__.py", "memory/hierarchy.py", "captioners/__init__.py", "captioners/base.py", "captioners/perception.py",
                "captioners/vlm.py", "track.py", "decode.py", "records.py"),
     "aggregate": ("aggregate.py", "records.py"),
     "report": ("aggregate.py", "records.py", "stats.py", "report/__init__.py", "report/tables.py",

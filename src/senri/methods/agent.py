@@ -49,7 +49,7 @@ from typing import Any, Callable, ClassVar
 from senri.answers import json_objects, parse_answer, question_block, split_reasoning
 from senri.backends.base import ChatRequest, ChatResponse, ImagePart, Message, Part, VideoPart
 from senri.backends.budget import overflow
-from senri.memory import caption_health, described, format_memory
+from senri.memory.hierarchy import caption_health, described, format_memory
 from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
 from senri.methods.structured import StructuredReply, ask_json, ask_json_many, request_schema
 from senri.records import LETTERS, MemoryRow, Question, read_table
@@ -198,7 +198,7 @@ class MemorySearch(Method):
 
     def __init__(self, context: RunContext) -> None:
         from senri.prompts import prompt_set
-        from senri.retrieval import MemoryIndex
+        from senri.memory.retrieval import MemoryIndex
 
         super().__init__(context)
         if context.memory is None or context.media is None:

@@ -50,7 +50,7 @@ from senri.answers import question_block
 from senri.backends.base import ChatRequest, ChatResponse, Message
 from senri.backends.budget import overflow, request_limits
 from senri.captioners.base import Clip
-from senri.memory import (LEVELS, caption_health, choose_preset, deeper_instruction, described, keep_good_caption,
+from senri.memory.hierarchy import (LEVELS, caption_health, choose_preset, deeper_instruction, described, keep_good_caption,
                           next_level, open_service, prompt_variant, row_context, split)
 from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
 from senri.methods.structured import StructuredReply, ask_json

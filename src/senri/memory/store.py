@@ -1,0 +1,160 @@
+"""The persistent-memory interface: what ``memory_search``, SENRI-Agent and its ablations read a video's memory
+through, whichever system built it.
+
+The SENRI paper's SENRI-Agent is "built upon" WorldMM and MAGIC-Video "by reusing their constructed memories
+and retrieval interfaces": the agent needs from a memory only (a) text memories to read and (b) visual
+candidates — an absolute interval ``[start_s, end_s]`` plus a description — to verify. So a store hands out
+:class:`MemoryItem` rows; an item with an interval is both a text memory and a candidate, an item without one
+(a semantic triple, a chain fact) is a text memory only.
+
+A store is built once per video by the pipeline (or imported from the system's own released files) into a
+folder of Parquet tables, and opened read-only by every answer job of that video. Retrieval that calls an LLM
+itself (WorldMM's fact filter and caption ranking, MAGIC-Video's time-range extractor) sends through
+:attr:`SearchContext.ask`, which books the call in the question's tally and the job's response cache, so
+those calls are counted and replayed like the method's own.
+
+Stores are found by name in :data:`MEMORY_SYSTEMS` (name → lazy ``"module:Class"``), so a new system is one
+module plus one registration line.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Collection, Mapping, Sequence
+
+from senri.registry import Registry
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from senri.backends.base import ChatRequest, ChatResponse
+    from senri.methods.base import CallTally
+    from senri.records import Question, VideoInfo
+
+
+@dataclass(frozen=True)
+class MemoryItem:
+    """One retrievable unit of a persistent memory.
+
+    ``kind`` is the system's memory type (``caption``; WorldMM's ``episodic`` / ``semantic`` / ``visual``;
+    MAGIC-Video's node types and ``chain`` facts); ``level`` its granularity where it has one (``coarse``,
+    ``30sec``, ``3min``, …). ``start_s``/``end_s`` are absolute seconds from the video's start, both None for
+    an item with no time anchor. ``description`` is the short line a visual candidate shows (default: the
+    text's start). ``score`` is the retriever's score for this search (0 outside a search).
+    """
+
+    item_id: str
+    kind: str
+    text: str
+    start_s: float | None = None
+    end_s: float | None = None
+    description: str = ""
+    level: str = ""
+    score: float = 0.0
+
+    @property
+    def anchored(self) -> bool:
+        """Whether the item has an interval (and so is a visual candidate as well as a text memory)."""
+        return self.start_s is not None and self.end_s is not None
+
+    def candidate_description(self, width: int = 160) -> str:
+        return self.description or self.text[:width]
+
+
+@dataclass
+class SearchContext:
+    """What a retriever may use besides the query.
+
+    ``question`` lets a system key on the question itself (MAGIC-Video's tier-1 chain facts name an entity
+    *in the question*); ``query_time_s`` is the moment the question is asked (items ending later are not
+    visible; None: the whole video, the generic setting of both systems); ``ask`` sends one LLM request and
+    books it (None: the store may not call a model and must say so or fall back as its spec allows);
+    ``tally`` is the question's, for the store's run-health counts.
+    """
+
+    question: "Question | None" = None
+    query_time_s: float | None = None
+    ask: "Callable[[ChatRequest], ChatResponse] | None" = None
+    tally: "CallTally | None" = None
+    #: Free-form notes a store adds for the trace (which path served: PPR, dense fallback, time bypass, …).
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """Everything a system's builder may read for one video. Paths are None where the run has no such input.
+
+    ``captions`` is the caption stage's table (``results/memory/<captioner>/<video>.parquet``); ``caption_cache``
+    and ``media`` let a builder caption the video at its own base scale through the shared caption service
+    (WorldMM's 10-s and MAGIC-Video's 30-s captions), so a clip is never captioned twice across systems.
+    ``models`` maps each builder role (``summariser``, ``extractor``, ``embedder``, …) to its model config
+    (name and mapping); ``response_cache`` is the build job's own, so a killed build repeats no finished call.
+    """
+
+    video: "VideoInfo"
+    system: str
+    system_config: Mapping[str, Any]
+    memory_config: Mapping[str, Any]
+    out_dir: Path
+    captions: Path | None = None
+    caption_cache: Path | None = None
+    media: Any = None
+    models: Mapping[str, tuple[str, Mapping[str, Any]]] = field(default_factory=dict)
+    response_cache: Path | None = None
+    seed: int = 0
+
+
+class MemoryStore(ABC):
+    """A video's persistent memory, opened read-only for one answer job.
+
+    Subclasses set :attr:`system` (the registry name) and :attr:`memory_types` (what the original workflow's
+    search action may choose; ``()`` when the system has one undivided memory), and implement
+    :meth:`search` and :meth:`items`. :meth:`render` is how the system's own workflow shows retrieved items to
+    its model; SENRI-Agent renders them the same way, so an agent and the original workflow read the same text.
+    """
+
+    system: ClassVar[str] = ""
+    memory_types: ClassVar[tuple[str, ...]] = ()
+
+    @abstractmethod
+    def search(self, query: str, k: int, exclude: Collection[str] = (), memory_type: str | None = None,
+               context: SearchContext | None = None) -> list[MemoryItem]:
+        """The best ``k`` items for ``query`` (best first), leaving out the ids in ``exclude`` (what this
+        question has already retrieved); ``memory_type`` restricts the search to one of :attr:`memory_types`."""
+
+    @abstractmethod
+    def items(self, level: str | None = None) -> list[MemoryItem]:
+        """Every item (of one ``level``), anchored ones in time order."""
+
+    def window(self, start_s: float, end_s: float) -> list[MemoryItem]:
+        """The anchored items overlapping ``[start_s, end_s]``, in time order."""
+        return [item for item in self.items() if item.anchored and item.start_s < end_s and item.end_s > start_s]
+
+    def render(self, items: Sequence[MemoryItem]) -> str:
+        """Retrieved items as the system's workflow shows them to a model, one per line."""
+        return "\n".join(item.text for item in items)
+
+    @property
+    def retriever(self) -> str:
+        """The retriever that serves searches (recorded per prediction, e.g. ``embedding`` or ``ppr``)."""
+        return self.system
+
+    def summary(self) -> dict[str, Any]:
+        """Counts for the trace and the job log: items per kind and level."""
+        counts: dict[str, int] = {}
+        for item in self.items():
+            key = f"{item.kind}/{item.level}" if item.level else item.kind
+            counts[key] = counts.get(key, 0) + 1
+        return {"system": self.system, "retriever": self.retriever, "items": counts}
+
+
+#: name → ``"module:Class"`` of a :class:`MemoryStore` subclass with ``open(...)`` and (for systems the
+#: pipeline builds) ``build(request)`` classmethods.
+MEMORY_SYSTEMS = Registry("memory system")
+MEMORY_SYSTEMS.register("captions", "senri.memory.captions:CaptionStore")
+
+
+def memory_label(system: str, captioner: str) -> str:
+    """The ``memory`` column of every results table: the system and the captioner its text came from
+    (``captions/perception``, ``worldmm/qwen25vl7b_vllm``), so runs over different memories never mix."""
+    return f"{system}/{captioner}"
