@@ -116,6 +116,33 @@ class MemoryStore(ABC):
     system: ClassVar[str] = ""
     memory_types: ClassVar[tuple[str, ...]] = ()
 
+    # ------------------------------------------------------------------ building, opening, import, export
+    @classmethod
+    def open(cls, folder: Path, system_config: Mapping[str, Any], video: "VideoInfo") -> "MemoryStore":
+        """The store built (or imported) into ``folder`` for ``video``, read-only. A folder that is missing a
+        table or has a bad field raises ``ValueError`` naming the file and the field."""
+        raise NotImplementedError(f"memory system {cls.system!r} cannot be opened from a folder")
+
+    @classmethod
+    def build(cls, request: BuildRequest) -> None:
+        """Build the video's memory into ``request.out_dir`` (the pipeline's own construction)."""
+        raise NotImplementedError(f"memory system {cls.system!r} is not built by the pipeline")
+
+    @classmethod
+    def import_release(cls, import_dir: Path, request: BuildRequest) -> None:
+        """Convert a memory written by the system's own released code (its documented layout and time
+        encodings) in ``import_dir`` into ``request.out_dir``, instead of building it. Bad or partial
+        releases raise ``ValueError`` naming the file and the field."""
+        raise NotImplementedError(f"memory system {cls.system!r} has no import")
+
+    @classmethod
+    def export_inputs(cls, captions: Path, video: "VideoInfo", out_dir: Path, system_config: Mapping[str, Any]
+                      ) -> list[Path]:
+        """Write senri's captions in the system's own input layout under ``out_dir`` (so its released code
+        can run on senri's anonymized videos and captions); returns the files written."""
+        raise NotImplementedError(f"memory system {cls.system!r} has no export")
+
+    # ------------------------------------------------------------------------------------------ reading
     @abstractmethod
     def search(self, query: str, k: int, exclude: Collection[str] = (), memory_type: str | None = None,
                context: SearchContext | None = None) -> list[MemoryItem]:
