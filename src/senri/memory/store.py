@@ -179,6 +179,7 @@ class MemoryStore(ABC):
 #: pipeline builds) ``build(request)`` classmethods.
 MEMORY_SYSTEMS = Registry("memory system")
 MEMORY_SYSTEMS.register("captions", "senri.memory.captions:CaptionStore")
+MEMORY_SYSTEMS.register("magic_video", "senri.memory.magic_video:MagicVideoStore")
 
 
 def memory_label(system: str, captioner: str) -> str:

@@ -1,0 +1,569 @@
+"""Building, importing and exporting MAGIC-Video stores (G-C2..C7, G-F1..F5).
+
+The build follows the released preprocessing in merge mode, on senri's inputs: 30-s base captions through the
+shared caption service (the configured captioner; the ASR rewrite G2 and speech merge G3 are off — senri has no
+ASR track), G4 summaries of consecutive groups (6 → 3 min, 3 → 10 min, 6 → 1 h), OpenIE (G5) and semantic
+extraction (G6) per 30-s caption, G7 per subject, one snapshot key "0", then the narrative chains (G8–G12),
+all by the ``builder`` model role through the build job's response cache, so a killed build repeats no
+finished call. The graph (G-C6) is :func:`senri.memory.magic_video.build_graph`.
+
+An import reads the released layout instead; its pickled graph is read only by :class:`ReleaseUnpickler`, which
+maps the release's own classes to plain records and refuses every other global, so no foreign code runs;
+when it refuses, the graph is rebuilt from the JSON files and the store's ``config.yaml`` says so.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import pickle
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import polars as pl
+import yaml
+
+from senri.memory.magic_video import (
+    ENTITY, EPISODE, GRANULARITIES, SEMANTIC, VISUAL, ChainRow, Episode, Graph, GraphEdge, GraphNode, TextEncoder,
+    build_graph, chunk_key, default_encoder, entity_pattern, episode_id, hms, normalise_entity,
+    parse_clock, CHAINS_FILE, CONFIG_FILE, EDGES_FILE, ITEMS_FILE, NODES_FILE, VECTORS_FILE, node_item)
+from senri.memory.store import BuildRequest, MemoryItem
+
+log = logging.getLogger(__name__)
+
+#: G-C3: each coarser granularity summarises this many consecutive items of the one below.
+SUMMARY_GROUPS: tuple[tuple[str, str, int], ...] = (("3min", "30sec", 6), ("10min", "3min", 3), ("1h", "10min", 6))
+BASE_S = 30.0
+
+
+# ------------------------------------------------------------------------------------ writing a store
+
+
+def write_store(out_dir: Path, graph: Graph, chains: Sequence[ChainRow], vectors: np.ndarray,
+                record: Mapping[str, Any]) -> None:
+    """The store folder: nodes, edges, chain facts, node text vectors, the items view and ``config.yaml``."""
+    from senri.records import to_frame, write_table
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    nodes = list(graph.nodes.values())
+    write_table(to_frame(nodes, GraphNode), out_dir / NODES_FILE, GraphNode)
+    write_table(to_frame(graph.edges, GraphEdge), out_dir / EDGES_FILE, GraphEdge)
+    write_table(to_frame(chains, ChainRow), out_dir / CHAINS_FILE, ChainRow)
+    items = [node_item(n) for n in nodes if n.node_type != ENTITY]
+    write_table(to_frame(items, MemoryItem), out_dir / ITEMS_FILE, MemoryItem)
+    with open(out_dir / VECTORS_FILE, "wb") as handle:
+        np.savez(handle, node_ids=np.array(list(graph.nodes), dtype=str), vectors=vectors.astype(np.float32))
+    counts: dict[str, int] = defaultdict(int)
+    for node in nodes:
+        counts[f"{node.node_type}/{node.level}" if node.level else node.node_type] += 1
+    edge_counts: dict[str, int] = defaultdict(int)
+    for edge in graph.edges:
+        edge_counts[edge.edge_type] += 1
+    summary = {**record, "nodes": dict(counts), "edges": dict(edge_counts), "chain_facts": len(chains)}
+    (out_dir / CONFIG_FILE).write_text(yaml.safe_dump(summary, sort_keys=False, allow_unicode=True))
+
+
+def node_vectors(graph: Graph, encode: TextEncoder) -> np.ndarray:
+    """Text vectors of episode and semantic nodes; entity and clip rows zero (G-R2: they seed no text score —
+    a clip repeats its episode's caption, an entity name is too short to compare with a query)."""
+    nodes = list(graph.nodes.values())
+    rows = [i for i, n in enumerate(nodes) if n.node_type in (EPISODE, SEMANTIC)]
+    encoded = np.asarray(encode([nodes[i].text for i in rows]), dtype=np.float32) if rows else np.zeros((0, 1))
+    out = np.zeros((len(nodes), encoded.shape[1] if encoded.ndim == 2 and encoded.shape[0] else 1), dtype=np.float32)
+    if rows:
+        out[rows] = encoded
+    return out
+
+
+def system_record(cfg: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"system": dict(cfg), **extra}
+
+
+# --------------------------------------------------------------------------------------- the builder LLM
+
+
+class BuilderLLM:
+    """The ``builder`` role (G4–G12): renders a prompt, sends a batch through the backend, parses the JSON."""
+
+    def __init__(self, backend: Any, prompts: Any, max_tokens: int, purpose: str = "magic_video") -> None:
+        self.backend, self.prompts, self.max_tokens, self.purpose = backend, prompts, max_tokens, purpose
+        self.calls = self.failed = self.unparsed = 0
+
+    def ask_many(self, role: str, key: str, fields: Sequence[Mapping[str, Any]]) -> list[dict | None]:
+        """One request per field set; each reply's first JSON object that has ``key`` (None: failed/unparsed)."""
+        from senri.answers import json_objects, split_reasoning
+        from senri.backends.base import ChatRequest, Message
+
+        requests = [ChatRequest((Message.text("user", self.prompts.render(role, **f)),), max_tokens=self.max_tokens,
+                                temperature=0.0, purpose=f"{self.purpose}:{role}") for f in fields]
+        responses = self.backend.complete_many(requests) if requests else []
+        out: list[dict | None] = []
+        for response in responses:
+            self.calls += 1
+            if response.error:
+                self.failed += 1
+                out.append(None)
+                continue
+            found = next((o for o in json_objects(split_reasoning(response.text)[0]) if key in o), None)
+            self.unparsed += found is None
+            out.append(found)
+        return out
+
+    def record(self) -> dict[str, int]:
+        return {"calls": self.calls, "failed": self.failed, "unparsed": self.unparsed}
+
+
+def open_builder(request: BuildRequest) -> BuilderLLM:
+    from senri.backends import open_backend
+    from senri.prompts import prompt_set
+
+    role = request.models.get("builder")
+    if not role:
+        raise ValueError("memory_system.magic_video.models.builder: no model config for the builder role "
+                         "(summaries, OpenIE, semantic triples and chains need one)")
+    _, model = role
+    backend = open_backend(model, request.response_cache)
+    if backend is None:
+        raise ValueError("memory_system.magic_video.models.builder: the model config has no backend")
+    cfg = request.system_config
+    return BuilderLLM(backend, prompt_set("magic_video", cfg.get("prompts_dir")), int(cfg.get("builder_max_tokens", 1024)))
+
+
+# ------------------------------------------------------------------------------------------ captions
+
+
+def bin_rows(rows: Sequence[Mapping[str, Any]], duration_s: float, window_s: float = BASE_S) -> list[Episode]:
+    """Caption rows re-binned into consecutive ``window_s`` windows by their midpoint, texts joined in time order
+    (how G-C1 bins speech segments; used when the caption stage's table, not the caption service, is the base)."""
+    bins: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
+    for row in rows:
+        if row.get("text"):
+            bins[int(((row["start_s"] + row["end_s"]) / 2) // window_s)].append(row)
+    out = []
+    for b in sorted(bins):
+        members = sorted(bins[b], key=lambda r: r["start_s"])
+        out.append(Episode("30sec", b * window_s, min((b + 1) * window_s, max(duration_s, b * window_s + 1e-6)),
+                           " ".join(str(r["text"]).strip() for r in members)))
+    return out
+
+
+def base_captions(request: BuildRequest) -> tuple[list[Episode], dict[str, Any]]:
+    """The 30-s base captions (G-C2) and how they were made (for the store's record)."""
+    from senri.captioners.base import Clip
+    from senri.memory.hierarchy import open_service, split
+    from senri.prompts import prompt_set
+
+    cfg = request.system_config
+    if cfg.get("asr_merge"):
+        raise ValueError("memory_system.magic_video.asr_merge: senri has no ASR transcripts to rewrite (G2) and "
+                         "merge (G3); set it false")
+    duration = float(request.video.duration_s)
+    if request.media is not None and request.caption_cache is not None:
+        instruction = prompt_set("magic_video", cfg.get("prompts_dir")).render("clip_caption")
+        fps = float(cfg.get("base_fps", 1.0))
+        clips = [Clip(s, e, fps, instruction, "30sec") for s, e in split(0.0, duration, BASE_S)]
+        service = open_service(request.memory_config, request.media, request.caption_cache)
+        try:
+            rows = service.captions(clips)
+        finally:
+            service.close()
+        episodes = [Episode("30sec", r.start_s, r.end_s, r.text) for r in rows if r.text]
+        return episodes, {"base_captions": f"caption service ({service.name}), 30 s clips at {fps:g} fps",
+                          "failed_captions": len(clips) - len(episodes), "asr": "none (G2 rewrite, G3 merge off)"}
+    if request.captions is None:
+        raise ValueError("magic_video build: the request has neither media + caption_cache nor a captions table")
+    from senri.records import MemoryRow, read_table
+
+    rows = read_table(request.captions, MemoryRow).filter(pl.col("video_id") == request.video.video_id)
+    level = cfg.get("table_level")
+    if level:
+        rows = rows.filter(pl.col("level") == level)
+    episodes = bin_rows(rows.to_dicts(), duration)
+    return episodes, {"base_captions": f"caption table {request.captions} binned to 30 s by midpoint",
+                      "asr": "none (G2 rewrite, G3 merge off)"}
+
+
+def caption_lines(episodes: Sequence[Episode]) -> str:
+    return "\n".join(f"[{hms(e.start_s)} - {hms(e.end_s)}] {e.text}" for e in episodes)
+
+
+def summarise(llm: BuilderLLM, base: Sequence[Episode]) -> dict[str, list[Episode]]:
+    """G-C3: every coarser level from the one below, ``n`` consecutive items per summary (the last group may be
+    shorter), spanning the group's first start to its last end; a failed summary leaves its span out."""
+    levels = {"30sec": list(base)}
+    for level, source, n in SUMMARY_GROUPS:
+        groups = [levels[source][i:i + n] for i in range(0, len(levels[source]), n)]
+        replies = llm.ask_many("summary", "summary", [{"captions": caption_lines(g), "level": level} for g in groups])
+        levels[level] = [Episode(level, g[0].start_s, g[-1].end_s, str(r["summary"]).strip())
+                         for g, r in zip(groups, replies) if r and str(r["summary"]).strip()]
+    return levels
+
+
+def _triples(value: Any) -> list[tuple[str, str, str]]:
+    """Valid, distinct (s, p, o) of a reply: three non-empty strings (bad and duplicate triples dropped)."""
+    out, seen = [], set()
+    for triple in value if isinstance(value, list) else []:
+        if isinstance(triple, (list, tuple)) and len(triple) == 3 and all(isinstance(x, str) and x.strip()
+                                                                           for x in triple):
+            t = tuple(x.strip() for x in triple)
+            if t not in seen:
+                seen.add(t)
+                out.append(t)
+    return out
+
+
+def _names(value: Any) -> list[str]:
+    return list(dict.fromkeys(str(x).strip() for x in value if isinstance(x, str) and x.strip())) \
+        if isinstance(value, list) else []
+
+
+def extract(llm: BuilderLLM, base: Sequence[Episode], person: str
+            ) -> tuple[dict[str, list[str]], list[tuple[str, str, str]], list[tuple[str, str, str]]]:
+    """G-C4: OpenIE (G5) and semantic triples (G6) per 30-s caption, then G7 per normalised subject.
+    Returns (entities per 30-s episode id, OpenIE triples, the snapshot's semantic triples)."""
+    fields = [{"caption": e.text, "time": f"{hms(e.start_s)} - {hms(e.end_s)}"} for e in base]
+    openie = llm.ask_many("openie", "triples", fields)
+    semantic_replies = llm.ask_many("semantic", "semantic_triples", fields)
+    entities: dict[str, list[str]] = {}
+    triples: list[tuple[str, str, str]] = []
+    for ep, reply in zip(base, openie):
+        if reply is None:
+            continue
+        entities[episode_id(ep.start_s, ep.end_s, "30sec")] = _names(reply.get("named_entities"))
+        triples += _triples(reply.get("triples"))
+    by_subject: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
+    for reply in semantic_replies:
+        for t in _triples((reply or {}).get("semantic_triples")):
+            if t not in by_subject[normalise_entity(t[0], person)]:
+                by_subject[normalise_entity(t[0], person)].append(t)
+    many = [s for s, ts in by_subject.items() if len(ts) > 1]
+    merged = llm.ask_many("dedupe", "triples", [{"subject": by_subject[s][0][0], "triples": json.dumps(
+        [list(t) for t in by_subject[s]], ensure_ascii=False)} for s in many])
+    for subject, reply in zip(many, merged):
+        kept = _triples((reply or {}).get("triples"))
+        if kept:  # a failed or empty G7 reply keeps the subject's triples as they were
+            by_subject[subject] = kept
+    return entities, triples, [t for ts in by_subject.values() for t in ts]
+
+
+def topic_chains(llm: BuilderLLM, base: Sequence[Episode], triples: Sequence[tuple[str, str, str]], person: str,
+                 cfg: Mapping[str, Any]) -> list[ChainRow]:
+    """G-C7 topic chains: triple entities hitting ≥ ``topic_min_captions`` captions → G8 noise filter
+    (``filter_batch`` names per call) → G9 dated facts from the entity's captions (``facts_chunk`` per call)."""
+    names: dict[str, str] = {}
+    for s, _, o in triples:
+        for name in (s, o):
+            if name.strip() not in ("I", "me", "my") and normalise_entity(name, person) not in names:
+                names[normalise_entity(name, person)] = name.strip()
+    hits = {name: [e for e in base if entity_pattern(name).search(e.text)] for name in names.values()}
+    candidates = [n for n, h in hits.items() if len(h) >= int(cfg.get("topic_min_captions", 2))]
+    batch = int(cfg.get("filter_batch", 100))
+    kept: list[str] = []
+    for reply in llm.ask_many("entity_filter", "keep", [{"names": "\n".join(candidates[i:i + batch])}
+                                                        for i in range(0, len(candidates), batch)]):
+        kept += [n for n in _names((reply or {}).get("keep")) if n in hits]
+    chunk = int(cfg.get("facts_chunk", 50))
+    jobs = [(name, hits[name][i:i + chunk]) for name in dict.fromkeys(kept) for i in range(0, len(hits[name]), chunk)]
+    rows = []
+    for (name, caps), reply in zip(jobs, llm.ask_many("entity_facts", "facts", [
+            {"entity": name, "captions": caption_lines(caps)} for name, caps in jobs])):
+        for fact in (reply or {}).get("facts") or []:
+            if isinstance(fact, dict) and str(fact.get("fact", "")).strip():
+                try:
+                    when = parse_clock(fact.get("time"), "G9 reply field 'time'")
+                except ValueError:
+                    llm.unparsed += 1
+                    continue
+                rows.append(ChainRow("topic", name, when, None, str(fact["fact"]).strip()))
+    return rows
+
+
+def event_chains(llm: BuilderLLM, levels: Mapping[str, Sequence[Episode]], cfg: Mapping[str, Any]) -> list[ChainRow]:
+    """G-C7 event chains: G10 event logs of the 10-min captions (``log_batch`` per call) → G11 recurring/venue
+    chains with steps (≤ ``chain_batch`` logs per call) → G12 each step's description from the 30-s captions
+    inside it."""
+    tens = list(levels.get("10min", ()))
+    batch = int(cfg.get("log_batch", 5))
+    logs: list[dict] = []
+    for reply in llm.ask_many("event_log", "events", [{"captions": caption_lines(tens[i:i + batch])}
+                                                      for i in range(0, len(tens), batch)]):
+        logs += [e for e in (reply or {}).get("events") or [] if isinstance(e, dict) and e.get("name")]
+    per_call = int(cfg.get("chain_batch", 50))
+    chains: list[dict] = []
+    for reply in llm.ask_many("event_chains", "chains", [
+            {"events": json.dumps(logs[i:i + per_call], ensure_ascii=False)} for i in range(0, len(logs), per_call)]):
+        chains += [c for c in (reply or {}).get("chains") or [] if isinstance(c, dict) and c.get("name")]
+    steps = []
+    for chain in chains:
+        keys = "; ".join(_names(chain.get("key_entities")))
+        for step in chain.get("steps") or []:
+            try:
+                start = parse_clock(step.get("start_time"), "G11 reply field 'start_time'")
+                end = parse_clock(step.get("end_time", step.get("start_time")), "G11 reply field 'end_time'")
+            except (ValueError, AttributeError):
+                llm.unparsed += 1
+                continue
+            inside = [e for e in levels["30sec"] if start <= e.start_s and e.end_s <= max(end, start + BASE_S)]
+            steps.append((str(chain["name"]).strip(), keys, start, max(end, start), inside))
+    rows = []
+    replies = llm.ask_many("step_detail", "description", [
+        {"chain": name, "time": f"{hms(s)} - {hms(e)}", "captions": caption_lines(inside) or "(none)"}
+        for name, _, s, e, inside in steps])
+    for (name, keys, start, end, _), reply in zip(steps, replies):
+        text = str((reply or {}).get("description") or "").strip()
+        if text:
+            rows.append(ChainRow("event", name, start, end, text, keys))
+    return rows
+
+
+def build_store(request: BuildRequest, encoder: TextEncoder | None = None) -> None:
+    """The pipeline's own construction of one video's MAGIC-Video store (G-C2..C7) into ``request.out_dir``."""
+    cfg = request.system_config
+    person = str(cfg.get("person", "I"))
+    visual = visual_setting(request)
+    base, record = base_captions(request)
+    if not base:
+        raise ValueError(f"magic_video build of {request.video.video_id}: no 30-s caption has text")
+    llm = open_builder(request)
+    levels = summarise(llm, base)
+    entities, triples, semantic = extract(llm, base, person)
+    chains = []
+    if cfg.get("chains_enabled", True):
+        chains = topic_chains(llm, base, triples, person, cfg) + event_chains(llm, levels, cfg)
+    graph = build_graph(levels, entities, semantic, person=person, max_gap_s=float(cfg.get("max_gap_s", 21600)),
+                        visual_nodes=bool(cfg.get("visual_nodes", True)))
+    vectors = node_vectors(graph, encoder or default_encoder())
+    write_store(Path(request.out_dir), graph, sorted(chains, key=lambda r: (r.start_s, r.label)), vectors,
+                system_record(cfg, **record, visual=visual, builder=llm.record(), source="built",
+                              text_encoder=cfg.get("text_encoder", "all-MiniLM-L6-v2 (for Qwen3-Embedding-4B)"),
+                              models={r: m[0] for r, m in request.models.items()}))
+
+
+def visual_setting(request: BuildRequest) -> str:
+    """How the clip embeddings (G-C5) stand: only ``skipped`` exists in senri today (no image-text embedder is
+    wired); a configured embedder is refused rather than silently ignored."""
+    if request.models.get("embedder"):
+        raise ValueError("memory_system.magic_video.models.embedder: clip embeddings (VLM2Vec, G-C5) are not "
+                         "available in senri; set it null (visual seeds are then dropped and text seeds take "
+                         "alpha = 1, G-R2)")
+    return "skipped (no embedder configured)"
+
+
+# ------------------------------------------------------------------------------------------- import
+
+
+class _ReleaseRecord:
+    """A plain stand-in for the release's GraphNode / GraphEdge dataclasses: attributes only, no code."""
+
+
+def _enum_value(value: Any) -> str:
+    return str(value)
+
+
+def _safe_reconstructor(cls: type, base: type, state: Any) -> Any:
+    if cls is not _ReleaseRecord or base is not object:
+        raise pickle.UnpicklingError(f"copyreg._reconstructor of {cls!r} refused")
+    return object.__new__(cls)
+
+
+class ReleaseUnpickler(pickle.Unpickler):
+    """Reads MAGIC-Video's ``graph.pkl`` without executing foreign code: the release's node/edge classes become
+    :class:`_ReleaseRecord`, its enums plain strings, numpy arrays numpy's own constructors; any other global
+    (``os.system``, ``builtins.eval``, …) raises ``UnpicklingError``."""
+
+    RECORDS = {("worldmm.memory.unified.nodes", "GraphNode"), ("worldmm.memory.unified.nodes", "GraphEdge")}
+    ENUMS = {("worldmm.memory.unified.nodes", "NodeType"), ("worldmm.memory.unified.nodes", "EdgeType")}
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in self.RECORDS:
+            return _ReleaseRecord
+        if (module, name) in self.ENUMS:
+            return _enum_value
+        if (module, name) == ("copyreg", "_reconstructor"):
+            return _safe_reconstructor
+        if (module, name) == ("builtins", "object"):
+            return object
+        if module in ("numpy.core.multiarray", "numpy._core.multiarray") and name in ("_reconstruct", "scalar"):
+            import numpy.core.multiarray as multiarray  # noqa: PLC0415 — numpy's own array constructors
+
+            return getattr(multiarray, name)
+        if (module, name) in (("numpy", "ndarray"), ("numpy", "dtype")):
+            return getattr(np, name)
+        raise pickle.UnpicklingError(f"global {module}.{name} refused (only the release's graph records load)")
+
+
+def load_release_graph(path: Path) -> Graph:
+    """The release's pickled graph as our :class:`Graph` (newest semantic snapshot only, G-R1). ValueError
+    naming the file and field when it is not the documented ``{nodes, edges}`` layout or holds a foreign global."""
+    try:
+        data = ReleaseUnpickler(io.BytesIO(path.read_bytes())).load()
+    except (pickle.UnpicklingError, EOFError, AttributeError, TypeError, ValueError, ImportError) as exc:
+        raise ValueError(f"{path}: not readable without executing foreign code ({exc})") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("nodes"), dict) or not isinstance(data.get("edges"), list):
+        raise ValueError(f"{path}: field 'nodes' (dict) / 'edges' (list) missing")
+    graph = Graph()
+    raw = list(data["nodes"].values())
+    snapshots = [getattr(n, "start_ts", 0) for n in raw if getattr(n, "node_type", "") == SEMANTIC]
+    newest = max(snapshots) if snapshots else None
+    for n in raw:
+        kind = {"visual_clip": VISUAL}.get(getattr(n, "node_type", ""), getattr(n, "node_type", ""))
+        meta = getattr(n, "metadata", {}) or {}
+        if kind not in (EPISODE, VISUAL, ENTITY, SEMANTIC) or not isinstance(getattr(n, "id", None), str):
+            raise ValueError(f"{path}: node {getattr(n, 'id', '?')!r} field 'node_type' {kind!r} is not a known type")
+        if kind == SEMANTIC:
+            if getattr(n, "start_ts", 0) != newest:
+                continue
+            node = GraphNode(n.id, SEMANTIC, str(n.text), None, None, "", str(meta.get("subject", "")),
+                             str(meta.get("predicate", "")), str(meta.get("object", "")))
+        else:
+            node = GraphNode(n.id, kind, str(n.text), float(n.start_ts), float(n.end_ts),
+                             str(meta.get("granularity", "30sec" if kind == VISUAL else "")) if kind != ENTITY else "")
+        graph.nodes[node.node_id] = node
+    for i, e in enumerate(data["edges"]):
+        try:
+            graph.add_edge(e.src_id, e.dst_id, str(e.edge_type), float(e.weight))
+        except AttributeError as exc:
+            raise ValueError(f"{path}: edge {i}: {exc}") from exc
+    return graph
+
+
+def _load_json(path: Path) -> Any:
+    if not path.is_file():
+        raise ValueError(f"{path}: missing (MAGIC-Video release layout, G-F1..F5)")
+    try:
+        return json.loads(path.read_text())
+    except ValueError as exc:
+        raise ValueError(f"{path}: not JSON ({exc})") from exc
+
+
+def mode_dir(import_dir: Path) -> Path:
+    """The release's ``{mode}`` folder: ``import_dir`` itself or its only subfolder with ``captions/``."""
+    if (import_dir / "captions").is_dir():
+        return import_dir
+    found = [p for p in sorted(import_dir.glob("*")) if (p / "captions").is_dir()]
+    if len(found) != 1:
+        raise ValueError(f"{import_dir}: expected one mode folder with captions/ (e.g. merge/), found {len(found)}")
+    return found[0]
+
+
+def release_captions(path: Path) -> list[Episode]:
+    level = path.stem.rsplit("_", 1)[-1]
+    data = _load_json(path)
+    if not isinstance(data, list):
+        raise ValueError(f"{path}: expected a list of captions")
+    out = []
+    for i, entry in enumerate(data):
+        for name in ("start_sec", "end_sec", "text"):
+            if not isinstance(entry, dict) or name not in entry:
+                raise ValueError(f"{path}: entry {i} has no field {name!r}")
+        try:
+            start, end = float(entry["start_sec"]), float(entry["end_sec"])
+        except (TypeError, ValueError):
+            raise ValueError(f"{path}: entry {i} field 'start_sec'/'end_sec' is not a number") from None
+        if end < start:
+            raise ValueError(f"{path}: entry {i} field 'end_sec' {end} is before 'start_sec' {start}")
+        out.append(Episode(level, start, end, str(entry["text"])))
+    return out
+
+
+def release_chains(mode: Path) -> tuple[list[ChainRow], list[str]]:
+    """G-F5 chain files (each optional; a missing one is recorded)."""
+    rows, notes = [], []
+    topic = mode / "topic_chains.json"
+    if topic.is_file():
+        data = _load_json(topic)
+        if not isinstance(data, dict):
+            raise ValueError(f"{topic}: expected an object keyed by entity")
+        for ent, chain in data.items():
+            facts = chain.get("facts") if isinstance(chain, dict) else None
+            if not isinstance(facts, list):
+                raise ValueError(f"{topic}: entity {ent!r} has no field 'facts' (a list)")
+            for j, fact in enumerate(facts):
+                if not isinstance(fact, dict) or "fact" not in fact:
+                    raise ValueError(f"{topic}: entity {ent!r} fact {j} has no field 'fact'")
+                rows.append(ChainRow("topic", ent, parse_clock(fact.get("time"), f"{topic}: entity {ent!r} fact {j} "
+                                                                                "field 'time'"), None, str(fact["fact"])))
+    else:
+        notes.append("topic_chains.json absent: no topic chains")
+    event = mode / "event_chain_step3_enriched.json"
+    if event.is_file():
+        data = _load_json(event)
+        if not isinstance(data, list):
+            raise ValueError(f"{event}: expected a list of chains")
+        for i, chain in enumerate(data):
+            if not isinstance(chain, dict) or "name" not in chain or not isinstance(chain.get("steps"), list):
+                raise ValueError(f"{event}: chain {i} has no field 'name' or 'steps' (a list)")
+            keys = "; ".join(_names(chain.get("key_entities")))
+            for j, step in enumerate(chain["steps"]):
+                where = f"{event}: chain {i} step {j} field"
+                start = parse_clock(step.get("start_time"), f"{where} 'start_time'")
+                end = parse_clock(step.get("end_time", step.get("start_time")), f"{where} 'end_time'")
+                if step.get("description"):
+                    rows.append(ChainRow("event", str(chain["name"]), start, end, str(step["description"]), keys))
+    else:
+        notes.append("event_chain_step3_enriched.json absent: no event chains")
+    return rows, notes
+
+
+def import_release(import_dir: Path, request: BuildRequest, encoder: TextEncoder | None = None) -> None:
+    """G-F1..F5 → a store: captions per level (float seconds), OpenIE, the newest semantic snapshot, chains; the
+    pickled graph when :class:`ReleaseUnpickler` reads it, else the graph rebuilt from the JSON files."""
+    cfg = request.system_config
+    person = str(cfg.get("person", "I"))
+    mode = mode_dir(Path(import_dir))
+    levels: dict[str, list[Episode]] = {}
+    for level in cfg.get("import_levels", GRANULARITIES):
+        matches = sorted((mode / "captions").glob(f"*_{level}.json"))
+        if len(matches) != 1:
+            raise ValueError(f"{mode / 'captions'}: expected one *_{level}.json, found {len(matches)}")
+        levels[level] = release_captions(matches[0])
+    openie_path = mode / "episodic_memory" / "openie_results.json"
+    openie = _load_json(openie_path)
+    ner = openie.get("ner_results") if isinstance(openie, dict) else None
+    if not isinstance(ner, dict):
+        raise ValueError(f"{openie_path}: field 'ner_results' missing or not an object")
+    by_chunk = {chunk_key(e.text): episode_id(e.start_s, e.end_s, "30sec") for e in levels.get("30sec", ())}
+    entities = {by_chunk[k]: _names(v) for k, v in ner.items() if k in by_chunk}
+    semantic_path = mode / "semantic_memory" / "semantic_consolidation_results.json"
+    snapshots = _load_json(semantic_path)
+    if not isinstance(snapshots, dict) or not snapshots:
+        raise ValueError(f"{semantic_path}: expected an object of snapshots (key \"0\")")
+    newest = max(snapshots, key=lambda k: float(k) if k.lstrip("-").replace(".", "", 1).isdigit() else -1)
+    content = snapshots[newest]
+    if not isinstance(content, dict) or not isinstance(content.get("consolidated_semantic_triples"), list):
+        raise ValueError(f"{semantic_path}: snapshot {newest!r} field 'consolidated_semantic_triples' missing")
+    semantic = _triples(content["consolidated_semantic_triples"])
+    chains, notes = release_chains(mode)
+    pickled = mode / "unified_graph" / "graph.pkl"
+    graph, source = None, "rebuilt from the release's JSON files (no unified_graph/graph.pkl)"
+    if pickled.is_file():
+        try:
+            graph = load_release_graph(pickled)
+            source = "unified_graph/graph.pkl read by the restricted unpickler"
+        except ValueError as exc:
+            source = f"rebuilt from the release's JSON files (graph.pkl refused: {exc})"
+            log.warning("%s", source)
+    if graph is None:
+        graph = build_graph(levels, entities, semantic, snapshot=str(newest), person=person,
+                            max_gap_s=float(cfg.get("max_gap_s", 21600)),
+                            visual_nodes=bool(cfg.get("visual_nodes", True)))
+    vectors = node_vectors(graph, encoder or default_encoder())
+    write_store(Path(request.out_dir), graph, sorted(chains, key=lambda r: (r.start_s, r.label)), vectors,
+                system_record(cfg, source=f"imported from {import_dir}", graph=source, notes=notes,
+                              visual="skipped (release clip embeddings not imported: no VLM2Vec query encoder)"))
+
+
+def export_inputs(captions: Path, video: Any, out_dir: Path, system_config: Mapping[str, Any]) -> list[Path]:
+    """senri's captions as the release's 30-s caption input (G-F1): ``captions/{video}_30sec.json``."""
+    from senri.records import MemoryRow, read_table
+
+    rows = read_table(captions, MemoryRow).filter(pl.col("video_id") == video.video_id).to_dicts()
+    episodes = bin_rows(rows, float(video.duration_s))
+    path = out_dir / "captions" / f"{video.video_id}_30sec.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps([{"start_sec": e.start_s, "end_sec": e.end_s, "text": e.text,
+                                 "video_path": str(getattr(video, "path", ""))} for e in episodes], indent=1))
+    return [path]

@@ -1,0 +1,459 @@
+"""MAGIC-Video on the persistent-memory interface: graph construction (G-C6), seeds and one PPR pass (G-R2/R3),
+quotas and dedup (G-R4), the time bypass (G-R6), chain-fact tiers (G-R7), import of the release layout
+(G-F1..F5, the restricted unpickler) and a build with a scripted builder LLM (G-C2..C7)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+import re
+import sys
+import types
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from types import SimpleNamespace
+
+import networkx as nx
+import numpy as np
+import polars as pl
+import pytest
+import yaml
+
+from senri.backends.base import ChatResponse
+from senri.memory.magic_video import (
+    ChainLimits, ChainRow, Episode, GraphNode, MagicVideoStore, apply_quotas, build_graph, chain_facts,
+    episode_id, seed_weights)
+from senri.memory.magic_video_build import build_store, import_release, node_vectors
+from senri.memory.store import MEMORY_SYSTEMS, BuildRequest, SearchContext
+from senri.prompts import prompt_set
+from senri.records import MemoryRow, Question, to_frame, write_table
+
+
+def bag_encoder(texts):
+    """A deterministic text encoder for tests: hashed bag of words, L2-normalised (cosine = word overlap)."""
+    out = np.zeros((len(texts), 64), dtype=np.float32)
+    for i, text in enumerate(texts):
+        for word in re.findall(r"\w+", text.lower()):
+            out[i, int(hashlib.md5(word.encode()).hexdigest(), 16) % 64] += 1.0
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    return out / np.where(norms > 0, norms, 1.0)
+
+
+def ep(level, s, e, text):
+    return Episode(level, float(s), float(e), text)
+
+
+HAND = {
+    "30sec": [ep("30sec", 0, 30, "Anna fills the kettle"), ep("30sec", 30, 60, "I pour tea for Anna"),
+              ep("30sec", 60, 90, "I wash the cup"), ep("30sec", 100, 130, "The cup dries on the rack")],
+    "3min": [ep("3min", 0, 90, "Making tea with Anna"), ep("3min", 100, 130, "Cleaning up")],
+    "10min": [ep("10min", 0, 130, "Tea time in the kitchen")],
+    "1h": [ep("1h", 0, 130, "A morning at home")],
+}
+A, B, C, D = (episode_id(e.start_s, e.end_s, "30sec") for e in HAND["30sec"])
+ENTITIES = {A: ["Anna", "cup"], B: ["Anna", "I"], D: ["cup"]}
+SEMANTIC = [("Anna", "owns", "cup"), ("cup", "is", "cup"), ("Bob", "likes", "tea")]
+
+
+def hand_graph():
+    return build_graph(HAND, ENTITIES, SEMANTIC)
+
+
+def test_graph_nodes_edges_and_weights():
+    graph = hand_graph()
+    kinds = {}
+    for node in graph.nodes.values():
+        kinds[node.node_type] = kinds.get(node.node_type, 0) + 1
+    assert kinds == {"episode": 8, "visual": 4, "entity": 3, "semantic": 3}
+    by_type = {}
+    for edge in graph.edges:
+        by_type[edge.edge_type] = by_type.get(edge.edge_type, 0) + 1
+    # temporal_next: 3 pairs of 30 s + 1 pair of 3 min, both ways; contains: 4 (3min>30sec) + 2 + 1 + 4 (1h>30sec)
+    assert by_type == {"temporal_next": 8, "contains": 11, "co_clip": 8, "mentioned_in": 5, "appeared_in": 5,
+                       "has_property": 4}
+    pairs = graph.pairs()
+    assert len(pairs) == 4 + 11 + 4 + 5 + 5 + 3
+    assert pairs[tuple(sorted((C, D)))] == ("temporal_next", pytest.approx(1 / 11))  # gap 10 s
+    assert pairs[tuple(sorted((A, B)))][1] == 1.0
+    h = episode_id(0, 130, "1h")
+    assert pairs[tuple(sorted((h, A)))] == ("contains", 0.5)
+    assert pairs[tuple(sorted((h, episode_id(0, 130, "10min"))))] == ("contains", 1.0)
+    assert pairs[tuple(sorted(("ent_anna", "vis_0")))] == ("appeared_in", 0.8)
+    # ("cup", "is", "cup"): subject edge (1) then object edge (0.5) on one pair: the FIRST weight stays
+    assert [e.weight for e in graph.edges if e.dst == "sem_0_1"] == [1.0, 0.5]
+    assert pairs[("ent_cup", "sem_0_1")] == ("has_property", 1.0)
+    assert pairs[("ent_cup", "sem_0_0")] == ("has_property", 0.5)
+    assert not [e for e in graph.edges if e.dst == "sem_0_2"]  # Bob is no known entity
+    assert graph.nodes["ent_cup"].start_s == 0 and graph.nodes["ent_cup"].end_s == 130
+    assert "ent_i" in graph.nodes  # first person → the camera wearer
+
+
+def test_temporal_gap_limit_drops_long_gaps():
+    graph = build_graph({"30sec": [ep("30sec", 0, 30, "a"), ep("30sec", 30 + 7 * 3600, 60 + 7 * 3600, "b")]}, {}, [])
+    assert not [e for e in graph.edges if e.edge_type == "temporal_next"]
+
+
+def test_seed_weights_by_hand():
+    cos = np.array([0.9, 0.1, -0.2, 0.5, 0.0])
+    bm25 = np.array([0.0, 4.0, 2.0, 0.0, 1.0])
+    reset = seed_weights(cos, bm25, None, text_weight=0.7, bm25_weight=0.3, visual_weight=0.3, seed_top_k=2)
+    raw = np.array([0.7 * 0.9, 0.3 * 1.0, 0.3 * 0.5, 0.7 * 0.5, 0.0])
+    assert reset == pytest.approx(raw / raw.sum())
+    visual = np.array([0.0, 0.0, 0.0, 0.0, 0.8])
+    with_visual = seed_weights(cos, bm25, visual, text_weight=0.7, bm25_weight=0.3, visual_weight=0.3, seed_top_k=2)
+    raw[4] += 0.3 * 0.8
+    assert with_visual == pytest.approx(raw / raw.sum())
+    assert seed_weights(np.zeros(4), np.zeros(4), None, text_weight=1, bm25_weight=0.3, visual_weight=0,
+                        seed_top_k=5) == pytest.approx([0.25] * 4)
+
+
+def hand_store(config=None, chains=()):
+    graph = hand_graph()
+    return MagicVideoStore(graph, chains, node_vectors(graph, bag_encoder),
+                           {"time_bypass": False, "visual": "skipped", **(config or {})}, encoder=bag_encoder)
+
+
+def test_one_ppr_pass_matches_networkx():
+    store = hand_store()
+    query = "who pours tea for Anna"
+    ranked = store.ranked(query, types=("episode", "semantic", "visual", "entity"))
+    # the reference: networkx PPR over the undirected graph with each pair's first weight
+    reference = nx.Graph()
+    reference.add_nodes_from(range(len(store.nodes)))
+    for (u, v), (_, w) in store.graph.pairs().items():
+        reference.add_edge(store.index[u], store.index[v], weight=w)
+    cos = store.vectors @ bag_encoder([query])[0]
+    from senri.memory.retrieval import BM25
+
+    bm25 = BM25([n.display_text() for n in store.nodes]).scores(query)
+    reset = seed_weights(cos, bm25, None, text_weight=1.0, bm25_weight=0.3, visual_weight=0.3, seed_top_k=5)
+    pr = nx.pagerank(reference, alpha=0.85, personalization={i: float(r) for i, r in enumerate(reset)},
+                     weight="weight", tol=1e-12, max_iter=1000)
+    expected = {store.nodes[i].node_id: pr[i] * (cos[i] + 1) / 2 for i in range(len(store.nodes))}
+    assert {n.node_id: s for n, s in ranked} == pytest.approx(expected, rel=1e-6, abs=1e-12)
+    assert [n.node_id for n, _ in ranked] == sorted(expected, key=lambda k: -expected[k])
+    assert ranked[0][0].node_id == B  # the caption that says it
+
+
+def test_visibility_by_query_time():
+    store = hand_store()
+    ranked = store.ranked("cup", query_time_s=60.0, types=("episode", "visual", "semantic", "entity"))
+    ids = {n.node_id for n, _ in ranked}
+    assert {A, B} <= ids and C not in ids and D not in ids and "vis_60" not in ids
+    assert "ent_cup" in ids and "sem_0_0" in ids  # entity seen by then; the snapshot's triples always
+
+
+def test_quotas_and_dedup_across_rounds():
+    nodes = [GraphNode(f"n{i}", "episode", "t", i, i + 1, level) for i, level in
+             enumerate(["30sec"] * 10 + ["3min"] * 5 + ["1h"] * 2)]
+    nodes += [GraphNode(f"s{i}", "semantic", "t") for i in range(7)] + [GraphNode(f"v{i}", "visual", "t", 0, 1)
+                                                                        for i in range(3)]
+    ranked = [(n, 1.0 - i / 100) for i, n in enumerate(nodes)]
+    picked = apply_quotas(ranked, 16, {"30sec": 8, "3min": 4, "10min": 3, "1h": 0}, {"semantic": 5})
+    levels = [n.level or n.node_type for n, _ in picked]
+    assert levels.count("30sec") == 8 and levels.count("3min") == 4 and levels.count("1h") == 0
+    assert levels.count("semantic") == 4 and len(picked) == 16  # the 16th slot ends the list
+    big = apply_quotas(ranked, 40, {"30sec": 8, "3min": 4, "1h": 0}, {"semantic": 5})
+    assert [n.node_type for n, _ in big].count("semantic") == 5 and [n.node_type for n, _ in big].count("visual") == 3
+
+    store = hand_store({"quotas": {"30sec": 2, "3min": 1, "10min": 1, "1h": 0, "semantic": 1}})
+    first = store.search("Anna tea cup", 16)
+    assert first and not [i for i in first if i.level == "1h"]
+    second = store.search("Anna tea cup", 16, exclude={i.item_id for i in first})
+    assert not {i.item_id for i in first} & {i.item_id for i in second}
+    # after_quota: the quota-filtered list loses the seen ids (fewer results); before_quota refills
+    refill = hand_store({"dedup": "before_quota", "quotas": {"30sec": 2, "3min": 1, "10min": 1, "1h": 0,
+                                                             "semantic": 1}})
+    assert len(refill.search("Anna tea cup", 16, exclude={i.item_id for i in first})) >= len(second)
+
+
+def test_time_bypass_through_ask():
+    store = hand_store({"time_bypass": True})
+    asked = []
+
+    def ask(request):
+        asked.append(request)
+        return ChatResponse(text='{"start_s": 25, "end_s": 65}')
+
+    context = SearchContext(ask=ask)
+    items = store.search("what happens at 0:45", 16, context=context)
+    assert [i.item_id for i in items] == [A, episode_id(0, 90, "3min"), B, C]  # overlapping 30sec + 3min, by time
+    assert [i.item_id for i in store.search("what happens at 0:45", 16, exclude={A}, context=context)] == [
+        episode_id(0, 90, "3min"), B, C]
+    assert "time bypass" in context.notes[-1] and asked[0].purpose == "magic_video:G13"
+    assert "0:45" in asked[0].messages[0].plain_text()
+    none = SearchContext(ask=lambda r: ChatResponse(text="null"))
+    assert store.search("Anna", 16, context=none) and any(n.startswith("ppr") for n in none.notes)
+    offline = SearchContext()
+    store.search("Anna", 16, context=offline)
+    assert "no model to ask" in offline.notes[0]
+
+
+def chain_encoder(texts):
+    """cos(question, 'bicycle' facts) = 0.8, cos(question, 'lamp' facts) = 0.5 (tier-2 threshold 0.7)."""
+    out = []
+    for text in texts:
+        if "bicycle" in text:
+            out.append([0.8, 0.6, 0.0])
+        elif "lamp" in text:
+            out.append([0.5, 0.0, np.sqrt(0.75)])
+        else:
+            out.append([1.0, 0.0, 0.0])
+    return np.array(out)
+
+
+def test_chain_fact_tiers_time_and_coverage():
+    eps = [GraphNode(f"e{i}", "episode", "kettle bicycle lamp", 600 + 30 * i, 630 + 30 * i, "30sec")
+           for i in range(4)]
+    chains = [ChainRow("topic", "kettle", 10.0, None, "the kettle is on the stove"),
+              ChainRow("topic", "kettle", 560.0, None, "the kettle boils (covered by an episode)"),
+              ChainRow("topic", "kettle", 2000.0, None, "after the question"),
+              ChainRow("topic", "bicycle", 20.0, None, "the bicycle is in the hall"),
+              ChainRow("topic", "lamp", 30.0, None, "the lamp is off"),
+              ChainRow("event", "morning errands", 590.0, 700.0, "step inside the retrieved span", "kettle"),
+              ChainRow("event", "morning errands", 100.0, 200.0, "an earlier step", "kettle")]
+    limits = ChainLimits(min_hits=4, max_topics=2, max_events=2)
+    facts, counts = chain_facts(chains, eps, "Where was the kettle?", 1500.0, limits, chain_encoder)
+    texts = [f.text for f in facts]
+    assert texts == ["the kettle is on the stove", "the bicycle is in the hall", "an earlier step"]
+    assert counts == {"topic_tier1": 1, "topic_tier2": 1, "event_tier1": 1, "event_tier2": 0}
+    # three hits < min_hits 4: no topic chain at all
+    assert chain_facts(chains, eps[:3], "Where was the kettle?", None, limits, chain_encoder)[1]["topic_tier1"] == 0
+    # one topic slot: tier 1 takes it, tier 2 gets none
+    one = chain_facts(chains, eps, "Where was the kettle?", None, ChainLimits(max_topics=1), chain_encoder)[1]
+    assert one["topic_tier1"] == 1 and one["topic_tier2"] == 0
+    # no encoder: tier 2 cannot be scored and is left out
+    assert chain_facts(chains, eps, "Where was the kettle?", None, limits, None)[1]["topic_tier2"] == 0
+
+
+def test_chain_facts_join_search_once_per_question():
+    chains = [ChainRow("topic", "cup", 5000.0, None, "the cup is blue")]
+    store = hand_store({"chains": {"min_hits": 1, "max_topics": 2}}, chains)
+    question = Question("v", "q1", "ES", "x", "What colour is the cup?", "a", "b", "c", "d", "A")
+    context = SearchContext(question=question)
+    first = store.search("cup", 16, context=context)
+    facts = [i for i in first if i.kind == "chain"]
+    assert len(facts) == 1 and "[Topic: cup]" in facts[0].text and not facts[0].anchored
+    again = store.search("cup", 16, exclude={i.item_id for i in first}, context=SearchContext(question=question))
+    assert not [i for i in again if i.kind == "chain"]
+    rendered = store.render(first)
+    assert rendered.splitlines()[-1].startswith("(")  # semantic triples last
+
+
+# ----------------------------------------------------------------------------------------- import
+
+
+def write_release(root: Path, pickle_bytes: bytes | None = None) -> Path:
+    mode = root / "merge"
+    for level, eps in HAND.items():
+        path = mode / "captions" / f"abc_{level}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps([{"start_sec": e.start_s, "end_sec": e.end_s, "text": e.text,
+                                     "video_path": "/v.mp4"} for e in eps]))
+    ner = {"chunk-" + hashlib.md5(e.text.encode()).hexdigest(): ENTITIES.get(episode_id(e.start_s, e.end_s, "30sec"), [])
+           for e in HAND["30sec"]}
+    (mode / "episodic_memory").mkdir()
+    (mode / "episodic_memory" / "openie_results.json").write_text(json.dumps({"ner_results": ner,
+                                                                             "triple_results": {}}))
+    (mode / "semantic_memory").mkdir()
+    (mode / "semantic_memory" / "semantic_consolidation_results.json").write_text(json.dumps(
+        {"0": {"consolidated_semantic_triples": [list(t) for t in SEMANTIC]}}))
+    (mode / "topic_chains.json").write_text(json.dumps(
+        {"cup": {"has_lifecycle": True, "facts": [{"time": "00:01:40", "fact": "the cup dries"}]}}))
+    (mode / "event_chain_step3_enriched.json").write_text(json.dumps(
+        [{"name": "tea", "type": "recurring", "key_entities": ["kettle"],
+          "steps": [{"start_time": "00:00:00", "end_time": "00:01:00", "description": "tea is made"}]}]))
+    if pickle_bytes is not None:
+        (mode / "unified_graph").mkdir()
+        (mode / "unified_graph" / "graph.pkl").write_bytes(pickle_bytes)
+    return root
+
+
+def request_for(tmp_path, **extra):
+    cfg = yaml.safe_load(Path("config/memory_system/magic_video.yaml").read_text())
+    video = SimpleNamespace(video_id="v1", duration_s=130.0, path="/videos/v1.mp4")
+    return BuildRequest(video=video, system="magic_video", system_config=cfg, memory_config={},
+                        out_dir=tmp_path / "store", **extra)
+
+
+def test_import_release_rebuilds_graph_from_json(tmp_path):
+    release = write_release(tmp_path / "release")
+    request = request_for(tmp_path)
+    import_release(release, request, encoder=bag_encoder)
+    store = MEMORY_SYSTEMS.load("magic_video").open(request.out_dir, request.system_config, request.video,
+                                                    encoder=bag_encoder)
+    assert len(store.nodes) == 18 and len(store.graph.edges) == len(hand_graph().edges)
+    assert store.graph.pairs() == hand_graph().pairs()
+    assert sorted((r.chain_type, r.label, r.start_s) for r in store.chains) == [("event", "tea", 0.0),
+                                                                                ("topic", "cup", 100.0)]
+    record = yaml.safe_load((request.out_dir / "config.yaml").read_text())
+    assert record["graph"].startswith("rebuilt") and record["visual"].startswith("skipped")
+    assert pl.read_parquet(request.out_dir / "items.parquet").height == 15  # every node but the 3 entities
+
+
+def release_pickle(payload_extra=None) -> bytes:
+    """A graph.pkl as the release writes it: its own dataclasses, pickled from a stand-in module of that name."""
+    module = types.ModuleType("worldmm.memory.unified.nodes")
+
+    class NodeType(Enum):
+        ENTITY, EPISODE, SEMANTIC, VISUAL_CLIP = "entity", "episode", "semantic", "visual_clip"
+
+    class EdgeType(Enum):
+        CONTAINS = "contains"
+
+    @dataclass
+    class GraphNode:  # noqa: F811 — the release's class of the same name
+        id: str
+        node_type: NodeType
+        text: str
+        start_ts: float = 0
+        end_ts: float = 0
+        text_embedding: np.ndarray | None = None
+        metadata: dict = field(default_factory=dict)
+
+    @dataclass
+    class GraphEdge:
+        src_id: str
+        dst_id: str
+        edge_type: EdgeType
+        weight: float = 1.0
+
+    for cls in (NodeType, EdgeType, GraphNode, GraphEdge):
+        cls.__module__ = module.__name__
+        cls.__qualname__ = cls.__name__
+        setattr(module, cls.__name__, cls)
+    parents = ["worldmm", "worldmm.memory", "worldmm.memory.unified"]
+    added = [name for name in parents if name not in sys.modules]
+    for name in added:
+        sys.modules[name] = types.ModuleType(name)
+    sys.modules[module.__name__] = module
+    try:
+        nodes = {"ep_0.0_30.0_30sec": GraphNode("ep_0.0_30.0_30sec", NodeType.EPISODE, "a", 0.0, 30.0,
+                                                np.ones(3, dtype=np.float32), {"granularity": "30sec"}),
+                 "ep_0.0_90.0_3min": GraphNode("ep_0.0_90.0_3min", NodeType.EPISODE, "b", 0.0, 90.0, None,
+                                               {"granularity": "3min"})}
+        edges = [GraphEdge("ep_0.0_90.0_3min", "ep_0.0_30.0_30sec", EdgeType.CONTAINS, 0.25)]
+        return pickle.dumps({"nodes": nodes, "edges": edges, **(payload_extra or {})})
+    finally:
+        for name in [module.__name__, *added]:
+            del sys.modules[name]
+
+
+class Evil:
+    def __reduce__(self):
+        import os
+
+        return (os.system, ("echo pwned",))
+
+
+def test_import_reads_release_pickle_without_foreign_code(tmp_path):
+    release = write_release(tmp_path / "release", release_pickle())
+    request = request_for(tmp_path)
+    import_release(release, request, encoder=bag_encoder)
+    record = yaml.safe_load((request.out_dir / "config.yaml").read_text())
+    assert record["graph"].startswith("unified_graph/graph.pkl read")
+    store = MagicVideoStore.open(request.out_dir, request.system_config, request.video, encoder=bag_encoder)
+    assert set(store.graph.nodes) == {"ep_0.0_30.0_30sec", "ep_0.0_90.0_3min"}
+    assert store.graph.edges[0].weight == 0.25 and store.graph.edges[0].edge_type == "contains"
+
+    evil = write_release(tmp_path / "evil", pickle.dumps({"nodes": {}, "edges": [Evil()]}))
+    request = request_for(tmp_path / "e")
+    import_release(evil, request, encoder=bag_encoder)
+    record = yaml.safe_load((request.out_dir / "config.yaml").read_text())
+    assert "graph.pkl refused" in record["graph"] and re.search(r"global (posix|os|nt)\.system refused", record["graph"])
+    assert len(MagicVideoStore.open(request.out_dir, {}, None, encoder=bag_encoder).nodes) == 18
+
+
+def test_bad_imports_name_file_and_field(tmp_path):
+    release = write_release(tmp_path / "r1")
+    path = release / "merge" / "captions" / "abc_3min.json"
+    path.write_text(json.dumps([{"start_sec": 0, "text": "x"}]))
+    with pytest.raises(ValueError, match=r"abc_3min\.json: entry 0 has no field 'end_sec'"):
+        import_release(release, request_for(tmp_path), encoder=bag_encoder)
+    release = write_release(tmp_path / "r2")
+    (release / "merge" / "episodic_memory" / "openie_results.json").unlink()
+    with pytest.raises(ValueError, match=r"openie_results\.json: missing"):
+        import_release(release, request_for(tmp_path), encoder=bag_encoder)
+    release = write_release(tmp_path / "r3")
+    (release / "merge" / "semantic_memory" / "semantic_consolidation_results.json").write_text('{"0": {}}')
+    with pytest.raises(ValueError, match="consolidated_semantic_triples"):
+        import_release(release, request_for(tmp_path), encoder=bag_encoder)
+    release = write_release(tmp_path / "r4")
+    (release / "merge" / "topic_chains.json").write_text(json.dumps({"cup": {"facts": [{"time": "soon",
+                                                                                        "fact": "x"}]}}))
+    with pytest.raises(ValueError, match=r"topic_chains\.json: entity 'cup' fact 0 field 'time'"):
+        import_release(release, request_for(tmp_path), encoder=bag_encoder)
+    with pytest.raises(ValueError, match=r"nodes\.parquet: missing"):
+        MagicVideoStore.open(tmp_path / "nowhere", {}, None)
+
+
+# ------------------------------------------------------------------------------------------ build
+
+
+ROLE_REPLIES = [
+    ("Write one summary of this", {"summary": "A summary of tea making."}),
+    ("In one pass:", {"named_entities": ["Anna", "kettle"], "triples": [["Anna", "fills", "kettle"],
+                                                                        ["Anna", "fills", "kettle"], ["bad"]]}),
+    ("Extract the lasting knowledge", {"semantic_triples": [["Anna", "drinks", "tea"], ["Anna", "likes", "tea"]],
+                                       "episodic_evidence": ["Anna pours tea"]}),
+    ("Merge the ones that say the", {"triples": [["Anna", "likes", "tea"]]}),
+    ("Keep the ones that are a specific", {"keep": ["kettle"]}),
+    ("Write the facts they", {"facts": [{"time": "00:00:10", "fact": "the kettle is filled"}]}),
+    ("write one log entry", {"events": [{"name": "tea", "time_range": "00:00:00 - 00:04:00", "location": "kitchen",
+                                         "summary": "tea", "key_entities": ["kettle"]}]}),
+    ("Group them into chains", {"chains": [{"name": "tea routine", "type": "recurring", "key_entities": ["kettle"],
+                                            "steps": [{"start_time": "00:00:00", "end_time": "00:01:00"}]}]}),
+    ("describe what happens in this step", {"description": "Anna makes tea."}),
+]
+
+
+def test_build_with_scripted_builder(tmp_path):
+    rows = [MemoryRow("v1", "coarse", float(s), float(s + 10), 1.0, 10, "h", f"Anna fills the kettle at {s}",
+                      "perception", "t", None, None, None) for s in range(0, 240, 10)]
+    table = write_table(to_frame(rows, MemoryRow), tmp_path / "captions.parquet", MemoryRow)
+    script = tmp_path / "script.jsonl"
+    script.write_text("\n".join(json.dumps({"match": m, "text": json.dumps(r)}) for m, r in ROLE_REPLIES) + "\n")
+    record = tmp_path / "record.jsonl"
+    model = {"backend": "scripted", "script": str(script), "record": str(record)}
+    video = SimpleNamespace(video_id="v1", duration_s=240.0, path="/videos/v1.mp4")
+    cfg = {**yaml.safe_load(Path("config/memory_system/magic_video.yaml").read_text()), "topic_min_captions": 2}
+    request = BuildRequest(video=video, system="magic_video", system_config=cfg, memory_config={},
+                           out_dir=tmp_path / "store", captions=table, models={"builder": ("scripted", model)})
+    build_store(request, encoder=bag_encoder)
+    store = MagicVideoStore.open(request.out_dir, cfg, video, encoder=bag_encoder)
+    levels = {}
+    for node in store.nodes:
+        levels[node.level or node.node_type] = levels.get(node.level or node.node_type, 0) + 1
+    # 24 captions of 10 s → 8 base episodes of 30 s → 2 (3 min) → 1 (10 min) → 1 (1 h)
+    assert levels["30sec"] == 8 + 8 and levels["3min"] == 2 and levels["10min"] == 1 and levels["1h"] == 1
+    assert {n.node_id for n in store.nodes if n.node_type == "entity"} == {"ent_anna", "ent_kettle"}
+    assert [n.text for n in store.nodes if n.node_type == "semantic"] == ["Anna likes tea"]  # G7 merged
+    assert {(r.chain_type, r.label, r.text) for r in store.chains} == {
+        ("topic", "kettle", "the kettle is filled"), ("event", "tea routine", "Anna makes tea.")}
+    sent = [json.loads(line) for line in record.read_text().splitlines()]
+    roles = {entry["purpose"].split(":")[1] for entry in sent}
+    assert roles == {"summary", "openie", "semantic", "dedupe", "entity_filter", "entity_facts", "event_log",
+                     "event_chains", "step_detail"}
+    prompts = prompt_set("magic_video")
+    for entry in sent:  # every role's instructions reach the model whole
+        role = entry["purpose"].split(":")[1]
+        first_line = prompts[role].text.strip().splitlines()[0]
+        if "$" not in first_line:
+            assert first_line in entry["payload"]["messages"][0]["content"][0]
+    built = yaml.safe_load((request.out_dir / "config.yaml").read_text())
+    assert built["visual"] == "skipped (no embedder configured)" and built["asr"].startswith("none")
+    assert built["builder"]["failed"] == 0
+    assert store.search("who fills the kettle", 16)
+
+
+def test_build_refuses_what_senri_cannot_do(tmp_path):
+    video = SimpleNamespace(video_id="v1", duration_s=60.0, path="/v.mp4")
+    cfg = {"asr_merge": True}
+    with pytest.raises(ValueError, match="asr_merge"):
+        build_store(BuildRequest(video=video, system="magic_video", system_config=cfg, memory_config={},
+                                 out_dir=tmp_path), encoder=bag_encoder)
+    with pytest.raises(ValueError, match="models.embedder"):
+        build_store(BuildRequest(video=video, system="magic_video", system_config={}, memory_config={},
+                                 out_dir=tmp_path, models={"embedder": ("vlm2vec", {})}), encoder=bag_encoder)
