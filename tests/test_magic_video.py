@@ -457,3 +457,48 @@ def test_build_refuses_what_senri_cannot_do(tmp_path):
     with pytest.raises(ValueError, match="models.embedder"):
         build_store(BuildRequest(video=video, system="magic_video", system_config={}, memory_config={},
                                  out_dir=tmp_path, models={"embedder": ("vlm2vec", {})}), encoder=bag_encoder)
+
+
+def test_default_text_encoder_is_minilm_end_to_end(tmp_path):
+    """The store's own encoder (all-MiniLM-L6-v2 from its wheel) serves import and search when none is injected."""
+    release = write_release(tmp_path / "release")
+    request = request_for(tmp_path)
+    import_release(release, request)
+    store = MagicVideoStore.open(request.out_dir, request.system_config, request.video)
+    assert store.vectors.shape == (18, 384)
+    context = SearchContext()
+    items = store.search("Who fills the kettle?", 16, context=context)
+    assert items[0].item_id == A and "no model to ask" in context.notes[0]
+
+
+def test_export_writes_the_release_caption_input(tmp_path):
+    from senri.memory.magic_video_build import export_inputs
+
+    rows = [MemoryRow("v1", "coarse", float(s), float(s + 20), 1.0, 20, "h", f"text {s}", "perception", "t", None,
+                      None, None) for s in range(0, 80, 20)]
+    table = write_table(to_frame(rows, MemoryRow), tmp_path / "captions.parquet", MemoryRow)
+    video = SimpleNamespace(video_id="v1", duration_s=80.0, path="/videos/v1.mp4")
+    [path] = MagicVideoStore.export_inputs(table, video, tmp_path / "out", {})
+    assert path.name == "v1_30sec.json"
+    data = json.loads(path.read_text())
+    # midpoints 10, 30, 50, 70 → bins 0-30 (one), 30-60 (two), 60-80 (one); end clipped at the video's end
+    assert [(d["start_sec"], d["end_sec"], d["text"]) for d in data] == [
+        (0.0, 30.0, "text 0"), (30.0, 60.0, "text 20 text 40"), (60.0, 80.0, "text 60")]
+    assert export_inputs(table, video, tmp_path / "again", {})[0].read_text() == path.read_text()
+
+
+def test_render_orders_by_time_semantic_last_and_clip_captions_once():
+    chains = [ChainRow("topic", "cup", 45.0, None, "the cup is blue")]
+    store = hand_store(chains=chains)
+    by_id = {i.item_id: i for i in store.items()}
+    from senri.memory.magic_video import chain_item
+
+    fact = chain_item(chains[0])
+    text = store.render([by_id["sem_0_0"], by_id[C], fact, by_id["vis_0"], by_id[A], by_id["vis_30"]])
+    assert text.splitlines() == [
+        "[00:00:00 - 00:00:30] (30sec) Anna fills the kettle",
+        "[00:00:00 - 00:00:30] (visual)",  # its episode is shown: no second copy of the caption
+        "[00:00:30 - 00:01:00] (visual) I pour tea for Anna",
+        "[Topic: cup] [00:00:45] the cup is blue",
+        "[00:01:00 - 00:01:30] (30sec) I wash the cup",
+        "(Anna, owns, cup)"]

@@ -470,6 +470,8 @@ class MagicVideoStore(MemoryStore):
         self.edge_index = [(self.index[e.src], self.index[e.dst], e.weight) for e in graph.edges]
         self._encoder = encoder
         self._bm25: BM25 | None = None
+        #: A chain fact's time by its item id: chain items carry no interval, and G-L3 merges them by time.
+        self.chain_times = {chain_item(row).item_id: row.start_s for row in self.chains}
 
     # ----------------------------------------------------------------------------- opening, building
     @classmethod
@@ -634,21 +636,19 @@ class MagicVideoStore(MemoryStore):
         """G-R5 / G-L3: episodes, clips and chain facts in time order, semantic triples last. A clip shows its
         caption only when its own 30-s episode is not among the items."""
         shown = {i.item_id for i in items}
-        lines: list[tuple[float, str]] = []
+        lines: list[tuple[float, int, str]] = []  # (time, episode 0 / clip 1 / chain fact 2 at one time, line)
         last: list[str] = []
         for item in items:
             if item.kind == EPISODE:
-                lines.append((item.start_s, f"[{hms(item.start_s)} - {hms(item.end_s)}] ({item.level}) {item.text}"))
+                lines.append((item.start_s, 0, f"[{hms(item.start_s)} - {hms(item.end_s)}] ({item.level}) {item.text}"))
             elif item.kind == VISUAL:
                 caption = "" if episode_id(item.start_s, item.end_s, "30sec") in shown else f" {item.text}"
-                lines.append((item.start_s, f"[{hms(item.start_s)} - {hms(item.end_s)}] (visual){caption}"))
+                lines.append((item.start_s, 1, f"[{hms(item.start_s)} - {hms(item.end_s)}] (visual){caption}"))
             elif item.kind == CHAIN:
-                match = re.search(r"\[(\d+):(\d{2}):(\d{2})", item.text.split("] ", 1)[-1])
-                when = int(match.group(1)) * 3600 + int(match.group(2)) * 60 + int(match.group(3)) if match else 0
-                lines.append((float(when), item.text))
+                lines.append((self.chain_times.get(item.item_id, 0.0), 2, item.text))
             else:
                 last.append(item.text)
-        return "\n".join([text for _, text in sorted(lines, key=lambda x: x[0])] + last)
+        return "\n".join([text for _, _, text in sorted(lines, key=lambda x: x[:2])] + last)
 
 
 def chain_limits(cfg: Mapping[str, Any]) -> ChainLimits:
