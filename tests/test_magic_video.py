@@ -5,6 +5,7 @@ quotas and dedup (G-R4), the time bypass (G-R6), chain-fact tiers (G-R7), import
 from __future__ import annotations
 
 import hashlib
+from collections import defaultdict
 import json
 import pickle
 import re
@@ -502,3 +503,80 @@ def test_render_orders_by_time_semantic_last_and_clip_captions_once():
         "[Topic: cup] [00:00:45] the cup is blue",
         "[00:01:00 - 00:01:30] (30sec) I wash the cup",
         "(Anna, owns, cup)"]
+
+
+def test_build_captions_30s_clips_through_the_caption_service(tmp_path):
+    """G-C2: the configured captioner (here a scripted VLM) captions 30-s clips with the G1 instruction, through
+    the shared caption cache: a second build computes no caption again."""
+    from senri.captioners.base import VideoMedia
+    from senri.media import run_ffmpeg
+    from senri.probe import probe
+
+    video = tmp_path / "clip.mp4"
+    run_ffmpeg(["-y", "-f", "lavfi", "-i", "testsrc2=s=64x48:r=1:d=75", "-c:v", "libx264", "-g", "4",
+                "-pix_fmt", "yuv420p", str(video)], what="test video")
+    info = probe(video, "clip")
+    script = tmp_path / "script.jsonl"
+    rules = [{"match": "Describe this 30-second clip", "text": "Anna fills the kettle."}]
+    rules += [{"match": m, "text": json.dumps(r)} for m, r in ROLE_REPLIES]
+    script.write_text("".join(json.dumps(r) + "\n" for r in rules))
+    record = tmp_path / "calls.jsonl"
+    model = {"backend": "scripted", "script": str(script), "record": str(record)}
+    memory = {**yaml.safe_load(Path("config/memory/auto.yaml").read_text()), "captioner": "scripted_vlm",
+              "short_side": 48}
+    cfg = yaml.safe_load(Path("config/memory_system/magic_video.yaml").read_text())
+    media = VideoMedia(info.video_id, video, info.fingerprint, info.duration_s)
+
+    def build(out):
+        request = BuildRequest(video=info, system="magic_video", system_config=cfg, out_dir=tmp_path / out,
+                               memory_config={"memory": memory, "track": {}, "captioner_model": model},
+                               caption_cache=tmp_path / "captions", media=media,
+                               models={"builder": ("scripted", model)}, response_cache=tmp_path / "responses")
+        build_store(request, encoder=bag_encoder)
+        return MagicVideoStore.open(request.out_dir, cfg, info, encoder=bag_encoder)
+
+    store = build("store")
+    base = [n for n in store.nodes if n.node_type == "episode" and n.level == "30sec"]
+    assert [(n.start_s, n.end_s) for n in base] == [(0.0, 30.0), (30.0, 60.0), (60.0, 75.0)]
+    calls = [json.loads(line) for line in record.read_text().splitlines()]
+    clip_calls = [c for c in calls if "Describe this 30-second clip" in json.dumps(c["payload"])]
+    assert len(clip_calls) == 3
+    frames = [p for p in clip_calls[0]["payload"]["messages"][-1]["content"] if isinstance(p, dict) and "image" in p]
+    assert len(frames) == 30  # 1 fps over 30 s (base_fps)
+    built = yaml.safe_load((tmp_path / "store" / "config.yaml").read_text())
+    assert built["base_captions"].startswith("caption service (scripted_vlm)") and built["failed_captions"] == 0
+    calls_before = len(record.read_text().splitlines())
+    build("again")  # every caption from the cache, every builder reply from the response cache
+    assert len(record.read_text().splitlines()) == calls_before
+
+
+def magic_protocol_rows() -> list[dict[str, str]]:
+    """The instruction rows of docs/protocol.md's MAGIC-Video section (id, carried by, phrase)."""
+    rows, section = [], ""
+    for line in Path("docs/protocol.md").read_text(encoding="utf-8").splitlines():
+        if line.startswith("## "):
+            section = line[3:].strip()
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if section == "MAGIC-Video" and line.startswith("| G") and len(cells) == 5 and ".txt:" in cells[2]:
+            rows.append({"id": cells[0], "carried by": cells[2].strip("`"), "phrase": cells[3].strip("`")})
+    return rows
+
+
+def test_every_magic_video_prompt_phrase_reaches_its_request(tmp_path):
+    """Each MAGIC-Video instruction row's phrase is in a request its role sent (the scripted build and the
+    time bypass), not only in the prompt file."""
+    rows = magic_protocol_rows()
+    assert {r["id"] for r in rows} >= {"G1", "G4", "G5", "G6", "G7", "G8", "G9", "G10", "G11", "G12", "G13"}
+    test_build_with_scripted_builder(tmp_path)
+    sent: dict[str, list[str]] = defaultdict(list)
+    for line in (tmp_path / "record.jsonl").read_text().splitlines():
+        entry = json.loads(line)
+        sent[entry["purpose"].split(":")[1]].append(entry["payload"]["messages"][0]["content"][0])
+    asked = []
+    hand_store({"time_bypass": True}).search("at 0:45", 16, context=SearchContext(
+        ask=lambda r: asked.append(r) or ChatResponse(text="null")))
+    sent["time_range"] = [asked[0].messages[0].plain_text()]
+    sent["clip_caption"] = [prompt_set("magic_video").render("clip_caption")]  # the instruction the service sends
+    for row in rows:
+        role = Path(row["carried by"].rsplit(":", 1)[0]).stem
+        assert any(row["phrase"] in text for text in sent[role]), (row["id"], role, row["phrase"])

@@ -611,6 +611,8 @@ class MagicVideoStore(MemoryStore):
                 hits.sort(key=lambda n: (n.start_s, GRANULARITIES.index(n.level)))
                 context.notes.append(f"time bypass: {start:g}-{end:g} s → {len(hits)} episode(s), no PPR")
                 return [node_item(n) for n in hits]
+        if cfg.get("top_k_source", "store") == "store":  # the system's own retrieval interface: 16 (G-R4)
+            k = int(cfg.get("top_k", 16))
         types = TARGET_TYPES if memory_type is None else (memory_type,)
         ranked = self.ranked(query, context.query_time_s, types)
         quotas = cfg.get("quotas") or {"30sec": 8, "3min": 4, "10min": 3, "1h": 0, "semantic": 5}
