@@ -545,6 +545,7 @@ def test_build_captions_30s_clips_through_the_caption_service(tmp_path):
     assert len(frames) == 30  # 1 fps over 30 s (base_fps)
     built = yaml.safe_load((tmp_path / "store" / "config.yaml").read_text())
     assert built["base_captions"].startswith("caption service (scripted_vlm)") and built["failed_captions"] == 0
+    assert store.question_counts() == {}
     calls_before = len(record.read_text().splitlines())
     build("again")  # every caption from the cache, every builder reply from the response cache
     assert len(record.read_text().splitlines()) == calls_before

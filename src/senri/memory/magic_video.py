@@ -457,8 +457,10 @@ class MagicVideoStore(MemoryStore):
     memory_types: ClassVar[tuple[str, ...]] = ()  # the original search action has no memory type (G-L1)
 
     def __init__(self, graph: Graph, chains: Sequence[ChainRow], vectors: np.ndarray, config: Mapping[str, Any],
-                 encoder: TextEncoder | None = None) -> None:
+                 encoder: TextEncoder | None = None, record: Mapping[str, Any] | None = None) -> None:
         self.graph = graph
+        #: What the build or import recorded (the store folder's config.yaml): sources, substitutions, counts.
+        self.record = dict(record or {})
         self.chains = list(chains)
         self.config = dict(config)
         self.order = list(graph.nodes)
@@ -499,7 +501,7 @@ class MagicVideoStore(MemoryStore):
         if (folder / CONFIG_FILE).is_file():
             built = yaml.safe_load((folder / CONFIG_FILE).read_text()) or {}
         config = {**(built.get("system") or {}), **dict(system_config)}
-        return cls(graph, chains, vectors, config, encoder)
+        return cls(graph, chains, vectors, config, encoder, built)
 
     @classmethod
     def build(cls, request: BuildRequest) -> None:
@@ -524,6 +526,11 @@ class MagicVideoStore(MemoryStore):
     @property
     def retriever(self) -> str:
         return "ppr"
+
+    def question_counts(self) -> dict[str, int]:
+        """30-s clips the captioner failed on, booked once on every question that reads this memory."""
+        failed = int(self.record.get("failed_captions") or 0)
+        return {"failed_captions": failed} if failed else {}
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if self._encoder is None:
