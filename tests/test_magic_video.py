@@ -581,3 +581,101 @@ def test_every_magic_video_prompt_phrase_reaches_its_request(tmp_path):
     for row in rows:
         role = Path(row["carried by"].rsplit(":", 1)[0]).stem
         assert any(row["phrase"] in text for text in sent[role]), (row["id"], role, row["phrase"])
+
+
+# ---------------------------------------------------------------------------- the workflows over the store
+
+
+def answer_over_store(tmp_path, method: str, rules: list[dict], model_extra=None):
+    """Predictions and sent requests of ``method`` over a magic_video store imported from the hand release
+    (MiniLM vectors), on a generated 120-s clip, through the answer stage (``answer_video``)."""
+    from conftest import make_probed_clip
+    from senri.answer import MemoryInputs, answer_video
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    video, info = make_probed_clip(tmp_path, "v1")
+    request = request_for(tmp_path)
+    import_release(write_release(tmp_path / "release"), request)
+    table = write_table(to_frame([MemoryRow("v1", "coarse", 0.0, 120.0, 1.0, 1, "h", "a kitchen", "perception", "t",
+                                            None, None, None)], MemoryRow), tmp_path / "memory.parquet", MemoryRow)
+    script, record = tmp_path / "script.jsonl", tmp_path / "calls.jsonl"
+    script.write_text("".join(json.dumps(r) + "\n" for r in rules))
+    method_cfg = yaml.safe_load(Path(f"config/method/{method}.yaml").read_text())
+    stage = {"seed": 0, "method": {"name": method, **method_cfg, "verifier_short_side": 64},
+             "model": {"name": "vlm", "backend": "scripted", "script": str(script), "record": str(record),
+                       **(model_extra or {})},
+             "memory": {"memory": {"captioner": "perception"}},
+             "memory_system": {"name": "magic_video", **request.system_config}}
+    question = Question("v1", "v1_1", "OC", "ES", "Who fills the kettle?", "Bob", "Anna", "Me", "Nobody", "B")
+    inputs = MemoryInputs(table, video, None, None, None, tmp_path / "captions", store=request.out_dir)
+    frame = answer_video(to_frame([question], Question), info, stage, memory=inputs)
+    calls = [json.loads(line) for line in record.read_text().splitlines()]
+    return frame.row(0, named=True), calls
+
+
+MAGIC_RULES = [
+    {"match": "Does this search query refer to a specific time", "text": "null"},
+    {"match": "Answer a question about a long first-person video", "text": "B"},
+    {"match": "(nothing retrieved yet)", "text": json.dumps(
+        {"action": "search", "rationale": "find who", "query": "Who fills the kettle in the kitchen?"})},
+    {"match": "Round 2 of 5", "text": json.dumps({"action": "answer", "rationale": "seen", "answer": "A"})},
+]
+
+
+def texts_of(call):
+    return "".join(p for m in call["payload"]["messages"] for p in m["content"] if isinstance(p, str))
+
+
+def images_of(call):
+    return [p for m in call["payload"]["messages"] for p in m["content"] if isinstance(p, dict) and "image" in p]
+
+
+def test_magic_video_workflow_searches_then_asks_its_qa_call_with_clip_frames(tmp_path):
+    row, calls = answer_over_store(tmp_path, "magic_video", MAGIC_RULES)
+    assert row["pred"] == "B" and row["correct"] and row["error"] is None  # the QA call's letter, not the proposal
+    purposes = [c["purpose"] for c in calls]
+    assert purposes == ["control", "magic_video:G13", "control", "answer"]
+    controller = texts_of(calls[2])
+    assert "[00:00:00 - 00:00:30] (30sec) Anna fills the kettle" in controller
+    assert "Round 2 of 5 search rounds" in controller and '"query": "<one complete sentence>"' in controller
+    assert "Every new search takes a new angle" in texts_of(calls[0])  # G14 in the system prompt
+    qa = calls[3]
+    assert "(30sec) Anna fills the kettle" in texts_of(qa) and "Answer with the letter" in texts_of(qa)
+    trace = json.loads(row["trace"])
+    search = trace["rounds"][0]
+    assert search["retriever"] == "ppr" and any(n.startswith("ppr:") for n in search["notes"])
+    frames = images_of(qa)
+    # four retrieved clips (vis_0, vis_30, vis_60, vis_100) × 16 frames at 1 fps = the 64-frame cap
+    assert len(frames) == 64 and trace["qa_images"] == 64
+    assert [f["time_s"] for f in frames[:2]] == [0.0, 1.0] and frames[-1]["time_s"] == 115.0
+    assert row["forced_answers"] == 0
+
+
+def test_magic_video_qa_is_retried_text_only_when_the_images_do_not_fit(tmp_path):
+    row, calls = answer_over_store(tmp_path, "magic_video", MAGIC_RULES, {"max_images": 2})
+    qa = [c for c in calls if c["purpose"] == "answer"]
+    assert len(qa) == 2 and images_of(qa[0]) and not images_of(qa[1])
+    assert row["pred"] == "B" and json.loads(row["trace"])["qa_text_only"] is True
+
+
+def test_senri_agent_reads_the_magic_video_store_unchanged(tmp_path):
+    """SENRI-Agent over the store: the same search action, the store's render and its anchored items as
+    visual candidates, a verify over a candidate's window, then the answer."""
+    import sys as _sys
+
+    _sys.path.insert(0, str(Path(__file__).parent))
+    from test_agent import VERIFY, _rules
+
+    controller = [
+        {"match": "Does this search query refer to a specific time", "text": "null"},
+        {"match": "4 shelf rows", "text": json.dumps({"action": "answer", "rationale": "r", "answer": "B"})},
+        {"match": "(nothing retrieved yet)", "text": json.dumps(
+            {"action": "search", "rationale": "find", "query": "Who fills the kettle?"})},
+        {"match": "search, verify, answer", "text": json.dumps({**VERIFY, "rationale": "look"})},
+    ]
+    row, calls = answer_over_store(tmp_path, "senri_agent", _rules(controller))
+    assert row["pred"] == "B" and row["error"] is None
+    purposes = [c["purpose"] for c in calls]
+    assert purposes[:3] == ["control", "magic_video:G13", "control"] and "verify" in purposes
+    second = texts_of(calls[2])
+    assert "[00:00:00 - 00:00:30] (30sec) Anna fills the kettle" in second and "- c1 [0, 30] s" in second
