@@ -567,7 +567,8 @@ def test_every_magic_video_prompt_phrase_reaches_its_request(tmp_path):
     """Each MAGIC-Video instruction row's phrase is in a request its role sent (the scripted build and the
     time bypass), not only in the prompt file."""
     rows = magic_protocol_rows()
-    assert {r["id"] for r in rows} >= {"G1", "G4", "G5", "G6", "G7", "G8", "G9", "G10", "G11", "G12", "G13"}
+    assert {r["id"] for r in rows} == {"G1", "G4", "G5", "G6", "G7", "G8", "G9", "G10", "G11", "G12", "G13", "G14",
+                                       "G15"}
     test_build_with_scripted_builder(tmp_path)
     sent: dict[str, list[str]] = defaultdict(list)
     for line in (tmp_path / "record.jsonl").read_text().splitlines():
@@ -578,6 +579,15 @@ def test_every_magic_video_prompt_phrase_reaches_its_request(tmp_path):
         ask=lambda r: asked.append(r) or ChatResponse(text="null")))
     sent["time_range"] = [asked[0].messages[0].plain_text()]
     sent["clip_caption"] = [prompt_set("magic_video").render("clip_caption")]  # the instruction the service sends
+    _, calls = answer_over_store(tmp_path / "workflow", "magic_video", MAGIC_RULES)
+    for call in calls:
+        for message in call["payload"]["messages"]:
+            text = "".join(p for p in message["content"] if isinstance(p, str))
+            role = {("control", "system"): "controller_system", ("answer", "user"): "answer"}.get(
+                (call["purpose"], message["role"]))
+            if role:
+                sent[role].append(text)
+    sent["search_nothing_new"] = [prompt_set("magic_video").render("search_nothing_new", query="q", top_k=16)]
     for row in rows:
         role = Path(row["carried by"].rsplit(":", 1)[0]).stem
         assert any(row["phrase"] in text for text in sent[role]), (row["id"], role, row["phrase"])
