@@ -449,6 +449,28 @@ def test_build_with_scripted_builder(tmp_path):
     assert store.search("who fills the kettle", 16)
 
 
+def test_builder_requests_past_the_model_limits_are_not_sent(tmp_path):
+    """Sized before sending: with a 450-token context the long summary and chain requests do not fit; they are
+    counted ``over_limits`` in the build record and their items left out, the short ones still go."""
+    rows = [MemoryRow("v1", "coarse", float(s), float(s + 30), 1.0, 30, "h", f"Anna fills the kettle at {s} "
+                      + "and talks about the weather " * 6, "perception", "t", None, None, None)
+            for s in range(0, 180, 30)]
+    table = write_table(to_frame(rows, MemoryRow), tmp_path / "captions.parquet", MemoryRow)
+    script = tmp_path / "script.jsonl"
+    script.write_text("\n".join(json.dumps({"match": m, "text": json.dumps(r)}) for m, r in ROLE_REPLIES) + "\n")
+    record = tmp_path / "record.jsonl"
+    model = {"backend": "scripted", "script": str(script), "record": str(record), "context_tokens": 450}
+    cfg = {**yaml.safe_load(Path("config/memory_system/magic_video.yaml").read_text()), "builder_max_tokens": 64}
+    request = BuildRequest(video=SimpleNamespace(video_id="v1", duration_s=180.0, path="/v.mp4"),
+                           system="magic_video", system_config=cfg, memory_config={}, out_dir=tmp_path / "store",
+                           captions=table, models={"builder": ("scripted", model)})
+    build_store(request, encoder=bag_encoder)
+    built = yaml.safe_load((request.out_dir / "config.yaml").read_text())["builder"]
+    sent = [json.loads(line)["purpose"] for line in record.read_text().splitlines()]
+    assert built["over_limits"] >= 1 and built["calls"] == len(sent)
+    assert "magic_video:summary" not in sent and "magic_video:openie" in sent  # 6 captions do not fit, 1 does
+
+
 def test_build_refuses_what_senri_cannot_do(tmp_path):
     video = SimpleNamespace(video_id="v1", duration_s=60.0, path="/v.mp4")
     cfg = {"asr_merge": True}
@@ -661,11 +683,31 @@ def test_magic_video_workflow_searches_then_asks_its_qa_call_with_clip_frames(tm
     assert row["forced_answers"] == 0
 
 
-def test_magic_video_qa_is_retried_text_only_when_the_images_do_not_fit(tmp_path):
-    row, calls = answer_over_store(tmp_path, "magic_video", MAGIC_RULES, {"max_images": 2})
-    qa = [c for c in calls if c["purpose"] == "answer"]
-    assert len(qa) == 2 and images_of(qa[0]) and not images_of(qa[1])
-    assert row["pred"] == "B" and json.loads(row["trace"])["qa_text_only"] is True
+def test_magic_video_qa_frames_are_sized_to_the_model_limits(tmp_path):
+    row, calls = answer_over_store(tmp_path, "magic_video", MAGIC_RULES, {"max_images": 5})
+    [qa] = [c for c in calls if c["purpose"] == "answer"]
+    assert [f["time_s"] for f in images_of(qa)] == [0.0, 1.0, 2.0, 3.0, 4.0]  # the earliest frames are kept
+    trace = json.loads(row["trace"])
+    assert trace["qa_trim"]["frames_left_out"] == 59 and row["context_trims"] == 1 and row["pred"] == "B"
+
+
+def test_magic_video_qa_is_retried_text_only_when_the_call_with_images_fails(tmp_path, monkeypatch):
+    from senri.backends.scripted import ScriptedBackend
+
+    scripted = ScriptedBackend.complete
+
+    def refuse_images(self, request):  # an engine that fails on this request's images
+        if request.purpose == "answer" and request.n_images():
+            return ChatResponse(text="", error="image decode failed")
+        return scripted(self, request)
+
+    monkeypatch.setattr(ScriptedBackend, "complete", refuse_images)
+    row, calls = answer_over_store(tmp_path, "magic_video", MAGIC_RULES)
+    trace = json.loads(row["trace"])
+    answers = [c for c in trace["calls"] if c["call"] == "answer"]
+    assert [a["error"] for a in answers] == ["image decode failed", None]
+    assert trace["qa_text_only"] is True and trace["rounds"][-1]["qa_text_only_retry"] is True
+    assert row["pred"] == "B" and row["error"] is None
 
 
 def test_senri_agent_reads_the_magic_video_store_unchanged(tmp_path):
@@ -689,3 +731,16 @@ def test_senri_agent_reads_the_magic_video_store_unchanged(tmp_path):
     assert purposes[:3] == ["control", "magic_video:G13", "control"] and "verify" in purposes
     second = texts_of(calls[2])
     assert "[00:00:00 - 00:00:30] (30sec) Anna fills the kettle" in second and "- c1 [0, 30] s" in second
+
+
+def test_a_damaged_store_folder_names_the_file_and_field(tmp_path):
+    release = write_release(tmp_path / "release")
+    request = request_for(tmp_path)
+    import_release(release, request, encoder=bag_encoder)
+    edges = pl.read_parquet(request.out_dir / "edges.parquet")
+    edges.drop("weight").write_parquet(request.out_dir / "edges.parquet")
+    with pytest.raises(ValueError, match=r"edges\.parquet.*missing column 'weight'"):
+        MagicVideoStore.open(request.out_dir, {}, None, encoder=bag_encoder)
+    edges.with_columns(pl.lit("nowhere").alias("dst")).write_parquet(request.out_dir / "edges.parquet")
+    with pytest.raises(ValueError, match=r"edges\.parquet: row 0 field 'dst': unknown node 'nowhere'"):
+        MagicVideoStore.open(request.out_dir, {}, None, encoder=bag_encoder)

@@ -442,12 +442,11 @@ def default_encoder() -> TextEncoder:
 
 
 def _rows(df: pl.DataFrame, record: type, source: str) -> list[Any]:
+    """A store table's records; a missing column or bad type raises ``TableError`` (a ValueError) naming the
+    file and the column."""
     from senri.records import check_frame, from_frame
 
-    try:
-        return from_frame(check_frame(df, record, source), record)
-    except ValueError as exc:
-        raise ValueError(str(exc)) from exc
+    return from_frame(check_frame(df, record, source), record)
 
 
 class MagicVideoStore(MemoryStore):

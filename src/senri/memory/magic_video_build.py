@@ -90,18 +90,32 @@ class BuilderLLM:
 
     def __init__(self, backend: Any, prompts: Any, max_tokens: int, purpose: str = "magic_video") -> None:
         self.backend, self.prompts, self.max_tokens, self.purpose = backend, prompts, max_tokens, purpose
-        self.calls = self.failed = self.unparsed = 0
+        self.calls = self.failed = self.unparsed = self.over_limits = 0
 
     def ask_many(self, role: str, key: str, fields: Sequence[Mapping[str, Any]]) -> list[dict | None]:
-        """One request per field set; each reply's first JSON object that has ``key`` (None: failed/unparsed)."""
+        """One request per field set; each reply's first JSON object that has ``key`` (None: failed/unparsed).
+        A request past the model config's limits is not sent (sized first, :func:`overflow`): it counts as
+        ``over_limits`` and its item is left out like a failed call (smaller ``*_batch``/``*_chunk`` settings
+        make such requests fit)."""
         from senri.answers import json_objects, split_reasoning
-        from senri.backends.base import ChatRequest, Message
+        from senri.backends.base import ChatRequest, ChatResponse, Message
+        from senri.backends.budget import overflow
 
         requests = [ChatRequest((Message.text("user", self.prompts.render(role, **f)),), max_tokens=self.max_tokens,
                                 temperature=0.0, purpose=f"{self.purpose}:{role}") for f in fields]
-        responses = self.backend.complete_many(requests) if requests else []
+        too_big = [overflow(self.backend, r) for r in requests]
+        for reason in filter(None, too_big):
+            log.warning("magic_video %s request not sent: %s", role, reason)
+        sent = [r for r, why in zip(requests, too_big) if why is None]
+        answers = iter(self.backend.complete_many(sent) if sent else [])
+        responses = [next(answers) if why is None else ChatResponse(text="", error=f"over limits: {why}")
+                     for why in too_big]
         out: list[dict | None] = []
-        for response in responses:
+        for response, why in zip(responses, too_big):
+            if why is not None:
+                self.over_limits += 1
+                out.append(None)
+                continue
             self.calls += 1
             if response.error:
                 self.failed += 1
@@ -113,7 +127,8 @@ class BuilderLLM:
         return out
 
     def record(self) -> dict[str, int]:
-        return {"calls": self.calls, "failed": self.failed, "unparsed": self.unparsed}
+        return {"calls": self.calls, "failed": self.failed, "unparsed": self.unparsed,
+                "over_limits": self.over_limits}
 
 
 def open_builder(request: BuildRequest) -> BuilderLLM:

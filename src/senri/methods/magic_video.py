@@ -62,16 +62,47 @@ class MagicVideoWorkflow(MemorySearch):
             if wanted:
                 for times, jpegs in self._cells_frames(wanted):
                     parts += [ImagePart(jpeg, t) for t, jpeg in zip(times, jpegs)]
-        ep.trace["qa_images"] = len(parts)
         sampling = self.sampling()
         sampling["max_tokens"] = self.role_max_tokens("answer")
-        return ChatRequest(messages=(Message("user", (text, *parts)),), purpose="answer", **sampling)
+
+        def request(frames: list[Any]) -> ChatRequest:
+            return ChatRequest(messages=(Message("user", (text, *frames)),), purpose="answer", **sampling)
+
+        kept = self._fit_frames(parts, request)
+        if len(kept) < len(parts):  # sized before sending: the latest frames are left out first
+            ep.tally.count("context_trims")
+            ep.trace["qa_trim"] = {"rule": "drop the latest clip frames first", "frames_sent": len(kept),
+                                   "frames_left_out": len(parts) - len(kept)}
+        ep.trace["qa_images"] = len(kept)
+        return request(kept)
+
+    def _fit_frames(self, frames: list[Any], request: Any) -> list[Any]:
+        """The longest prefix of ``frames`` (time order) whose request fits the model config's limits
+        (:func:`senri.backends.budget.overflow`); all of them when the config states no limit."""
+        from senri.backends.budget import overflow
+
+        backend = self.context.backend
+        if backend is None or not frames or overflow(backend, request(frames)) is None:
+            return frames
+        low, high = 0, len(frames) - 1  # the largest n with request(frames[:n]) fitting, by bisection
+        while low < high:
+            mid = (low + high + 1) // 2
+            if overflow(backend, request(frames[:mid])) is None:
+                low = mid
+            else:
+                high = mid - 1
+        return frames[:low]
 
     def _final_answer(self, ep: Episode, step: dict[str, Any], letter: str | None, text: str | None
                       ) -> tuple[str | None, str | None]:
+        before = len(ep.tally.errors)
         answer, reply = super()._final_answer(ep, step, letter, text)
         if answer is None and ep.trace.get("qa_images") and not ep.trace.get("qa_text_only"):
             ep.trace["qa_text_only"] = True  # G-L3: a failed QA call with images is asked again text-only
             step["qa_text_only_retry"] = True
+            failed = ep.tally.errors[before:]
             answer, reply = super()._final_answer(ep, step, letter, text)
+            if answer is not None and failed:  # recovered: the first call's error is the trace's, not the row's
+                del ep.tally.errors[before:before + len(failed)]
+                step["qa_error_with_images"] = "; ".join(failed)
         return answer, reply
