@@ -477,7 +477,7 @@ def test_build_refuses_what_senri_cannot_do(tmp_path):
     with pytest.raises(ValueError, match="asr_merge"):
         build_store(BuildRequest(video=video, system="magic_video", system_config=cfg, memory_config={},
                                  out_dir=tmp_path), encoder=bag_encoder)
-    with pytest.raises(ValueError, match="models.embedder"):
+    with pytest.raises(ValueError, match="models.embedder: clip embeddings need the video"):
         build_store(BuildRequest(video=video, system="magic_video", system_config={}, memory_config={},
                                  out_dir=tmp_path, models={"embedder": ("vlm2vec", {})}), encoder=bag_encoder)
 
@@ -527,9 +527,8 @@ def test_render_orders_by_time_semantic_last_and_clip_captions_once():
         "(Anna, owns, cup)"]
 
 
-def test_build_captions_30s_clips_through_the_caption_service(tmp_path):
-    """G-C2: the configured captioner (here a scripted VLM) captions 30-s clips with the G1 instruction, through
-    the shared caption cache: a second build computes no caption again."""
+def video_builder(tmp_path, extra_models=None):
+    """A 75-s generated clip, a scripted VLM captioner and builder, and ``build(out)`` → the opened store."""
     from senri.captioners.base import VideoMedia
     from senri.media import run_ffmpeg
     from senri.probe import probe
@@ -553,10 +552,18 @@ def test_build_captions_30s_clips_through_the_caption_service(tmp_path):
         request = BuildRequest(video=info, system="magic_video", system_config=cfg, out_dir=tmp_path / out,
                                memory_config={"memory": memory, "track": {}, "captioner_model": model},
                                caption_cache=tmp_path / "captions", media=media,
-                               models={"builder": ("scripted", model)}, response_cache=tmp_path / "responses")
+                               models={"builder": ("scripted", model), **(extra_models or {})},
+                               response_cache=tmp_path / "responses")
         build_store(request, encoder=bag_encoder)
         return MagicVideoStore.open(request.out_dir, cfg, info, encoder=bag_encoder)
 
+    return build, record
+
+
+def test_build_captions_30s_clips_through_the_caption_service(tmp_path):
+    """G-C2: the configured captioner (here a scripted VLM) captions 30-s clips with the G1 instruction, through
+    the shared caption cache: a second build computes no caption again."""
+    build, record = video_builder(tmp_path)
     store = build("store")
     base = [n for n in store.nodes if n.node_type == "episode" and n.level == "30sec"]
     assert [(n.start_s, n.end_s) for n in base] == [(0.0, 30.0), (30.0, 60.0), (60.0, 75.0)]
@@ -744,3 +751,33 @@ def test_a_damaged_store_folder_names_the_file_and_field(tmp_path):
     edges.with_columns(pl.lit("nowhere").alias("dst")).write_parquet(request.out_dir / "edges.parquet")
     with pytest.raises(ValueError, match=r"edges\.parquet: row 0 field 'dst': unknown node 'nowhere'"):
         MagicVideoStore.open(request.out_dir, {}, None, encoder=bag_encoder)
+
+
+def test_clip_embeddings_seed_the_visual_channel(tmp_path):
+    """G-C5 / G-R2 with an embedder: a tiny random LLaVA (built here, no download) embeds each 30-s clip from
+    its frames and the query from its text (last token, L2); the reset then takes visual seeds × 0.3 and text
+    seeds × 0.7. The answer job's store loads the same model from the store's record to embed queries."""
+    from senri.memory.retrieval import BM25
+    from tiny_vlm import build_tiny_llava
+
+    model_dir = build_tiny_llava(tmp_path / "tiny")
+    build, _ = video_builder(tmp_path, {"embedder": ("tiny_llava", {"backend": "transformers",
+                                                                     "path": str(model_dir), "device": "cpu"})})
+    build("store")
+    record = yaml.safe_load((tmp_path / "store" / "config.yaml").read_text())
+    assert record["visual"] == "embedded (tiny_llava)" and record["embedder"]["path"] == str(model_dir)
+    store = MagicVideoStore.open(tmp_path / "store", {}, None, encoder=bag_encoder)  # query model from the record
+    assert [store.nodes[i].node_id for i in store.visual_index] == ["vis_0", "vis_30", "vis_60"]
+    assert store.visual_vectors.shape == (3, 64)
+    assert np.linalg.norm(store.visual_vectors, axis=1) == pytest.approx([1.0] * 3, abs=1e-5)
+    assert not np.allclose(store.visual_vectors[0], store.visual_vectors[1])  # different frames, different vectors
+    query = "Anna fills the kettle"
+    keep, cos, reset, _ = store.seeds(query)
+    sims = store.visual_vectors @ store.encode_visual_query(query)
+    assert store.encode_visual_query(query) == pytest.approx(store.encode_visual_query(query))
+    visual = np.zeros(len(keep))
+    visual[store.visual_index] = sims
+    bm25 = BM25([n.display_text() for n in store.nodes]).scores(query)
+    assert reset == pytest.approx(seed_weights(cos, bm25, visual, text_weight=0.7, bm25_weight=0.3,
+                                               visual_weight=0.3, seed_top_k=5))
+    assert store.search(query, 16)

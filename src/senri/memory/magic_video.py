@@ -430,7 +430,7 @@ def node_item(node: GraphNode, score: float = 0.0) -> MemoryItem:
 
 NODES_FILE, EDGES_FILE, CHAINS_FILE, VECTORS_FILE, CONFIG_FILE = (
     "nodes.parquet", "edges.parquet", "chains.parquet", "vectors.npz", "config.yaml")
-ITEMS_FILE = "items.parquet"
+ITEMS_FILE, VISUAL_FILE = "items.parquet", "visual.npz"
 
 
 def default_encoder() -> TextEncoder:
@@ -456,7 +456,9 @@ class MagicVideoStore(MemoryStore):
     memory_types: ClassVar[tuple[str, ...]] = ()  # the original search action has no memory type (G-L1)
 
     def __init__(self, graph: Graph, chains: Sequence[ChainRow], vectors: np.ndarray, config: Mapping[str, Any],
-                 encoder: TextEncoder | None = None, record: Mapping[str, Any] | None = None) -> None:
+                 encoder: TextEncoder | None = None, record: Mapping[str, Any] | None = None,
+                 visual: tuple[Sequence[str], np.ndarray] | None = None,
+                 visual_encoder: Callable[[str], np.ndarray] | None = None) -> None:
         self.graph = graph
         #: What the build or import recorded (the store folder's config.yaml): sources, substitutions, counts.
         self.record = dict(record or {})
@@ -471,13 +473,26 @@ class MagicVideoStore(MemoryStore):
         self.edge_index = [(self.index[e.src], self.index[e.dst], e.weight) for e in graph.edges]
         self._encoder = encoder
         self._bm25: BM25 | None = None
+        #: Clip embeddings (G-C5): the visual nodes' indices and their vectors; None without an embedder.
+        self.visual_index = np.zeros(0, dtype=np.int64)
+        self.visual_vectors: np.ndarray | None = None
+        if visual is not None:
+            ids, vecs = visual
+            unknown = [i for i in ids if i not in self.index]
+            if unknown or len(ids) != len(vecs):
+                raise ValueError(f"{VISUAL_FILE}: field 'node_ids' names {len(unknown)} unknown node(s) "
+                                 f"({unknown[:3]}) or does not match its {len(vecs)} vectors")
+            self.visual_index = np.array([self.index[i] for i in ids], dtype=np.int64)
+            self.visual_vectors = np.asarray(vecs, dtype=np.float32)
+        self._visual_encoder = visual_encoder
         #: A chain fact's time by its item id: chain items carry no interval, and G-L3 merges them by time.
         self.chain_times = {chain_item(row).item_id: row.start_s for row in self.chains}
 
     # ----------------------------------------------------------------------------- opening, building
     @classmethod
     def open(cls, folder: Path, system_config: Mapping[str, Any], video: Any = None,
-             encoder: TextEncoder | None = None) -> "MagicVideoStore":
+             encoder: TextEncoder | None = None, visual_encoder: Callable[[str], np.ndarray] | None = None
+             ) -> "MagicVideoStore":
         folder = Path(folder)
         for name in (NODES_FILE, EDGES_FILE, CHAINS_FILE, VECTORS_FILE):
             if not (folder / name).is_file():
@@ -500,7 +515,11 @@ class MagicVideoStore(MemoryStore):
         if (folder / CONFIG_FILE).is_file():
             built = yaml.safe_load((folder / CONFIG_FILE).read_text()) or {}
         config = {**(built.get("system") or {}), **dict(system_config)}
-        return cls(graph, chains, vectors, config, encoder, built)
+        visual = None
+        if (folder / VISUAL_FILE).is_file():
+            with np.load(folder / VISUAL_FILE) as stored:
+                visual = ([str(i) for i in stored["node_ids"]], stored["vectors"])
+        return cls(graph, chains, vectors, config, encoder, built, visual, visual_encoder)
 
     @classmethod
     def build(cls, request: BuildRequest) -> None:
@@ -531,6 +550,18 @@ class MagicVideoStore(MemoryStore):
         failed = int(self.record.get("failed_captions") or 0)
         return {"failed_captions": failed} if failed else {}
 
+    def encode_visual_query(self, query: str) -> np.ndarray:
+        """The query in the clip embedder's space (its text-only last token), by the model the store was built
+        with (``embedder`` in its config.yaml)."""
+        if self._visual_encoder is None:
+            from senri.memory.clip_embedder import ClipEmbedder
+
+            model = self.record.get("embedder")
+            if not model:
+                raise ValueError(f"{CONFIG_FILE}: field 'embedder' missing, but the store has clip embeddings")
+            self._visual_encoder = ClipEmbedder(model).embed_query
+        return np.asarray(self._visual_encoder(query), dtype=np.float32)
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if self._encoder is None:
             self._encoder = default_encoder()
@@ -552,30 +583,44 @@ class MagicVideoStore(MemoryStore):
         return np.array([n.node_type == SEMANTIC or (n.node_type == ENTITY and n.start_s <= query_time_s)
                          or (n.end_s is not None and n.end_s <= query_time_s) for n in self.nodes])
 
-    def ranked(self, query: str, query_time_s: float | None = None, types: Collection[str] = TARGET_TYPES
-               ) -> list[tuple[GraphNode, float]]:
-        """Every visible node of ``types`` by the hybrid score ``PPR · (cos + 1) / 2`` of ONE PPR pass (G-R2, R3)."""
+    def seeds(self, query: str, query_time_s: float | None = None
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[int, int, float]]]:
+        """(visible node indices, their text cosines, the PPR reset over them, the visible edges re-indexed):
+        G-R2's seeds from text cosine, BM25 and — when the store has clip embeddings — visual similarity."""
         cfg = self.config
         visible = self._visible(query_time_s)
         keep = np.flatnonzero(visible)
-        if not len(keep):
-            return []
         local = np.full(len(self.nodes), -1)
         local[keep] = np.arange(len(keep))
-        edges = [(local[u], local[v], w) for u, v, w in self.edge_index if visible[u] and visible[v]]
+        edges = [(int(local[u]), int(local[v]), w) for u, v, w in self.edge_index if visible[u] and visible[v]]
         cos = self.vectors[keep] @ self.encode([query])[0]
         if query_time_s is None:
             self._bm25 = self._bm25 or BM25([n.display_text() for n in self.nodes])
             bm25 = self._bm25.scores(query)
         else:
             bm25 = BM25([self.nodes[i].display_text() for i in keep]).scores(query)
-        text_weight = float(cfg.get("text_weight", 0.7))
-        if cfg.get("visual") != "embedded":  # no clip embeddings: the spec's alpha = 1 (G-R2 on CPU)
+        visual = None
+        if self.visual_vectors is not None and len(self.visual_index):
+            visual = np.zeros(len(keep))
+            sims = self.visual_vectors @ self.encode_visual_query(query)
+            for node, sim in zip(self.visual_index, sims):
+                if visible[node]:
+                    visual[local[node]] = sim
+            text_weight = float(cfg.get("text_weight", 0.7))
+        else:  # no clip embeddings: the spec's alpha = 1 (G-R2 without VLM2Vec)
             text_weight = float(cfg.get("text_weight_without_visual", 1.0))
-        reset = seed_weights(cos, bm25, None, text_weight=text_weight, bm25_weight=float(cfg.get("bm25_weight", 0.3)),
+        reset = seed_weights(cos, bm25, visual, text_weight=text_weight, bm25_weight=float(cfg.get("bm25_weight", 0.3)),
                              visual_weight=float(cfg.get("visual_weight", 0.3)),
                              seed_top_k=int(cfg.get("seed_top_k", 5)))
-        scores = personalized_pagerank(len(keep), edges, reset, damping=float(cfg.get("damping", 0.85)),
+        return keep, cos, reset, edges
+
+    def ranked(self, query: str, query_time_s: float | None = None, types: Collection[str] = TARGET_TYPES
+               ) -> list[tuple[GraphNode, float]]:
+        """Every visible node of ``types`` by the hybrid score ``PPR · (cos + 1) / 2`` of ONE PPR pass (G-R2, R3)."""
+        if not self._visible(query_time_s).any():
+            return []
+        keep, cos, reset, edges = self.seeds(query, query_time_s)
+        scores = personalized_pagerank(len(keep), edges, reset, damping=float(self.config.get("damping", 0.85)),
                                        duplicates="first")
         hybrid = scores * (cos + 1.0) / 2.0
         order = np.argsort(-hybrid, kind="stable")

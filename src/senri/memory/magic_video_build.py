@@ -29,7 +29,7 @@ import yaml
 from senri.memory.magic_video import (
     ENTITY, EPISODE, GRANULARITIES, SEMANTIC, VISUAL, ChainRow, Episode, Graph, GraphEdge, GraphNode, TextEncoder,
     build_graph, chunk_key, default_encoder, entity_pattern, episode_id, hms, normalise_entity,
-    parse_clock, CHAINS_FILE, CONFIG_FILE, EDGES_FILE, ITEMS_FILE, NODES_FILE, VECTORS_FILE, node_item)
+    parse_clock, CHAINS_FILE, CONFIG_FILE, EDGES_FILE, ITEMS_FILE, NODES_FILE, VECTORS_FILE, VISUAL_FILE, node_item)
 from senri.memory.store import BuildRequest, MemoryItem
 
 log = logging.getLogger(__name__)
@@ -43,8 +43,9 @@ BASE_S = 30.0
 
 
 def write_store(out_dir: Path, graph: Graph, chains: Sequence[ChainRow], vectors: np.ndarray,
-                record: Mapping[str, Any]) -> None:
-    """The store folder: nodes, edges, chain facts, node text vectors, the items view and ``config.yaml``."""
+                record: Mapping[str, Any], visual: tuple[Sequence[str], np.ndarray] | None = None) -> None:
+    """The store folder: nodes, edges, chain facts, node text vectors, the items view, the clip embeddings
+    (``visual.npz``, only with an embedder) and ``config.yaml``."""
     from senri.records import to_frame, write_table
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -56,6 +57,9 @@ def write_store(out_dir: Path, graph: Graph, chains: Sequence[ChainRow], vectors
     write_table(to_frame(items, MemoryItem), out_dir / ITEMS_FILE, MemoryItem)
     with open(out_dir / VECTORS_FILE, "wb") as handle:
         np.savez(handle, node_ids=np.array(list(graph.nodes), dtype=str), vectors=vectors.astype(np.float32))
+    if visual is not None:
+        with open(out_dir / VISUAL_FILE, "wb") as handle:
+            np.savez(handle, node_ids=np.array(list(visual[0]), dtype=str), vectors=visual[1].astype(np.float32))
     counts: dict[str, int] = defaultdict(int)
     for node in nodes:
         counts[f"{node.node_type}/{node.level}" if node.level else node.node_type] += 1
@@ -351,20 +355,47 @@ def build_store(request: BuildRequest, encoder: TextEncoder | None = None) -> No
     graph = build_graph(levels, entities, semantic, person=person, max_gap_s=float(cfg.get("max_gap_s", 21600)),
                         visual_nodes=bool(cfg.get("visual_nodes", True)))
     vectors = node_vectors(graph, encoder or default_encoder())
+    clips, embedder = clip_embeddings(request, graph)
     write_store(Path(request.out_dir), graph, sorted(chains, key=lambda r: (r.start_s, r.label)), vectors,
                 system_record(cfg, **record, visual=visual, builder=llm.record(), source="built",
                               text_encoder=cfg.get("text_encoder", "all-MiniLM-L6-v2 (for Qwen3-Embedding-4B)"),
-                              models={r: m[0] for r, m in request.models.items()}))
+                              models={r: m[0] for r, m in request.models.items()},
+                              **({"embedder": embedder} if embedder else {})), clips)
 
 
 def visual_setting(request: BuildRequest) -> str:
-    """How the clip embeddings (G-C5) stand: only ``skipped`` exists in senri today (no image-text embedder is
-    wired); a configured embedder is refused rather than silently ignored."""
-    if request.models.get("embedder"):
-        raise ValueError("memory_system.magic_video.models.embedder: clip embeddings (VLM2Vec, G-C5) are not "
-                         "available in senri; set it null (visual seeds are then dropped and text seeds take "
-                         "alpha = 1, G-R2)")
-    return "skipped (no embedder configured)"
+    """How the clip embeddings (G-C5) stand, for the store's record: embedded by the ``embedder`` model, or
+    skipped (no embedder configured: visual seeds dropped, text seeds alpha = 1, G-R2). An embedder needs the
+    video's frames, so a build without media refuses it rather than silently skipping."""
+    role = request.models.get("embedder")
+    if not role:
+        return "skipped (no embedder configured)"
+    if request.media is None:
+        raise ValueError("memory_system.magic_video.models.embedder: clip embeddings need the video (the build "
+                         "request has no media)")
+    return f"embedded ({role[0]})"
+
+
+#: The embedder model config's keys the store keeps (to embed queries at answer time); nothing else of it.
+EMBEDDER_KEYS = ("path", "device", "dtype", "revision")
+
+
+def clip_embeddings(request: BuildRequest, graph: Graph
+                    ) -> tuple[tuple[list[str], np.ndarray] | None, dict[str, Any] | None]:
+    """G-C5: each clip node's vector from ``visual_frames`` frames of its span (None without an embedder), and
+    the embedder settings the store records."""
+    role = request.models.get("embedder")
+    if not role:
+        return None, None
+    from senri.memory.clip_embedder import ClipEmbedder, clip_vectors
+
+    name, model = role
+    cfg = request.system_config
+    nodes = [n for n in graph.nodes.values() if n.node_type == VISUAL]
+    embedder = ClipEmbedder(model)
+    vectors = clip_vectors(embedder, Path(request.media.video), [(n.start_s, n.end_s) for n in nodes],
+                           int(cfg.get("visual_frames", 16)), cfg.get("visual_short_side", 360))
+    return ([n.node_id for n in nodes], vectors), {"name": name, **{k: model[k] for k in EMBEDDER_KEYS if k in model}}
 
 
 # ------------------------------------------------------------------------------------------- import
