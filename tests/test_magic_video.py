@@ -781,3 +781,33 @@ def test_clip_embeddings_seed_the_visual_channel(tmp_path):
     assert reset == pytest.approx(seed_weights(cos, bm25, visual, text_weight=0.7, bm25_weight=0.3,
                                                visual_weight=0.3, seed_top_k=5))
     assert store.search(query, 16)
+
+
+def test_import_reads_release_clip_embeddings_only_with_an_embedder(tmp_path):
+    release = write_release(tmp_path / "release")
+    vectors = {f"/v.mp4:{e.start_s}-{e.end_s}": np.arange(8, dtype=np.float32) + i for i, e in enumerate(HAND["30sec"])}
+    (release / "visual_memory").mkdir()
+    (release / "visual_memory" / "visual_embeddings.pkl").write_bytes(pickle.dumps(vectors))
+    plain = request_for(tmp_path / "plain")
+    import_release(release, plain, encoder=bag_encoder)
+    assert "no embedder configured" in yaml.safe_load((plain.out_dir / "config.yaml").read_text())["visual"]
+    assert not (plain.out_dir / "visual.npz").exists()
+
+    request = BuildRequest(**{**plain.__dict__, "out_dir": tmp_path / "store",
+                              "models": {"embedder": ("vlm2vec", {"path": "/models/vlm2vec", "api_key": "x"})}})
+    import_release(release, request, encoder=bag_encoder)
+    record = yaml.safe_load((request.out_dir / "config.yaml").read_text())
+    assert record["visual"] == "imported (4 clip embeddings, queries by vlm2vec)"
+    assert record["embedder"] == {"name": "vlm2vec", "path": "/models/vlm2vec"}  # nothing else of the model config
+    store = MagicVideoStore.open(request.out_dir, {}, None, encoder=bag_encoder,
+                                 visual_encoder=lambda q: np.ones(8) / np.sqrt(8))
+    assert [store.nodes[i].node_id for i in store.visual_index] == ["vis_0", "vis_30", "vis_60", "vis_100"]
+    keep, cos, reset, _ = store.seeds("kettle")
+    assert all(reset[i] > 0 for i in store.visual_index)  # every clip is a visual seed (positive similarity)
+    wrong = MagicVideoStore.open(request.out_dir, {}, None, encoder=bag_encoder, visual_encoder=lambda q: np.ones(4))
+    with pytest.raises(ValueError, match="visual.npz: field 'vectors' has 8 dimensions"):
+        wrong.search("kettle", 16)
+
+    (release / "visual_memory" / "visual_embeddings.pkl").write_bytes(pickle.dumps({"k": Evil()}))
+    with pytest.raises(ValueError, match=r"visual_embeddings\.pkl: not readable without executing foreign code"):
+        import_release(release, request, encoder=bag_encoder)

@@ -602,7 +602,11 @@ class MagicVideoStore(MemoryStore):
         visual = None
         if self.visual_vectors is not None and len(self.visual_index):
             visual = np.zeros(len(keep))
-            sims = self.visual_vectors @ self.encode_visual_query(query)
+            query_vector = self.encode_visual_query(query)
+            if query_vector.shape[-1] != self.visual_vectors.shape[1]:
+                raise ValueError(f"{VISUAL_FILE}: field 'vectors' has {self.visual_vectors.shape[1]} dimensions, the "
+                                 f"embedder's queries {query_vector.shape[-1]}: not the model the clips were embedded by")
+            sims = self.visual_vectors @ query_vector
             for node, sim in zip(self.visual_index, sims):
                 if visible[node]:
                     visual[local[node]] = sim

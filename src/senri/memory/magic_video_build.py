@@ -28,7 +28,7 @@ import yaml
 
 from senri.memory.magic_video import (
     ENTITY, EPISODE, GRANULARITIES, SEMANTIC, VISUAL, ChainRow, Episode, Graph, GraphEdge, GraphNode, TextEncoder,
-    build_graph, chunk_key, default_encoder, entity_pattern, episode_id, hms, normalise_entity,
+    build_graph, chunk_key, default_encoder, entity_pattern, episode_id, hms, normalise_entity, visual_id,
     parse_clock, CHAINS_FILE, CONFIG_FILE, EDGES_FILE, ITEMS_FILE, NODES_FILE, VECTORS_FILE, VISUAL_FILE, node_item)
 from senri.memory.store import BuildRequest, MemoryItem
 
@@ -433,8 +433,12 @@ class ReleaseUnpickler(pickle.Unpickler):
         if (module, name) == ("builtins", "object"):
             return object
         if module in ("numpy.core.multiarray", "numpy._core.multiarray") and name in ("_reconstruct", "scalar"):
-            import numpy.core.multiarray as multiarray  # noqa: PLC0415 — numpy's own array constructors
+            import importlib
 
+            try:  # numpy's own array constructors (numpy 2 moved them to numpy._core)
+                multiarray = importlib.import_module("numpy._core.multiarray")
+            except ImportError:
+                multiarray = importlib.import_module("numpy.core.multiarray")
             return getattr(multiarray, name)
         if (module, name) in (("numpy", "ndarray"), ("numpy", "dtype")):
             return getattr(np, name)
@@ -597,9 +601,48 @@ def import_release(import_dir: Path, request: BuildRequest, encoder: TextEncoder
                             max_gap_s=float(cfg.get("max_gap_s", 21600)),
                             visual_nodes=bool(cfg.get("visual_nodes", True)))
     vectors = node_vectors(graph, encoder or default_encoder())
+    clips, visual, embedder = release_visual(Path(import_dir), mode, graph, request)
     write_store(Path(request.out_dir), graph, sorted(chains, key=lambda r: (r.start_s, r.label)), vectors,
-                system_record(cfg, source=f"imported from {import_dir}", graph=source, notes=notes,
-                              visual="skipped (release clip embeddings not imported: no VLM2Vec query encoder)"))
+                system_record(cfg, source=f"imported from {import_dir}", graph=source, notes=notes, visual=visual,
+                              **({"embedder": embedder} if embedder else {})), clips)
+
+
+def release_visual(import_dir: Path, mode: Path, graph: Graph, request: BuildRequest
+                   ) -> tuple[tuple[list[str], np.ndarray] | None, str, dict[str, Any] | None]:
+    """G-F3: the release's clip embeddings ``{"{path}:{start}-{end}": vector}`` for the graph's clip nodes, read by
+    :class:`ReleaseUnpickler` — only with an ``embedder`` configured (queries must be embedded in the same
+    space: it must be the release's model, VLM2Vec-V2.0). Returns (clips, the record's ``visual`` line,
+    the embedder record)."""
+    found = [p / "visual_memory" / "visual_embeddings.pkl" for p in (import_dir, mode, mode.parent)]
+    path = next((p for p in found if p.is_file()), None)
+    role = request.models.get("embedder")
+    if path is None:
+        return None, "skipped (the release has no visual_memory/visual_embeddings.pkl)", None
+    if not role:
+        return None, "skipped (visual_embeddings.pkl not imported: no embedder configured to embed queries)", None
+    try:
+        data = ReleaseUnpickler(io.BytesIO(path.read_bytes())).load()
+    except (pickle.UnpicklingError, EOFError, AttributeError, TypeError, ValueError, ImportError) as exc:
+        raise ValueError(f"{path}: not readable without executing foreign code ({exc})") from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected an object of clip key → vector")
+    ids, vectors = [], []
+    for key, vector in data.items():
+        try:
+            start = float(str(key).rsplit(":", 1)[1].split("-")[0])
+        except (IndexError, ValueError):
+            raise ValueError(f"{path}: key {key!r} is not '{{video_path}}:{{start_sec}}-{{end_sec}}'") from None
+        vector = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if visual_id(start) in graph.nodes and visual_id(start) not in ids:
+            ids.append(visual_id(start))
+            vectors.append(vector / (np.linalg.norm(vector) or 1.0))
+    if not ids:
+        raise ValueError(f"{path}: no key matches a 30-s clip of the captions")
+    if len({v.shape for v in vectors}) != 1:
+        raise ValueError(f"{path}: the vectors have different lengths")
+    name, model = role
+    return ((ids, np.stack(vectors)), f"imported ({len(ids)} clip embeddings, queries by {name})",
+            {"name": name, **{k: model[k] for k in EMBEDDER_KEYS if k in model}})
 
 
 def export_inputs(captions: Path, video: Any, out_dir: Path, system_config: Mapping[str, Any]) -> list[Path]:
