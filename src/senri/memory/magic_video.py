@@ -677,6 +677,7 @@ class MagicVideoStore(MemoryStore):
             ranked = [(n, s) for n, s in ranked if n.node_id not in excluded]
         picked = apply_quotas(ranked, k, level_quota, type_quota)
         fresh = [(n, s) for n, s in picked if n.node_id not in excluded]  # G-R4: drop ids seen before
+        context.ranked = [node_item(n, s) for n, s in picked]  # the trace's hits, seen ones included
         context.notes.append(f"ppr: {len(picked)} node(s) under the quotas, {len(picked) - len(fresh)} seen before")
         items = [node_item(n, s) for n, s in fresh]
         if cfg.get("chain_facts", "in_search") == "in_search" and self.chains:
