@@ -445,13 +445,18 @@ class ReleaseUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"global {module}.{name} refused (only the release's graph records load)")
 
 
+def release_unpickle(path: Path) -> Any:
+    """A release pickle through :class:`ReleaseUnpickler`; ValueError naming the file when it refuses."""
+    try:
+        return ReleaseUnpickler(io.BytesIO(path.read_bytes())).load()
+    except (pickle.UnpicklingError, EOFError, AttributeError, TypeError, ValueError, ImportError) as exc:
+        raise ValueError(f"{path}: not readable without executing foreign code ({exc})") from exc
+
+
 def load_release_graph(path: Path) -> Graph:
     """The release's pickled graph as our :class:`Graph` (newest semantic snapshot only, G-R1). ValueError
     naming the file and field when it is not the documented ``{nodes, edges}`` layout or holds a foreign global."""
-    try:
-        data = ReleaseUnpickler(io.BytesIO(path.read_bytes())).load()
-    except (pickle.UnpicklingError, EOFError, AttributeError, TypeError, ValueError, ImportError) as exc:
-        raise ValueError(f"{path}: not readable without executing foreign code ({exc})") from exc
+    data = release_unpickle(path)
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), dict) or not isinstance(data.get("edges"), list):
         raise ValueError(f"{path}: field 'nodes' (dict) / 'edges' (list) missing")
     graph = Graph()
@@ -620,10 +625,7 @@ def release_visual(import_dir: Path, mode: Path, graph: Graph, request: BuildReq
         return None, "skipped (the release has no visual_memory/visual_embeddings.pkl)", None
     if not role:
         return None, "skipped (visual_embeddings.pkl not imported: no embedder configured to embed queries)", None
-    try:
-        data = ReleaseUnpickler(io.BytesIO(path.read_bytes())).load()
-    except (pickle.UnpicklingError, EOFError, AttributeError, TypeError, ValueError, ImportError) as exc:
-        raise ValueError(f"{path}: not readable without executing foreign code ({exc})") from exc
+    data = release_unpickle(path)
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected an object of clip key → vector")
     ids, vectors = [], []
