@@ -282,6 +282,8 @@ def request_for(tmp_path, **extra):
 def test_import_release_rebuilds_graph_from_json(tmp_path):
     release = write_release(tmp_path / "release")
     request = request_for(tmp_path)
+    request.out_dir.mkdir()
+    (request.out_dir / "config.yaml").write_text("stage: memory_system\n")  # the job's slice, written first
     import_release(release, request, encoder=bag_encoder)
     store = MEMORY_SYSTEMS.load("magic_video").open(request.out_dir, request.system_config, request.video,
                                                     encoder=bag_encoder)
@@ -291,6 +293,7 @@ def test_import_release_rebuilds_graph_from_json(tmp_path):
                                                                                 ("topic", "cup", 100.0)]
     record = yaml.safe_load((request.out_dir / "config.yaml").read_text())
     assert record["graph"].startswith("rebuilt") and record["visual"].startswith("skipped")
+    assert record["stage"] == "memory_system"  # kept beside the store's record
     assert pl.read_parquet(request.out_dir / "items.parquet").height == 15  # every node but the 3 entities
 
 

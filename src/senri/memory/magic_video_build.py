@@ -67,7 +67,10 @@ def write_store(out_dir: Path, graph: Graph, chains: Sequence[ChainRow], vectors
     for edge in graph.edges:
         edge_counts[edge.edge_type] += 1
     summary = {**record, "nodes": dict(counts), "edges": dict(edge_counts), "chain_facts": len(chains)}
-    (out_dir / CONFIG_FILE).write_text(yaml.safe_dump(summary, sort_keys=False, allow_unicode=True))
+    # The memory_system job writes the stage slice there first; the store's record is added beside it.
+    path = out_dir / CONFIG_FILE
+    existing = (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+    path.write_text(yaml.safe_dump({**existing, **summary}, sort_keys=False, allow_unicode=True))
 
 
 def node_vectors(graph: Graph, encode: TextEncoder) -> np.ndarray:
@@ -83,7 +86,9 @@ def node_vectors(graph: Graph, encode: TextEncoder) -> np.ndarray:
 
 
 def system_record(cfg: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
-    return {"system": dict(cfg), **extra}
+    """The store's record: the system settings it was made with (the model configs are the stage slice's, not
+    repeated) and what the build or import did."""
+    return {"system": {k: v for k, v in cfg.items() if k != "model_configs"}, **extra}
 
 
 # --------------------------------------------------------------------------------------- the builder LLM
