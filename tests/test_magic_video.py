@@ -611,15 +611,17 @@ def test_every_magic_video_prompt_phrase_reaches_its_request(tmp_path):
         ask=lambda r: asked.append(r) or ChatResponse(text="null")))
     sent["time_range"] = [asked[0].messages[0].plain_text()]
     sent["clip_caption"] = [prompt_set("magic_video").render("clip_caption")]  # the instruction the service sends
-    _, calls = answer_over_store(tmp_path / "workflow", "magic_video", MAGIC_RULES)
+    repeat = [{"match": "[No new results]", "text": json.dumps({"action": "answer", "rationale": "r", "answer": "B"})},
+              *MAGIC_RULES[:3],
+              {"match": "Round 2 of 5", "text": MAGIC_RULES[2]["text"]}]  # the same search again: nothing new
+    _, calls = answer_over_store(tmp_path / "workflow", "magic_video", repeat)
     for call in calls:
         for message in call["payload"]["messages"]:
             text = "".join(p for p in message["content"] if isinstance(p, str))
-            role = {("control", "system"): "controller_system", ("answer", "user"): "answer"}.get(
-                (call["purpose"], message["role"]))
+            role = {("control", "system"): "controller_system", ("answer", "user"): "answer",
+                    ("control", "user"): "search_nothing_new"}.get((call["purpose"], message["role"]))
             if role:
                 sent[role].append(text)
-    sent["search_nothing_new"] = [prompt_set("magic_video").render("search_nothing_new", query="q", top_k=16)]
     for row in rows:
         role = Path(row["carried by"].rsplit(":", 1)[0]).stem
         assert any(row["phrase"] in text for text in sent[role]), (row["id"], role, row["phrase"])
