@@ -19,6 +19,7 @@ from typing import Any, Collection, Mapping
 
 import numpy as np
 import polars as pl
+import yaml
 
 from senri.backends.base import ChatRequest, Message
 from senri.memory.retrieval import BM25
@@ -29,10 +30,14 @@ ITEM_SCHEMA = {"item_id": pl.Utf8, "kind": pl.Utf8, "text": pl.Utf8, "start_s": 
                "description": pl.Utf8, "level": pl.Utf8, "score": pl.Float64}
 
 
-def write_items(items: list[MemoryItem], out_dir: Path, config: Mapping[str, Any]) -> None:
+def write_items(items: list[MemoryItem], out_dir: Path, notes: Mapping[str, Any] | None = None) -> None:
+    """The items table; ``notes`` are added to the folder's ``config.yaml`` (the job wrote the slice there)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     pl.DataFrame([asdict(i) for i in items], schema=ITEM_SCHEMA).write_parquet(out_dir / "items.parquet")
-    (out_dir / "config.yaml").write_text(json.dumps(dict(config), sort_keys=True) + "\n")
+    if notes:
+        path = out_dir / "config.yaml"
+        recorded = yaml.safe_load(path.read_text()) if path.is_file() else {}
+        path.write_text(yaml.safe_dump({**recorded, **notes}, sort_keys=True))
 
 
 def _seconds(value: Any, file: Path, field: str) -> float:
@@ -67,7 +72,7 @@ class TableStore(MemoryStore):
         for n, row in enumerate(table.iter_rows(named=True)):
             items.append(MemoryItem(f"e{n}", "episodic", row["text"], row["start_s"], row["end_s"], level="30sec"))
             items.append(MemoryItem(f"s{n}", "semantic", f"fact: {row['text']}"))
-        write_items(items, request.out_dir, {**request.system_config, "built_from": str(request.captions)})
+        write_items(items, request.out_dir, {"built_from": str(request.captions)})
 
     @classmethod
     def import_release(cls, import_dir: Path, request: BuildRequest) -> None:
@@ -83,7 +88,7 @@ class TableStore(MemoryStore):
                                     _seconds(episode.get("start"), file, f"episodes[{n}].start"),
                                     _seconds(episode.get("end"), file, f"episodes[{n}].end"), level="30sec"))
         items += [MemoryItem(f"s{n}", "semantic", str(fact)) for n, fact in enumerate(release.get("facts") or [])]
-        write_items(items, request.out_dir, {**request.system_config, "imported_from": str(import_dir)})
+        write_items(items, request.out_dir, {"imported_from": str(import_dir)})
 
     def search(self, query: str, k: int, exclude: Collection[str] = (), memory_type: str | None = None,
                context: SearchContext | None = None) -> list[MemoryItem]:
