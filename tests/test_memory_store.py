@@ -102,6 +102,7 @@ def run_scenarios(out: Path) -> dict[str, Any]:
                  "memory": {"memory": {"captioner": "perception"}}}
         inputs = MemoryInputs(memories[variant], video, None, None, None, out / f"{name}.captions")
         frame = answer_video(to_frame([QUESTION, SECOND], Question), info, stage, memory=inputs)
+        assert (frame["memory"] == "captions/perception").all()  # the one column that changed: the system's name
         rows = []
         for row in frame.iter_rows(named=True):
             row = {k: v for k, v in row.items() if k not in CLOCK_FIELDS and k != "memory"}
@@ -192,8 +193,6 @@ class ChainWorkflow(MemorySearch):
                            max_tokens=32, purpose="qa")
 
 
-METHODS.register("test_chain_workflow", "test_memory_store:ChainWorkflow")
-
 
 def _fake_run(tmp_path: Path, shop_clip, method: str, implementation: str) -> tuple[dict, list[dict]]:
     video, info = shop_clip
@@ -230,7 +229,7 @@ def test_memory_search_reads_a_typed_store_through_the_interface(tmp_path, shop_
     the store's own model call goes through ``SearchContext.ask`` and is booked on the question."""
     row, calls = _fake_run(tmp_path, shop_clip, "memory_search", "memory_search")
     trace = json.loads(row["trace"])
-    assert row["pred"] == "C" and row["error"] is None
+    assert row["pred"] == "C" and row["error"] is None and row["memory"] == "fake/perception"
     assert trace["actions"] == ["malformed", "search", "search", "answer"]
     semantic, episodic = trace["rounds"][1], trace["rounds"][2]
     assert semantic["memory_type"] == "semantic" and semantic["notes"] == ["ranked by the model: '1, 0'"]
@@ -251,7 +250,8 @@ def test_memory_search_reads_a_typed_store_through_the_interface(tmp_path, shop_
     assert row["n_llm_calls"] == len(calls)  # every call, the store's included, is booked on the question
 
 
-def test_a_workflow_s_round_context_and_final_qa_call(tmp_path, shop_clip):
+def test_a_workflow_s_round_context_and_final_qa_call(tmp_path, shop_clip, monkeypatch):
+    monkeypatch.setitem(METHODS._targets, "test_chain_workflow", "test_memory_store:ChainWorkflow")
     row, calls = _fake_run(tmp_path, shop_clip, "chain", "test_chain_workflow")
     trace = json.loads(row["trace"])
     assert row["pred"] == "B" and trace["rounds"][-1]["proposed"] == "C"
@@ -345,6 +345,7 @@ def test_senri_agent_runs_over_a_registered_store_through_the_dag(tmp_path):
                           ("memory_search@fake", ("search",) * 5 + ("answer",))):
         predictions = pl.read_parquet(tmp_path / f"results/predictions/{run}/agent/demo_01.parquet")
         assert predictions.height == n_questions and (predictions["method"] == run).all()
+        assert (predictions["memory"] == "fake/perception").all()
         assert predictions["error"].is_null().all()
         traces = [json.loads(t) for t in predictions["trace"]]
         assert {tuple(t["actions"]) for t in traces} == {expected}, run

@@ -170,7 +170,7 @@ def expand_memory_systems(cfg: dict[str, Any], config_dir: Path) -> None:
     systems: dict[str, Any] = dict(selected) if selected is not None else {CAPTIONS: dict(CAPTIONS_DEFAULT)}
     methods: dict[str, Any] = {}
     for name, spec in cfg["method"].items():
-        if not isinstance(spec, dict) or not spec.get("uses_memory"):
+        if not isinstance(spec, dict) or not spec.get("uses_memory") or not _reads_store(spec):
             methods[name] = spec
             continue
         pinned = spec.get("memory_system")
@@ -194,8 +194,19 @@ def expand_memory_systems(cfg: dict[str, Any], config_dir: Path) -> None:
         if ":" not in store and store not in MEMORY_SYSTEMS:
             raise ConfigError(f"config.memory_system.{system}.store: memory system {store!r} is not registered "
                               f"(known: {', '.join(MEMORY_SYSTEMS.names())}); is its module merged?")
-    if any(isinstance(s, dict) and s.get("uses_memory") for s in methods.values()):
+    if any(isinstance(s, dict) and s.get("memory_system") for s in methods.values()):
         cfg["memory_system"] = systems
+
+
+def _reads_store(spec: Mapping[str, Any]) -> bool:
+    """Whether a method config's implementation reads a MemoryStore (VideoLucy reads the caption hierarchy
+    its own way, so it runs once, over the captions). An unknown implementation is the schema's to report."""
+    from senri.methods import METHODS
+
+    implementation = spec.get("implementation")
+    if implementation not in METHODS:
+        return False
+    return bool(getattr(METHODS.load(implementation), "reads_store", False))
 
 
 def expand_frame_budgets(cfg: dict[str, Any]) -> None:
@@ -326,7 +337,8 @@ def stage_slice(cfg: Mapping[str, Any], stage: str, method: str | None = None, m
         }
         if cfg["method"][method].get("uses_memory"):
             slice_["memory"] = stage_slice(cfg, "memory")
-            system = cfg["method"][method].get("memory_system", CAPTIONS)
+        system = cfg["method"][method].get("memory_system")
+        if system:
             slice_["memory_system"] = {"name": system, **memory_systems(cfg)[system]}
         return slice_
     if stage == "memory_system":

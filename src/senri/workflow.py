@@ -178,11 +178,9 @@ def caption_cache_dir(cfg: Mapping[str, Any], video_id: str) -> str:
 
 
 def method_memory_system(cfg: Mapping[str, Any], method: str) -> str | None:
-    """The memory system a run reads (None for a method that reads no memory)."""
-    from senri.config import CAPTIONS
-
-    spec = cfg["method"][method]
-    return str(spec.get("memory_system") or CAPTIONS) if spec.get("uses_memory") else None
+    """The memory system a run reads through a MemoryStore (None for a method that reads none)."""
+    system = cfg["method"][method].get("memory_system")
+    return str(system) if system else None
 
 
 def memory_store_dir(cfg: Mapping[str, Any], system: str, video_id: str) -> str:
@@ -212,7 +210,7 @@ def answer_inputs(cfg: Mapping[str, Any], method: str, model: str, video_id: str
         inputs["memory"] = memory_table(cfg, video_id)
         inputs.update({k: v for k, v in memory_inputs(cfg, video_id).items() if k != "info"})
         system = method_memory_system(cfg, method)
-        if system != "captions":
+        if system not in (None, "captions"):
             inputs["store"] = memory_store_dir(cfg, system, video_id)
     if spec.get("uses_pixels"):
         inputs["pixels"] = pixel_video(cfg, video_id)

@@ -198,6 +198,7 @@ class MemorySearch(Method):
     approach = "persistent_memory"
     uses_model = True
     uses_memory = True
+    reads_store = True
     can_verify: ClassVar[bool] = False
     target_guided: ClassVar[bool] = True
     split_cells: ClassVar[bool] = True
