@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -468,3 +469,87 @@ def yaml_load(path: Path) -> Any:
     import yaml
 
     return yaml.safe_load(path.read_text())
+
+
+# ------------------------------------------------------------------------------- experiments by name
+
+def _with_stand_ins(tmp_path: Path) -> Path:
+    """A copy of config/ where worldmm and magic_video exist as the fake store (their systems' configs and
+    original workflows pinning them), as they will once their branches are merged."""
+    import shutil
+
+    from senri import config as senri_config
+
+    config_dir = tmp_path / "config"
+    shutil.copytree(senri_config.CONFIG_DIR, config_dir)
+    for system in ("worldmm", "magic_video"):
+        (config_dir / "memory_system" / f"{system}.yaml").write_text(
+            f"# @package memory_system.{system}\nstore: 'fake_store:TableStore'\nimport_dir: null\nmodels: {{}}\n")
+        workflow = (config_dir / "method" / "memory_search.yaml").read_text().replace(
+            "# @package method.memory_search", f"# @package method.{system}")
+        (config_dir / "method" / f"{system}.yaml").write_text(workflow + f"memory_system: {system}\n")
+    return config_dir
+
+
+def test_experiments_select_their_paper_table_s_runs_and_report_entries(tmp_path):
+    from senri import config as senri_config
+
+    config_dir = _with_stand_ins(tmp_path)
+    models = "model=[smollm2,qwen15_coder]"
+    table3 = senri_config.compose(["experiment=table3", models], config_dir=config_dir)
+    assert sorted(senri_config.runs(table3)) == sorted(
+        (run, model) for run in ("worldmm", "magic_video", "senri_agent@worldmm", "senri_agent@magic_video")
+        for model in ("smollm2", "qwen15_coder"))
+    assert [(p["group"], p["baseline"], p["treatment"]) for p in table3["report"]["pairs"]] == [
+        ("WorldMM · smollm2", "worldmm/smollm2", "senri_agent@worldmm/smollm2"),
+        ("WorldMM · qwen15_coder", "worldmm/qwen15_coder", "senri_agent@worldmm/qwen15_coder"),
+        ("MAGIC-Video · smollm2", "magic_video/smollm2", "senri_agent@magic_video/smollm2"),
+        ("MAGIC-Video · qwen15_coder", "magic_video/qwen15_coder", "senri_agent@magic_video/qwen15_coder")]
+    table4 = senri_config.compose(["experiment=table4", "model=[smollm2]"], config_dir=config_dir)
+    assert [run for run, _ in senri_config.runs(table4)] == [
+        "senri_agent@magic_video", "senri_agent_no_tg@magic_video", "senri_agent_no_pv@magic_video",
+        "senri_agent_no_wm@magic_video"]
+    (ablation,) = table4["report"]["ablations"]
+    assert ablation["reference"] == "senri_agent@magic_video/smollm2" and list(ablation["variants"]) == [
+        "w/o Target Guidance", "w/o Parallel Verifiers", "w/o Working Memory"]
+    table2 = senri_config.compose(["experiment=table2_memory", "model=[smollm2]"], config_dir=config_dir)
+    assert senri_config.runs(table2) == [("worldmm", "smollm2"), ("magic_video", "smollm2")]
+    table11 = senri_config.compose(["experiment=table11", models], config_dir=config_dir)
+    labels = [s["label"] for s in table11["report"]["no_visual_input"]]
+    assert labels[:3] == ["Random guessing (seeded run)", "Question and options only (smollm2)",
+                          "Question and options only (qwen15_coder)"]
+    assert {run for run, _ in senri_config.runs(table11)} == {"random", "blind", "direct", "senri_agent@magic_video",
+                                                              "senri_agent@worldmm"}
+
+
+def test_an_experiment_naming_an_unmerged_system_says_which():
+    from senri import config as senri_config
+
+    for experiment, system in (("table3", "(worldmm|magic_video)"), ("table4", "magic_video"),
+                               ("table11", "(worldmm|magic_video)"), ("table2_memory", "(worldmm|magic_video)")):
+        with pytest.raises(senri_config.ConfigError, match=rf"'{system}' is a memory system .* not in this checkout"):
+            senri_config.compose([f"experiment={experiment}", "model=[smollm2]"])
+
+
+def test_the_table3_report_shows_original_and_agent_rows_keyed_by_memory_system(tmp_path, small_demo):
+    from senri import config as senri_config
+    from senri.ingest import ingest
+    from senri.report import build_report
+    from test_report import write_run
+
+    questions = ingest([small_demo["questions"]], small_demo["videos_dir"], [".mp4"])
+    cfg = senri_config.compose(["experiment=table3", "model=[smollm2]"], config_dir=_with_stand_ins(tmp_path))
+    paths = []
+    for run, every, system in (("worldmm", 3, "worldmm"), ("senri_agent@worldmm", 2, "worldmm"),
+                               ("magic_video", 4, "magic_video"), ("senri_agent@magic_video", 2, "magic_video")):
+        paths += write_run(tmp_path / run, questions, run, "smollm2", "persistent_memory", every,
+                           memory=f"{system}/perception")
+    build_report(paths, questions, tmp_path / "out", cfg["report"], seed=7)
+    pairs = pl.read_parquet(tmp_path / "out/report/tables/pairs.parquet")
+    assert pairs.select("group", "run", "memory", "label").rows() == [
+        ("WorldMM · smollm2", "worldmm/smollm2", "worldmm/perception", "Original"),
+        ("WorldMM · smollm2", "senri_agent@worldmm/smollm2", "worldmm/perception", "SENRI-Agent"),
+        ("WorldMM · smollm2", "", "", "Δ [95% CI] McNemar p"),
+        ("MAGIC-Video · smollm2", "magic_video/smollm2", "magic_video/perception", "Original"),
+        ("MAGIC-Video · smollm2", "senri_agent@magic_video/smollm2", "magic_video/perception", "SENRI-Agent"),
+        ("MAGIC-Video · smollm2", "", "", "Δ [95% CI] McNemar p")]
