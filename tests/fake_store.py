@@ -65,14 +65,32 @@ class TableStore(MemoryStore):
             raise ValueError(f"{path}: field {missing[0]!r} missing")
         return cls([MemoryItem(**row) for row in table.iter_rows(named=True)])
 
+    #: The base scale this system captions at itself (through the shared caption service), like WorldMM's 10 s.
+    base_s = 10.0
+
     @classmethod
     def build(cls, request: BuildRequest) -> None:
+        """Episodic items from the caption table plus this system's own base-scale captions (the configured
+        captioner through the shared caption cache), one semantic item per caption-table row."""
+        from senri.captioners.base import Clip
+        from senri.memory.hierarchy import coarse_instruction, open_service, split
+
         table = read_table(request.captions, MemoryRow).sort("start_s")
         items = []
         for n, row in enumerate(table.iter_rows(named=True)):
             items.append(MemoryItem(f"e{n}", "episodic", row["text"], row["start_s"], row["end_s"], level="30sec"))
             items.append(MemoryItem(f"s{n}", "semantic", f"fact: {row['text']}"))
-        write_items(items, request.out_dir, {"built_from": str(request.captions)})
+        service = open_service(request.memory_config, request.media, request.caption_cache)
+        try:
+            instruction = coarse_instruction(request.memory_config["memory"])
+            clips = [Clip(s, e, 1.0, instruction, "fine")
+                     for s, e in split(0.0, request.video.duration_s, cls.base_s)]
+            base = service.captions(clips)
+        finally:
+            service.close()
+        items += [MemoryItem(f"b{n}", "episodic", row.text, row.start_s, row.end_s, level="10sec")
+                  for n, row in enumerate(base) if row.text]
+        write_items(items, request.out_dir, {"built_from": str(request.captions), "base_captions": len(base)})
 
     @classmethod
     def import_release(cls, import_dir: Path, request: BuildRequest) -> None:

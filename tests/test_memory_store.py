@@ -323,7 +323,7 @@ def test_senri_agent_runs_over_a_registered_store_through_the_dag(tmp_path):
              {"match": "Target context (R1)", "text": json.dumps(report)},
              {"match": "[r1]", "text": json.dumps({"action": "answer", "answer": "B"})},
              {"match": "This is the last round", "text": json.dumps({"action": "answer", "answer": "A"})},
-             {"match": "[semantic]", "text": json.dumps(verify)},
+             {"match": "[episodic]", "text": json.dumps(verify)},
              {"match": "search, verify, answer", "text": json.dumps({"action": "search", "query": "sign"})},
              {"match": "search, answer", "text": json.dumps({"action": "search", "query": "sign"})}]
     script.write_text("".join(json.dumps(r) + "\n" for r in rules))
@@ -339,7 +339,11 @@ def test_senri_agent_runs_over_a_registered_store_through_the_dag(tmp_path):
     assert recorded["built_from"] == "results/memory/perception/demo_01.parquet"
     captions = pl.read_parquet(tmp_path / "results/memory/perception/demo_01.parquet")
     n_questions = pl.read_parquet(tmp_path / "results/questions.parquet").height
-    assert pl.read_parquet(store / "items.parquet").height == 2 * captions.filter(pl.col("text") != "").height
+    items = pl.read_parquet(store / "items.parquet")
+    assert items.filter(pl.col("level") == "30sec").height == captions.height
+    # The builder captioned at its own 10-s scale through the shared caption service (and cache).
+    assert recorded["base_captions"] >= 5 and items.filter(pl.col("level") == "10sec").height >= 5
+    assert len(list((tmp_path / "results/cache/captions/perception/demo_01").rglob("*.json"))) > captions.height
     assert sorted(p.name for p in (tmp_path / "results/predictions").iterdir()) == ["memory_search@fake",
                                                                                     "senri_agent@fake"]
     for run, expected in (("senri_agent@fake", ("search", "verify", "answer")),
