@@ -179,6 +179,7 @@ class MemoryStore(ABC):
 #: pipeline builds) ``build(request)`` classmethods.
 MEMORY_SYSTEMS = Registry("memory system")
 MEMORY_SYSTEMS.register("captions", "senri.memory.captions:CaptionStore")
+MEMORY_SYSTEMS.register("worldmm", "senri.memory.worldmm:WorldMMStore")
 
 
 def memory_label(system: str, captioner: str) -> str:
