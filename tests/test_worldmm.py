@@ -211,7 +211,8 @@ PASSAGES = [
     (0, "I pick up the red mug from the shelf.", [("I", "pick up", "red mug"), ("red mug", "on", "shelf")]),
     (10, "I fill the kettle with water.", [("I", "fill", "kettle"), ("kettle", "holds", "water")]),
     (20, "I pour hot water into the red mug.", [("I", "pour", "water"), ("water", "into", "red mug")]),
-    (30, "I read a newspaper at the table.", [("I", "read", "newspaper"), ("newspaper", "on", "table")]),
+    (30, "I read a newspaper at the table.", [("I", "read", "newspaper"), ("newspaper", "on", "table"),
+                                              ("newspaper", "next to", "the red mug")]),  # a synonym edge
     (40, "The cat sleeps on the sofa.", [("cat", "sleeps on", "sofa")]),
 ]
 COARSE = [("30sec", 0, 30, "I make a hot drink in the kitchen."), ("30sec", 30, 60, "I relax in the living room."),
@@ -312,6 +313,9 @@ def test_episodic_ppr_matches_the_reference_and_the_w8_filter_decides_the_seeds(
     assert [p.item_id for p, _ in got] == reference_hipporag(store, query, [("water", "into", "red mug")], config)
     assert got[0][0].text == "I pour hot water into the red mug."
     assert notes == ["10sec: PPR over 1 fact(s)"]
+    synonyms = [(index.entities[u], index.entities[v]) for u, v, w in index.edges
+                if max(u, v) < len(index.entities) and w < 1]
+    assert sorted(synonyms) == [("red mug", "the red mug"), ("the red mug", "red mug")]
     # The filter saw the top link_top_k = 5 facts by cosine, as JSON.
     assert len(json.loads(re.search(r"Candidate facts:\n(.*)", sent[0].messages[0].plain_text(), re.S).group(1))
                ["fact"]) == 5

@@ -651,16 +651,13 @@ class GranularityIndex:
                 pairs[(n_entities + p, e)] = 1.0
         if n_entities > 1:
             entity_vectors = vectors.matrix(entities)
-            sims = entity_vectors @ entity_vectors.T
-            for e in range(n_entities):
-                order = np.argsort(-sims[e], kind="stable")
-                found = 0
-                for other in (int(o) for o in order):
-                    if sims[e, other] < synonymy_threshold or found >= max_synonyms:
-                        break
-                    if other != e:
-                        pairs[(e, other)] = float(sims[e, other])
-                        found += 1
+            for first in range(0, n_entities, 1024):  # in blocks: a long video has tens of thousands of entities
+                sims = entity_vectors[first:first + 1024] @ entity_vectors.T
+                for row, e in enumerate(range(first, min(first + 1024, n_entities))):
+                    close = np.flatnonzero(sims[row] >= synonymy_threshold)
+                    close = close[np.argsort(-sims[row][close], kind="stable")]
+                    for other in [int(o) for o in close if o != e][:max_synonyms]:
+                        pairs[(e, other)] = float(sims[row][other])
         fact_list = list(facts)
         return cls(passages=passages, passage_vectors=vectors.matrix([p.text for p in passages]),
                    facts=fact_list, fact_vectors=vectors.matrix([triple_text(f) for f in fact_list]),
