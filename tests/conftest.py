@@ -60,7 +60,8 @@ def make_indexed_video(path: Path, *, seconds: int = 12, fps: int = 30, gop: int
     graph = (f"testsrc2=s=640x360:r={fps}:d={seconds}[bg];{index_strip_source(fps, seconds, 'strip')};"
              "[bg][strip]overlay=0:0:shortest=1")
     if vfr:  # irregular frame durations (1.45, 1.45, 0.1 frame periods, repeating), still monotonic
-        graph += f",setpts='(N+0.45*mod(N\\,3))/({fps}*TB)'"
+        # settb first: under the default 1/fps time base the fractional stamps round back to whole frames (CFR)
+        graph += f",settb=1/90000,setpts='(N+0.45*mod(N\\,3))/({fps}*TB)'"
     args = ["ffmpeg", "-nostdin", "-v", "error", "-y", "-filter_complex", graph + "[v]", "-map", "[v]",
             "-c:v", codec, "-pix_fmt", "yuv420p", "-g", str(gop), "-bf", "2"]
     if codec == "libx264":
@@ -69,7 +70,7 @@ def make_indexed_video(path: Path, *, seconds: int = 12, fps: int = 30, gop: int
         args += ["-x265-params", f"keyint={gop}:min-keyint={gop}:scenecut=0:bframes=2:log-level=error",
                  "-tag:v", "hvc1", "-preset", "veryfast"]
     if vfr:
-        args += ["-fps_mode", "passthrough", "-video_track_timescale", "90000"]
+        args += ["-fps_mode", "passthrough", "-enc_time_base", "1/90000", "-video_track_timescale", "90000"]
     args += ["-movflags", "+faststart"]  # index first, as cameras and phones write it
     subprocess.run([*args, str(path)], check=True, capture_output=True, stdin=subprocess.DEVNULL)
     return path
@@ -90,13 +91,21 @@ def set_display_rotation(path: Path, matrix: tuple[int, ...] = (0, 65536, 0, -65
 
 
 def ffprobe_frames(path: Path) -> tuple[list[float], set[float]]:
-    """(every frame's pts in seconds, sorted; the keyframes' pts) according to ffprobe, independently of senri."""
-    out = subprocess.run(
-        ["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries", "packet=pts_time,flags", "-of", "csv=p=0",
-         str(path)], check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-    ).stdout
-    rows = [line.split(",") for line in out.split() if line and not line.startswith("N/A")]
-    return sorted(float(r[0]) for r in rows), {float(r[0]) for r in rows if "K" in r[1]}
+    """(every frame's pts in seconds, sorted; the keyframes' pts) according to ffprobe, independently of senri.
+
+    Integer pts × the stream's time base, not ffprobe's 6-decimal ``pts_time``: in a 1/90000 time base two
+    frames can lie within a microsecond of equally near a target, and a rounded reference would pick wrong."""
+    from fractions import Fraction
+
+    def probe(*args: str) -> str:
+        return subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0", *args, "-of", "csv=p=0", str(path)],
+                              check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL).stdout
+
+    time_base = Fraction(probe("-show_entries", "stream=time_base").split()[0].strip(","))
+    rows = [line.split(",") for line in probe("-show_entries", "packet=pts,flags").split()
+            if line and not line.startswith("N/A")]
+    seconds = [(float(int(r[0]) * time_base), "K" in r[1]) for r in rows]
+    return sorted(t for t, _ in seconds), {t for t, key in seconds if key}
 
 
 def make_probed_clip(folder: Path, video_id: str):  # noqa: ANN201 - (video path, VideoInfo)

@@ -78,12 +78,20 @@ def memory_label(context: RunContext) -> str:
 
 
 def memory_context(memory: MemoryInputs, video: VideoInfo, stage_config: Mapping[str, Any]) -> dict[str, Any]:
+    """The memory part of a memory method's :class:`RunContext`: the caption table and what a captioner
+    reads, and the persistent memory the method searches — the stage slice's ``memory_system`` (its name and
+    config; absent: ``captions``) and the store folder built or imported for it."""
     from senri.captioners.base import VideoMedia
 
     media = VideoMedia(video.video_id, memory.video, video.fingerprint, video.duration_s, memory.track, memory.ocr,
                        memory.detections)
+    system = dict(stage_config.get("memory_system") or {"name": "captions"})
+    name = str(system.pop("name"))
+    if name != "captions" and memory.store is None:
+        raise ValueError(f"memory system {name!r}: the answer job needs its store folder (--memory-store)")
     return {"memory": memory.memory, "media": media, "memory_config": stage_config["memory"],
-            "caption_cache": memory.caption_cache}
+            "caption_cache": memory.caption_cache, "memory_system": name, "memory_system_config": system,
+            "memory_store": memory.store}
 
 
 def _answer_chunk(method: Method, questions: list[Question]) -> list[tuple[MethodAnswer | None, str | None]]:
@@ -117,6 +125,8 @@ class MemoryInputs:
     ocr: Path | None
     detections: Path | None
     caption_cache: Path
+    #: The store folder of a memory system other than ``captions`` (``results/memory_system/<system>/...``).
+    store: Path | None = None
 
 
 def answer_video(questions: pl.DataFrame, video: VideoInfo, stage_config: Mapping[str, Any],

@@ -223,7 +223,7 @@ def cmd_answer(args: argparse.Namespace) -> None:
         if not (args.video and args.caption_cache):
             raise SystemExit("senri answer: --memory needs --video and --caption-cache too")
         memory = MemoryInputs(Path(args.memory), Path(args.video), _path(args.track), _path(args.ocr),
-                              _path(args.detections), Path(args.caption_cache))
+                              _path(args.detections), Path(args.caption_cache), _path(args.memory_store))
     predictions = answer_video(read_table(args.questions, Question), video[0], stage, frames=args.frames,
                                carrier=args.carrier, cache=args.cache, memory=memory, pixels=args.video)
     write_table(predictions, args.out, Prediction)
@@ -428,6 +428,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--carrier", help="carrier video of that frame store (backends that take video)")
     p.add_argument("--cache", help="durable response cache (SQLite); a rerun repeats no finished call")
     p.add_argument("--memory", help="memory methods: the video's memory table")
+    p.add_argument("--memory-store", help="memory methods over a memory system other than captions: its store "
+                                          "folder (results/memory_system/<system>/<captioner>/<video>)")
     _add_caption_inputs(p, "memory methods: ")
     p.add_argument("--out", required=True)
 

@@ -23,7 +23,7 @@ at 0.54 s has its first frame at 0 s, like an MP4. Demuxers that seek by decode 
 transport streams) land past a keyframe asked for by its pts; the first seek tells, and the video's later
 seeks go to one tick before its keyframes' decode times (:func:`senri.probe.seek_point`).
 
-Timestamps are compared as integers in the stream's time base (no float ties). Frames come out upright
+Frame times are integers in the stream's time base and targets exact rationals on it (no float ties). Frames come out upright
 (the display matrix is applied) and resized while decoding, and are yielded one by one, so memory does not
 grow with the number of frames. A target with no frame near it (a truncated file), a frame that fails to
 decode, a target outside the video (in every accuracy mode), or a video that outlasts its watchdog yields a
@@ -158,12 +158,14 @@ class VideoIndex:
         """The timeline time of ``pts``."""
         return float((pts - self.origin) * self.time_base)
 
-    def span_s(self, ticks: int) -> float:
+    def span_s(self, ticks: int | Fraction) -> float:
         """A length of ``ticks`` time-base units in seconds."""
         return float(ticks * self.time_base)
 
-    def to_pts(self, seconds: float) -> int:
-        return self.origin + round(Fraction(seconds) / self.time_base)
+    def to_pts(self, seconds: float) -> Fraction:
+        """A target time on the stream's timeline, exactly (not rounded to a tick: a target halfway between two
+        frames that falls between ticks must still tie, and a tie goes to the earlier frame)."""
+        return self.origin + Fraction(seconds) / self.time_base
 
     def seek_target(self, keyframe: int) -> int:
         """What to seek to for ``keyframe`` in a demuxer that seeks by decode time."""
@@ -174,21 +176,24 @@ class VideoIndex:
     def frame_index(self, pts: int) -> int:
         return bisect.bisect_left(self.pts, pts)
 
-    @staticmethod
-    def _nearest(sorted_pts: list[int], target: int) -> int:
-        """Nearest value to ``target``; on a tie the earlier one."""
+    #: Two frames whose distances to a target differ by less than this (seconds) are a tie: targets are
+    #: floats (5.98333… for 359/60 s), so an exact comparison would break a true tie by rounding noise.
+    TIE_S = 1e-9
+
+    def _nearest(self, sorted_pts: list[int], target: int | Fraction) -> int:
+        """Nearest value to ``target``; on a tie (within :data:`TIE_S`) the earlier one."""
         i = bisect.bisect_left(sorted_pts, target)
         if i == 0:
             return sorted_pts[0]
         if i == len(sorted_pts):
             return sorted_pts[-1]
         before, after = sorted_pts[i - 1], sorted_pts[i]
-        return before if target - before <= after - target else after
+        return before if (target - before) - (after - target) <= Fraction(self.TIE_S) / self.time_base else after
 
-    def nearest_frame(self, target: int) -> int:
+    def nearest_frame(self, target: int | Fraction) -> int:
         return self._nearest(self.pts, target)
 
-    def nearest_keyframe(self, target: int) -> int:
+    def nearest_keyframe(self, target: int | Fraction) -> int:
         return self._nearest(self.keyframes, target)
 
     def keyframe_at_or_before(self, pts: int) -> int:

@@ -78,6 +78,10 @@ class SearchContext:
     tally: "CallTally | None" = None
     #: Free-form notes a store adds for the trace (which path served: PPR, dense fallback, time bypass, …).
     notes: list[str] = field(default_factory=list)
+    #: What the search ranked before ``exclude`` was applied, best first, when the store ranks a fixed top k
+    #: and then drops what the question already holds (the caption store: a repeated query returns nothing
+    #: new, and the trace still shows its hits). Empty for a store that fills its k with new items.
+    ranked: list[MemoryItem] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -157,6 +161,18 @@ class MemoryStore(ABC):
         """The anchored items overlapping ``[start_s, end_s]``, in time order."""
         return [item for item in self.items() if item.anchored and item.start_s < end_s and item.end_s > start_s]
 
+    def question_counts(self) -> dict[str, int]:
+        """Run-health counts (:data:`senri.records.HEALTH_COUNTS`) every question over this store books once,
+        whatever it retrieves — e.g. the caption store's failed captions (``failed_captions``): a memory with
+        holes is visible on every row that read it."""
+        return {}
+
+    def check_memory_type(self, memory_type: str | None) -> None:
+        """A search's ``memory_type`` must be one of :attr:`memory_types` (None: no restriction)."""
+        if memory_type is not None and memory_type not in self.memory_types:
+            raise ValueError(f"memory system {self.system!r}: memory_type {memory_type!r} is not one of "
+                             f"{list(self.memory_types) or '(none: one undivided memory)'}")
+
     def render(self, items: Sequence[MemoryItem]) -> str:
         """Retrieved items as the system's workflow shows them to a model, one per line."""
         return "\n".join(item.text for item in items)
@@ -180,6 +196,32 @@ class MemoryStore(ABC):
 MEMORY_SYSTEMS = Registry("memory system")
 MEMORY_SYSTEMS.register("captions", "senri.memory.captions:CaptionStore")
 MEMORY_SYSTEMS.register("worldmm", "senri.memory.worldmm:WorldMMStore")
+
+
+def store_class(store: str, system: str | None = None) -> type[MemoryStore]:
+    """The :class:`MemoryStore` class of a memory system config's ``store``: a registered name (``captions``,
+    ``worldmm``, …) or a ``"module:Class"`` target (a user's own system, without a registry line). An unknown
+    name raises naming the system and the systems that are registered."""
+    from senri.registry import RegistryError
+
+    label = f"memory system {system!r}" if system and system != store else f"memory system {store!r}"
+    if ":" in store:
+        module_name, _, attribute = store.partition(":")
+        import importlib
+
+        try:
+            cls = getattr(importlib.import_module(module_name), attribute)
+        except (ImportError, AttributeError) as exc:
+            raise ImportError(f"{label}: store {store!r} cannot be loaded ({exc})") from exc
+    else:
+        try:
+            cls = MEMORY_SYSTEMS.load(store)
+        except RegistryError as exc:
+            raise RegistryError(f"{label}: store {store!r} is not registered (known: "
+                                f"{', '.join(MEMORY_SYSTEMS.names())}); is its module merged?") from exc
+    if not (isinstance(cls, type) and issubclass(cls, MemoryStore)):
+        raise TypeError(f"{label}: store {store!r} is not a MemoryStore subclass")
+    return cls
 
 
 def memory_label(system: str, captioner: str) -> str:

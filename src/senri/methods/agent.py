@@ -49,11 +49,10 @@ from typing import Any, Callable, ClassVar
 from senri.answers import json_objects, parse_answer, question_block, split_reasoning
 from senri.backends.base import ChatRequest, ChatResponse, ImagePart, Message, Part, VideoPart
 from senri.backends.budget import overflow
-from senri.memory.hierarchy import caption_health, described, format_memory
+from senri.memory.store import MemoryItem, MemoryStore, SearchContext, store_class
 from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
 from senri.methods.structured import StructuredReply, ask_json, ask_json_many, request_schema
-from senri.records import LETTERS, MemoryRow, Question, read_table
-from senri.track import clock
+from senri.records import LETTERS, Question
 from senri.verify import (Cell, Check, Report, cap_cells, cell_times, check_cells, normalised, read_report,
                           requested_and_seen_s, source_timing, validate_checks, validation_counts, window_coverage)
 
@@ -143,7 +142,7 @@ def fit_evidence(pool: list[Evidence], fits: Callable[[list[Evidence]], str | No
     return kept, record
 
 
-def _what_was_wrong(reply: StructuredReply, names: list[str]) -> str:
+def _what_was_wrong(reply: StructuredReply, names: list[str], memory_types: tuple[str, ...] = ()) -> str:
     """Why a controller reply is not a valid action, in a few words, for the next round's prompt."""
     if reply.error and reply.error.startswith("model call failed"):
         return reply.error
@@ -158,6 +157,8 @@ def _what_was_wrong(reply: StructuredReply, names: list[str]) -> str:
     if action == "answer":
         return f"answer must be one of {', '.join(LETTERS)} (got {obj.get('answer')!r})"
     if action == "search":
+        if memory_types and str(obj.get("query", "")).strip():
+            return f"a search needs a memory_type, one of {', '.join(memory_types)} (got {obj.get('memory_type')!r})"
         return "a search needs a non-empty query"
     return "a verify needs a list of checks"
 
@@ -166,7 +167,8 @@ def _what_was_wrong(reply: StructuredReply, names: list[str]) -> str:
 class Episode:
     question: Question
     tally: CallTally = field(default_factory=CallTally)
-    retrieved: dict[int, MemoryRow] = field(default_factory=dict)   # in retrieval order (an append-only prompt)
+    retrieved: dict[str, MemoryItem] = field(default_factory=dict)  # by item id, in retrieval order (append-only)
+    round_context: str = ""                                          # this round's extra text (_round_context)
     reports: list[Evidence] = field(default_factory=list)
     note: str = ""
     retained: list[Evidence] = field(default_factory=list)
@@ -179,6 +181,12 @@ class Episode:
     frames_inspected: int = 0
     cells: int = 0
     checks: int = 0
+
+
+def _hit(item: MemoryItem) -> str:
+    """A search hit as the trace lists it: level, interval (for an anchored item) and score."""
+    where = f" {item.start_s:g}–{item.end_s:g}s" if item.anchored else ""
+    return f"{item.level or item.kind}{where} ({item.score:.3f})"
 
 
 def _report_valid(obj: dict) -> dict | None:
@@ -196,9 +204,13 @@ class MemorySearch(Method):
     working_memory: ClassVar[bool] = True
     default_prompts: ClassVar[str] = "memory_search"
 
+    #: The memory interface and the caption store: editing them reruns every memory method's answer jobs
+    #: (the code digest), whichever system a run reads; the other systems' modules are added per run.
+    extra_code: ClassVar[tuple[str, ...]] = ("memory/store.py", "memory/captions.py", "memory/retrieval.py",
+                                             "verify.py")
+
     def __init__(self, context: RunContext) -> None:
         from senri.prompts import prompt_set
-        from senri.memory.retrieval import MemoryIndex
 
         super().__init__(context)
         if context.memory is None or context.media is None:
@@ -217,15 +229,46 @@ class MemorySearch(Method):
         if self.verifier_input not in VERIFIER_INPUTS:
             raise ValueError(f"method {context.method_name!r}: verifier_input must be one of {VERIFIER_INPUTS}")
         self.prompt_set = prompt_set(config.get("prompts") or self.default_prompts, config.get("prompts_dir"))
-        table = read_table(context.memory, MemoryRow).sort("start_s", "level")
-        rows = [MemoryRow(**row) for row in table.select(list(MemoryRow.__dataclass_fields__)).iter_rows(named=True)]
-        # A failed caption has nothing to find: it is not indexed, and every question books it (failed_captions).
-        self.memory = [r for r in rows if described(r)]
-        self.failed_memories = caption_health(rows)[1]
-        index_dir = context.caption_cache / "index" if context.caption_cache else None
-        self.index = MemoryIndex([f"{clock(r.start_s)}–{clock(r.end_s)} {r.place_labels or ''} {r.text}"
-                                  for r in self.memory], index_dir, str(config.get("retriever", "embedding")))
+        self.store: MemoryStore = self._open_store()
         self.duration_s = context.video.duration_s
+
+    def _open_store(self) -> MemoryStore:
+        """The video's memory, through the registered class of the run's memory system (``captions``: the
+        caption table itself). The system config is completed with the method's ``retriever`` (a store that
+        lets the method choose its retriever reads it; the system config's own wins) and ``index_dir``, the
+        caption cache's folder for retrieval vectors, shared by every job of the video."""
+        context = self.context
+        settings: dict[str, Any] = {"retriever": context.method_config.get("retriever", "embedding"),
+                                    **(context.memory_system_config or {})}
+        if context.caption_cache is not None:
+            settings.setdefault("index_dir", context.caption_cache / "index")
+        store_cls = store_class(str(settings.get("store") or context.memory_system), context.memory_system)
+        return store_cls.open(context.memory_store or context.memory, settings, context.video)
+
+    def _search_context(self, ep: Episode) -> SearchContext:
+        """What a store's retriever may use: the question, the question's tally, and ``ask`` — one LLM call
+        through the method's backend (the job's response cache), booked in the question's tally and listed
+        in the trace's calls (issue 25 decision 6)."""
+        def ask(request: ChatRequest) -> ChatResponse:
+            response = self.chat_many([request])[0]
+            ep.tally.add(request, response)
+            ep.trace["calls"].append({"call": f"retrieve:{request.purpose or 'ask'}",
+                                      "error": response.error, "reply": response.text})
+            return response
+
+        return SearchContext(question=ep.question, ask=ask if self.context.backend is not None else None,
+                             tally=ep.tally)
+
+    def _round_context(self, ep: Episode) -> str:
+        """Extra text the controller (and the updater) read this round below the retrieved memories — e.g.
+        MAGIC-Video's narrative-chain facts. Called once per round, before the controller; "" adds nothing."""
+        return ""
+
+    def _answer_request(self, ep: Episode, proposed: str | None) -> ChatRequest | None:
+        """The request of a workflow's own final QA call, made once the controller answers (WorldMM's W-L4,
+        MAGIC-Video's G-L3 answer with images): its reply, read by the project's answer parser, is the
+        answer. None (the default): the controller's ``answer`` action is the answer."""
+        return None
 
     @property
     def _capabilities(self):
@@ -234,14 +277,21 @@ class MemorySearch(Method):
 
     # ----------------------------------------------------------------------------------------- context
     def _memories_text(self, ep: Episode) -> str:
-        rows = list(ep.retrieved.values())
-        return format_memory(rows, numbered=False) if rows else "(nothing retrieved yet)"
+        """The retrieved items as the store renders them, then this round's extra context (if any)."""
+        items = list(ep.retrieved.values())
+        text = self.store.render(items) if items else "(nothing retrieved yet)"
+        return f"{text}\n{ep.round_context}" if ep.round_context else text
+
+    def _candidates(self, ep: Episode) -> list[MemoryItem]:
+        """Visual candidates: the retrieved items with an interval (a triple or a chain fact is text only)."""
+        return [item for item in ep.retrieved.values() if item.anchored]
 
     def _candidates_text(self, ep: Episode) -> str:
-        if not ep.retrieved:
+        candidates = self._candidates(ep)
+        if not candidates:
             return "(none yet)"
-        return "\n".join(f"- c{n} [{r.start_s:.0f}, {r.end_s:.0f}] s, valid_absolute_sec [0, {self.duration_s:.0f}]: "
-                         f"{r.text[:160]}" for n, r in enumerate(ep.retrieved.values(), 1))
+        return "\n".join(f"- c{n} [{c.start_s:.0f}, {c.end_s:.0f}] s, valid_absolute_sec [0, {self.duration_s:.0f}]: "
+                         f"{c.candidate_description()}" for n, c in enumerate(candidates, 1))
 
     def _shown_reports(self, ep: Episode) -> list[Evidence]:
         return ep.retained if self.working_memory else ep.reports
@@ -346,13 +396,24 @@ class MemorySearch(Method):
                 return {"action": "answer", "answer": letter, "rationale": rationale} if letter in LETTERS else None
             if action == "search":
                 query = str(obj.get("query", "")).strip()
-                return {"action": "search", "query": query, "rationale": rationale} if query else None
+                if not query:
+                    return None
+                if not self.store.memory_types:
+                    return {"action": "search", "query": query, "rationale": rationale}
+                # A system with several memories: the search names one (WorldMM's memory-type choice).
+                memory_type = str(obj.get("memory_type", "")).strip().lower()
+                return ({"action": "search", "query": query, "rationale": rationale, "memory_type": memory_type}
+                        if memory_type in self.store.memory_types else None)
             checks = obj.get("checks")
             return {"action": "verify", "checks": checks, "rationale": rationale} if isinstance(checks, list) else None
 
         schema = {"type": "object", "properties": {"action": {"enum": names}, "rationale": {"type": "string"},
                                                    "query": {"type": "string"}, "answer": {"enum": list(LETTERS)},
-                                                   "checks": {"type": "array"}},
+                                                   "checks": {"type": "array"},
+                                                   # Only for a store with memory types: the captions
+                                                   # schema (and so its requests) stays as it was.
+                                                   **({"memory_type": {"enum": list(self.store.memory_types)}}
+                                                      if self.store.memory_types else {})},
                   # The forced round can only answer: a constrained decoder must write the letter.
                   "required": ["action", "rationale", "answer"] if forced else ["action", "rationale"]}
         reply = ask_json(self, self._controller_messages(ep, round_no, forced, shown), schema, valid,
@@ -361,25 +422,31 @@ class MemorySearch(Method):
         return reply, trim
 
     # ------------------------------------------------------------------------------------------ actions
-    def _search(self, ep: Episode, query: str) -> dict[str, Any]:
-        """The top ``top_k`` memories minus those already retrieved (M3-Agent's search over its memory graph
-        drops the clips it already holds). When nothing new comes back — a repeated query — the controller
-        hears so in the next round instead of seeing an unchanged prompt and asking the same again."""
+    def _search(self, ep: Episode, query: str, memory_type: str | None = None) -> dict[str, Any]:
+        """The store's best ``top_k`` items for ``query``, leaving out those the question already holds
+        (M3-Agent's search over its memory graph drops the clips it already holds; how a store fills its k
+        is the store's). When nothing new comes back — a repeated query — the controller hears so in the
+        next round instead of seeing an unchanged prompt and asking the same again."""
         key = normalised(query)
         if key in ep.queries:
             ep.tally.count("repeated_queries")
         ep.queries.add(key)
-        hits = self.index.search(query, self.top_k)
-        new = [i for i, _ in hits if i not in ep.retrieved]
-        for i in new:
-            ep.retrieved[i] = self.memory[i]
-        ep.tally.count("truncated_captions", caption_health([self.memory[i] for i in new])[0])
+        context = self._search_context(ep)
+        new = self.store.search(query, self.top_k, exclude=set(ep.retrieved), memory_type=memory_type,
+                                context=context)
+        new = [item for item in new if item.item_id not in ep.retrieved]
+        for item in new:
+            ep.retrieved[item.item_id] = item
         if not new:
             ep.feedback = [self.prompt_set.render("search_nothing_new", query=query, top_k=self.top_k).strip()]
             ep.feedback_action = "search"
-        return {"query": query, "retriever": self.index.kind, "new": len(new),
-                "hits": [f"{self.memory[i].level} {self.memory[i].start_s:g}–{self.memory[i].end_s:g}s ({s:.3f})"
-                         for i, s in hits]}
+        record: dict[str, Any] = {"query": query, "retriever": self.store.retriever, "new": len(new),
+                                  "hits": [_hit(item) for item in (context.ranked or new)]}
+        if memory_type is not None:
+            record["memory_type"] = memory_type
+        if context.notes:
+            record["notes"] = list(context.notes)
+        return record
 
     def _as_video(self) -> bool:
         capabilities = self._capabilities
@@ -605,10 +672,12 @@ class MemorySearch(Method):
     def answer(self, question: Question) -> MethodAnswer:
         started = time.monotonic()
         ep = Episode(question)
-        ep.tally.count("failed_captions", self.failed_memories)
+        for name, n in self.store.question_counts().items():
+            ep.tally.count(name, n)
         letter, text = None, None
         for round_no in range(1, self.max_rounds + 2):
             forced = round_no == self.max_rounds + 1
+            ep.round_context = self._round_context(ep)
             reply, trim = self._controller(ep, round_no, forced)
             entry = reply.record("control")
             if trim is not None:
@@ -634,7 +703,7 @@ class MemorySearch(Method):
                 ep.trace["rounds"].append(step)
                 text = reply.text
                 # The next round says what was wrong, so greedy decoding does not repeat it unchanged.
-                ep.feedback = [_what_was_wrong(reply, self._actions_text(forced, round_no)[0])]
+                ep.feedback = [_what_was_wrong(reply, self._actions_text(forced, round_no)[0], self.store.memory_types)]
                 ep.feedback_action = "reply"
                 ep.invalid_reply = " ".join(split_reasoning(reply.text)[0].split())[:200]
                 continue
@@ -646,19 +715,36 @@ class MemorySearch(Method):
                 letter, text = reply.value["answer"], reply.text
                 if forced:
                     ep.tally.count("forced_answers")
+                letter, text = self._final_answer(ep, step, letter, text)
                 ep.trace["rounds"].append(step)
                 break
-            step.update(self._search(ep, reply.value["query"]) if action == "search"
+            step.update(self._search(ep, reply.value["query"], reply.value.get("memory_type")) if action == "search"
                         else self._verify(ep, reply.value["checks"]))
             ep.trace["rounds"].append(step)
         ep.trace.update(
             n_rounds=len(ep.trace["rounds"]), actions=[r["action"] for r in ep.trace["rounds"]],
             checks=ep.checks, cells=ep.cells, verifier_calls=ep.verifier_calls,
-            frames_inspected=ep.frames_inspected, retriever=self.index.kind, note=ep.note,
+            frames_inspected=ep.frames_inspected, retriever=self.store.retriever, note=ep.note,
             wall_s=round(time.monotonic() - started, 3),
             tokens=ep.tally.prompt_tokens + ep.tally.completion_tokens,
         )
         return MethodAnswer(letter, text, letter is not None, ep.tally, ep.trace)
+
+
+    def _final_answer(self, ep: Episode, step: dict[str, Any], letter: str | None, text: str | None
+                      ) -> tuple[str | None, str | None]:
+        """The answer once the controller gives one: the controller's, or — for a workflow with its own QA
+        call (:meth:`_answer_request`) — that call's reply read by the answer parser (the controller's letter
+        is kept in the round as ``proposed``; an unparsable or failed QA reply is no answer, counted wrong)."""
+        request = self._answer_request(ep, letter)
+        if request is None:
+            return letter, text
+        response = self.chat_many([request])[0]
+        ep.tally.add(request, response)
+        parsed = parse_answer(response.text, ep.question.options) if not response.error else None
+        ep.trace["calls"].append({"call": "answer", "error": response.error, "reply": response.text})
+        step["proposed"] = letter
+        return (parsed.letter if parsed is not None and parsed.ok else None), response.text
 
 
 class SenriAgent(MemorySearch):

@@ -35,6 +35,12 @@ class RunContext:
     #: the job's response cache, for the extra backends such a method opens (VideoARM's tool models).
     pixels: Path | None = None
     response_cache: Path | None = None
+    #: The persistent memory a memory method reads (issue 25): the registered system's name, its config
+    #: slice, and the folder its store was built or imported into (None for ``captions``, whose store is
+    #: the memory table itself, ``memory``).
+    memory_system: str = "captions"
+    memory_system_config: Mapping[str, Any] | None = None
+    memory_store: Path | None = None
 
 
 def is_timeout(error: str) -> bool:
