@@ -600,3 +600,113 @@ def test_a_build_with_an_embedder_embeds_every_10_s_clip(tmp_path, clip, bag_of_
     clips = store.search("DAY1 00:01:55 - DAY1 00:02:10", 3, memory_type="visual")
     assert [(c.start_s, c.end_s) for c in clips] == [(115, 120)]  # the overlap, inside the video
     assert len(store.search("a mug", 3, memory_type="visual")) == 3
+
+
+# ------------------------------------------------------------------------------------ original workflow
+from senri.answer import MemoryInputs, answer_video  # noqa: E402
+from senri.methods.worldmm import parse_decision, query_block  # noqa: E402
+from senri.records import Question  # noqa: E402
+
+QUESTION = Question(video_id="wm", qid="q1", task_type="OC", direction="ES", question="What did I pour into the mug?",
+                    option_a="milk", option_b="hot water", option_c="juice", option_d="nothing", answer="B")
+METHOD = yaml.safe_load((REPO / "config/method/worldmm.yaml").read_text())
+
+
+def test_decisions_are_read_as_the_released_parser_reads_them():
+    types = ("episodic", "semantic", "visual")
+    assert parse_decision('{"decision": "search", "selected_memory": {"memory_type": "Semantic", '
+                          '"search_query": "tea"}}', types) == {"decision": "search", "memory_type": "semantic",
+                                                               "search_query": "tea"}
+    assert parse_decision("no json here", types) == {"decision": "answer", "parsed": False}
+    assert parse_decision('{"reason": "enough"}', types) == {"decision": "answer", "parsed": False}
+    assert parse_decision('{"decision": "search"}', types)["error"] == "search decision without selected_memory"
+    assert "unknown memory type 'audio'" in parse_decision(
+        '{"decision": "search", "selected_memory": {"memory_type": "audio", "search_query": "x"}}', types)["error"]
+    assert query_block(QUESTION) == ("Query: What did I pour into the mug?\n"
+                                     "Choices: (A) milk (B) hot water (C) juice (D) nothing")
+
+
+def _search(memory_type, query):
+    return json.dumps({"decision": "search", "selected_memory": {"memory_type": memory_type, "search_query": query}})
+
+
+WORKFLOW_RULES = [
+    {"match": "Fact filtering", "text": '{"fact": [["water", "into", "red mug"]]}'},
+    {"match": "Caption ranking", "text": '["10sec@20-30", "30sec@0-30"]'},
+    {"match": "Give only the letter", "text": "B"},
+    {"match": "Memory: visual", "text": '{"decision": "answer"}'},
+    {"match": "Memory: semantic", "text": _search("visual", "DAY1 00:00:05 - DAY1 00:00:12")},
+    {"match": "Memory: episodic", "text": _search("semantic", "red mug")},
+    {"match": "Round history:\n[]", "text": _search("episodic", "hot water red mug")},
+]
+
+
+def run_workflow(tmp_path, clip, config, rules, **method):
+    video, info = clip
+    script = _scripted(tmp_path, "agent", rules)
+    stage = {"seed": 0, "method": {"name": "worldmm", **METHOD, **method},
+             "model": {"name": "agent", **script},
+             "memory": {"memory": {"captioner": "perception"}},
+             "memory_system": {"name": "worldmm", **config}}
+    table = tmp_path / "captions.parquet"
+    write_table(to_frame([], MemoryRow), table, MemoryRow)
+    inputs = MemoryInputs(table, video, None, None, None, tmp_path / "captions", tmp_path / "store")
+    row = answer_video(to_frame([QUESTION], Question), info, stage, memory=inputs).row(0, named=True)
+    return row, _calls(script)
+
+
+def test_the_workflow_searches_each_memory_type_then_answers_from_texts_and_frames(tmp_path, clip, bag_of_words):
+    visual = {"start_s": np.arange(0, 50, 10.0), "end_s": np.arange(10, 60, 10.0),
+              "vectors": np.eye(5, dtype=np.float32), "embedder": "release", "model_config": None}
+    hand_made_store(tmp_path / "store", bag_of_words, visual=visual)
+    row, calls = run_workflow(tmp_path, clip, bag_of_words, WORKFLOW_RULES)
+    trace = json.loads(row["trace"])
+    assert row["pred"] == "B" and row["correct"] and row["error"] is None
+    assert trace["actions"] == ["search", "search", "search", "answer"]
+    assert [r.get("memory_type") for r in trace["rounds"][:3]] == ["episodic", "semantic", "visual"]
+    assert trace["rounds"][2]["images"] == 7  # 1 fps over 5–10 s and 10–12 s
+    controller = [c for c in calls if c["purpose"] == "control"]
+    assert len(controller) == 4
+    assert all(not any(isinstance(p, dict) for m in c["payload"]["messages"] for p in m["content"]) for c in controller)
+    last = _prompt_text(controller[-1])
+    assert "### Round 3\nDecision: search\nMemory: visual\nSearch Query: DAY1 00:00:05 - DAY1 00:00:12\n" \
+           "Retrieved:\n[7 images from 2 clips]" in last
+    assert "Memory: episodic\nSearch Query: hot water red mug\nRetrieved:\n[DAY1 00:00:20 - DAY1 00:00:30]\n" \
+           "I pour hot water into the red mug." in last
+    qa = [c for c in calls if c["purpose"] == "answer"][0]
+    user = qa["payload"]["messages"][1]["content"]
+    assert sum(isinstance(p, dict) and "image" in p for p in user) == 7
+    text = "".join(p for p in user if isinstance(p, str))
+    assert text.startswith(query_block(QUESTION) + "\n\nContext:\n[DAY1 00:00:20 - DAY1 00:00:30]")
+    assert "(red mug, belongs to, I)" in text and text.rstrip().endswith(PROMPTS["qa_final"].text.strip())
+    assert qa["payload"]["messages"][0]["content"] == [PROMPTS["qa_system"].text.strip()]
+    for role in ("controller_system", "controller"):
+        for line in PROMPTS[role].text.splitlines():
+            fixed = [part for part in re.split(r"\$\{?\w+\}?", line) if part.strip()]
+            assert all(part.strip() in _prompt_text(controller[0]) for part in fixed), (role, line)
+    # The store's W8 and W9 calls went through the method's backend and are booked on the question.
+    assert {c["purpose"] for c in calls} == {"control", "answer", "worldmm:fact_filter", "worldmm:rank"}
+    assert row["n_llm_calls"] + row["n_vlm_calls"] == len(calls) and row["n_vlm_calls"] == 1
+
+
+def test_failed_calls_and_bad_searches_are_errors_that_end_the_loop(tmp_path, clip, bag_of_words):
+    hand_made_store(tmp_path / "store", bag_of_words)
+    rules = [{"match": "Give only the letter", "text": "The answer is D."},
+             {"match": "Round history", "text": _search("audio", "x")}]
+    row, calls = run_workflow(tmp_path, clip, bag_of_words, rules, max_errors=3)
+    trace = json.loads(row["trace"])
+    assert trace["actions"] == ["error"] * 3 and trace["errors"] == 3 and row["pred"] == "D"
+    assert "unknown memory type 'audio'" in trace["rounds"][0]["error"]
+    # An unreadable reply is an answer decision: one controller call, then the QA call.
+    (tmp_path / "b").mkdir()
+    hand_made_store(tmp_path / "b" / "store", bag_of_words)
+    rules = [{"match": "Give only the letter", "text": "A"}, {"match": "Round history", "text": "hmm"}]
+    row, calls = run_workflow(tmp_path / "b", clip, bag_of_words, rules)
+    assert json.loads(row["trace"])["actions"] == ["answer"] and [c["purpose"] for c in calls] == ["control", "answer"]
+    # Failed controller calls: five errors end the loop (the default max_errors), the QA call still runs.
+    (tmp_path / "c").mkdir()
+    hand_made_store(tmp_path / "c" / "store", bag_of_words)
+    rules = [{"match": "Give only the letter", "text": "C"}, {"match": "Round history", "error": "server down"}]
+    row, calls = run_workflow(tmp_path / "c", clip, bag_of_words, rules)
+    trace = json.loads(row["trace"])
+    assert trace["actions"] == ["error"] * 5 and row["pred"] == "C" and "server down" in row["error"]
