@@ -710,3 +710,33 @@ def test_failed_calls_and_bad_searches_are_errors_that_end_the_loop(tmp_path, cl
     row, calls = run_workflow(tmp_path / "c", clip, bag_of_words, rules)
     trace = json.loads(row["trace"])
     assert trace["actions"] == ["error"] * 5 and row["pred"] == "C" and "server down" in row["error"]
+
+
+def test_memory_search_and_its_agents_read_the_worldmm_store_through_the_interface(tmp_path, clip, bag_of_words):
+    """``memory_search@worldmm``: the search names a memory type, the store renders its items WorldMM's way and
+    its anchored items are the visual candidates; W8/W9 go through the method's backend."""
+    hand_made_store(tmp_path / "store", bag_of_words)
+    rules = [{"match": "Fact filtering", "text": '{"fact": [["water", "into", "red mug"]]}'},
+             {"match": "Caption ranking", "text": '["10sec@20-30"]'},
+             {"match": "I pour hot water into the red mug.", "text": json.dumps(
+                 {"action": "answer", "rationale": "seen", "answer": "B"})},
+             {"match": "search, answer", "text": json.dumps(
+                 {"action": "search", "rationale": "x", "query": "hot water red mug", "memory_type": "episodic"})}]
+    method = {"implementation": "memory_search", "approach": "persistent_memory", "uses_model": True,
+              "uses_memory": True, "max_rounds": 5, "top_k": 3, "json_retries": 1, "prompts": "memory_search"}
+    video, info = clip
+    script = _scripted(tmp_path, "agent", rules)
+    stage = {"seed": 0, "method": {"name": "memory_search", **method}, "model": {"name": "agent", **script},
+             "memory": {"memory": {"captioner": "perception"}}, "memory_system": {"name": "worldmm", **bag_of_words}}
+    table = tmp_path / "captions.parquet"
+    write_table(to_frame([], MemoryRow), table, MemoryRow)
+    inputs = MemoryInputs(table, video, None, None, None, tmp_path / "captions", tmp_path / "store")
+    row = answer_video(to_frame([QUESTION], Question), info, stage, memory=inputs).row(0, named=True)
+    calls = _calls(script)
+    trace = json.loads(row["trace"])
+    assert row["pred"] == "B" and trace["actions"] == ["search", "answer"]
+    assert trace["rounds"][0]["memory_type"] == "episodic" and trace["retriever"] == "hipporag_ppr"
+    second = _prompt_text([c for c in calls if c["purpose"].startswith("control")][-1])
+    assert "[DAY1 00:00:20 - DAY1 00:00:30]\nI pour hot water into the red mug." in second
+    assert "- c1 [20, 30] s, valid_absolute_sec [0, " in second
+    assert {"worldmm:fact_filter", "worldmm:rank"} <= {c["purpose"] for c in calls}
