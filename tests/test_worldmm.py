@@ -199,6 +199,21 @@ def test_build_on_a_generated_clip_with_scripted_models(tmp_path, clip, bag_of_w
     assert len(_calls(llm)) == before and len(_calls(captioner)) == 12
 
 
+def test_a_failed_clip_leaves_no_caption_and_every_question_books_it(tmp_path, clip, bag_of_words):
+    llm = _scripted(tmp_path, "llm", BUILD_RULES)
+    request, captioner = build_request(tmp_path, clip, bag_of_words, {
+        "summariser": ("scripted_llm", llm), "extractor": ("scripted_llm", llm)})
+    Path(captioner["script"]).write_text(json.dumps({"match": "from 50", "error": "decoder hiccup"}) + "\n"
+                                         + json.dumps({"text": "I hold a red mug."}) + "\n")
+    WorldMMStore.build(request)
+    store = WorldMMStore.open(request.out_dir, bag_of_words, request.video)
+    starts = [i.start_s for i in store.items("10sec")]
+    assert len(starts) == 11 and 50 not in starts
+    assert store.question_counts() == {"failed_captions": 1}
+    # The first semantic group is the first 10 captions that exist, so its key is 110 s.
+    assert [key for key, _ in store.snapshots] == [110.0, 120.0]
+
+
 def test_a_build_without_a_summariser_says_which_role_is_missing(tmp_path, clip, bag_of_words):
     request, _ = build_request(tmp_path, clip, bag_of_words, {"summariser": None, "extractor": None})
     with pytest.raises(ValueError, match="models.summariser"):

@@ -912,6 +912,16 @@ class WorldMMStore(MemoryStore):
     def retriever(self) -> str:
         return "hipporag_ppr"
 
+    def record(self) -> dict[str, Any]:
+        """The store's ``config.yaml``: how it was built or imported, its substitutions and counts."""
+        path = self.folder / CONFIG
+        return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+
+    def question_counts(self) -> dict[str, int]:
+        """Every question over this store books its 10-s clips that have no caption (``failed_captions``), as
+        questions over the caption store do: a memory with holes shows on every row that read it."""
+        return {"failed_captions": int((self.record().get("counts") or {}).get("failed_captions", 0))}
+
     def items(self, level: str | None = None) -> list[MemoryItem]:
         chosen = [i for i in self._items if level is None or i.level == level]
         return sorted(chosen, key=lambda i: (not i.anchored, i.start_s or 0.0, i.end_s or 0.0, i.level, i.item_id))
@@ -1117,8 +1127,7 @@ class WorldMMStore(MemoryStore):
         if getattr(self, "_tower", None) is None:
             from senri.memory.visual_embedder import open_text_tower
 
-            record = yaml.safe_load((self.folder / CONFIG).read_text()) if (self.folder / CONFIG).is_file() else {}
-            self._tower = open_text_tower(((record or {}).get("embedder_model") or {}).get("config"))
+            self._tower = open_text_tower((self.record().get("embedder_model") or {}).get("config"))
         return self._tower
 
     def summary(self) -> dict[str, Any]:
