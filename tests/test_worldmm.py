@@ -416,7 +416,7 @@ def test_visual_memory_is_skipped_without_an_embedder(tmp_path, bag_of_words):
     context = SearchContext()
     assert store.search("DAY1 00:00:05 - DAY1 00:00:15", 3, memory_type="visual", context=context) == []
     assert context.notes == ["visual memory skipped (no embedder configured)"]
-    with pytest.raises(ValueError, match="no memory type 'audio'"):
+    with pytest.raises(ValueError, match="memory_type 'audio' is not one of"):
         store.search("x", 3, memory_type="audio")
 
 

@@ -436,6 +436,9 @@ def base_captions(request: BuildRequest, config: Mapping[str, Any], instruction:
     from senri.captioners.base import Clip
     from senri.memory.hierarchy import open_service, split
 
+    if request.media is None or request.caption_cache is None:
+        raise ValueError(f"memory system worldmm: building {request.video.video_id} needs the video's media and the "
+                         f"caption cache (BuildRequest.media / caption_cache) to caption it at 10 s")
     base = config.get("base") or {}
     clip_s, fps = float(base.get("clip_s", 10)), float(base.get("fps", 1))
     spans = split(0.0, float(request.video.duration_s), clip_s)
@@ -940,14 +943,14 @@ class WorldMMStore(MemoryStore):
     def search(self, query: str, k: int, exclude: Collection[str] = (), memory_type: str | None = None,
                context: SearchContext | None = None) -> list[MemoryItem]:
         context = context or SearchContext()
+        self.check_memory_type(memory_type)
         kind = memory_type or str(self.config.get("default_memory_type", KIND_EPISODIC))
-        if kind == KIND_EPISODIC:
-            return self.search_episodic(query, k, exclude, context)
-        if kind == KIND_SEMANTIC:
-            return self.search_semantic(query, k, exclude, context)
-        if kind == KIND_VISUAL:
-            return self.search_visual(query, k, exclude, context)
-        raise ValueError(f"WorldMM has no memory type {memory_type!r}; it has {', '.join(self.memory_types)}")
+        search = {KIND_EPISODIC: self.search_episodic, KIND_SEMANTIC: self.search_semantic,
+                  KIND_VISUAL: self.search_visual}.get(kind)
+        if search is None:
+            raise ValueError(f"memory_system.worldmm.default_memory_type: {kind!r} is not one of "
+                             f"{', '.join(self.memory_types)}")
+        return search(query, k, exclude, context)
 
     # ---------------------------------------------------------------------------------------- episodic
     def _visible(self, item: MemoryItem, t: float | None) -> bool:
