@@ -70,8 +70,9 @@ class WorldMMWorkflow(MemorySearch):
     """WorldMM's control loop (see the module docstring); its memory system is pinned to ``worldmm``."""
 
     default_prompts: ClassVar[str] = "worldmm"
-    extra_code: ClassVar[tuple[str, ...]] = (*MemorySearch.extra_code, "memory/worldmm.py", "memory/ppr.py",
-                                             "memory/visual_embedder.py", "methods/worldmm.py")
+    #: Besides this module: MemorySearch's (the store opening and ``ask`` hooks), the store and its PageRank.
+    extra_code: ClassVar[tuple[str, ...]] = (*MemorySearch.extra_code, "methods/agent.py", "memory/worldmm.py",
+                                             "memory/ppr.py", "memory/visual_embedder.py")
 
     def __init__(self, context: RunContext) -> None:
         super().__init__(context)
