@@ -353,7 +353,15 @@ def test_episodic_search_pools_granularities_ranks_by_w9_and_drops_seen_texts(tm
     context = SearchContext(ask=ask)
     found = store.search("kettle water", 3, memory_type="episodic", context=context)
     assert [i.item_id for i in found][:2] == ["3min@0-180", "10sec@30-40"]
-    assert len(found) == 3
+    # The shortfall is filled by score: the best-scored pool entry the ranking did not name.
+    qv = store.encoder.encode(["kettle water"])[0]
+    episodic = bag_of_words["episodic"]
+    pool = [entry for level in episodic["granularities"] for entry in store.index(level, None).retrieve(
+        "kettle water", qv, int(episodic["k"].get(level, episodic["default_k"])), episodic,
+        lambda q, facts: [("I", "fill", "kettle")], [], level)]
+    assert len(pool) == 8
+    best_rest = max((e for e in pool if e[0].item_id not in ("3min@0-180", "10sec@30-40")), key=lambda e: e[1])
+    assert len(found) == 3 and found[2].item_id == best_rest[0].item_id
     rank_prompt = [r for r in sent if r.purpose == "worldmm:rank"][0].messages[0].plain_text()
     listed = json.loads(re.search(r"time span\):\n(.*)\n\nChoose", rank_prompt, re.S).group(1))
     assert len(listed) == 8 and {"id", "granularity", "start_time", "end_time", "text"} <= set(listed[0])
@@ -487,6 +495,22 @@ def test_import_of_a_release_folder(tmp_path, bag_of_words):
     store = WorldMMStore.open(request.out_dir, replicate, _Video())
     clips = store.search("DAY1 00:00:15 - DAY1 00:00:25", 3, memory_type="visual")
     assert [(c.start_s, c.end_s) for c in clips] == [(5, 10), (0, 5)]
+
+
+def test_an_import_indexes_the_levels_without_openie_with_the_retriever_model(tmp_path, bag_of_words):
+    root = write_release(tmp_path / "release")
+    llm = _scripted(tmp_path, "llm", BUILD_RULES)
+    request = BuildRequest(video=_Video(), system="worldmm", system_config=bag_of_words, memory_config={},
+                           out_dir=tmp_path / "store", models={"retriever": ("scripted_llm", llm)},
+                           response_cache=tmp_path / "responses.sqlite")
+    WorldMMStore.import_release(root, request)
+    store = WorldMMStore.open(request.out_dir, bag_of_words, _Video())
+    for level in ("30sec", "3min", "10min"):
+        assert store.triples[store.items(level)[0].item_id] == [("I", "hold", "red mug")]
+    assert store.triples["10sec@0-10"] == [("I", "handle", "mug")]  # the release's own OpenIE is kept
+    record = yaml.safe_load((request.out_dir / "config.yaml").read_text())
+    assert record["models"] == {"retriever": "scripted_llm"} and "unindexed_captions" not in record["counts"]
+    assert {c["purpose"] for c in _calls(llm)} == {"worldmm:ner", "worldmm:triples"}
 
 
 def test_a_pickle_that_would_run_code_is_refused(tmp_path, bag_of_words):
