@@ -779,3 +779,28 @@ def test_memory_search_and_its_agents_read_the_worldmm_store_through_the_interfa
     assert "[DAY1 00:00:20 - DAY1 00:00:30]\nI pour hot water into the red mug." in second
     assert "- c1 [20, 30] s, valid_absolute_sec [0, " in second
     assert {"worldmm:fact_filter", "worldmm:rank"} <= {c["purpose"] for c in calls}
+
+
+def test_answer_jobs_embed_only_their_queries(tmp_path, bag_of_words):
+    """The store's texts are embedded once at build time; opening and searching embeds just the query, and a
+    store opened with another encoder re-embeds instead of mixing vector spaces."""
+    hand_made_store(tmp_path / "store", bag_of_words)
+
+    class Counting(BagOfWords):
+        encoded: list[str] = []
+
+        def encode(self, texts):
+            Counting.encoded += list(texts)
+            return super().encode(texts)
+
+    store = WorldMMStore(tmp_path / "store", bag_of_words, None, encoder=Counting())
+    store.search("kettle water", 3, memory_type="semantic")
+    store.search("kettle water", 3, memory_type="episodic")
+    assert Counting.encoded == ["kettle water", "kettle water"]
+
+    class Other(Counting):
+        name = "another-encoder"
+
+    Counting.encoded = []
+    WorldMMStore(tmp_path / "store", bag_of_words, None, encoder=Other()).search("kettle", 3, memory_type="semantic")
+    assert len(Counting.encoded) > 1  # the snapshot's triples embedded again with the other encoder

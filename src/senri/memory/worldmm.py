@@ -232,37 +232,44 @@ def open_text_encoder(config: Mapping[str, Any]) -> TextEncoder:
     return TEXT_ENCODERS[name]()
 
 
+def text_digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
 class TextVectors:
     """Text → vector, computed once per text: saved into the store folder at build time (so answer jobs only
-    embed their queries) and recomputed there only when the store was built with another encoder."""
+    embed their queries) and recomputed there only when the store was built with another encoder. Texts are
+    keyed by their sha256 (a fixed-width key array: the file loads without pickles, however long a summary)."""
 
     def __init__(self, encoder: TextEncoder, known: Mapping[str, np.ndarray] | None = None) -> None:
         self.encoder = encoder
         self.known: dict[str, np.ndarray] = dict(known or {})
 
     def matrix(self, texts: Sequence[str]) -> np.ndarray:
-        missing = list(dict.fromkeys(t for t in texts if t not in self.known))
+        keys = [text_digest(t) for t in texts]
+        missing = list(dict.fromkeys((k, t) for k, t in zip(keys, texts) if k not in self.known))
         if missing:
-            for text, vector in zip(missing, self.encoder.encode(missing)):
-                self.known[text] = np.asarray(vector, dtype=np.float32)
+            for (key, _), vector in zip(missing, self.encoder.encode([t for _, t in missing])):
+                self.known[key] = np.asarray(vector, dtype=np.float32)
         if not texts:
-            return np.zeros((0, 1), dtype=np.float32)
-        return np.stack([self.known[t] for t in texts])
+            width = next(iter(self.known.values())).shape[0] if self.known else 1
+            return np.zeros((0, width), dtype=np.float32)
+        return np.stack([self.known[k] for k in keys])
 
     def save(self, path: Path) -> None:
-        texts = sorted(self.known)
-        vectors = np.stack([self.known[t] for t in texts]) if texts else np.zeros((0, 1), dtype=np.float32)
-        np.savez(path, texts=np.array(texts, dtype=object), vectors=vectors, encoder=np.array(self.encoder.name))
+        keys = sorted(self.known)
+        vectors = np.stack([self.known[k] for k in keys]) if keys else np.zeros((0, 1), dtype=np.float32)
+        np.savez(path, keys=np.array(keys, dtype="<U32"), vectors=vectors, encoder=np.array(self.encoder.name))
 
     @classmethod
     def load(cls, path: Path, encoder: TextEncoder) -> "TextVectors":
         if not path.is_file():
             return cls(encoder)
-        with np.load(path, allow_pickle=True) as data:
+        with np.load(path, allow_pickle=False) as data:
             if str(data["encoder"]) != encoder.name:
                 log.warning("%s was embedded with %s, not %s: re-embedding", path, data["encoder"], encoder.name)
                 return cls(encoder)
-            return cls(encoder, dict(zip((str(t) for t in data["texts"]), data["vectors"])))
+            return cls(encoder, dict(zip((str(k) for k in data["keys"]), data["vectors"])))
 
 
 # =============================================================================================== builder LLM
