@@ -804,3 +804,8 @@ def test_answer_jobs_embed_only_their_queries(tmp_path, bag_of_words):
     Counting.encoded = []
     WorldMMStore(tmp_path / "store", bag_of_words, None, encoder=Other()).search("kettle", 3, memory_type="semantic")
     assert len(Counting.encoded) > 1  # the snapshot's triples embedded again with the other encoder
+    # A vector file of another layout (an older store) is re-embedded, not misread.
+    np.savez(tmp_path / "store" / "text_vectors.npz", texts=np.array(["x"]), vectors=np.ones((1, 3)))
+    Counting.encoded = []
+    WorldMMStore(tmp_path / "store", bag_of_words, None, encoder=Counting()).search("kettle", 3, memory_type="semantic")
+    assert len(Counting.encoded) > 1

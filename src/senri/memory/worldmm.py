@@ -266,6 +266,9 @@ class TextVectors:
         if not path.is_file():
             return cls(encoder)
         with np.load(path, allow_pickle=False) as data:
+            if not {"keys", "vectors", "encoder"} <= set(data.files):
+                log.warning("%s is not a text-vector table of this version: re-embedding", path)
+                return cls(encoder)
             if str(data["encoder"]) != encoder.name:
                 log.warning("%s was embedded with %s, not %s: re-embedding", path, data["encoder"], encoder.name)
                 return cls(encoder)
