@@ -277,9 +277,9 @@ def test_without_a_model_a_store_takes_its_no_llm_path_and_says_so():
 def test_an_unknown_store_names_the_system_and_the_registered_ones():
     from senri.registry import RegistryError
 
-    with pytest.raises(RegistryError, match=r"memory system 'worldmm': store 'worldmm' is not registered "
-                                            r"\(known: captions"):
-        store_class("worldmm")
+    with pytest.raises(RegistryError, match=r"memory system 'no_such_system': store 'no_such_system' is not "
+                                            r"registered \(known: captions"):
+        store_class("no_such_system")
     assert store_class("fake_store:TableStore", "fake") is TableStore
     with pytest.raises(TypeError, match="not a MemoryStore subclass"):
         store_class("fake_store:write_items", "fake")

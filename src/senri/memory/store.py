@@ -197,6 +197,7 @@ class MemoryStore(ABC):
 #: pipeline builds) ``build(request)`` classmethods.
 MEMORY_SYSTEMS = Registry("memory system")
 MEMORY_SYSTEMS.register("captions", "senri.memory.captions:CaptionStore")
+MEMORY_SYSTEMS.register("worldmm", "senri.memory.worldmm:WorldMMStore")
 
 
 def store_class(store: str, system: str | None = None) -> type[MemoryStore]:

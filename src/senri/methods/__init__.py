@@ -18,3 +18,4 @@ METHODS.register("senri_agent_no_pv", "senri.methods.agent:SenriAgentNoParallelV
 METHODS.register("senri_agent_no_wm", "senri.methods.agent:SenriAgentNoWorkingMemory")
 METHODS.register("videoarm", "senri.methods.videoarm:VideoARM")
 METHODS.register("videoarm_text_only", "senri.methods.videoarm:VideoARMTextOnly")
+METHODS.register("worldmm", "senri.methods.worldmm:WorldMMWorkflow")
