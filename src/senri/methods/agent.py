@@ -246,6 +246,12 @@ class MemorySearch(Method):
         store_cls = store_class(str(settings.get("store") or context.memory_system), context.memory_system)
         return store_cls.open(context.memory_store or context.memory, settings, context.video)
 
+    def summary(self) -> str | None:
+        """The job log's line about the memory read: its system, retriever and items per kind and level."""
+        info = self.store.summary()
+        items = ", ".join(f"{k} {v}" for k, v in sorted(info["items"].items())) or "no items"
+        return f"memory {self.context.memory_system} (retriever {info['retriever']}): {items}"
+
     def _search_context(self, ep: Episode) -> SearchContext:
         """What a store's retriever may use: the question, the question's tally, and ``ask`` — one LLM call
         through the method's backend (the job's response cache), booked in the question's tally and listed
