@@ -433,9 +433,9 @@ def test_a_pinned_system_runs_under_the_method_s_own_name(tmp_path):
 def test_an_unregistered_system_is_a_config_error_naming_it():
     from senri import config as senri_config
 
-    with pytest.raises(senri_config.ConfigError, match=r"config.memory_system.worldmm.store: memory system "
-                                                       r"'worldmm' is not registered \(known: captions"):
-        _compose("+memory_system.worldmm={store:worldmm,import_dir:null,models:{}}")
+    with pytest.raises(senri_config.ConfigError, match=r"config.memory_system.no_such_system.store: memory system "
+                                                       r"'no_such_system' is not registered \(known: captions"):
+        _compose("+memory_system.no_such_system={store:no_such_system,import_dir:null,models:{}}")
     with pytest.raises(senri_config.ConfigError, match="config.memory_system.captions.import_dir"):
         _compose("memory_system.captions.import_dir=/somewhere")
 
