@@ -33,7 +33,8 @@ os.environ.update(PYTHONPATH=os.pathsep.join(p for p in (str(SENRI_SRC), os.envi
 
 wildcard_constraints:
     video_id=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
-    method=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    method=r"[A-Za-z0-9][A-Za-z0-9_.-]*(@[A-Za-z0-9][A-Za-z0-9_.-]*)?",  # <method>@<system>: over a memory system
+    system=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     model=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     plan=r"[A-Za-z0-9][A-Za-z0-9_-]*",
     captioner=re.escape(SENRI["memory"]["captioner"]),  # the memory stage runs the configured captioner only
@@ -121,7 +122,9 @@ def answer_config(wildcards):
 
 def answer_code(wildcards):
     backend = SENRI["model"].get(wildcards.model, {}).get("backend")
-    return senri_workflow.code_digest("answer", SENRI["method"][wildcards.method]["implementation"], backend)
+    system = senri_workflow.method_memory_system(SENRI, wildcards.method)
+    store = senri_workflow.memory_system_store(SENRI, system) if system else None
+    return senri_workflow.code_digest("answer", SENRI["method"][wildcards.method]["implementation"], backend, store)
 
 
 def answer_inputs(wildcards):
@@ -136,7 +139,27 @@ def answer_media_options(wildcards, input):
     options = [f"--{option} {input[name]}" for name, option in names.items() if name in input.keys()]
     if "memory" in input.keys():
         options.append(f"--caption-cache {senri_workflow.caption_cache_dir(SENRI, wildcards.video_id)}")
+    if "store" in input.keys():
+        options.append(f"--memory-store {input['store']}")
     return " ".join(options)
+
+
+def memory_system_config(wildcards):
+    return senri_config.canonical_json(senri_config.stage_slice(SENRI, "memory_system", system=wildcards.system))
+
+
+def memory_system_code(wildcards):
+    return senri_workflow.code_digest("memory_system",
+                                      memory_store=senri_workflow.memory_system_store(SENRI, wildcards.system))
+
+
+def memory_system_inputs(wildcards):
+    return senri_workflow.memory_system_inputs(SENRI, wildcards.video_id)
+
+
+def memory_system_action(wildcards):
+    """``import`` when the system's config names a release folder (``import_dir``), else ``build``."""
+    return "import" if senri_config.memory_systems(SENRI)[wildcards.system].get("import_dir") else "build"
 
 
 def answer_threads(wildcards):

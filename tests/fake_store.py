@@ -19,6 +19,7 @@ from typing import Any, Collection, Mapping
 
 import numpy as np
 import polars as pl
+import yaml
 
 from senri.backends.base import ChatRequest, Message
 from senri.memory.retrieval import BM25
@@ -29,10 +30,14 @@ ITEM_SCHEMA = {"item_id": pl.Utf8, "kind": pl.Utf8, "text": pl.Utf8, "start_s": 
                "description": pl.Utf8, "level": pl.Utf8, "score": pl.Float64}
 
 
-def write_items(items: list[MemoryItem], out_dir: Path, config: Mapping[str, Any]) -> None:
+def write_items(items: list[MemoryItem], out_dir: Path, notes: Mapping[str, Any] | None = None) -> None:
+    """The items table; ``notes`` are added to the folder's ``config.yaml`` (the job wrote the slice there)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     pl.DataFrame([asdict(i) for i in items], schema=ITEM_SCHEMA).write_parquet(out_dir / "items.parquet")
-    (out_dir / "config.yaml").write_text(json.dumps(dict(config), sort_keys=True) + "\n")
+    if notes:
+        path = out_dir / "config.yaml"
+        recorded = yaml.safe_load(path.read_text()) if path.is_file() else {}
+        path.write_text(yaml.safe_dump({**recorded, **notes}, sort_keys=True))
 
 
 def _seconds(value: Any, file: Path, field: str) -> float:
@@ -60,14 +65,32 @@ class TableStore(MemoryStore):
             raise ValueError(f"{path}: field {missing[0]!r} missing")
         return cls([MemoryItem(**row) for row in table.iter_rows(named=True)])
 
+    #: The base scale this system captions at itself (through the shared caption service), like WorldMM's 10 s.
+    base_s = 10.0
+
     @classmethod
     def build(cls, request: BuildRequest) -> None:
+        """Episodic items from the caption table plus this system's own base-scale captions (the configured
+        captioner through the shared caption cache), one semantic item per caption-table row."""
+        from senri.captioners.base import Clip
+        from senri.memory.hierarchy import coarse_instruction, open_service, split
+
         table = read_table(request.captions, MemoryRow).sort("start_s")
         items = []
         for n, row in enumerate(table.iter_rows(named=True)):
             items.append(MemoryItem(f"e{n}", "episodic", row["text"], row["start_s"], row["end_s"], level="30sec"))
             items.append(MemoryItem(f"s{n}", "semantic", f"fact: {row['text']}"))
-        write_items(items, request.out_dir, {**request.system_config, "built_from": str(request.captions)})
+        service = open_service(request.memory_config, request.media, request.caption_cache)
+        try:
+            instruction = coarse_instruction(request.memory_config["memory"])
+            clips = [Clip(s, e, 1.0, instruction, "fine")
+                     for s, e in split(0.0, request.video.duration_s, cls.base_s)]
+            base = service.captions(clips)
+        finally:
+            service.close()
+        items += [MemoryItem(f"b{n}", "episodic", row.text, row.start_s, row.end_s, level="10sec")
+                  for n, row in enumerate(base) if row.text]
+        write_items(items, request.out_dir, {"built_from": str(request.captions), "base_captions": len(base)})
 
     @classmethod
     def import_release(cls, import_dir: Path, request: BuildRequest) -> None:
@@ -83,7 +106,7 @@ class TableStore(MemoryStore):
                                     _seconds(episode.get("start"), file, f"episodes[{n}].start"),
                                     _seconds(episode.get("end"), file, f"episodes[{n}].end"), level="30sec"))
         items += [MemoryItem(f"s{n}", "semantic", str(fact)) for n, fact in enumerate(release.get("facts") or [])]
-        write_items(items, request.out_dir, {**request.system_config, "imported_from": str(import_dir)})
+        write_items(items, request.out_dir, {"imported_from": str(import_dir)})
 
     def search(self, query: str, k: int, exclude: Collection[str] = (), memory_type: str | None = None,
                context: SearchContext | None = None) -> list[MemoryItem]:

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -102,6 +103,7 @@ def run_scenarios(out: Path) -> dict[str, Any]:
                  "memory": {"memory": {"captioner": "perception"}}}
         inputs = MemoryInputs(memories[variant], video, None, None, None, out / f"{name}.captions")
         frame = answer_video(to_frame([QUESTION, SECOND], Question), info, stage, memory=inputs)
+        assert (frame["memory"] == "captions/perception").all()  # the one column that changed: the system's name
         rows = []
         for row in frame.iter_rows(named=True):
             row = {k: v for k, v in row.items() if k not in CLOCK_FIELDS and k != "memory"}
@@ -173,9 +175,10 @@ FAKE_CONTROLLER = [
     {"match": "[episodic] I pick up", "text": json.dumps({"action": "answer", "rationale": "seen", "answer": "C"})},
     {"match": "[semantic]", "text": json.dumps({"action": "search", "rationale": "when", "query": "pick up figure",
                                                 "memory_type": "episodic"})},
-    {"match": "a search needs a memory_type", "text": json.dumps(
+    {"match": "memory_type must be one of", "text": json.dumps(
         {"action": "search", "rationale": "facts", "query": "figure shelf", "memory_type": "semantic"})},
-    {"match": "search, answer", "text": json.dumps({"action": "search", "rationale": "x", "query": "figure"})},
+    {"match": "search, answer", "text": json.dumps({"action": "search", "rationale": "x", "query": "figure",
+                                                    "memory_type": "visual"})},
 ]
 
 
@@ -191,13 +194,11 @@ class ChainWorkflow(MemorySearch):
                            max_tokens=32, purpose="qa")
 
 
-METHODS.register("test_chain_workflow", "test_memory_store:ChainWorkflow")
-
 
 def _fake_run(tmp_path: Path, shop_clip, method: str, implementation: str) -> tuple[dict, list[dict]]:
     video, info = shop_clip
     folder = tmp_path / "store"
-    write_items(FAKE_ITEMS, folder, {"store": "fake_store:TableStore"})
+    write_items(FAKE_ITEMS, folder)
     script, record = tmp_path / "script.jsonl", tmp_path / "calls.jsonl"
     script.write_text("".join(json.dumps(r) + "\n" for r in FAKE_CONTROLLER))
     stage = {"seed": 0,
@@ -225,11 +226,11 @@ def _user_text(call: dict) -> str:
 
 
 def test_memory_search_reads_a_typed_store_through_the_interface(tmp_path, shop_clip):
-    """A search names a memory type; an item without an interval is a text memory and no visual candidate;
+    """A search may name a memory type (an unknown one is an invalid action); an item without an interval is a text memory and no visual candidate;
     the store's own model call goes through ``SearchContext.ask`` and is booked on the question."""
     row, calls = _fake_run(tmp_path, shop_clip, "memory_search", "memory_search")
     trace = json.loads(row["trace"])
-    assert row["pred"] == "C" and row["error"] is None
+    assert row["pred"] == "C" and row["error"] is None and row["memory"] == "fake/perception"
     assert trace["actions"] == ["malformed", "search", "search", "answer"]
     semantic, episodic = trace["rounds"][1], trace["rounds"][2]
     assert semantic["memory_type"] == "semantic" and semantic["notes"] == ["ranked by the model: '1, 0'"]
@@ -243,14 +244,15 @@ def test_memory_search_reads_a_typed_store_through_the_interface(tmp_path, shop_
     after_episodic = next(_user_text(c) for c in controller if "[episodic]" in _user_text(c))
     assert "- c1 [60, 90] s, valid_absolute_sec [0, " in after_episodic
     assert "I pick up a figure from a shelf." in after_episodic.split("Visual candidates")[1]
-    # The repair and the next round said what was missing: the memory type.
-    assert any("a search needs a memory_type, one of episodic, semantic" in _user_text(c) for c in controller)
+    # The next round said what was wrong: the memory type.
+    assert any("memory_type must be one of episodic, semantic (got 'visual')" in _user_text(c) for c in controller)
     ranks = [c for c in calls if c["purpose"] == "rank"]
     assert len(ranks) == 2 and [c["call"] for c in trace["calls"]].count("retrieve:rank") == 2
     assert row["n_llm_calls"] == len(calls)  # every call, the store's included, is booked on the question
 
 
-def test_a_workflow_s_round_context_and_final_qa_call(tmp_path, shop_clip):
+def test_a_workflow_s_round_context_and_final_qa_call(tmp_path, shop_clip, monkeypatch):
+    monkeypatch.setitem(METHODS._targets, "test_chain_workflow", "test_memory_store:ChainWorkflow")
     row, calls = _fake_run(tmp_path, shop_clip, "chain", "test_chain_workflow")
     trace = json.loads(row["trace"])
     assert row["pred"] == "B" and trace["rounds"][-1]["proposed"] == "C"
@@ -275,9 +277,313 @@ def test_without_a_model_a_store_takes_its_no_llm_path_and_says_so():
 def test_an_unknown_store_names_the_system_and_the_registered_ones():
     from senri.registry import RegistryError
 
-    with pytest.raises(RegistryError, match=r"memory system 'worldmm': store 'worldmm' is not registered "
-                                            r"\(known: captions"):
-        store_class("worldmm")
+    with pytest.raises(RegistryError, match=r"memory system 'no_such_system': store 'no_such_system' is not "
+                                            r"registered \(known: captions"):
+        store_class("no_such_system")
     assert store_class("fake_store:TableStore", "fake") is TableStore
     with pytest.raises(TypeError, match="not a MemoryStore subclass"):
         store_class("fake_store:write_items", "fake")
+
+
+# ------------------------------------------------------------------------------- through the Snakemake DAG
+
+def _snakemake(workdir: Path, overrides: str, *args: str) -> None:
+    import os
+    import subprocess
+
+    from conftest import REPO
+
+    env = dict(os.environ)
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    # The fake store's module lives in tests/: every job of the run imports it from there.
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir),
+                           "-c2", "--config", f"overrides={overrides}", *args],
+                          capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+    logs = "\n".join(f"--- {p}\n{p.read_text()[-3000:]}" for p in (workdir / "results/logs").rglob("*.log")
+                     if "memory_system" in str(p) or "answer" in str(p)) if (workdir / "results/logs").is_dir() else ""
+    assert proc.returncode == 0, f"snakemake failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}\n{logs}"
+
+
+@pytest.mark.workflow
+def test_senri_agent_runs_over_a_registered_store_through_the_dag(tmp_path):
+    """``memory_system=[fake]``: one store job per (system, captioner, video) built by the class's ``build``
+    from the caption table; ``senri_agent@fake`` and ``memory_search@fake`` read it; nothing runs over captions."""
+    import polars as pl
+    import yaml
+
+    script = tmp_path / "agent.jsonl"
+    verify = {"action": "verify", "checks": [{"target_context": "the sign in front of me", "objective": "read the sign",
+                                              "requirements": ["the sign is legible"], "windows": [[3, 9]]}]}
+    report = {"observation": "a sign", "evidence_moments": [0], "requirement_findings": {"R1": "a sign", "R2": "legible"},
+              "requirement_evidence_moments": {"R1": [0], "R2": [1]}}
+    rules = [{"match": "Rank these facts", "text": "0"},
+             {"match": "Update the working memory", "text": json.dumps({"note": "r1: a legible sign",
+                                                                        "selected_report_ids": ["r1"]})},
+             {"match": "Target context (R1)", "text": json.dumps(report)},
+             {"match": "[r1]", "text": json.dumps({"action": "answer", "answer": "B"})},
+             {"match": "This is the last round", "text": json.dumps({"action": "answer", "answer": "A"})},
+             {"match": "[episodic]", "text": json.dumps(verify)},
+             {"match": "search, verify, answer", "text": json.dumps({"action": "search", "query": "sign"})},
+             {"match": "search, answer", "text": json.dumps({"action": "search", "query": "sign"})}]
+    script.write_text("".join(json.dumps(r) + "\n" for r in rules))
+    overrides = ("dataset.demo.n_videos=1 dataset.demo.places_per_video=4 dataset.demo.turn_s=2 "
+                 "sampling.build=[] anonymize.stride=30 "
+                 "method=[memory_search,senri_agent] model=[] memory_system=[] "
+                 "+memory_system.fake={store:'fake_store:TableStore',import_dir:null,models:{}} "
+                 f"+model.agent={{backend:scripted,script:{script},concurrency:4,images:true}}")
+    _snakemake(tmp_path, overrides)
+    store = tmp_path / "results/memory_system/fake/perception/demo_01"
+    recorded = yaml.safe_load((store / "config.yaml").read_text())
+    assert recorded["config"]["memory_system"]["name"] == "fake"
+    assert recorded["built_from"] == "results/memory/perception/demo_01.parquet"
+    captions = pl.read_parquet(tmp_path / "results/memory/perception/demo_01.parquet")
+    n_questions = pl.read_parquet(tmp_path / "results/questions.parquet").height
+    items = pl.read_parquet(store / "items.parquet")
+    assert items.filter(pl.col("level") == "30sec").height == captions.height
+    # The builder captioned at its own 10-s scale through the shared caption service (and cache).
+    assert recorded["base_captions"] >= 5 and items.filter(pl.col("level") == "10sec").height >= 5
+    assert len(list((tmp_path / "results/cache/captions/perception/demo_01").rglob("*.json"))) > captions.height
+    assert sorted(p.name for p in (tmp_path / "results/predictions").iterdir()) == ["memory_search@fake",
+                                                                                    "senri_agent@fake"]
+    for run, expected in (("senri_agent@fake", ("search", "verify", "answer")),
+                          ("memory_search@fake", ("search",) * 5 + ("answer",))):
+        predictions = pl.read_parquet(tmp_path / f"results/predictions/{run}/agent/demo_01.parquet")
+        assert predictions.height == n_questions and (predictions["method"] == run).all()
+        assert (predictions["memory"] == "fake/perception").all()
+        assert predictions["error"].is_null().all()
+        traces = [json.loads(t) for t in predictions["trace"]]
+        assert {tuple(t["actions"]) for t in traces} == {expected}, run
+        assert all(t["retriever"] == "fake" for t in traces)
+        assert all("ranked by the model: '0'" in t["rounds"][0]["notes"] for t in traces)
+        sidecar = yaml.safe_load((tmp_path / f"results/predictions/{run}/agent/demo_01.config.yaml").read_text())
+        assert sidecar["config"]["memory_system"]["store"] == "fake_store:TableStore"
+    main = pl.read_parquet(tmp_path / "results/tables/main.parquet")
+    assert sorted(main["method"]) == ["memory_search@fake", "senri_agent@fake"]
+
+
+# ------------------------------------------------------------------------------------ config and planning
+
+FAKE = "+memory_system.fake={store:'fake_store:TableStore',import_dir:null,models:{},k:3}"
+
+
+def _compose(*overrides: str) -> dict:
+    from senri import config as senri_config
+
+    return senri_config.compose(["method=[random,memory_search,senri_agent]", "model=[smollm2]", *overrides])
+
+
+def test_each_memory_method_runs_once_per_selected_system_named_method_at_system():
+    from senri import config as senri_config
+
+    cfg = _compose(FAKE)
+    assert senri_config.runs(cfg) == [("random", "none"), ("memory_search", "smollm2"),
+                                      ("memory_search@fake", "smollm2"), ("senri_agent", "smollm2"),
+                                      ("senri_agent@fake", "smollm2")]
+    assert cfg["method"]["senri_agent@fake"]["memory_system"] == "fake"
+    assert cfg["method"]["senri_agent"]["memory_system"] == "captions"
+    answer = senri_config.stage_slice(cfg, "answer", method="senri_agent@fake", model="smollm2")
+    assert answer["memory_system"] == {"name": "fake", "store": "fake_store:TableStore", "import_dir": None,
+                                       "models": {}, "model_configs": {}, "k": 3}
+    assert "memory_system" not in senri_config.stage_slice(cfg, "answer", method="random", model="none")
+
+
+def test_switching_a_system_s_config_changes_only_its_runs_and_its_store_slices():
+    from senri import config as senri_config
+
+    before, after = _compose(FAKE), _compose(FAKE.replace("k:3", "k:5"))
+    runs = senri_config.runs(before)
+    changed = [run for run in runs if senri_config.stage_slice(before, "answer", method=run[0], model=run[1])
+               != senri_config.stage_slice(after, "answer", method=run[0], model=run[1])]
+    assert changed == [("memory_search@fake", "smollm2"), ("senri_agent@fake", "smollm2")]
+    assert (senri_config.stage_slice(before, "memory_system", system="fake")
+            != senri_config.stage_slice(after, "memory_system", system="fake"))
+    # Adding a system adds runs and leaves the captions runs' slices as they were.
+    alone = _compose()
+    for run in senri_config.runs(alone):
+        assert (senri_config.stage_slice(alone, "answer", method=run[0], model=run[1])
+                == senri_config.stage_slice(before, "answer", method=run[0], model=run[1]))
+
+
+def test_a_pinned_system_runs_under_the_method_s_own_name(tmp_path):
+    import shutil
+
+    from senri import config as senri_config
+
+    config_dir = tmp_path / "config"
+    shutil.copytree(senri_config.CONFIG_DIR, config_dir)
+    (config_dir / "memory_system" / "fake.yaml").write_text(
+        "# @package memory_system.fake\nstore: 'fake_store:TableStore'\nimport_dir: null\nmodels: {}\n")
+    workflow = (config_dir / "method" / "memory_search.yaml").read_text().replace(
+        "# @package method.memory_search", "# @package method.fake_workflow") + "memory_system: fake\n"
+    (config_dir / "method" / "fake_workflow.yaml").write_text(workflow)
+    cfg = senri_config.compose(["method=[memory_search,fake_workflow]", "model=[smollm2]"], config_dir=config_dir)
+    assert senri_config.runs(cfg) == [("memory_search", "smollm2"), ("fake_workflow", "smollm2")]
+    assert sorted(cfg["memory_system"]) == ["captions", "fake"]
+    from senri import workflow
+
+    assert workflow.answer_inputs(cfg, "fake_workflow", "smollm2", "v1")["store"] == \
+        "results/memory_system/fake/perception/v1"
+    (config_dir / "memory_system" / "fake.yaml").unlink()
+    with pytest.raises(senri_config.ConfigError, match=r"config.method.fake_workflow.memory_system: memory system "
+                                                       r"'fake' has no config"):
+        senri_config.compose(["method=[fake_workflow]", "model=[smollm2]"], config_dir=config_dir)
+
+
+def test_an_unregistered_system_is_a_config_error_naming_it():
+    from senri import config as senri_config
+
+    with pytest.raises(senri_config.ConfigError, match=r"config.memory_system.no_such_system.store: memory system "
+                                                       r"'no_such_system' is not registered \(known: captions"):
+        _compose("+memory_system.no_such_system={store:no_such_system,import_dir:null,models:{}}")
+    with pytest.raises(senri_config.ConfigError, match="config.memory_system.captions.import_dir"):
+        _compose("memory_system.captions.import_dir=/somewhere")
+
+
+def test_memory_system_cli_imports_a_release_and_names_a_bad_file_and_field(tmp_path, shop_clip):
+    from senri import config as senri_config
+    from senri.cli import main
+    from senri.records import VideoInfo
+
+    _, info = shop_clip
+    probe = tmp_path / "probe.parquet"
+    write_table(to_frame([info], VideoInfo), probe, VideoInfo)
+    stage = senri_config.stage_slice(_compose(FAKE), "memory_system", system="fake")
+    release = tmp_path / "release"
+    release.mkdir()
+    (release / "shop.json").write_text(json.dumps({"episodes": [{"start": "000100", "end": "000130",
+                                                                  "text": "I pick up a figure."}],
+                                                   "facts": ["the shop sells toys"]}))
+    out = tmp_path / "store"
+    args = ["memory-system", "import", "--config", json.dumps(stage), "--video-info", str(probe),
+            "--import-dir", str(release), "--out", str(out)]
+    assert main(args) == 0
+    store = TableStore.open(out, stage["memory_system"], info)
+    assert [(i.kind, i.start_s, i.end_s) for i in store.items()] == [("episodic", 60.0, 90.0), ("semantic", None, None)]
+    assert yaml_load(out / "config.yaml")["imported_from"] == str(release)
+    (release / "shop.json").write_text(json.dumps({"episodes": [{"start": "1:00", "end": "000130", "text": "x"}]}))
+    with pytest.raises(SystemExit, match=r"shop.json: field 'episodes\[0\].start': '1:00' is not HHMMSS"):
+        main(args)
+    with pytest.raises(SystemExit, match="memory system 'captions' is not built by the pipeline"):
+        main(["memory-system", "build", "--config", json.dumps(senri_config.stage_slice(
+            _compose(), "memory_system", system="captions")), "--video-info", str(probe), "--out", str(out)])
+
+
+def yaml_load(path: Path) -> Any:
+    import yaml
+
+    return yaml.safe_load(path.read_text())
+
+
+# ------------------------------------------------------------------------------- experiments by name
+
+def _with_stand_ins(tmp_path: Path) -> Path:
+    """A copy of config/ where worldmm and magic_video exist as the fake store (their systems' configs and
+    original workflows pinning them), as they will once their branches are merged."""
+    import shutil
+
+    from senri import config as senri_config
+
+    config_dir = tmp_path / "config"
+    shutil.copytree(senri_config.CONFIG_DIR, config_dir)
+    for system in ("worldmm", "magic_video"):
+        (config_dir / "memory_system" / f"{system}.yaml").write_text(
+            f"# @package memory_system.{system}\nstore: 'fake_store:TableStore'\nimport_dir: null\nmodels: {{}}\n")
+        workflow = (config_dir / "method" / "memory_search.yaml").read_text().replace(
+            "# @package method.memory_search", f"# @package method.{system}")
+        (config_dir / "method" / f"{system}.yaml").write_text(workflow + f"memory_system: {system}\n")
+    return config_dir
+
+
+def test_experiments_select_their_paper_table_s_runs_and_report_entries(tmp_path):
+    from senri import config as senri_config
+
+    config_dir = _with_stand_ins(tmp_path)
+    models = "model=[smollm2,qwen15_coder]"
+    table3 = senri_config.compose(["experiment=table3", models], config_dir=config_dir)
+    assert sorted(senri_config.runs(table3)) == sorted(
+        (run, model) for run in ("worldmm", "magic_video", "senri_agent@worldmm", "senri_agent@magic_video")
+        for model in ("smollm2", "qwen15_coder"))
+    assert [(p["group"], p["baseline"], p["treatment"]) for p in table3["report"]["pairs"]] == [
+        ("WorldMM · smollm2", "worldmm/smollm2", "senri_agent@worldmm/smollm2"),
+        ("WorldMM · qwen15_coder", "worldmm/qwen15_coder", "senri_agent@worldmm/qwen15_coder"),
+        ("MAGIC-Video · smollm2", "magic_video/smollm2", "senri_agent@magic_video/smollm2"),
+        ("MAGIC-Video · qwen15_coder", "magic_video/qwen15_coder", "senri_agent@magic_video/qwen15_coder")]
+    table4 = senri_config.compose(["experiment=table4", "model=[smollm2]"], config_dir=config_dir)
+    assert [run for run, _ in senri_config.runs(table4)] == [
+        "senri_agent@magic_video", "senri_agent_no_tg@magic_video", "senri_agent_no_pv@magic_video",
+        "senri_agent_no_wm@magic_video"]
+    (ablation,) = table4["report"]["ablations"]
+    assert ablation["reference"] == "senri_agent@magic_video/smollm2" and list(ablation["variants"]) == [
+        "w/o Target Guidance", "w/o Parallel Verifiers", "w/o Working Memory"]
+    table2 = senri_config.compose(["experiment=table2_memory", "model=[smollm2]"], config_dir=config_dir)
+    assert senri_config.runs(table2) == [("worldmm", "smollm2"), ("magic_video", "smollm2")]
+    table11 = senri_config.compose(["experiment=table11", models], config_dir=config_dir)
+    labels = [s["label"] for s in table11["report"]["no_visual_input"]]
+    assert labels[:3] == ["Random guessing (seeded run)", "Question and options only (smollm2)",
+                          "Question and options only (qwen15_coder)"]
+    assert {run for run, _ in senri_config.runs(table11)} == {"random", "blind", "direct", "senri_agent@magic_video",
+                                                              "senri_agent@worldmm"}
+
+
+def test_an_experiment_naming_an_unmerged_system_says_which():
+    from senri import config as senri_config
+
+    for experiment, system in (("table3", "(worldmm|magic_video)"), ("table4", "magic_video"),
+                               ("table11", "(worldmm|magic_video)"), ("table2_memory", "(worldmm|magic_video)")):
+        with pytest.raises(senri_config.ConfigError, match=rf"'{system}' is a memory system .* not in this checkout"):
+            senri_config.compose([f"experiment={experiment}", "model=[smollm2]"])
+
+
+def test_the_table3_report_shows_original_and_agent_rows_keyed_by_memory_system(tmp_path, small_demo):
+    from senri import config as senri_config
+    from senri.ingest import ingest
+    from senri.report import build_report
+    from test_report import write_run
+
+    questions = ingest([small_demo["questions"]], small_demo["videos_dir"], [".mp4"])
+    cfg = senri_config.compose(["experiment=table3", "model=[smollm2]"], config_dir=_with_stand_ins(tmp_path))
+    paths = []
+    for run, every, system in (("worldmm", 3, "worldmm"), ("senri_agent@worldmm", 2, "worldmm"),
+                               ("magic_video", 4, "magic_video"), ("senri_agent@magic_video", 2, "magic_video")):
+        paths += write_run(tmp_path / run, questions, run, "smollm2", "persistent_memory", every,
+                           memory=f"{system}/perception")
+    build_report(paths, questions, tmp_path / "out", cfg["report"], seed=7)
+    pairs = pl.read_parquet(tmp_path / "out/report/tables/pairs.parquet")
+    assert pairs.select("group", "run", "memory", "label").rows() == [
+        ("WorldMM · smollm2", "worldmm/smollm2", "worldmm/perception", "Original"),
+        ("WorldMM · smollm2", "senri_agent@worldmm/smollm2", "worldmm/perception", "SENRI-Agent"),
+        ("WorldMM · smollm2", "", "", "Δ [95% CI] McNemar p"),
+        ("MAGIC-Video · smollm2", "magic_video/smollm2", "magic_video/perception", "Original"),
+        ("MAGIC-Video · smollm2", "senri_agent@magic_video/smollm2", "magic_video/perception", "SENRI-Agent"),
+        ("MAGIC-Video · smollm2", "", "", "Δ [95% CI] McNemar p")]
+
+
+@pytest.mark.workflow
+def test_a_system_with_an_import_dir_is_imported_not_built(tmp_path):
+    """``memory_system.<name>.import_dir`` turns the store job into ``senri memory-system import``; switching a
+    system plans its store jobs and its runs only."""
+    import os
+    import subprocess
+
+    from conftest import REPO
+
+    release = tmp_path / "release"
+    release.mkdir()
+    base = ("dataset.demo.n_videos=1 sampling.build=[] method=[memory_search] model=[] "
+            "+model.agent={backend:scripted,script:/dev/null} ")
+
+    def dry_run(overrides: str) -> str:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
+        proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path),
+                               "-n", "-p", "--config", f"overrides={base}{overrides}"],
+                              capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        return proc.stdout + proc.stderr
+
+    imported = dry_run(f"+memory_system.fake={{store:'fake_store:TableStore',import_dir:{release},models:{{}}}}")
+    assert "python -m senri memory-system import" in imported and "memory-system build" not in imported
+    assert "results/memory_system/fake/perception/demo_01" in imported
+    assert "--memory-store results/memory_system/fake/perception/demo_01" in imported
+    captions_only = dry_run("")
+    assert "memory-system" not in captions_only and "--memory-store" not in captions_only

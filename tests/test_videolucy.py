@@ -115,7 +115,7 @@ def agent_calls(calls: list[dict], purpose: str) -> list[dict]:
 def test_the_needle_is_found_only_after_backtracking_to_ultra_fine(hall, tmp_path):
     row, calls, built = run(hall, tmp_path, script_rules(LOCALIZE_60_90, SEARCH_PATH))
     assert built["rows"].height == 4 and set(built["rows"]["level"]) == {"coarse"}
-    assert row["pred"] == "B" and row["correct"] and row["memory"] == "scripted_vlm"
+    assert row["pred"] == "B" and row["correct"] and row["memory"] == "captions/scripted_vlm"
     trace = json.loads(row["trace"])
     assert trace["preset"] == "mlvu_short" and trace["sparse_init"] == {"whole_video": False, "picked": [2],
                                                                         "kept": [1, 2, 3]}

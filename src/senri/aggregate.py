@@ -19,9 +19,10 @@ from senri.records import HEALTH_COUNTS, LETTERS, TASK_TYPES, Prediction, Questi
 CATEGORIES: tuple[str, ...] = ("total", "es", "l", "np", "oc", "rr", "se", "rer", "ter")
 CATEGORY_LABELS = {"total": "Total", "es": "ES", "l": "L", "np": "NP", "oc": "OC", "rr": "RR", "se": "SE",
                    "rer": "RER", "ter": "TER"}
-#: What names a run in every table: the method, the inference model and the memory's captioner (``perception``,
-#: a VLM model config's name, or ``none`` for methods without a memory), so a VideoLucy-shaped run over
-#: perception text can never be read as one over a VLM's captions.
+#: What names a run in every table: the method, the inference model and the memory — its system and captioner
+#: (``captions/perception``, ``worldmm/qwen25vl7b_vllm``: :func:`senri.memory.store.memory_label`; ``none`` for
+#: methods without a memory), so a run over perception text can never be read as one over a VLM's captions,
+#: nor a run over senri's captions as one over WorldMM's memory.
 RUN_KEYS = ["method", "model", "memory"]
 #: Per-run failure counts, shown as columns in every table a run appears in (timeouts are also errors).
 RUN_LABELS = {"method": "Method", "model": "Model", "memory": "Memory"}

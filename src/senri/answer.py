@@ -69,12 +69,15 @@ def _prediction(question: Question, context: RunContext, result: MethodAnswer | 
 
 
 def memory_label(context: RunContext) -> str:
-    """The ``memory`` column: the memory's captioner (``perception`` or the VLM's model config name), or
-    ``none`` for a method that reads no memory — so a run over perception text never passes for one over a
-    VLM's captions."""
+    """The ``memory`` column: the memory system and its captioner (``captions/perception``,
+    ``worldmm/qwen25vl7b_vllm``: :func:`senri.memory.store.memory_label`), or ``none`` for a method that reads
+    no memory — so a run over perception text never passes for one over a VLM's captions, nor a run over
+    senri's captions for one over WorldMM's memory."""
+    from senri.memory.store import memory_label as label
+
     if context.memory_config is None:
         return "none"
-    return str(context.memory_config["memory"]["captioner"])
+    return label(context.memory_system, str(context.memory_config["memory"]["captioner"]))
 
 
 def memory_context(memory: MemoryInputs, video: VideoInfo, stage_config: Mapping[str, Any]) -> dict[str, Any]:

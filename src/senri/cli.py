@@ -253,6 +253,41 @@ def cmd_track(args: argparse.Namespace) -> None:
              ocr["text"].n_unique() if ocr.height else 0, ", ".join(t.label for t in turns) or "none", len(still))
 
 
+def cmd_memory_system(args: argparse.Namespace) -> None:
+    """``build`` / ``import`` one video's store of a memory system, or ``export`` senri's captions in the
+    system's own input layout (:mod:`senri.memory.jobs`)."""
+    from senri.captioners.base import VideoMedia
+    from senri.memory import jobs
+    from senri.records import VideoInfo, from_frame, read_table
+
+    stage = _stage_config(args, "memory_system", system=args.system) if args.system or args.config else None
+    if stage is None:
+        raise SystemExit("senri memory-system: give --system NAME (with --override ...) or --config")
+    info = from_frame(read_table(args.video_info, VideoInfo), VideoInfo)
+    if len(info) != 1:
+        raise SystemExit(f"senri memory-system: {args.video_info} must hold exactly one video, found {len(info)}")
+    out = Path(args.out)
+    if args.action == "export":
+        for path in jobs.export_inputs(stage, Path(args.captions), info[0], out):
+            print(path)
+        return
+    media = None
+    if args.video:
+        media = VideoMedia(info[0].video_id, Path(args.video), info[0].fingerprint, info[0].duration_s,
+                           _path(args.track), _path(args.ocr), _path(args.detections))
+    request = jobs.build_request(stage, info[0], out, _path(args.captions), _path(args.caption_cache), media,
+                                 _path(args.response_cache))
+    import_dir = None
+    if args.action == "import":
+        import_dir = args.import_dir or stage["memory_system"].get("import_dir")
+        if not import_dir:
+            raise SystemExit("senri memory-system import: give --import-dir or set memory_system.<name>.import_dir")
+    try:
+        jobs.write_store(stage, request, _path(import_dir))
+    except (ValueError, NotImplementedError) as exc:  # a bad release names its file and field
+        raise SystemExit(f"senri memory-system {args.action}: error: {exc}") from exc
+
+
 def _print_memory_plan(memory: dict, duration_s: float) -> None:
     """The dry run: which preset a video of this length gets and what each level would caption."""
     from senri.memory.hierarchy import memory_plan
@@ -432,6 +467,18 @@ def build_parser() -> argparse.ArgumentParser:
                                           "folder (results/memory_system/<system>/<captioner>/<video>)")
     _add_caption_inputs(p, "memory methods: ")
     p.add_argument("--out", required=True)
+
+    p = add("memory-system", cmd_memory_system,
+            "build or import one video's store of a memory system; export captions in the system's input layout")
+    _add_config_options(p)
+    p.add_argument("action", choices=["build", "import", "export"])
+    p.add_argument("--system", help="the memory system (with --override; the workflow passes --config)")
+    p.add_argument("--video-info", required=True, help="the video's probe table")
+    p.add_argument("--captions", help="the caption stage's table of the video (the memory table)")
+    _add_caption_inputs(p, "build: ")
+    p.add_argument("--response-cache", help="build: the job's durable response cache of its builder models")
+    p.add_argument("--import-dir", help="import: the release folder (default: the config's import_dir)")
+    p.add_argument("--out", required=True, help="the store folder (build, import) or the export folder")
 
     p = add("track", cmd_track, "ego-motion track, on-screen text and path plot of one video")
     _add_config_options(p)

@@ -54,8 +54,11 @@ def compose(overrides: str | Iterable[str] | None = None, config_dir: Path = CON
     cfg.setdefault("method", {})
     cfg.setdefault("model", {})
     expand_frame_budgets(cfg)
+    expand_memory_systems(cfg, Path(config_dir))
+    expand_report_models(cfg)
     cfg["captioner_model"] = captioner_model(cfg, Path(config_dir))
     attach_tool_models(cfg, Path(config_dir))
+    attach_memory_system_models(cfg, Path(config_dir))
     validate(cfg)
     attach_prompt_identities(cfg)
     return cfg
@@ -70,8 +73,20 @@ def _one_line(exc: Exception, config_dir: Path) -> str:
     if missing and (config_dir / missing.group(1)).is_dir():
         group, name = missing.groups()
         valid = sorted(p.stem for p in (config_dir / group).glob("*.yaml"))
-        return f"unknown {group} {name!r}; valid names: {', '.join(valid)} (files in {config_dir / group})"
+        pending = ""
+        if (group == "memory_system" or (group == "method"
+                                         and not (config_dir / "memory_system" / f"{name}.yaml").is_file()
+                                         and name in PAPER_MEMORY_SYSTEMS)):
+            pending = (f"; {name!r} is a memory system (or its original workflow) that is not in this checkout: it "
+                       f"lands with its module, config/memory_system/{name}.yaml and config/method/{name}.yaml")
+        return (f"unknown {group.replace('_', ' ')} {name!r}; valid names: {', '.join(valid)} "
+                f"(files in {config_dir / group}){pending}")
     return text
+
+
+#: The memory systems the SENRI paper measures (issue 25/26): an experiment naming one that is not merged yet
+#: says so instead of only "unknown method".
+PAPER_MEMORY_SYSTEMS = ("worldmm", "magic_video")
 
 
 def attach_prompt_identities(cfg: dict[str, Any]) -> None:
@@ -111,6 +126,13 @@ def named_model_config(cfg: Mapping[str, Any], name: str, config_dir: Path, wher
     return {k: v for k, v in data.items() if not str(k).startswith("#")}
 
 
+def role_model_configs(cfg: Mapping[str, Any], roles: Mapping[str, Any], where: str, config_dir: Path
+                       ) -> dict[str, dict[str, Any]]:
+    """Role → ``{"name", "config"}`` for every role that names a model config (null roles are left out)."""
+    return {role: {"name": model, "config": named_model_config(cfg, model, config_dir, f"{where}.{role}")}
+            for role, model in roles.items() if model}
+
+
 def attach_tool_models(cfg: dict[str, Any], config_dir: Path) -> None:
     """Resolve a method's ``tool_models`` (role → model config name, or null for the run's own model) into
     ``tool_model_configs`` beside it, so the tool models' configs are part of the answer stage's slice: a
@@ -118,10 +140,125 @@ def attach_tool_models(cfg: dict[str, Any], config_dir: Path) -> None:
     for name, spec in cfg.get("method", {}).items():
         if not isinstance(spec, dict) or not isinstance(spec.get("tool_models"), dict):
             continue
-        spec["tool_model_configs"] = {
-            role: {"name": model, "config": named_model_config(cfg, model, config_dir,
-                                                               f"config.method.{name}.tool_models.{role}")}
-            for role, model in spec["tool_models"].items() if model}
+        spec["tool_model_configs"] = role_model_configs(cfg, spec["tool_models"],
+                                                        f"config.method.{name}.tool_models", config_dir)
+
+
+def attach_memory_system_models(cfg: dict[str, Any], config_dir: Path) -> None:
+    """Resolve each memory system's builder ``models`` (role → model config name or null) into
+    ``model_configs`` beside them: a change to a summariser's config rebuilds the stores that used it, and
+    the store's recorded config names every model that stood in for the paper's."""
+    for name, spec in cfg.get("memory_system", {}).items():
+        if isinstance(spec, dict) and isinstance(spec.get("models"), dict):
+            spec["model_configs"] = role_model_configs(cfg, spec["models"], f"config.memory_system.{name}.models",
+                                                       config_dir)
+
+
+#: The memory system of every memory method unless the config selects others (``memory_system: [captions]``).
+CAPTIONS = "captions"
+#: What ``config/memory_system/captions.yaml`` holds, for configs composed without the group (hand-made ones).
+CAPTIONS_DEFAULT: dict[str, Any] = {"store": CAPTIONS, "import_dir": None, "models": {}}
+
+
+def memory_systems(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The memory systems of the config by name (selected and pinned): ``captions`` alone when it has none."""
+    return cfg.get("memory_system") or {CAPTIONS: dict(CAPTIONS_DEFAULT)}
+
+
+def run_name(method: str, system: str) -> str:
+    """A memory method's run name over a memory system (issue 25 decision 4): the method's own name over
+    ``captions`` (today's paths and rows), ``<method>@<system>`` over any other."""
+    return method if system == CAPTIONS else f"{method}@{system}"
+
+
+def expand_memory_systems(cfg: dict[str, Any], config_dir: Path) -> None:
+    """Give every memory method one run per selected memory system (``memory_system: [captions, worldmm]``:
+    runs ``senri_agent`` and ``senri_agent@worldmm``), each recording its system as ``memory_system``. A
+    method config that pins its system (``memory_system: worldmm``, the systems' original workflows) runs
+    over that one only, under its own name; a pinned system that is not selected is read from
+    ``config/memory_system/<name>.yaml``. Every system in play must name a registered store."""
+    from senri.memory.store import MEMORY_SYSTEMS
+
+    selected = cfg.get("memory_system")
+    systems: dict[str, Any] = dict(selected) if selected is not None else {CAPTIONS: dict(CAPTIONS_DEFAULT)}
+    methods: dict[str, Any] = {}
+    for name, spec in cfg["method"].items():
+        if not isinstance(spec, dict) or not spec.get("uses_memory") or not _reads_store(spec):
+            methods[name] = spec
+            continue
+        pinned = spec.get("memory_system")
+        if pinned:
+            if pinned not in systems:
+                path = config_dir / "memory_system" / f"{pinned}.yaml"
+                if not path.is_file():
+                    raise ConfigError(f"config.method.{name}.memory_system: memory system {pinned!r} has no "
+                                      f"config ({path} is missing; is the system merged?)")
+                systems[pinned] = yaml.safe_load(path.read_text()) or {}
+            methods[name] = spec
+            continue
+        if not selected and selected is not None:
+            raise ConfigError(f"config.memory_system: no memory system selected for memory method {name!r} "
+                              f"(e.g. memory_system=[captions])")
+        for system in (selected if selected is not None else [CAPTIONS]):
+            methods[run_name(name, system)] = {**spec, "memory_system": system}
+    cfg["method"] = methods
+    for system, spec in systems.items():
+        store = str((spec or {}).get("store", system))
+        if ":" not in store and store not in MEMORY_SYSTEMS:
+            raise ConfigError(f"config.memory_system.{system}.store: memory system {store!r} is not registered "
+                              f"(known: {', '.join(MEMORY_SYSTEMS.names())}); is its module merged?")
+    if any(isinstance(s, dict) and s.get("memory_system") for s in methods.values()):
+        cfg["memory_system"] = systems
+
+
+#: The placeholder of a report entry (``pairs``, ``ablations``, ``no_visual_input``) written for every model:
+#: an experiment names its runs without knowing which models a user selects (``senri_agent@worldmm/{model}``).
+MODEL_SLOT = "{model}"
+REPORT_LISTS = ("pairs", "ablations", "no_visual_input")
+
+
+def expand_report_models(cfg: dict[str, Any]) -> None:
+    """Write each report entry that holds ``{model}`` once per selected inference model, in model order. A
+    ``no_visual_input`` label without the slot names its model when several are selected, so the rows stay
+    apart."""
+    report = cfg.get("report")
+    if not isinstance(report, dict):
+        return
+    models = [m for m in cfg.get("model", {}) if m != NO_MODEL]
+
+    def fill(value: Any, model: str) -> Any:
+        if isinstance(value, str):
+            return value.replace(MODEL_SLOT, model)
+        if isinstance(value, dict):
+            return {fill(k, model): fill(v, model) for k, v in value.items()}
+        if isinstance(value, list):
+            return [fill(v, model) for v in value]
+        return value
+
+    for key in REPORT_LISTS:
+        entries = []
+        for entry in report.get(key) or []:
+            if MODEL_SLOT not in json.dumps(entry, ensure_ascii=False):
+                entries.append(entry)
+                continue
+            for model in models:
+                filled = fill(entry, model)
+                if key == "no_visual_input" and len(models) > 1 and MODEL_SLOT not in str(entry.get("label", "")):
+                    filled["label"] = f"{filled['label']} ({model})"
+                entries.append(filled)
+        if key in report:
+            report[key] = entries
+
+
+def _reads_store(spec: Mapping[str, Any]) -> bool:
+    """Whether a method config's implementation reads a MemoryStore (VideoLucy reads the caption hierarchy
+    its own way, so it runs once, over the captions). An unknown implementation is the schema's to report."""
+    from senri.methods import METHODS
+
+    implementation = spec.get("implementation")
+    if implementation not in METHODS:
+        return False
+    return bool(getattr(METHODS.load(implementation), "reads_store", False))
 
 
 def expand_frame_budgets(cfg: dict[str, Any]) -> None:
@@ -218,7 +355,7 @@ def runs(cfg: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def stage_slice(cfg: Mapping[str, Any], stage: str, method: str | None = None, model: str | None = None,
-                plan: str | None = None) -> dict:
+                plan: str | None = None, system: str | None = None) -> dict:
     """The part of the config a stage reads. Anything not in a stage's slice cannot affect its output."""
     dataset = cfg["dataset"]
     if stage == "frames":
@@ -252,7 +389,16 @@ def stage_slice(cfg: Mapping[str, Any], stage: str, method: str | None = None, m
         }
         if cfg["method"][method].get("uses_memory"):
             slice_["memory"] = stage_slice(cfg, "memory")
+        system = cfg["method"][method].get("memory_system")
+        if system:
+            slice_["memory_system"] = {"name": system, **memory_systems(cfg)[system]}
         return slice_
+    if stage == "memory_system":
+        assert system is not None
+        if system not in memory_systems(cfg):
+            raise ConfigError(f"config.memory_system: no memory system named {system!r}")
+        return {"seed": cfg["seed"], "memory_system": {"name": system, **memory_systems(cfg)[system]},
+                "memory": stage_slice(cfg, "memory")}
     if stage == "aggregate":
         return {"aggregate": cfg["aggregate"]}
     if stage == "report":

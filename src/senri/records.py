@@ -391,3 +391,39 @@ class MemoryCost:
     caption_prompt_tokens: int = 0
     caption_completion_tokens: int = 0
     caption_s: float = 0.0
+
+
+# ------------------------------------------------------------------------------------ WorldMM store tables
+@dataclass(frozen=True)
+class WorldMMEntity:
+    """A named entity the extractor found in one episodic caption (WorldMM W4; ``passage_id`` is the item id)."""
+
+    passage_id: str
+    level: str
+    entity: str
+
+
+@dataclass(frozen=True)
+class WorldMMTriple:
+    """An episodic [subject, predicate, object] triple of one caption (WorldMM W5, after the invalid and
+    duplicate triples are dropped)."""
+
+    passage_id: str
+    level: str
+    subject: str
+    predicate: str
+    object: str
+
+
+@dataclass(frozen=True)
+class WorldMMSnapshot:
+    """One triple of a cumulative semantic-memory snapshot (WorldMM W-C7): every key ``key_s`` (the end time of
+    the last caption the snapshot has read, absolute seconds) holds the whole accumulated list, in order;
+    ``evidence`` is the JSON list of episodic-triple ids that support the triple."""
+
+    key_s: float
+    position: int
+    subject: str
+    predicate: str
+    object: str
+    evidence: str

@@ -38,6 +38,10 @@ STAGE_CODE: dict[str, tuple[str, ...]] = {
     "track": ("track.py", "decode.py", "records.py", "memtrim.py"),
     "memory": ("memory/__init__.py", "memory/hierarchy.py", "captioners/__init__.py", "captioners/base.py", "captioners/perception.py",
                "captioners/vlm.py", "track.py", "decode.py", "records.py"),
+    # A store's build or import; the system's own module (and what it imports of senri) is added per system.
+    "memory_system": ("memory/__init__.py", "memory/store.py", "memory/jobs.py", "memory/hierarchy.py",
+                      "memory/retrieval.py", "records.py", "registry.py", "backends/__init__.py", "backends/base.py",
+                      "backends/cache.py"),
     "aggregate": ("aggregate.py", "records.py"),
     "report": ("aggregate.py", "records.py", "stats.py", "report/__init__.py", "report/tables.py",
                "report/figures.py", "report/render.py", "report/browser.py", "decode.py"),
@@ -51,10 +55,23 @@ def _module_file(module: str) -> Path:
     return Path(spec.origin)
 
 
-def code_digest(stage: str, method_implementation: str | None = None, backend: str | None = None) -> str:
+def store_module_file(store: str) -> Path:
+    """The source file of a memory system config's ``store`` (a registered name or ``module:Class``)."""
+    from senri.memory.store import MEMORY_SYSTEMS
+
+    target = store if ":" in store else MEMORY_SYSTEMS.target(store)
+    return _module_file(target.partition(":")[0])
+
+
+def code_digest(stage: str, method_implementation: str | None = None, backend: str | None = None,
+                memory_store: str | None = None) -> str:
     """A short hash of the code a stage's job runs (plus, for the answer stage, the method's and the
-    backend's own modules: editing the vLLM backend does not rerun llama.cpp runs)."""
+    backend's own modules: editing the vLLM backend does not rerun llama.cpp runs; and for a memory method,
+    or the memory_system stage, the module of the store it reads: editing WorldMM's retrieval reruns the
+    runs over WorldMM, not those over the captions)."""
     files = [PACKAGE_DIR / rel for rel in STAGE_CODE[stage]]
+    if memory_store is not None:
+        files.append(store_module_file(memory_store))
     if method_implementation is not None:
         from senri.methods import METHODS
 
@@ -160,6 +177,29 @@ def caption_cache_dir(cfg: Mapping[str, Any], video_id: str) -> str:
     return f"results/cache/captions/{cfg['memory']['captioner']}/{video_id}"
 
 
+def method_memory_system(cfg: Mapping[str, Any], method: str) -> str | None:
+    """The memory system a run reads through a MemoryStore (None for a method that reads none)."""
+    system = cfg["method"][method].get("memory_system")
+    return str(system) if system else None
+
+
+def memory_store_dir(cfg: Mapping[str, Any], system: str, video_id: str) -> str:
+    """A video's store folder of a memory system (issue 25 decision 2): one per (system, captioner, video)."""
+    return f"results/memory_system/{system}/{cfg['memory']['captioner']}/{video_id}"
+
+
+def memory_system_inputs(cfg: Mapping[str, Any], video_id: str) -> dict[str, str]:
+    """What a store's build job reads: the caption table (the finest captions senri has) and what a captioner
+    reads, so a builder can caption at its own base scale through the shared caption cache."""
+    return {"captions": memory_table(cfg, video_id), **memory_inputs(cfg, video_id)}
+
+
+def memory_system_store(cfg: Mapping[str, Any], system: str) -> str:
+    from senri.config import memory_systems
+
+    return str(memory_systems(cfg)[system].get("store") or system)
+
+
 def answer_inputs(cfg: Mapping[str, Any], method: str, model: str, video_id: str) -> dict[str, str]:
     """Input files of one answer job: questions, the video's probe table, the frame store (plus its carrier
     when the model takes video) of the method's sampling plan if the method reads frames, and the memory
@@ -169,6 +209,9 @@ def answer_inputs(cfg: Mapping[str, Any], method: str, model: str, video_id: str
     if spec.get("uses_memory"):
         inputs["memory"] = memory_table(cfg, video_id)
         inputs.update({k: v for k, v in memory_inputs(cfg, video_id).items() if k != "info"})
+        system = method_memory_system(cfg, method)
+        if system not in (None, "captions"):
+            inputs["store"] = memory_store_dir(cfg, system, video_id)
     if spec.get("uses_pixels"):
         inputs["pixels"] = pixel_video(cfg, video_id)
     if spec.get("plan"):

@@ -90,7 +90,9 @@ class BuildRequest:
 
     ``captions`` is the caption stage's table (``results/memory/<captioner>/<video>.parquet``); ``caption_cache``
     and ``media`` let a builder caption the video at its own base scale through the shared caption service
-    (WorldMM's 10-s and MAGIC-Video's 30-s captions), so a clip is never captioned twice across systems.
+    (WorldMM's 10-s and MAGIC-Video's 30-s captions), so a clip is never captioned twice across systems:
+    ``memory_config`` is the memory stage's slice, what ``open_service(memory_config, media, caption_cache)``
+    takes (``tests/fake_store.py`` builds that way). ``system_config`` is the system's config without its name.
     ``models`` maps each builder role (``summariser``, ``extractor``, ``embedder``, …) to its model config
     (name and mapping); ``response_cache`` is the build job's own, so a killed build repeats no finished call.
     """
@@ -195,6 +197,7 @@ class MemoryStore(ABC):
 #: pipeline builds) ``build(request)`` classmethods.
 MEMORY_SYSTEMS = Registry("memory system")
 MEMORY_SYSTEMS.register("captions", "senri.memory.captions:CaptionStore")
+MEMORY_SYSTEMS.register("worldmm", "senri.memory.worldmm:WorldMMStore")
 MEMORY_SYSTEMS.register("magic_video", "senri.memory.magic_video:MagicVideoStore")
 
 

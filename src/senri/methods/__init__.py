@@ -19,3 +19,4 @@ METHODS.register("senri_agent_no_wm", "senri.methods.agent:SenriAgentNoWorkingMe
 METHODS.register("magic_video", "senri.methods.magic_video:MagicVideoWorkflow")
 METHODS.register("videoarm", "senri.methods.videoarm:VideoARM")
 METHODS.register("videoarm_text_only", "senri.methods.videoarm:VideoARMTextOnly")
+METHODS.register("worldmm", "senri.methods.worldmm:WorldMMWorkflow")

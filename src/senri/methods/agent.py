@@ -158,7 +158,7 @@ def _what_was_wrong(reply: StructuredReply, names: list[str], memory_types: tupl
         return f"answer must be one of {', '.join(LETTERS)} (got {obj.get('answer')!r})"
     if action == "search":
         if memory_types and str(obj.get("query", "")).strip():
-            return f"a search needs a memory_type, one of {', '.join(memory_types)} (got {obj.get('memory_type')!r})"
+            return f"memory_type must be one of {', '.join(memory_types)} (got {obj.get('memory_type')!r})"
         return "a search needs a non-empty query"
     return "a verify needs a list of checks"
 
@@ -198,6 +198,7 @@ class MemorySearch(Method):
     approach = "persistent_memory"
     uses_model = True
     uses_memory = True
+    reads_store = True
     can_verify: ClassVar[bool] = False
     target_guided: ClassVar[bool] = True
     split_cells: ClassVar[bool] = True
@@ -244,6 +245,12 @@ class MemorySearch(Method):
             settings.setdefault("index_dir", context.caption_cache / "index")
         store_cls = store_class(str(settings.get("store") or context.memory_system), context.memory_system)
         return store_cls.open(context.memory_store or context.memory, settings, context.video)
+
+    def summary(self) -> str | None:
+        """The job log's line about the memory read: its system, retriever and items per kind and level."""
+        info = self.store.summary()
+        items = ", ".join(f"{k} {v}" for k, v in sorted(info["items"].items())) or "no items"
+        return f"memory {self.context.memory_system} (retriever {info['retriever']}): {items}"
 
     def _search_context(self, ep: Episode) -> SearchContext:
         """What a store's retriever may use: the question, the question's tally, and ``ask`` — one LLM call
@@ -400,10 +407,12 @@ class MemorySearch(Method):
                     return None
                 if not self.store.memory_types:
                     return {"action": "search", "query": query, "rationale": rationale}
-                # A system with several memories: the search names one (WorldMM's memory-type choice).
-                memory_type = str(obj.get("memory_type", "")).strip().lower()
-                return ({"action": "search", "query": query, "rationale": rationale, "memory_type": memory_type}
-                        if memory_type in self.store.memory_types else None)
+                # A system with several memories: a search may name one (WorldMM's memory-type choice); one
+                # that names none searches them all (SENRI-Agent's prompts know no memory types).
+                memory_type = str(obj.get("memory_type") or "").strip().lower() or None
+                if memory_type is not None and memory_type not in self.store.memory_types:
+                    return None
+                return {"action": "search", "query": query, "rationale": rationale, "memory_type": memory_type}
             checks = obj.get("checks")
             return {"action": "verify", "checks": checks, "rationale": rationale} if isinstance(checks, list) else None
 

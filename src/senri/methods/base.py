@@ -139,6 +139,9 @@ class Method:
     uses_frames: ClassVar[bool] = False
     uses_memory: ClassVar[bool] = False
     uses_pixels: ClassVar[bool] = False
+    #: Whether the method reads a persistent memory through a :class:`senri.memory.store.MemoryStore` (the
+    #: ``memory_search`` family): such a method runs once per selected memory system (``<method>@<system>``).
+    reads_store: ClassVar[bool] = False
     extra_code: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, context: RunContext) -> None:

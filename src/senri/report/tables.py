@@ -8,7 +8,8 @@
 - ``chance``: every run's Total paired with the ``random`` run, and whether that interval covers zero.
 
 Runs are named ``method/model`` or, where one method and model ran over two memories,
-``method/model/memory`` (the memory's captioner, a column of every table). A configured pair or setting whose
+``method/model/memory`` (the memory system and its captioner, ``captions/perception``, a column of every
+table). A configured pair or setting whose
 runs are not in this run set is skipped and listed in ``skipped`` — the report says what it could not show
 rather than showing something else.
 """

