@@ -816,3 +816,22 @@ def test_import_reads_release_clip_embeddings_only_with_an_embedder(tmp_path):
     (release / "visual_memory" / "visual_embeddings.pkl").write_bytes(pickle.dumps({"k": Evil()}))
     with pytest.raises(ValueError, match=r"visual_embeddings\.pkl: not readable without executing foreign code"):
         import_release(release, request, encoder=bag_encoder)
+
+
+def test_the_magic_video_config_composes_and_its_keys_are_checked():
+    from senri import config as senri_config
+
+    cfg = senri_config.compose(["method=[magic_video,senri_agent]", "memory_system=[magic_video]",
+                                "model=[smollm2]"])
+    assert sorted(cfg["method"]) == ["magic_video", "senri_agent@magic_video"]  # captions not selected
+    assert cfg["method"]["magic_video"]["memory_system"] == "magic_video"
+    system = cfg["memory_system"]["magic_video"]
+    assert system["model_configs"]["builder"]["name"] == "qwen15_coder" and "embedder" not in system["model_configs"]
+    assert system["quotas"] == {"30sec": 8, "3min": 4, "10min": 3, "1h": 0, "semantic": 5}
+    for bad, key in (("memory_system.magic_video.dedup=sometimes", "dedup"),
+                     ("+memory_system.magic_video.bogus=1", "bogus"),
+                     ("memory_system.magic_video.asr_merge=true", "asr_merge")):
+        with pytest.raises(Exception, match=f"config.memory_system.magic_video.{key}"):
+            senri_config.compose(["method=[magic_video]", "memory_system=[magic_video]", bad])
+    table3 = senri_config.compose(["experiment=table3", "model=[smollm2]"])
+    assert {"magic_video", "senri_agent@magic_video"} <= set(table3["method"])
