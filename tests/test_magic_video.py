@@ -835,3 +835,44 @@ def test_the_magic_video_config_composes_and_its_keys_are_checked():
             senri_config.compose(["method=[magic_video]", "memory_system=[magic_video]", bad])
     table3 = senri_config.compose(["experiment=table3", "model=[smollm2]"])
     assert {"magic_video", "senri_agent@magic_video"} <= set(table3["method"])
+
+
+@pytest.mark.workflow
+def test_magic_video_and_senri_agent_run_over_the_built_store_through_the_dag(tmp_path):
+    """``memory_system=[magic_video]`` with the scripted model as the builder: one store job per video builds
+    the graph from 30-s captions of the perception captioner; the original workflow (``magic_video``, pinned)
+    and ``senri_agent@magic_video`` both read it."""
+    from test_memory_store import _snakemake
+
+    rules = [{"match": m, "text": json.dumps(r)} for m, r in ROLE_REPLIES]
+    rules += [{"match": "Does this search query refer to a specific time", "text": "null"},
+              {"match": "Answer a question about a long first-person video", "text": "B"},
+              {"match": "(nothing retrieved yet)", "text": json.dumps(
+                  {"action": "search", "rationale": "r", "query": "What do I see on the way?"})},
+              {"match": "Round 2 of 5 search rounds", "text": json.dumps(
+                  {"action": "answer", "rationale": "r", "answer": "A"})},
+              {"match": "search, verify, answer", "text": json.dumps({"action": "answer", "rationale": "r",
+                                                                      "answer": "B"})}]
+    script = tmp_path / "agent.jsonl"
+    script.write_text("".join(json.dumps(r) + "\n" for r in rules))
+    overrides = ("dataset.demo.n_videos=1 dataset.demo.places_per_video=4 dataset.demo.turn_s=2 "
+                 "sampling.build=[] anonymize.stride=30 method=[magic_video,senri_agent] model=[] "
+                 "memory_system=[magic_video] memory_system.magic_video.models.builder=agent "
+                 f"+model.agent={{backend:scripted,script:{script},concurrency:4,images:true}}")
+    _snakemake(tmp_path, overrides)
+    store = tmp_path / "results/memory_system/magic_video/perception/demo_01"
+    record = yaml.safe_load((store / "config.yaml").read_text())
+    assert record["stage"] == "memory_system" and record["source"] == "built"
+    assert record["base_captions"].startswith("caption service (perception)")
+    assert record["visual"] == "skipped (no embedder configured)" and record["builder"]["failed"] == 0
+    nodes = pl.read_parquet(store / "nodes.parquet")
+    assert nodes.filter(pl.col("level") == "30sec").height >= 2 and (store / "items.parquet").is_file()
+    assert sorted(p.name for p in (tmp_path / "results/predictions").iterdir()) == ["magic_video",
+                                                                                    "senri_agent@magic_video"]
+    for run, actions in (("magic_video", ("search", "answer")), ("senri_agent@magic_video", ("search", "answer"))):
+        predictions = pl.read_parquet(tmp_path / f"results/predictions/{run}/agent/demo_01.parquet")
+        assert (predictions["memory"] == "magic_video/perception").all() and predictions["error"].is_null().all()
+        assert (predictions["pred"] == "B").all()
+        traces = [json.loads(t) for t in predictions["trace"]]
+        assert {tuple(t["actions"]) for t in traces} == {actions}, run
+        assert all(t["retriever"] == "ppr" for t in traces)
