@@ -17,6 +17,7 @@ Time is absolute float seconds from the video's start everywhere (the release's 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -308,6 +309,7 @@ def apply_quotas(ranked: Iterable[tuple[GraphNode, float]], top_k: int, level_qu
     return out
 
 
+@functools.lru_cache(maxsize=4096)
 def entity_pattern(name: str) -> re.Pattern:
     """A name as a whole word, any case, with an optional plural and its hyphen/space variants (G-R7)."""
     e = name.lower().strip()
@@ -473,6 +475,7 @@ class MagicVideoStore(MemoryStore):
         self.edge_index = [(self.index[e.src], self.index[e.dst], e.weight) for e in graph.edges]
         self._encoder = encoder
         self._bm25: BM25 | None = None
+        self._text_vectors: dict[str, np.ndarray] = {}
         #: Clip embeddings (G-C5): the visual nodes' indices and their vectors; None without an embedder.
         self.visual_index = np.zeros(0, dtype=np.int64)
         self.visual_vectors: np.ndarray | None = None
@@ -561,6 +564,14 @@ class MagicVideoStore(MemoryStore):
                 raise ValueError(f"{CONFIG_FILE}: field 'embedder' missing, but the store has clip embeddings")
             self._visual_encoder = ClipEmbedder(model).embed_query
         return np.asarray(self._visual_encoder(query), dtype=np.float32)
+
+    def encode_cached(self, texts: Sequence[str]) -> np.ndarray:
+        """:meth:`encode`, each distinct text once per store (a chain's facts are compared with every round's
+        question: they are embedded the first time only)."""
+        missing = [t for t in dict.fromkeys(texts) if t not in self._text_vectors]
+        if missing:
+            self._text_vectors.update(zip(missing, self.encode(missing)))
+        return np.stack([self._text_vectors[t] for t in texts])
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if self._encoder is None:
@@ -683,7 +694,7 @@ class MagicVideoStore(MemoryStore):
         if cfg.get("chain_facts", "in_search") == "in_search" and self.chains:
             question = context.question.question if context.question is not None else ""
             facts, counts = chain_facts(self.chains, [n for n, _ in fresh], question, context.query_time_s,
-                                        chain_limits(cfg), self.encode)
+                                        chain_limits(cfg), self.encode_cached)
             chain_items = [item for item in map(chain_item, facts) if item.item_id not in excluded]
             context.notes.append("chains: " + ", ".join(f"{k} {v}" for k, v in counts.items())
                                  + f", {len(chain_items)} new fact(s)")
