@@ -833,6 +833,11 @@ def test_the_magic_video_config_composes_and_its_keys_are_checked():
                      ("memory_system.magic_video.asr_merge=true", "asr_merge")):
         with pytest.raises(Exception, match=f"config.memory_system.magic_video.{key}"):
             senri_config.compose(["method=[magic_video]", "memory_system=[magic_video]", bad])
+    # The build prompts are part of the store's slice: editing one rebuilds the stores that read it.
+    files = system["prompt_identity"]["files"]
+    assert {"summary", "openie", "time_range", "event_chains"} <= set(files)
+    store_slice = senri_config.stage_slice(cfg, "memory_system", system="magic_video")
+    assert store_slice["memory_system"]["prompt_identity"] == system["prompt_identity"]
     table3 = senri_config.compose(["experiment=table3", "model=[smollm2]"])
     assert {"magic_video", "senri_agent@magic_video"} <= set(table3["method"])
 

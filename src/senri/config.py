@@ -97,6 +97,8 @@ def attach_prompt_identities(cfg: dict[str, Any]) -> None:
 
     parts = [(f"config.method.{name}", spec) for name, spec in cfg.get("method", {}).items()]
     parts.append(("config.memory", cfg.get("memory", {})))
+    # A memory system's builder prompts are part of its store's slice: editing one rebuilds its stores.
+    parts += [(f"config.memory_system.{name}", spec) for name, spec in cfg.get("memory_system", {}).items()]
     for where, spec in parts:
         if isinstance(spec, dict) and spec.get("prompts"):
             try:

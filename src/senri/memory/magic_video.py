@@ -650,7 +650,7 @@ class MagicVideoStore(MemoryStore):
         if context.ask is None:
             context.notes.append("time bypass: no model to ask (SearchContext.ask is None); PPR serves")
             return None
-        prompts = prompt_set("magic_video", self.config.get("prompts_dir"))
+        prompts = prompt_set(self.config.get("prompts") or "magic_video", self.config.get("prompts_dir"))
         request = ChatRequest((Message.text("user", prompts.render("time_range", query=query)),),
                               max_tokens=int(self.config.get("time_range_max_tokens", 128)), purpose="magic_video:G13")
         response = context.ask(request)

@@ -153,7 +153,8 @@ def open_builder(request: BuildRequest) -> BuilderLLM:
     if backend is None:
         raise ValueError("memory_system.magic_video.models.builder: the model config has no backend")
     cfg = request.system_config
-    return BuilderLLM(backend, prompt_set("magic_video", cfg.get("prompts_dir")), int(cfg.get("builder_max_tokens", 1024)))
+    prompts = prompt_set(cfg.get("prompts") or "magic_video", cfg.get("prompts_dir"))
+    return BuilderLLM(backend, prompts, int(cfg.get("builder_max_tokens", 1024)))
 
 
 # ------------------------------------------------------------------------------------------ captions
@@ -186,7 +187,7 @@ def base_captions(request: BuildRequest) -> tuple[list[Episode], dict[str, Any]]
                          "merge (G3); set it false")
     duration = float(request.video.duration_s)
     if request.media is not None and request.caption_cache is not None:
-        instruction = prompt_set("magic_video", cfg.get("prompts_dir")).render("clip_caption")
+        instruction = prompt_set(cfg.get("prompts") or "magic_video", cfg.get("prompts_dir")).render("clip_caption")
         fps = float(cfg.get("base_fps", 1.0))
         clips = [Clip(s, e, fps, instruction, "30sec") for s, e in split(0.0, duration, BASE_S)]
         service = open_service(request.memory_config, request.media, request.caption_cache)
