@@ -522,7 +522,7 @@ def test_a_pickle_that_would_run_code_is_refused(tmp_path, bag_of_words):
 
     with (root / "visual_memory" / VID / "visual_embeddings.pkl").open("wb") as handle:
         pickle.dump({"00000000": Evil()}, handle)
-    with pytest.raises(ValueError, match=r"visual_embeddings.pkl: cannot be read safely .*builtins.print"):
+    with pytest.raises(ValueError, match=r"visual_embeddings.pkl: not readable without executing foreign code .*builtins.print"):
         WorldMMStore.import_release(root, import_request(tmp_path, bag_of_words))
 
 

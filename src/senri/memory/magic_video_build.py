@@ -7,17 +7,15 @@ extraction (G6) per 30-s caption, G7 per subject, one snapshot key "0", then the
 all by the ``builder`` model role through the build job's response cache, so a killed build repeats no
 finished call. The graph (G-C6) is :func:`senri.memory.magic_video.build_graph`.
 
-An import reads the released layout instead; its pickled graph is read only by :class:`ReleaseUnpickler`, which
-maps the release's own classes to plain records and refuses every other global, so no foreign code runs;
+An import reads the released layout instead; its pickled graph is read only by
+:func:`senri.memory.release.load_release_pickle`, which maps the release's own classes to plain records and refuses every other global, so no foreign code runs;
 when it refuses, the graph is rebuilt from the JSON files and the store's ``config.yaml`` says so.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import logging
-import pickle
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -30,6 +28,7 @@ from senri.memory.magic_video import (
     ENTITY, EPISODE, GRANULARITIES, SEMANTIC, VISUAL, ChainRow, Episode, Graph, GraphEdge, GraphNode, TextEncoder,
     build_graph, chunk_key, default_encoder, entity_pattern, episode_id, hms, normalise_entity, visual_id,
     parse_clock, CHAINS_FILE, CONFIG_FILE, EDGES_FILE, ITEMS_FILE, NODES_FILE, VECTORS_FILE, VISUAL_FILE, node_item)
+from senri.memory.release import load_release_pickle
 from senri.memory.store import BuildRequest, MemoryItem
 
 log = logging.getLogger(__name__)
@@ -407,62 +406,15 @@ def clip_embeddings(request: BuildRequest, graph: Graph
 # ------------------------------------------------------------------------------------------- import
 
 
-class _ReleaseRecord:
-    """A plain stand-in for the release's GraphNode / GraphEdge dataclasses: attributes only, no code."""
-
-
-def _enum_value(value: Any) -> str:
-    return str(value)
-
-
-def _safe_reconstructor(cls: type, base: type, state: Any) -> Any:
-    if cls is not _ReleaseRecord or base is not object:
-        raise pickle.UnpicklingError(f"copyreg._reconstructor of {cls!r} refused")
-    return object.__new__(cls)
-
-
-class ReleaseUnpickler(pickle.Unpickler):
-    """Reads MAGIC-Video's ``graph.pkl`` without executing foreign code: the release's node/edge classes become
-    :class:`_ReleaseRecord`, its enums plain strings, numpy arrays numpy's own constructors; any other global
-    (``os.system``, ``builtins.eval``, …) raises ``UnpicklingError``."""
-
-    RECORDS = {("worldmm.memory.unified.nodes", "GraphNode"), ("worldmm.memory.unified.nodes", "GraphEdge")}
-    ENUMS = {("worldmm.memory.unified.nodes", "NodeType"), ("worldmm.memory.unified.nodes", "EdgeType")}
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in self.RECORDS:
-            return _ReleaseRecord
-        if (module, name) in self.ENUMS:
-            return _enum_value
-        if (module, name) == ("copyreg", "_reconstructor"):
-            return _safe_reconstructor
-        if (module, name) == ("builtins", "object"):
-            return object
-        if module in ("numpy.core.multiarray", "numpy._core.multiarray") and name in ("_reconstruct", "scalar"):
-            import importlib
-
-            try:  # numpy's own array constructors (numpy 2 moved them to numpy._core)
-                multiarray = importlib.import_module("numpy._core.multiarray")
-            except ImportError:
-                multiarray = importlib.import_module("numpy.core.multiarray")
-            return getattr(multiarray, name)
-        if (module, name) in (("numpy", "ndarray"), ("numpy", "dtype")):
-            return getattr(np, name)
-        raise pickle.UnpicklingError(f"global {module}.{name} refused (only the release's graph records load)")
-
-
-def release_unpickle(path: Path) -> Any:
-    """A release pickle through :class:`ReleaseUnpickler`; ValueError naming the file when it refuses."""
-    try:
-        return ReleaseUnpickler(io.BytesIO(path.read_bytes())).load()
-    except (pickle.UnpicklingError, EOFError, AttributeError, TypeError, ValueError, ImportError) as exc:
-        raise ValueError(f"{path}: not readable without executing foreign code ({exc})") from exc
+#: The release's own classes in ``graph.pkl`` (plain records on reading) and its enums (their string values).
+RELEASE_RECORDS = {("worldmm.memory.unified.nodes", "GraphNode"), ("worldmm.memory.unified.nodes", "GraphEdge")}
+RELEASE_ENUMS = {("worldmm.memory.unified.nodes", "NodeType"), ("worldmm.memory.unified.nodes", "EdgeType")}
 
 
 def load_release_graph(path: Path) -> Graph:
     """The release's pickled graph as our :class:`Graph` (newest semantic snapshot only, G-R1). ValueError
     naming the file and field when it is not the documented ``{nodes, edges}`` layout or holds a foreign global."""
-    data = release_unpickle(path)
+    data = load_release_pickle(path, RELEASE_RECORDS, RELEASE_ENUMS)
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), dict) or not isinstance(data.get("edges"), list):
         raise ValueError(f"{path}: field 'nodes' (dict) / 'edges' (list) missing")
     graph = Graph()
@@ -571,7 +523,8 @@ def release_chains(mode: Path) -> tuple[list[ChainRow], list[str]]:
 
 def import_release(import_dir: Path, request: BuildRequest, encoder: TextEncoder | None = None) -> None:
     """G-F1..F5 → a store: captions per level (float seconds), OpenIE, the newest semantic snapshot, chains; the
-    pickled graph when :class:`ReleaseUnpickler` reads it, else the graph rebuilt from the JSON files."""
+    pickled graph when :func:`senri.memory.release.load_release_pickle` reads it, else the graph rebuilt from the
+    JSON files."""
     cfg = request.system_config
     person = str(cfg.get("person", "I"))
     mode = mode_dir(Path(import_dir))
@@ -621,8 +574,8 @@ def import_release(import_dir: Path, request: BuildRequest, encoder: TextEncoder
 def release_visual(import_dir: Path, mode: Path, graph: Graph, request: BuildRequest
                    ) -> tuple[tuple[list[str], np.ndarray] | None, str, dict[str, Any] | None]:
     """G-F3: the release's clip embeddings ``{"{path}:{start}-{end}": vector}`` for the graph's clip nodes, read by
-    :class:`ReleaseUnpickler` — only with an ``embedder`` configured (queries must be embedded in the same
-    space: it must be the release's model, VLM2Vec-V2.0). Returns (clips, the record's ``visual`` line,
+    :func:`senri.memory.release.load_release_pickle` — only with an ``embedder`` configured (queries must be
+    embedded in the same space: it must be the release's model, VLM2Vec-V2.0). Returns (clips, the record's ``visual`` line,
     the embedder record)."""
     found = [p / "visual_memory" / "visual_embeddings.pkl" for p in (import_dir, mode, mode.parent)]
     path = next((p for p in found if p.is_file()), None)
@@ -631,7 +584,7 @@ def release_visual(import_dir: Path, mode: Path, graph: Graph, request: BuildReq
         return None, "skipped (the release has no visual_memory/visual_embeddings.pkl)", None
     if not role:
         return None, "skipped (visual_embeddings.pkl not imported: no embedder configured to embed queries)", None
-    data = release_unpickle(path)
+    data = load_release_pickle(path)
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected an object of clip key → vector")
     ids, vectors = [], []

@@ -29,7 +29,6 @@ import hashlib
 import json
 import logging
 import math
-import pickle
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -40,6 +39,7 @@ import polars as pl
 import yaml
 
 from senri.memory.ppr import personalized_pagerank
+from senri.memory.release import load_release_pickle
 from senri.memory.store import BuildRequest, MemoryItem, MemoryStore, SearchContext
 
 log = logging.getLogger(__name__)
@@ -756,31 +756,6 @@ def semantic_ranking(triples: Sequence[Triple], triple_vectors: np.ndarray, quer
     return [scored[i] for i in order]
 
 
-# ============================================================================================ safe pickles
-class SafeUnpickler(pickle.Unpickler):
-    """Reads a pickle of plain containers and numpy arrays only: any other global (a class or function a
-    pickle could run) is refused, so importing a release never executes foreign code."""
-
-    ALLOWED = {("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "_reconstruct"),
-               ("numpy._core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "scalar"),
-               ("numpy._core.multiarray", "scalar"), ("numpy", "float32"), ("numpy", "float64"),
-               ("builtins", "dict"), ("builtins", "list"), ("builtins", "tuple"), ("builtins", "float"),
-               ("builtins", "int"), ("builtins", "str"), ("_codecs", "encode"), ("collections", "OrderedDict")}
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in self.ALLOWED:
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"refusing to load {module}.{name} (only numpy arrays and plain containers)")
-
-
-def load_safe_pickle(path: Path) -> Any:
-    try:
-        with path.open("rb") as handle:
-            return SafeUnpickler(handle).load()
-    except (pickle.UnpicklingError, EOFError, AttributeError, ValueError, TypeError) as exc:
-        raise ValueError(f"{path}: cannot be read safely ({exc})") from exc
-
-
 # ============================================================================================= the store
 def _items_frame(items: Iterable[MemoryItem]) -> pl.DataFrame:
     from senri.records import to_frame
@@ -1349,9 +1324,9 @@ def read_release(root: Path, video_id: str, config: Mapping[str, Any]) -> Releas
 
 
 def read_visual_embeddings(path: Path, base: list[MemoryItem], config: Mapping[str, Any]) -> dict[str, Any]:
-    """W-F4: ``{start_time: vector}`` read with :class:`SafeUnpickler`; each key is a 10sec caption's
-    ``start_time`` (``HHMMSSFF``), matched to the caption's span."""
-    data = load_safe_pickle(path)
+    """W-F4: ``{start_time: vector}`` read with :func:`senri.memory.release.load_release_pickle` (numpy arrays
+    and plain containers only); each key is a 10sec caption's ``start_time`` (``HHMMSSFF``), matched to the caption's span."""
+    data = load_release_pickle(path)
     if not isinstance(data, dict) or not data:
         raise ValueError(f"{path}: expected a non-empty mapping start_time → vector")
     by_start = {hhmmssff(b.start_s): b for b in base}
