@@ -766,7 +766,7 @@ def test_clip_embeddings_seed_the_visual_channel(tmp_path):
     from tiny_vlm import build_tiny_llava
 
     model_dir = build_tiny_llava(tmp_path / "tiny")
-    build, _ = video_builder(tmp_path, {"embedder": ("tiny_llava", {"backend": "transformers",
+    build, _ = video_builder(tmp_path, {"embedder": ("tiny_llava", {"backend": "transformers", "kind": "vlm_embedding",
                                                                      "path": str(model_dir), "device": "cpu"})})
     build("store")
     record = yaml.safe_load((tmp_path / "store" / "config.yaml").read_text())

@@ -606,19 +606,19 @@ def tiny_clip(tmp_path_factory):
 
 
 def test_visual_memory_with_a_tiny_random_clip(tmp_path, clip, bag_of_words, tiny_clip):
-    from senri.memory.visual_embedder import DualEncoder, embed_clips
+    from senri.memory.clip_embedding import embed_clips, open_query_encoder
 
     video, info = clip
     media = VideoMedia(info.video_id, video, info.fingerprint, info.duration_s)
     spans = [(0.0, 10.0), (10.0, 20.0), (20.0, 30.0), (30.0, 40.0)]
-    vectors = embed_clips(tiny_clip, media, spans, {"nframes": 3})
+    vectors = embed_clips(tiny_clip, media.video, spans, 3, tiny_clip["short_side"])
     assert vectors.shape == (4, 8) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     visual = {"start_s": np.array([s for s, _ in spans]), "end_s": np.array([e for _, e in spans]),
               "vectors": vectors, "embedder": "tiny_clip", "model_config": tiny_clip}
     store = hand_made_store(tmp_path / "store", bag_of_words, visual=visual)
     query = "a red mug"
     found = store.search(query, 3, memory_type="visual", context=SearchContext())
-    q = DualEncoder(tiny_clip).texts([query])[0]
+    q = open_query_encoder(tiny_clip)([query])[0]
     expected = np.argsort(-(vectors @ q), kind="stable")[:3]
     assert [(i.start_s, i.end_s) for i in found] == [spans[int(n)] for n in expected]
     assert all(i.kind == "visual" and i.anchored for i in found)

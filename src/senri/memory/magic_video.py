@@ -557,12 +557,13 @@ class MagicVideoStore(MemoryStore):
         """The query in the clip embedder's space (its text-only last token), by the model the store was built
         with (``embedder`` in its config.yaml)."""
         if self._visual_encoder is None:
-            from senri.memory.clip_embedder import ClipEmbedder
+            from senri.memory.clip_embedding import open_query_encoder
 
             model = self.record.get("embedder")
             if not model:
                 raise ValueError(f"{CONFIG_FILE}: field 'embedder' missing, but the store has clip embeddings")
-            self._visual_encoder = ClipEmbedder(model).embed_query
+            texts = open_query_encoder(model)
+            self._visual_encoder = lambda query: texts([query])[0]
         return np.asarray(self._visual_encoder(query), dtype=np.float32)
 
     def encode_cached(self, texts: Sequence[str]) -> np.ndarray:

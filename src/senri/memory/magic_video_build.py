@@ -382,7 +382,7 @@ def visual_setting(request: BuildRequest) -> str:
 
 
 #: The embedder model config's keys the store keeps (to embed queries at answer time); nothing else of it.
-EMBEDDER_KEYS = ("path", "device", "dtype", "revision")
+EMBEDDER_KEYS = ("kind", "path", "device", "dtype", "revision", "max_text_tokens")
 
 
 def clip_embeddings(request: BuildRequest, graph: Graph
@@ -392,14 +392,13 @@ def clip_embeddings(request: BuildRequest, graph: Graph
     role = request.models.get("embedder")
     if not role:
         return None, None
-    from senri.memory.clip_embedder import ClipEmbedder, clip_vectors
+    from senri.memory.clip_embedding import embed_clips
 
     name, model = role
     cfg = request.system_config
     nodes = [n for n in graph.nodes.values() if n.node_type == VISUAL]
-    embedder = ClipEmbedder(model)
-    vectors = clip_vectors(embedder, Path(request.media.video), [(n.start_s, n.end_s) for n in nodes],
-                           int(cfg.get("visual_frames", 16)), cfg.get("visual_short_side", 360))
+    vectors = embed_clips(model, request.media.video, [(n.start_s, n.end_s) for n in nodes],
+                          int(cfg.get("visual_frames", 16)), cfg.get("visual_short_side", 360))
     return ([n.node_id for n in nodes], vectors), {"name": name, **{k: model[k] for k in EMBEDDER_KEYS if k in model}}
 
 

@@ -1113,9 +1113,9 @@ class WorldMMStore(MemoryStore):
     def _text_tower(self) -> Callable[[Sequence[str]], np.ndarray]:
         """The query encoder of the embedder the clips were embedded with (recorded in ``config.yaml``)."""
         if getattr(self, "_tower", None) is None:
-            from senri.memory.visual_embedder import open_text_tower
+            from senri.memory.clip_embedding import open_query_encoder
 
-            self._tower = open_text_tower((self.record().get("embedder_model") or {}).get("config"))
+            self._tower = open_query_encoder((self.record().get("embedder_model") or {}).get("config"))
         return self._tower
 
     def summary(self) -> dict[str, Any]:
@@ -1137,10 +1137,11 @@ def build_visual(request: BuildRequest, config: Mapping[str, Any], base: list[Me
     model = request.models.get("embedder")
     if not model:
         return None
-    from senri.memory.visual_embedder import embed_clips
+    from senri.memory.clip_embedding import embed_clips
 
     name, model_config = model
-    vectors = embed_clips(model_config, request.media, spans, config.get("visual") or {})
+    nframes = int((config.get("visual") or {}).get("nframes", 10))
+    vectors = embed_clips(model_config, request.media.video, spans, nframes, int(model_config.get("short_side", 224)))
     return {"start_s": np.array([s for s, _ in spans]), "end_s": np.array([e for _, e in spans]),
             "vectors": vectors, "embedder": name, "model_config": dict(model_config)}
 

@@ -25,7 +25,8 @@ from senri.methods.base import RunContext
 class MagicVideoWorkflow(MemorySearch):
     default_prompts: ClassVar[str] = "magic_video"
     extra_code: ClassVar[tuple[str, ...]] = (*MemorySearch.extra_code, "memory/magic_video.py",
-                                             "memory/magic_video_build.py", "memory/ppr.py")
+                                             "memory/magic_video_build.py", "memory/ppr.py",
+                                             "memory/clip_embedding.py")
 
     def __init__(self, context: RunContext) -> None:
         super().__init__(context)

@@ -72,7 +72,7 @@ class WorldMMWorkflow(MemorySearch):
     default_prompts: ClassVar[str] = "worldmm"
     #: Besides this module: MemorySearch's (the store opening and ``ask`` hooks), the store and its PageRank.
     extra_code: ClassVar[tuple[str, ...]] = (*MemorySearch.extra_code, "methods/agent.py", "memory/worldmm.py",
-                                             "memory/ppr.py", "memory/visual_embedder.py")
+                                             "memory/ppr.py", "memory/clip_embedding.py")
 
     def __init__(self, context: RunContext) -> None:
         super().__init__(context)
