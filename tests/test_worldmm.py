@@ -628,6 +628,17 @@ def test_visual_memory_with_a_tiny_random_clip(tmp_path, clip, bag_of_words, tin
     assert record["visual"] == "on" and record["embedder_model"]["name"] == "tiny_clip"
 
 
+def test_the_embedder_kind_chooses_the_clip_embedder(tiny_clip):
+    """One entry point for both memory systems: the model config's ``kind`` picks the embedder; a missing or
+    unknown kind is an error naming the field, never a silent default."""
+    from senri.memory.clip_embedding import DualEncoder, open_clip_embedder
+
+    assert isinstance(open_clip_embedder(tiny_clip), DualEncoder)
+    for kind in (None, "clip"):
+        with pytest.raises(ValueError, match=r"field 'kind': .*image_text, vlm_embedding"):
+            open_clip_embedder({**tiny_clip, "kind": kind})
+
+
 def test_a_build_with_an_embedder_embeds_every_10_s_clip(tmp_path, clip, bag_of_words, tiny_clip):
     llm = _scripted(tmp_path, "llm", BUILD_RULES)
     config = {**bag_of_words, "visual": {**bag_of_words["visual"], "nframes": 2}}
