@@ -156,6 +156,20 @@ def test_editing_the_memory_interface_or_retrieval_reruns_memory_methods_only(tm
                                                                  "senri_agent_no_wm"], rel
 
 
+def test_editing_a_store_s_builder_or_pagerank_rebuilds_its_stores_and_reruns_its_runs_only():
+    """A store's ``extra_code`` (MAGIC-Video's builder, the shared PageRank) joins the digest of its build jobs
+    and of the answer jobs over it; before, only the store's own module did, so an edited builder left
+    finished stores standing."""
+    from senri import workflow
+
+    build = {s: workflow.code_digest("memory_system", memory_store=s) for s in ("worldmm", "magic_video")}
+    answer = {s: workflow.code_digest("answer", "senri_agent", memory_store=s) for s in ("captions", "magic_video")}
+    files = {p.name for p in workflow.store_module_files("magic_video")}
+    assert {"magic_video.py", "magic_video_build.py", "ppr.py", "clip_embedding.py", "release.py"} <= files
+    assert "magic_video_build.py" not in {p.name for p in workflow.store_module_files("worldmm")}
+    assert len(set(build.values())) == 2 and len(set(answer.values())) == 2
+
+
 # ------------------------------------------------------------------ the hooks, over a store with memory types
 
 from fake_store import TableStore, write_items  # noqa: E402

@@ -55,12 +55,13 @@ def _module_file(module: str) -> Path:
     return Path(spec.origin)
 
 
-def store_module_file(store: str) -> Path:
-    """The source file of a memory system config's ``store`` (a registered name or ``module:Class``)."""
-    from senri.memory.store import MEMORY_SYSTEMS
+def store_module_files(store: str) -> list[Path]:
+    """The source files of a memory system config's ``store`` (a registered name or ``module:Class``): its
+    module and the modules its class lists in ``extra_code`` (builder, PageRank, clip embedder, …)."""
+    from senri.memory.store import MEMORY_SYSTEMS, store_class
 
     target = store if ":" in store else MEMORY_SYSTEMS.target(store)
-    return _module_file(target.partition(":")[0])
+    return [_module_file(target.partition(":")[0]), *(PACKAGE_DIR / rel for rel in store_class(store).extra_code)]
 
 
 def code_digest(stage: str, method_implementation: str | None = None, backend: str | None = None,
@@ -71,7 +72,7 @@ def code_digest(stage: str, method_implementation: str | None = None, backend: s
     runs over WorldMM, not those over the captions)."""
     files = [PACKAGE_DIR / rel for rel in STAGE_CODE[stage]]
     if memory_store is not None:
-        files.append(store_module_file(memory_store))
+        files += store_module_files(memory_store)
     if method_implementation is not None:
         from senri.methods import METHODS
 

@@ -456,6 +456,8 @@ class MagicVideoStore(MemoryStore):
 
     system: ClassVar[str] = "magic_video"
     memory_types: ClassVar[tuple[str, ...]] = ()  # the original search action has no memory type (G-L1)
+    extra_code: ClassVar[tuple[str, ...]] = ("memory/magic_video_build.py", "memory/ppr.py",
+                                             "memory/clip_embedding.py", "memory/release.py", "memory/retrieval.py")
 
     def __init__(self, graph: Graph, chains: Sequence[ChainRow], vectors: np.ndarray, config: Mapping[str, Any],
                  encoder: TextEncoder | None = None, record: Mapping[str, Any] | None = None,

@@ -121,6 +121,10 @@ class MemoryStore(ABC):
 
     system: ClassVar[str] = ""
     memory_types: ClassVar[tuple[str, ...]] = ()
+    #: Package modules besides the store's own (paths under ``senri/``) whose edits change what it builds or
+    #: returns — its builder, PageRank, clip embedder, release reader: they join the code digest of the
+    #: store's build jobs and of every answer job that reads it.
+    extra_code: ClassVar[tuple[str, ...]] = ()
 
     # ------------------------------------------------------------------ building, opening, import, export
     @classmethod

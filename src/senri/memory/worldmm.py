@@ -786,6 +786,8 @@ class WorldMMStore(MemoryStore):
 
     system: ClassVar[str] = SYSTEM
     memory_types: ClassVar[tuple[str, ...]] = (KIND_EPISODIC, KIND_SEMANTIC, KIND_VISUAL)
+    extra_code: ClassVar[tuple[str, ...]] = ("memory/ppr.py", "memory/clip_embedding.py", "memory/release.py",
+                                             "memory/retrieval.py")
 
     def __init__(self, folder: Path, config: Mapping[str, Any], video: Any, encoder: TextEncoder | None = None
                  ) -> None:

@@ -24,9 +24,8 @@ from senri.methods.base import RunContext
 
 class MagicVideoWorkflow(MemorySearch):
     default_prompts: ClassVar[str] = "magic_video"
-    extra_code: ClassVar[tuple[str, ...]] = (*MemorySearch.extra_code, "memory/magic_video.py",
-                                             "memory/magic_video_build.py", "memory/ppr.py",
-                                             "memory/clip_embedding.py")
+    #: MemorySearch's modules and its own; the store's join through its ``extra_code``.
+    extra_code: ClassVar[tuple[str, ...]] = (*MemorySearch.extra_code, "methods/agent.py")
 
     def __init__(self, context: RunContext) -> None:
         super().__init__(context)

@@ -70,9 +70,9 @@ class WorldMMWorkflow(MemorySearch):
     """WorldMM's control loop (see the module docstring); its memory system is pinned to ``worldmm``."""
 
     default_prompts: ClassVar[str] = "worldmm"
-    #: Besides this module: MemorySearch's (the store opening and ``ask`` hooks), the store and its PageRank.
-    extra_code: ClassVar[tuple[str, ...]] = (*MemorySearch.extra_code, "methods/agent.py", "memory/worldmm.py",
-                                             "memory/ppr.py", "memory/clip_embedding.py")
+    #: Besides this module: MemorySearch's (the store opening and ``ask`` hooks); the store's own modules join
+    #: through its ``extra_code`` (:func:`senri.workflow.store_module_files`).
+    extra_code: ClassVar[tuple[str, ...]] = (*MemorySearch.extra_code, "methods/agent.py")
 
     def __init__(self, context: RunContext) -> None:
         super().__init__(context)
