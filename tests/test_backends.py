@@ -530,3 +530,20 @@ def test_finish_reason_from_every_wire_format():
     sent = chat_body(ask("x", repetition_penalty=1.1, frequency_penalty=0.3), "m")
     assert (sent["repetition_penalty"], sent["frequency_penalty"]) == (1.1, 0.3)
     assert "repetition_penalty" not in chat_body(ask("x"), "m")
+
+
+def test_a_scripted_rule_with_a_list_matches_only_prompts_holding_every_text(tmp_path):
+    """A list ``match`` answers one role of one question: both texts must occur in the last user message."""
+    script = tmp_path / "script.jsonl"
+    rules = [{"match": ["Where was I", "[r1]"], "text": "C"}, {"match": "[r1]", "text": "A"}, {"text": "none"}]
+    script.write_text("".join(json.dumps(r) + "\n" for r in rules))
+    from senri.backends.scripted import ScriptedBackend
+
+    backend = ScriptedBackend({"backend": "scripted", "script": str(script)})
+
+    def reply(text: str) -> str:
+        return backend.complete(ChatRequest(messages=(Message.text("user", text),), max_tokens=8)).text
+
+    assert reply("Where was I at noon?\n[r1] a sign") == "C"
+    assert reply("What did I hold?\n[r1] a sign") == "A"
+    assert reply("Where was I at noon?") == "none"

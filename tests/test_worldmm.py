@@ -96,6 +96,33 @@ def test_the_store_is_registered():
     assert WorldMMStore.memory_types == ("episodic", "semantic", "visual")
 
 
+
+def test_the_worldmm_config_composes_and_every_key_is_checked():
+    """config/memory_system/worldmm.yaml passes its schema branch as shipped; a typo'd key at any depth, or a
+    value the store cannot use, is a ConfigError naming the key."""
+    from senri import config as senri_config
+
+    base = ["method=[worldmm,senri_agent]", "memory_system=[worldmm]", "model=[smollm2]"]
+    cfg = senri_config.compose(base)
+    assert sorted(cfg["method"]) == ["senri_agent@worldmm", "worldmm"]
+    system = cfg["memory_system"]["worldmm"]
+    assert {k: v for k, v in system.items() if k not in ("name", "model_configs")} == CONFIG
+    assert system["model_configs"]["summariser"]["name"] == "qwen15_coder" and "embedder" not in system["model_configs"]
+    for bad, key in (("+memory_system.worldmm.bogus=1", "bogus"),
+                     ("+memory_system.worldmm.episodic.dampng=0.5", "episodic.dampng"),
+                     ("+memory_system.worldmm.visual.nframe=3", "visual.nframe"),
+                     ("+memory_system.worldmm.models.summarizer=null", "models.summarizer"),
+                     ("+memory_system.worldmm.paper_models.captionr=x", "paper_models.captionr"),
+                     ("+memory_system.worldmm.base.clip=10", "base.clip"),
+                     ("memory_system.worldmm.episodic.damping=1.0", "episodic.damping"),
+                     ("memory_system.worldmm.text_embedder=qwen3", "text_embedder"),
+                     ("memory_system.worldmm.date=DAY0", "date"),
+                     ("memory_system.worldmm.default_memory_type=audio", "default_memory_type"),
+                     ("memory_system.worldmm.visual.range_offsets=relative", "visual.range_offsets"),
+                     ("memory_system.worldmm.levels=[{name:30sec,window:30}]", r"levels\.0\.window")):
+        with pytest.raises(senri_config.ConfigError, match=f"config.memory_system.worldmm.{key}"):
+            senri_config.compose([*base, bad])
+
 # ------------------------------------------------------------------------------------------------ build
 def _scripted(folder: Path, name: str, rules: list[dict]) -> dict:
     script, record = folder / f"{name}.jsonl", folder / f"{name}_calls.jsonl"

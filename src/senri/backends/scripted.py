@@ -1,7 +1,8 @@
 """``scripted`` backend, for tests only: replays responses from a JSONL file instead of running a model.
 
 Each line is a rule ``{"match": "text", "text": "...", ...}``; a request gets the first rule whose ``match``
-occurs in its last user message (a rule without ``match`` matches anything). Optional fields:
+occurs in its last user message (a rule without ``match`` matches anything; a list of texts matches when every
+one occurs, so a script can answer one role of one question, e.g. ``["Where was I", "[r1]"]``). Optional fields:
 ``letter_logprobs`` (a dict), ``finish_reason`` (default ``stop``; ``length`` stands for a reply cut at its
 token limit), ``tool_calls`` (a list of ``{"name", "arguments"}``, returned when the request offers tools;
 ``images``/``tools`` in the model config switch those capabilities), ``error`` (the call fails with this
@@ -63,7 +64,7 @@ class ScriptedBackend(Backend):
         for rule in self.rules:
             if "repetition_penalty" in rule and rule["repetition_penalty"] != request.repetition_penalty:
                 continue
-            if rule.get("match") is None or rule["match"] in prompt:
+            if _matches(rule.get("match"), prompt):
                 time.sleep(float(rule.get("delay_s", 0)))
                 if rule.get("error"):
                     return ChatResponse(text="", error=str(rule["error"]))
@@ -92,3 +93,10 @@ class ScriptedBackend(Backend):
                 if on_done is not None:
                     on_done(i, responses[-1])
         return responses
+
+
+def _matches(match: str | Sequence[str] | None, prompt: str) -> bool:
+    """A rule's ``match``: None matches any prompt, a text one containing it, a list one containing every text."""
+    if match is None:
+        return True
+    return match in prompt if isinstance(match, str) else all(str(part) in prompt for part in match)

@@ -1204,7 +1204,13 @@ def write_store(out_dir: Path, config: Mapping[str, Any], episodic: list[MemoryI
                            if visual is not None else None),
         "counts": dict(counts), "llm": dict(llm_stats),
     }
-    (out_dir / CONFIG).write_text(yaml.safe_dump(record, sort_keys=True, allow_unicode=True))
+    # The memory_system job wrote its stage slice there first (senri.memory.jobs.write_store): the store's record
+    # is added beside it, and the system's config is left in that slice (its memory_system) instead of replacing it.
+    path = out_dir / CONFIG
+    existing = (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+    if existing.get("stage") == "memory_system":
+        record.pop("config")
+    path.write_text(yaml.safe_dump({**existing, **record}, sort_keys=True, allow_unicode=True))
 
 
 # =============================================================================================== import

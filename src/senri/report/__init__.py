@@ -24,7 +24,7 @@ from senri.config import sidecar_path
 from senri.report import figures
 from senri.report.browser import build_browser, discordant_html
 from senri.report.render import figure_html, page, table_html
-from senri.report.tables import APPROACH_LABELS, ReportTables, build_tables
+from senri.report.tables import APPROACH_LABELS, ReportTables, ablation_variants, build_tables
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +184,7 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
     pair_specs = [(p.get("group") or f"{p['baseline']} → {p['treatment']}", p["baseline"], p["treatment"])
                   for p in config.get("pairs") or []]
     pair_specs += [(f"{a['reference']} → {label}", a["reference"], run)
-                   for a in config.get("ablations") or [] for label, run in (a.get("variants") or {}).items()]
+                   for a in config.get("ablations") or [] for label, run in ablation_variants(a)]
     pngs = {
         "frame_budget": figures.frame_budget_curve(main, runs, figures_dir),
         "paired_change": figures.paired_change_heatmap(per_video, pair_specs, figures_dir),

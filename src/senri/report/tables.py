@@ -106,6 +106,16 @@ def _delta_row(stats: Sequence[Mapping[str, Any]], label: str) -> dict[str, Any]
     return row
 
 
+def ablation_variants(ablation: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """An ablation's (label, run) pairs in display order. ``variants`` is a list of ``{label, run}`` (shown in
+    list order: a paper's row order) or a mapping label → run, which reaches the report through the stage's
+    canonical-JSON config slice and so is shown by label."""
+    variants = ablation.get("variants") or {}
+    if isinstance(variants, Mapping):
+        return [(str(label), str(run)) for label, run in variants.items()]
+    return [(str(v["label"]), str(v["run"])) for v in variants]
+
+
 def build_tables(scored: pl.DataFrame, main: pl.DataFrame, runs: pl.DataFrame, config: Mapping[str, Any],
                  seed: int, decimals: int = 1) -> ReportTables:
     resamples, confidence = int(config["bootstrap_resamples"]), float(config["confidence"])
@@ -140,13 +150,13 @@ def build_tables(scored: pl.DataFrame, main: pl.DataFrame, runs: pl.DataFrame, c
 
     ablation_rows: list[dict[str, Any]] = []
     for ablation in config.get("ablations") or []:
-        reference, variants = ablation["reference"], dict(ablation.get("variants") or {})
+        reference, variants = ablation["reference"], ablation_variants(ablation)
         if not present(reference):
             skipped.append(f"ablations of {reference}: reference run not in this run set")
             continue
         ablation_rows.append({"reference": reference, "variant": ablation.get("label", reference), "run": reference,
                               **shown(reference)})
-        for variant_label, run in variants.items():
+        for variant_label, run in variants:
             if not present(run):
                 skipped.append(f"ablation {variant_label!r} ({run}): run not in this run set")
                 continue
