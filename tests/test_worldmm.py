@@ -106,7 +106,9 @@ def test_the_worldmm_config_composes_and_every_key_is_checked():
     cfg = senri_config.compose(base)
     assert sorted(cfg["method"]) == ["senri_agent@worldmm", "worldmm"]
     system = cfg["memory_system"]["worldmm"]
-    assert {k: v for k, v in system.items() if k not in ("name", "model_configs")} == CONFIG
+    assert {k: v for k, v in system.items() if k not in ("name", "model_configs", "prompt_identity")} == CONFIG
+    # the builder prompts are part of the store's identity: editing one rebuilds the stores that used it
+    assert system["prompt_identity"]["family"] == "worldmm" and "summarise" in system["prompt_identity"]["files"]
     assert system["model_configs"]["summariser"]["name"] == "qwen15_coder" and "embedder" not in system["model_configs"]
     for bad, key in (("+memory_system.worldmm.bogus=1", "bogus"),
                      ("+memory_system.worldmm.episodic.dampng=0.5", "episodic.dampng"),
