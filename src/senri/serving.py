@@ -247,6 +247,9 @@ def run_batch(cfg: Mapping[str, Any], batch: Batch, workdir: Path = Path(".")) -
     pending = [a for a in batch.answers if not ((workdir / a.out).exists() and (workdir / a.sidecar).exists())]
     log.info("batch %s: %d of %d answer(s) to run against one %s server", batch.name, len(pending),
              len(batch.answers), model_config["backend"])
+    for answer in pending:  # each answer's log starts afresh, as the in-process rule's does; restarts append
+        (workdir / answer.log).parent.mkdir(parents=True, exist_ok=True)
+        (workdir / answer.log).write_bytes(b"")
     starts = 0
     while pending:
         if starts > int(serving["max_restarts"]):
