@@ -23,6 +23,8 @@ for _batch in SERVED_BATCHES:
             batch=_batch.name,
         log:
             f"results/logs/serving/{_batch.name}.log",
+        benchmark:
+            f"results/benchmarks/serving/{_batch.name}.tsv"
         threads: senri_workflow.answer_resources(SENRI, _batch.model)["threads"]
         resources:
             mem_mb=senri_serving.batch_mem_mb(SENRI, _batch),

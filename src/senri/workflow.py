@@ -34,7 +34,7 @@ STAGE_CODE: dict[str, tuple[str, ...]] = {
                   "anonymize/detectors/egoblur.py", "decode.py", "records.py", "media.py", "memtrim.py"),
     "answer": ("answer.py", "answers.py", "records.py", "methods/__init__.py", "methods/base.py",
                "methods/prompted.py", "methods/structured.py", "registry.py", "backends/__init__.py", "backends/base.py",
-               "backends/cache.py", "backends/openai_format.py"),
+               "backends/cache.py", "backends/openai_format.py", "backends/served.py"),
     "track": ("track.py", "decode.py", "records.py", "memtrim.py"),
     "memory": ("memory/__init__.py", "memory/hierarchy.py", "captioners/__init__.py", "captioners/base.py", "captioners/perception.py",
                "captioners/vlm.py", "track.py", "decode.py", "records.py"),
