@@ -119,13 +119,11 @@ def frame_stores(wildcards):
 
 
 def answer_config(wildcards):
-    slice_ = senri_config.stage_slice(SENRI, "answer", method=wildcards.method, model=wildcards.model)
-    return senri_config.canonical_json(slice_)
+    return senri_serving.answer_params(SENRI, wildcards.method, wildcards.model)["config"]
 
 
 def answer_code(wildcards):
-    backend = SENRI["model"].get(wildcards.model, {}).get("backend")
-    return senri_workflow.code_digest("answer", SENRI["method"][wildcards.method]["implementation"], backend)
+    return senri_serving.answer_params(SENRI, wildcards.method, wildcards.model)["code"]
 
 
 def answer_inputs(wildcards):

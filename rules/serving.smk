@@ -1,7 +1,7 @@
 # Served answer batches (senri.serving, README "Running at scale"): per batch of a model in serving.models, one
 # job that starts the model's server once and runs the batch's answers against it. Its outputs are exactly
-# the in-process answer rule's prediction files and sidecars; its params hold every answer's config slice and
-# code digest, so a changed answer reruns its batch (the unchanged answers replay from their caches). The
+# the in-process answer rule's prediction files and sidecars; its params hold a digest of every answer's config
+# slice and code digest, so a changed answer reruns its batch (the unchanged answers replay from their caches). The
 # server log, each answer's log and results/serving/<model>.jsonl (one line per server start) are not
 # outputs: Snakemake keeps them when a batch fails.
 
@@ -17,7 +17,9 @@ for _batch in SERVED_BATCHES:
         output:
             _batch.outputs,
         params:
-            answers={a.out: senri_serving.answer_params(SENRI, a) for a in _batch.answers},
+            # One hash of every answer's config slice, code digest and files: it changes exactly when one of
+            # the answers' in-process params would (the slices themselves, 140 × KB, would be stored by
+            # Snakemake once per output file).
             digest=senri_serving.batch_digest(SENRI, _batch),
             overrides=SERVING_OVERRIDES,
             batch=_batch.name,

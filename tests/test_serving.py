@@ -102,7 +102,8 @@ def test_batches_hold_exactly_the_in_process_rules_files_in_video_order():
     cfg = cfgmod.compose("dataset=demo method=[random,blind,blind_letter] serving.models=[smollm2]")
     videos = ["demo_01", "demo_02"]
     (batch,) = serving.batches(cfg, videos)
-    assert [(a.video_id, a.method) for a in batch.answers] == [(v, m) for v in videos for m in ("blind", "blind_letter")]
+    expected = [(v, m) for v in videos for m in ("blind", "blind_letter")]
+    assert [(a.video_id, a.method) for a in batch.answers] == expected
     assert batch.outputs[:2] == ["results/predictions/blind/smollm2/demo_01.parquet",
                                  "results/predictions/blind/smollm2/demo_01.config.yaml"]
     per_method = cfgmod.compose("dataset=demo method=[blind,blind_letter] serving.models=[smollm2] "
@@ -169,6 +170,10 @@ def test_served_and_in_process_predictions_are_equal_and_each_mode_replays_the_o
     run = snakemake(served, _overrides(small_demo, "serving.models=[smollm2]"), *PREDICTIONS)
     assert "rule answer_served_smollm2:" in run.stdout + run.stderr and "rule answer:" not in run.stdout + run.stderr
     (start,) = starts(served)  # one server start for the batch's two answers
+    # The serving knobs are in no answer's config slice: changing them reruns nothing.
+    for knobs in ("", " serving.answers_at_once=1 serving.max_restarts=5"):
+        dry = snakemake(served, _overrides(small_demo, "serving.models=[smollm2]" + knobs), "-n", *PREDICTIONS)
+        assert "Nothing to be done" in dry.stdout + dry.stderr
     assert start["exit"] == "stopped: batch done" and start["answers_done"] == 2 and start["load_s"] > 0
     for a, b in zip(_tables(served), _tables(in_process)):
         assert a["error"].null_count() == a.height

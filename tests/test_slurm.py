@@ -140,7 +140,7 @@ def test_served_answers_come_from_one_slurm_job_with_one_server_start_and_scance
 
     # cache_prompt off: a fresh call's numerics do not depend on the engine's prompt-cache history (tests/test_serving.py)
     fast = (f"overrides=dataset=senri dataset.questions=[{small_demo['questions']}] "
-            f"dataset.videos_dir={small_demo['videos_dir']} method=[random,blind,blind_letter] "
+            f"dataset.videos_dir={small_demo['videos_dir']} anonymize.stride=30 method=[random,blind,blind_letter] "
             "+model.smollm2.cache_prompt=false")
     targets = [f"results/predictions/{run}/{video}.parquet" for video in ("demo_01", "demo_02")
                for run in ("random/none", "blind/smollm2", "blind_letter/smollm2")]
@@ -164,8 +164,15 @@ def test_served_answers_come_from_one_slurm_job_with_one_server_start_and_scance
         assert a["error"].null_count() == a.height
         assert a.drop("latency_s").equals(b.drop("latency_s")), path
 
-    # scancel the batch while its server runs: the job's server is stopped, nothing listens on its port.
-    cancelled = tmp_path / "cancelled"
+    # scancel the batch while its server runs (its answers asked afresh): the job's server is stopped, nothing
+    # listens on its port.
+    cancelled = served
+    shutil.rmtree(served / "results/cache/answer")
+    for path in targets:
+        if "smollm2" in path:
+            (served / path).unlink()
+    (served / "results/serving/smollm2.jsonl").unlink()
+    (served / "results/logs/serving/smollm2.log").unlink()
     env = {**cluster.env, "PATH": str(Path(sys.executable).parent) + os.pathsep + cluster.env.get("PATH", "")}
     run = subprocess.Popen([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(cancelled),
                             "--profile", str(SLURM_PROFILE), "--workflow-profile", str(TEST_PROFILE), *targets,

@@ -162,12 +162,12 @@ def batch_mem_mb(cfg: Mapping[str, Any], batch: Batch) -> int:
     return workflow.answer_resources(cfg, batch.model)["mem_mb"] + 1000 * int(cfg["serving"]["answers_at_once"])
 
 
-def answer_params(cfg: Mapping[str, Any], answer: ServedAnswer) -> dict[str, str]:
-    """What the in-process answer rule's params hold for this answer: its config slice and code digest."""
-    backend = cfg["model"].get(answer.model, {}).get("backend")
-    return {"config": cfgmod.canonical_json(cfgmod.stage_slice(cfg, "answer", method=answer.method,
-                                                               model=answer.model)),
-            "code": workflow.code_digest("answer", cfg["method"][answer.method]["implementation"], backend)}
+def answer_params(cfg: Mapping[str, Any], method: str, model: str) -> dict[str, str]:
+    """An answer job's params, in process (rules/answer.smk) and served alike: its config slice as canonical
+    JSON and its code digest (the method's and the backend's modules included)."""
+    backend = cfg["model"].get(model, {}).get("backend")
+    return {"config": cfgmod.canonical_json(cfgmod.stage_slice(cfg, "answer", method=method, model=model)),
+            "code": workflow.code_digest("answer", cfg["method"][method]["implementation"], backend)}
 
 
 def batch_digest(cfg: Mapping[str, Any], batch: Batch) -> str:
@@ -176,7 +176,7 @@ def batch_digest(cfg: Mapping[str, Any], batch: Batch) -> str:
     digest = hashlib.sha256()
     for answer in batch.answers:
         digest.update(cfgmod.canonical_json({"out": answer.out, "inputs": dict(answer.inputs),
-                                             **answer_params(cfg, answer)}).encode())
+                                             **answer_params(cfg, answer.method, answer.model)}).encode())
     return digest.hexdigest()[:16]
 
 
@@ -195,7 +195,8 @@ def load_counts(cfg: Mapping[str, Any], video_ids: Sequence[str]) -> dict[str, i
 
 def answer_command(cfg: Mapping[str, Any], answer: ServedAnswer, server_url: str) -> list[str]:
     """``senri answer`` for one answer of a batch: the in-process rule's command plus ``--server``."""
-    return [sys.executable, "-m", "senri", "answer", "--config", answer_params(cfg, answer)["config"],
+    config = answer_params(cfg, answer.method, answer.model)["config"]
+    return [sys.executable, "-m", "senri", "answer", "--config", config,
             "--questions", answer.inputs["questions"], "--video-info", answer.inputs["video"],
             "--method", answer.method, "--model", answer.model,
             *workflow.answer_media_args(cfg, answer.inputs, answer.video_id),
