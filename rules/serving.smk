@@ -5,7 +5,9 @@
 # server log, each answer's log and results/serving/<model>.jsonl (one line per server start) are not
 # outputs: Snakemake keeps them when a batch fails.
 
-SERVING_OVERRIDES = senri_config.canonical_json(senri_config.parse_overrides(config.get("overrides")))
+# The batch job recomposes the run's config from its overrides. They travel in the environment, as PYTHONPATH
+# does (common.smk): as a param they would rerun every batch when only a serving knob changed.
+os.environ.update(SENRI_OVERRIDES=senri_config.canonical_json(senri_config.parse_overrides(config.get("overrides"))))
 
 for _batch in SERVED_BATCHES:
 
@@ -21,7 +23,6 @@ for _batch in SERVED_BATCHES:
             # the answers' in-process params would (the slices themselves, 140 × KB, would be stored by
             # Snakemake once per output file).
             digest=senri_serving.batch_digest(SENRI, _batch),
-            overrides=SERVING_OVERRIDES,
             batch=_batch.name,
         log:
             f"results/logs/serving/{_batch.name}.log",
@@ -35,5 +36,4 @@ for _batch in SERVED_BATCHES:
         conda:
             "../envs/cpu.yaml"
         shell:
-            "python -m senri.serving --overrides {params.overrides:q} --batch {params.batch:q}"
-            " --digest {params.digest} > {log} 2>&1"
+            "python -m senri.serving --batch {params.batch:q} --digest {params.digest} > {log} 2>&1"

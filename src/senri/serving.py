@@ -341,11 +341,13 @@ def _run_answers(cfg: Mapping[str, Any], answers: list[ServedAnswer], server: An
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m senri.serving --overrides JSON --batch NAME --digest D``: the served rule's job."""
+    """``python -m senri.serving --batch NAME --digest D [--overrides JSON]``: the served rule's job."""
     import argparse
 
     parser = argparse.ArgumentParser(description="Run one served answer batch (rules/serving.smk).")
-    parser.add_argument("--overrides", default="[]", help="the run's Hydra overrides as a JSON list")
+    parser.add_argument("--overrides", default=os.environ.get("SENRI_OVERRIDES", "[]"),
+                        help="the run's Hydra overrides as a JSON list (default: $SENRI_OVERRIDES, which the "
+                             "workflow sets)")
     parser.add_argument("--batch", required=True)
     parser.add_argument("--digest", help="the plan's digest as the workflow computed it")
     args = parser.parse_args(argv)
