@@ -10,6 +10,7 @@ include: "rules/decode.smk"
 include: "rules/track.smk"
 include: "rules/memory.smk"
 include: "rules/answer.smk"
+include: "rules/serving.smk"
 include: "rules/report.smk"
 
 

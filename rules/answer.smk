@@ -18,6 +18,8 @@ rule answer:
         "results/logs/answer/{method}/{model}/{video_id}.log",
     benchmark:
         "results/benchmarks/answer/{method}/{model}/{video_id}.tsv"
+    wildcard_constraints:
+        model=IN_PROCESS_MODEL,  # a served model's answers come from its batch (rules/serving.smk)
     threads: answer_threads
     resources:
         mem_mb=answer_mem_mb,

@@ -10,6 +10,7 @@ SENRI_SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(SENRI_SRC))
 
 from senri import config as senri_config  # noqa: E402
+from senri import serving as senri_serving  # noqa: E402
 from senri import workflow as senri_workflow  # noqa: E402
 
 _unknown = sorted(set(config) - {"overrides"})
@@ -24,6 +25,9 @@ RUNS = senri_config.runs(SENRI)
 VIDEO_IDS = senri_workflow.planned_video_ids(SENRI)
 IS_DEMO = senri_workflow.is_demo(SENRI)
 IS_NEEDLE = senri_workflow.is_needle(SENRI)
+# Served answer batches (rules/serving.smk): the models of serving.models answer there, all others in-process.
+SERVED_BATCHES = senri_serving.batches(SENRI, VIDEO_IDS)
+IN_PROCESS_MODEL = senri_serving.in_process_model_pattern(SENRI)
 
 # Every rule calls the package of this checkout (what the code digests hash) as `python -m senri`, in
 # whatever Python the job runs: the active virtual environment, a conda env of envs/, or a cluster node's.
@@ -116,15 +120,11 @@ def frame_stores(wildcards):
 
 
 def answer_config(wildcards):
-    slice_ = senri_config.stage_slice(SENRI, "answer", method=wildcards.method, model=wildcards.model)
-    return senri_config.canonical_json(slice_)
+    return senri_serving.answer_params(SENRI, wildcards.method, wildcards.model)["config"]
 
 
 def answer_code(wildcards):
-    backend = SENRI["model"].get(wildcards.model, {}).get("backend")
-    system = senri_workflow.method_memory_system(SENRI, wildcards.method)
-    store = senri_workflow.memory_system_store(SENRI, system) if system else None
-    return senri_workflow.code_digest("answer", SENRI["method"][wildcards.method]["implementation"], backend, store)
+    return senri_serving.answer_params(SENRI, wildcards.method, wildcards.model)["code"]
 
 
 def answer_inputs(wildcards):
@@ -134,14 +134,8 @@ def answer_inputs(wildcards):
 def answer_media_options(wildcards, input):
     """``--frames``/``--carrier`` (frame methods) and ``--memory``, ``--video``, … (memory methods) options
     for the answer CLI, for the inputs this job has."""
-    names = {"frames": "frames", "carrier": "carrier", "memory": "memory", "pixels": "video", "track": "track",
-             "ocr": "ocr", "detections": "detections"}
-    options = [f"--{option} {input[name]}" for name, option in names.items() if name in input.keys()]
-    if "memory" in input.keys():
-        options.append(f"--caption-cache {senri_workflow.caption_cache_dir(SENRI, wildcards.video_id)}")
-    if "store" in input.keys():
-        options.append(f"--memory-store {input['store']}")
-    return " ".join(options)
+    inputs = {name: str(input[name]) for name in input.keys()}
+    return " ".join(senri_workflow.answer_media_args(SENRI, inputs, wildcards.video_id))
 
 
 def memory_system_config(wildcards):

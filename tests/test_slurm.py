@@ -130,3 +130,85 @@ def test_a_failed_job_names_its_rule_and_log_and_the_rerun_resumes(cluster, tmp_
                            "videos_table"], ran
     assert finished.stat().st_mtime_ns == before
     assert pl.read_parquet(work / "results/tables/main.parquet")["n"].to_list() == [32] * 4
+
+
+def test_served_answers_come_from_one_slurm_job_with_one_server_start_and_scancel_leaves_nothing_listening(
+        cluster, tmp_path, small_demo):
+    import json
+    import socket
+    import time
+
+    # cache_prompt off: a fresh call's numerics do not depend on the engine's prompt-cache history (tests/test_serving.py)
+    fast = (f"overrides=dataset=senri dataset.questions=[{small_demo['questions']}] "
+            f"dataset.videos_dir={small_demo['videos_dir']} anonymize.stride=30 method=[random,blind,blind_letter] "
+            "+model.smollm2.cache_prompt=false")
+    targets = [f"results/predictions/{run}/{video}.parquet" for video in ("demo_01", "demo_02")
+               for run in ("random/none", "blind/smollm2", "blind_letter/smollm2")]
+    served, local = tmp_path / "served", tmp_path / "local"
+    proc = on_slurm(cluster, served, *targets, "--config", fast + " serving.models=[smollm2]")
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    assert snakemake(local, "-c2", *targets, "--config", fast).returncode == 0
+
+    batch_log = (served / "results/logs/serving/smollm2.log").read_text()
+    batch_job = re.search(r"SLURM_JOB_ID=(\d+)", batch_log).group(1)
+    for run in ("blind", "blind_letter"):  # every smollm2 answer ran inside the one batch job
+        for video in ("demo_01", "demo_02"):
+            answer_log = (served / f"results/logs/answer/{run}/smollm2/{video}.log").read_text()
+            assert re.search(r"SLURM_JOB_ID=(\d+)", answer_log).group(1) == batch_job
+    random_log = (served / "results/logs/answer/random/none/demo_01.log").read_text()
+    assert re.search(r"SLURM_JOB_ID=(\d+)", random_log).group(1) != batch_job  # model-free runs stay per-video jobs
+    starts = [json.loads(line) for line in (served / "results/serving/smollm2.jsonl").read_text().splitlines()]
+    assert len(starts) == 1 and starts[0]["exit"] == "stopped: batch done" and starts[0]["answers_done"] == 4
+    for path in targets:
+        a, b = pl.read_parquet(served / path), pl.read_parquet(local / path)
+        assert a["error"].null_count() == a.height
+        assert a.drop("latency_s").equals(b.drop("latency_s")), path
+
+    # scancel the batch while its server runs (its answers asked afresh): the job's server is stopped, nothing
+    # listens on its port.
+    cancelled = served
+    shutil.rmtree(served / "results/cache/answer")
+    for path in targets:
+        if "smollm2" in path:
+            (served / path).unlink()
+    (served / "results/serving/smollm2.jsonl").unlink()
+    (served / "results/logs/serving/smollm2.log").unlink()
+    env = {**cluster.env, "PATH": str(Path(sys.executable).parent) + os.pathsep + cluster.env.get("PATH", "")}
+    run = subprocess.Popen([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(cancelled),
+                            "--profile", str(SLURM_PROFILE), "--workflow-profile", str(TEST_PROFILE), *targets,
+                            "--config", fast + " serving.models=[smollm2]"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, stdin=subprocess.DEVNULL,
+                           start_new_session=True)
+    try:
+        log_path, ready = cancelled / "results/logs/serving/smollm2.log", None
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and ready is None:
+            text = log_path.read_text() if log_path.exists() else ""
+            ready = re.search(r"server pid (\d+) at http://127\.0\.0\.1:(\d+) ready", text)
+            time.sleep(0.5)
+        assert ready, "the batch's server did not come up"
+        pid, port = int(ready.group(1)), int(ready.group(2))
+        job = re.search(r"SLURM_JOB_ID=(\d+)", log_path.read_text()).group(1)
+        subprocess.run(["scancel", job], env=cluster.env, check=True, timeout=30)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            queued = subprocess.run(["squeue", "-h", "-j", job, "-t", "PD,R,CG"], env=cluster.env,
+                                    capture_output=True, text=True, timeout=10).stdout.strip()
+            if not queued:
+                break
+            time.sleep(0.5)
+        deadline = time.monotonic() + 30  # a cancelled job leaves the queue while its processes still unwind
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.5)
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        (stopped,) = [json.loads(line) for line in (cancelled / "results/serving/smollm2.jsonl").read_text().splitlines()]
+        assert stopped["port"] == port and stopped["exit"].startswith("stopped: SystemExit")
+    finally:
+        run.wait(timeout=300)

@@ -1,7 +1,10 @@
 """The answer stage: one (method, model, video) job turns that video's questions into prediction rows.
 
 A question whose method call raises is recorded (``error`` set, ``pred`` null, counted wrong) and the run
-goes on: one bad question never costs the other answers of a long run.
+goes on: one bad question never costs the other answers of a long run. The one exception is the engine
+itself going away (:class:`~senri.backends.base.EngineUnavailable`, a served batch's server that died): that
+is no answer at all, so it stops the job before any prediction is written, and the rerun resumes from the
+response cache.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ import polars as pl
 from tqdm import tqdm
 
 from senri.backends import open_backend
+from senri.backends.base import EngineUnavailable
 from senri.backends.cache import CachedBackend
+from senri.backends.served import Endpoint, serving_through
 from senri.methods import METHODS
 from senri.methods.base import Method, MethodAnswer, RunContext
 from senri.records import HEALTH_COUNTS, LETTERS, Prediction, Question, VideoInfo, from_frame, to_frame
@@ -104,6 +109,8 @@ def _answer_chunk(method: Method, questions: list[Question]) -> list[tuple[Metho
     if len(questions) > 1:
         try:
             return [(result, None) for result in method.answer_many(questions)]
+        except EngineUnavailable:
+            raise
         except Exception as exc:  # noqa: BLE001 — isolated below, question by question
             log.warning("a batch of %d questions failed (%s); answering them one by one", len(questions), exc)
     return [_answer_one(method, question) for question in questions]
@@ -112,6 +119,8 @@ def _answer_chunk(method: Method, questions: list[Question]) -> list[tuple[Metho
 def _answer_one(method: Method, question: Question) -> tuple[MethodAnswer | None, str | None]:
     try:
         return method.answer(question), None
+    except EngineUnavailable:
+        raise  # no answer was had: the job stops, writing nothing, and is resumed from its cache
     except Exception as exc:  # noqa: BLE001 — recorded per question, counted wrong, shown in the tables
         error = f"{type(exc).__name__}: {exc}"
         log.error("question %s failed: %s\n%s", question.qid, error, traceback.format_exc())
@@ -135,12 +144,22 @@ class MemoryInputs:
 def answer_video(questions: pl.DataFrame, video: VideoInfo, stage_config: Mapping[str, Any],
                  frames: str | Path | None = None, carrier: str | Path | None = None,
                  cache: str | Path | None = None, memory: MemoryInputs | None = None,
-                 pixels: str | Path | None = None) -> pl.DataFrame:
+                 pixels: str | Path | None = None, server: str | None = None) -> pl.DataFrame:
     """Answer every question of ``video`` with the configured method and model; return prediction rows.
 
     ``cache`` is the job's durable response cache: every finished model call is stored there at once, so
-    a killed job restarted with the same cache repeats no finished call.
+    a killed job restarted with the same cache repeats no finished call. ``server`` is the address of a
+    served batch's server of this model (``http://127.0.0.1:PORT``): every backend opened for the model's
+    config (the run's, a re-captioner's, a tool's) then talks to it, with the same cache identity.
     """
+    endpoint = Endpoint(server, dict(stage_config["model"])) if server else None
+    with serving_through(endpoint):
+        return _answer_video(questions, video, stage_config, frames, carrier, cache, memory, pixels)
+
+
+def _answer_video(questions: pl.DataFrame, video: VideoInfo, stage_config: Mapping[str, Any],
+                  frames: str | Path | None, carrier: str | Path | None, cache: str | Path | None,
+                  memory: MemoryInputs | None, pixels: str | Path | None) -> pl.DataFrame:
     method_config = dict(stage_config["method"])
     model_config = dict(stage_config["model"])
     method_name, model_name = method_config.pop("name"), model_config.pop("name")

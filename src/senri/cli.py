@@ -225,7 +225,8 @@ def cmd_answer(args: argparse.Namespace) -> None:
         memory = MemoryInputs(Path(args.memory), Path(args.video), _path(args.track), _path(args.ocr),
                               _path(args.detections), Path(args.caption_cache), _path(args.memory_store))
     predictions = answer_video(read_table(args.questions, Question), video[0], stage, frames=args.frames,
-                               carrier=args.carrier, cache=args.cache, memory=memory, pixels=args.video)
+                               carrier=args.carrier, cache=args.cache, memory=memory, pixels=args.video,
+                               server=args.server)
     write_table(predictions, args.out, Prediction)
     cfgmod.write_sidecar(args.out, "answer", stage)
 
@@ -466,6 +467,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--memory-store", help="memory methods over a memory system other than captions: its store "
                                           "folder (results/memory_system/<system>/<captioner>/<video>)")
     _add_caption_inputs(p, "memory methods: ")
+    p.add_argument("--server", metavar="URL", help="a served batch's server of this model (http://127.0.0.1:PORT; "
+                                                   "its key in $SENRI_SERVER_KEY): calls go there, same cache keys")
     p.add_argument("--out", required=True)
 
     p = add("memory-system", cmd_memory_system,
@@ -525,7 +528,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from senri.records import TableError
     from senri.registry import RegistryError
 
-    from senri.backends.base import BackendError
+    from senri.backends.base import ENGINE_UNAVAILABLE, BackendError, EngineUnavailable
     from senri.secrets import scrub, scrub_logs
 
     parser = build_parser()
@@ -546,6 +549,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (IngestError, MediaError, TableError, AggregateError) as exc:
         print(f"senri {args.command}: error: {scrub(str(exc))}", file=sys.stderr)
         return 1
+    except EngineUnavailable as exc:  # the model's server is gone: nothing written, the batch resumes it
+        print(f"senri {args.command}: engine unavailable: {scrub(str(exc))}", file=sys.stderr)
+        return ENGINE_UNAVAILABLE
     return 0
 
 

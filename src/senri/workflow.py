@@ -34,7 +34,7 @@ STAGE_CODE: dict[str, tuple[str, ...]] = {
                   "anonymize/detectors/egoblur.py", "decode.py", "records.py", "media.py", "memtrim.py"),
     "answer": ("answer.py", "answers.py", "records.py", "methods/__init__.py", "methods/base.py",
                "methods/prompted.py", "methods/structured.py", "registry.py", "backends/__init__.py", "backends/base.py",
-               "backends/cache.py", "backends/openai_format.py"),
+               "backends/cache.py", "backends/openai_format.py", "backends/served.py"),
     "track": ("track.py", "decode.py", "records.py", "memtrim.py"),
     "memory": ("memory/__init__.py", "memory/hierarchy.py", "captioners/__init__.py", "captioners/base.py", "captioners/perception.py",
                "captioners/vlm.py", "track.py", "decode.py", "records.py"),
@@ -221,3 +221,20 @@ def answer_inputs(cfg: Mapping[str, Any], method: str, model: str, video_id: str
         if model_spec.get("video") and spec.get("visual_input", "auto") != "images":
             inputs["carrier"] = f"results/frames/{spec['plan']}/{video_id}.carrier.mp4"
     return inputs
+
+
+#: The answer CLI's option for each named input of an answer job (:func:`answer_inputs`).
+ANSWER_INPUT_OPTIONS = {"frames": "frames", "carrier": "carrier", "memory": "memory", "pixels": "video",
+                        "track": "track", "ocr": "ocr", "detections": "detections", "store": "memory-store"}
+
+
+def answer_media_args(cfg: Mapping[str, Any], inputs: Mapping[str, str], video_id: str) -> list[str]:
+    """``--frames``/``--carrier`` (frame methods) and ``--memory``, ``--video``, … (memory methods) arguments of
+    the answer CLI for the inputs an answer job has: the answer rule and the served batch build them alike."""
+    args: list[str] = []
+    for name, option in ANSWER_INPUT_OPTIONS.items():
+        if name in inputs:
+            args += [f"--{option}", str(inputs[name])]
+    if "memory" in inputs:
+        args += ["--caption-cache", caption_cache_dir(cfg, video_id)]
+    return args

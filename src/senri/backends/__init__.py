@@ -2,7 +2,7 @@
 
 Adding a backend is one module implementing :class:`senri.backends.base.Backend` plus one
 ``BACKENDS.register`` line here and its keys in the config schema. ``server`` runs a model server inside
-the job that needs it.
+the job that needs it; ``served`` sends a model config's calls to the server of a served answer batch.
 """
 
 from __future__ import annotations
@@ -30,10 +30,13 @@ def open_backend(model_config: Mapping[str, Any], cache_path: str | Path | None)
     """The configured backend, wrapped in the durable response cache when ``cache_path`` is given."""
     from senri.backends.cache import CachedBackend, ResponseCache
 
+    from senri.backends.served import ServedBackend, endpoint_for
+
     kind = model_config.get("backend", NO_BACKEND)
     if kind == NO_BACKEND:
         return None
-    backend = BACKENDS.load(kind)(model_config)
+    endpoint = endpoint_for(model_config)  # a served batch's answer: the batch's server runs this model
+    backend = ServedBackend(model_config, endpoint) if endpoint else BACKENDS.load(kind)(model_config)
     if cache_path is None:
         return backend
     cache = ResponseCache(cache_path)

@@ -255,6 +255,17 @@ class BackendError(RuntimeError):
     """A call failed in a way retrying will not fix (bad config, model missing); raised at construction."""
 
 
+class EngineUnavailable(RuntimeError):
+    """The model's engine is gone (a served batch's server died or stopped answering): no answer can be had
+    now, and none may be recorded as wrong. The answer job stops without writing its predictions; the
+    batch restarts the server and the rerun resumes from the response cache."""
+
+
+#: The exit status of a stage command stopped by :class:`EngineUnavailable` (EX_TEMPFAIL): the served batch
+#: runs that answer again on a new server.
+ENGINE_UNAVAILABLE = 75
+
+
 class Backend:
     """Base class. Subclasses implement :meth:`complete`, or :meth:`complete_many` when batching pays.
 

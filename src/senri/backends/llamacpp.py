@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -70,6 +71,46 @@ def _assembled_and_verified(config: Mapping[str, Any], path: Path) -> bool:
     return is_verified(path, ChunkedModel.from_config(config))
 
 
+def verified_model_file(config: Mapping[str, Any]) -> tuple[Path, str]:
+    """The model file and its sha256, checked against the config's pin (third-party repackagings change).
+    An assembled model was hashed when it was built (its stamp still matches): 1 GB is not re-read."""
+    path = gguf_path(config)
+    sha256 = config["sha256"] if _assembled_and_verified(config, path) else file_sha256(path)
+    expected = config.get("sha256")
+    if expected and expected != sha256:
+        raise BackendError(f"model config sha256: {path} has sha256 {sha256}, "
+                           f"config expects {expected} (the package's file changed; check and update the pin)")
+    return path, sha256
+
+
+def model_identity(config: Mapping[str, Any], sha256: str | None = None) -> dict[str, Any]:
+    """The cache identity of a llama.cpp model config, whether the engine runs in this process or as the
+    served batch's server (:mod:`senri.backends.served`): the weights' digest and what changes outputs.
+    ``sha256`` is the file's verified digest; without it, the config's pin (a server verified the file against
+    it when it started), else the file is hashed here."""
+    digest = sha256 or config.get("sha256") or verified_model_file(config)[1]
+    return {"kind": "llamacpp", "gguf_sha256": digest, "mmproj": config.get("mmproj"),
+            "n_ctx": int(config.get("n_ctx", 4096)), **chat_template_kwargs(config)}
+
+
+def model_capabilities(config: Mapping[str, Any]) -> Capabilities:
+    """What a llama.cpp model config accepts, in process or served: images only with a projector."""
+    return Capabilities(images=bool(config.get("mmproj")), video=False, json_schema=True, logprobs=True)
+
+
+def request_body(config: Mapping[str, Any], request: ChatRequest) -> dict[str, Any]:
+    """The chat body llama.cpp's server core gets for ``request``, in process and over HTTP alike.
+
+    cache_prompt: the slot keeps the last prompt's KV cache and evaluates only what follows the shared prefix
+    (a video's memory, when prompts put it first). llama.cpp notes logits may differ in the last bits between
+    batch sizes, so a cached call's text can differ from an uncached one's (rarely)."""
+    body = chat_body(request, None, extra={"cache_prompt": bool(config.get("cache_prompt", True)),
+                                           **thinking_body(config)})
+    if request.repetition_penalty is not None:  # llama.cpp's name for it
+        body["repeat_penalty"] = float(body.pop("repetition_penalty"))
+    return body
+
+
 def default_threads() -> int:
     """The cores this job may use (SLURM's allocation or the affinity mask), not the machine's count."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -103,18 +144,20 @@ def server_params(config: Mapping[str, Any], model_path: Path, port: int | None 
     return params
 
 
+def server_command(config: Mapping[str, Any], api_key_env: str) -> list[str]:
+    """The command that serves ``config`` over HTTP (``{host}``/``{port}`` filled in by
+    :class:`senri.backends.server.ManagedServer`): :func:`serve`, whose engine gets :func:`server_params`, the
+    flags the in-process engine gets."""
+    return [sys.executable, "-m", "senri.backends.llamacpp", "--port", "{port}", "--host", "{host}",
+            "--model-config", json.dumps(dict(config), sort_keys=True), "--api-key-env", api_key_env]
+
+
 class LlamaCppBackend(Backend):
     kind = "llamacpp"
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         super().__init__(config)
-        self.model_path = gguf_path(config)
-        # An assembled model was hashed when it was built (its stamp still matches): 1 GB is not re-read.
-        self.sha256 = config["sha256"] if _assembled_and_verified(config, self.model_path) else file_sha256(self.model_path)
-        expected = config.get("sha256")
-        if expected and expected != self.sha256:
-            raise BackendError(f"model config sha256: {self.model_path} has sha256 {self.sha256}, "
-                               f"config expects {expected} (the package's file changed; check and update the pin)")
+        self.model_path, self.sha256 = verified_model_file(config)
         import xllamacpp
 
         started = time.perf_counter()
@@ -125,22 +168,14 @@ class LlamaCppBackend(Backend):
 
     @property
     def capabilities(self) -> Capabilities:
-        multimodal = bool(self.config.get("mmproj"))
-        return Capabilities(images=multimodal, video=False, json_schema=True, logprobs=True)
+        return model_capabilities(self.config)
 
     @property
     def identity(self) -> dict[str, Any]:
-        return {"kind": self.kind, "gguf_sha256": self.sha256, "mmproj": self.config.get("mmproj"),
-                "n_ctx": int(self.config.get("n_ctx", 4096)), **chat_template_kwargs(self.config)}
+        return model_identity(self.config, self.sha256)
 
     def complete(self, request: ChatRequest) -> ChatResponse:
-        # cache_prompt: the slot keeps the last prompt's KV cache and evaluates only what follows the shared
-        # prefix (a video's memory, when prompts put it first). llama.cpp notes logits may differ in the last
-        # bits between batch sizes, so a cached call's text can differ from an uncached one's (rarely).
-        body = chat_body(request, None, extra={"cache_prompt": bool(self.config.get("cache_prompt", True)),
-                                               **thinking_body(self.config)})
-        if request.repetition_penalty is not None:  # llama.cpp's name for it
-            body["repeat_penalty"] = float(body.pop("repetition_penalty"))
+        body = request_body(self.config, request)
         started = time.perf_counter()
         try:
             with self._lock:
@@ -158,15 +193,23 @@ class LlamaCppBackend(Backend):
         self._server = None
 
 
-def serve(config: Mapping[str, Any], port: int) -> None:
-    """Run the model as an OpenAI-compatible HTTP server on ``port`` until SIGTERM or SIGINT."""
+def serve(config: Mapping[str, Any], port: int, api_key: str | None = None) -> None:
+    """Run the model as an OpenAI-compatible HTTP server on ``port`` until SIGTERM or SIGINT.
+
+    The file is verified against the config's pin first, as the in-process engine does, so the clients of a
+    served batch may name the model by the pin (:func:`model_identity`). With ``api_key``, every endpoint but
+    ``/health`` wants it as a bearer token."""
     import xllamacpp
 
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    server = xllamacpp.Server(server_params(config, gguf_path(config), port=port))
-    log.info("serving %s at %s", config.get("gguf"), server.listening_address)
+    path, sha256 = verified_model_file(config)
+    params = server_params(config, path, port=port)
+    if api_key:
+        params.api_keys = [api_key]
+    server = xllamacpp.Server(params)
+    log.info("serving %s (sha256 %s…) at %s", path.name, sha256[:12], server.listening_address)
     stop.wait()
     del server
 
@@ -176,9 +219,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--model-config", required=True, help="JSON of the model's config (gguf, n_ctx, ...)")
+    parser.add_argument("--api-key-env", help="environment variable holding the key clients must send")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    serve({**json.loads(args.model_config), "host": args.host}, args.port)
+    api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
+    if args.api_key_env and not api_key:
+        parser.error(f"--api-key-env names {args.api_key_env!r}, which is not set")
+    serve({**json.loads(args.model_config), "host": args.host}, args.port, api_key)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,13 @@ cannot hold a call past it), and is retried with exponential backoff and full ji
 retrying fixes — 429, 5xx, timeouts, refused or dropped connections — up to ``max_retries`` times. A
 server's ``Retry-After`` is obeyed up to ``backoff_cap_s`` (a non-finite or larger value waits the cap). A
 request that still fails, or whose 200 body is malformed, comes back with ``error`` set and the run goes
-on; a request that failed for good is not sent again by this backend (a batch fallback that re-asks gets
-the recorded failure). The API key is read from the environment variable named by ``api_key_env``; it and
+on. Only a failure that is the request's own — a status retrying does not fix (400, 404, 422 …) or a
+malformed reply — is remembered and not sent again by this backend (a batch fallback that re-asks gets the
+recorded failure); a transport failure (timeouts, refused or dropped connections, 5xx after every retry)
+says nothing about the request, so the next ask sends it again. With ``transport_failure: raise`` (the
+served batch's clients, :mod:`senri.backends.served`) such a failure raises
+:class:`~senri.backends.base.EngineUnavailable` instead: a dead server is the engine's failure, never a
+wrong answer. The API key is read from the environment variable named by ``api_key_env``; it and
 any ``Authorization``/``api-key`` text a server echoes are scrubbed (:mod:`senri.secrets`) from every
 error, response text and log line.
 """
@@ -24,7 +29,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import httpx
 
-from senri.backends.base import Backend, BackendError, Capabilities, ChatRequest, ChatResponse, reasoning_parser
+from senri.backends.base import (Backend, BackendError, Capabilities, ChatRequest, ChatResponse, EngineUnavailable,
+                                 reasoning_parser)
 from senri.backends.openai_format import chat_body, parse_chat_response, thinking_body
 from senri.secrets import register as register_secret
 from senri.secrets import scrub
@@ -99,8 +105,12 @@ class OpenAIBackend(Backend):
         self.concurrency = int(config.get("concurrency", 8))
         # The model config's thinking switch travels as chat_template_kwargs; an explicit extra_body wins.
         self.extra_body = {**thinking_body(config), **dict(config.get("extra_body") or {})}
-        # Requests that failed for good in this process, by cache key: never sent twice.
+        # Requests that failed for a reason of their own in this process, by cache key: never sent twice.
         self._failed: dict[str, ChatResponse] = {}
+        mode = str(config.get("transport_failure", "record"))
+        if mode not in ("record", "raise"):
+            raise BackendError(f"model config transport_failure: {mode!r} is not one of record, raise")
+        self.raise_on_transport = mode == "raise"
 
     @property
     def capabilities(self) -> Capabilities:
@@ -128,9 +138,13 @@ class OpenAIBackend(Backend):
         return await asyncio.wait_for(
             client.post(f"{self.base_url}/chat/completions", json=body, headers=self._headers()), self.timeout_s)
 
+    def request_body(self, request: ChatRequest) -> dict[str, Any]:
+        return chat_body(request, self.model, video_ok=self.capabilities.video, extra=self.extra_body)
+
     async def _one(self, client: httpx.AsyncClient, semaphore: asyncio.Semaphore,
-                   request: ChatRequest) -> ChatResponse:
-        body = chat_body(request, self.model, video_ok=self.capabilities.video, extra=self.extra_body)
+                   request: ChatRequest) -> tuple[ChatResponse, bool]:
+        """The response, and whether its failure (if any) is the request's own (worth remembering)."""
+        body = self.request_body(request)
         started = time.perf_counter()
         last_error = "no attempt made"
         for attempt in range(self.max_retries + 1):
@@ -154,17 +168,23 @@ class OpenAIBackend(Backend):
                         else:
                             # A malformed body is this call's error (parse_chat_response never raises on it).
                             return self._scrubbed(parse_chat_response(payload, request, time.perf_counter() - started,
-                                                                      attempts=attempt + 1))
+                                                                      attempts=attempt + 1)), True
                     else:
                         last_error, delay = status_failure(response, attempt, self.backoff_base_s,
                                                            self.backoff_cap_s, self._rng)
                         if delay is None:
-                            break
+                            return self._failure(last_error, started, attempt), True
             if attempt < self.max_retries and delay is not None:
                 log.warning("%s: attempt %d failed (%s); retrying in %.2f s", request.purpose or "request",
                             attempt + 1, scrub(last_error), delay)
                 await asyncio.sleep(delay)
-        return self._scrubbed(ChatResponse(text="", latency_s=time.perf_counter() - started, error=last_error,
+        if self.raise_on_transport:
+            raise EngineUnavailable(f"{self.base_url}: {request.purpose or 'request'} failed after "
+                                    f"{self.max_retries + 1} attempt(s): {scrub(last_error)}")
+        return self._failure(last_error, started, attempt), False
+
+    def _failure(self, error: str, started: float, attempt: int) -> ChatResponse:
+        return self._scrubbed(ChatResponse(text="", latency_s=time.perf_counter() - started, error=error,
                                            attempts=attempt + 1))
 
     @staticmethod
@@ -175,18 +195,19 @@ class OpenAIBackend(Backend):
         return response
 
     async def _many(self, requests: Sequence[ChatRequest],
-                    on_done: Callable[[int, ChatResponse], None] | None) -> list[ChatResponse]:
+                    on_done: Callable[[int, ChatResponse, bool], None]) -> list[ChatResponse]:
         semaphore = asyncio.Semaphore(self.concurrency)
         limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
         async with httpx.AsyncClient(timeout=self.timeout_s, limits=limits) as client:
             async def indexed(i: int, request: ChatRequest) -> ChatResponse:
                 try:
-                    response = await self._one(client, semaphore, request)
+                    response, own = await self._one(client, semaphore, request)
+                except EngineUnavailable:
+                    raise  # the server's failure, not this request's: the job stops, the batch restarts it
                 except Exception as exc:  # noqa: BLE001 - one request's surprise is its own error, never the batch's
                     log.exception("%s: unexpected failure", request.purpose or "request")
-                    response = self._scrubbed(ChatResponse(text="", error=f"{type(exc).__name__}: {exc}"))
-                if on_done is not None:
-                    on_done(i, response)
+                    response, own = self._scrubbed(ChatResponse(text="", error=f"{type(exc).__name__}: {exc}")), True
+                on_done(i, response, own)
                 return response
 
             return list(await asyncio.gather(*(indexed(i, r) for i, r in enumerate(requests))))
@@ -207,9 +228,9 @@ class OpenAIBackend(Backend):
                     on_done(i, known)
         todo = [i for i, r in enumerate(results) if r is None]
 
-        def done(j: int, response: ChatResponse) -> None:
+        def done(j: int, response: ChatResponse, own: bool) -> None:
             i = todo[j]
-            if response.error is not None:
+            if response.error is not None and own:
                 self._failed[keys[i]] = response
             results[i] = response
             if on_done is not None:

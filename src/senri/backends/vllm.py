@@ -25,6 +25,7 @@ request of it is run again alone: the others keep their answers and only the fai
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from typing import Any, Callable, Mapping, Sequence
@@ -45,6 +46,54 @@ def reasoning_engine_args(config: Mapping[str, Any]) -> dict[str, Any]:
     return {"reasoning_parser": parser} if parser else {}
 
 
+def engine_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The engine's arguments for a model config: what ``vllm.LLM`` gets in process, and (as flags,
+    :func:`server_command`) what the served batch's ``vllm serve`` gets, so both run the same engine."""
+    engine_args = dict(config.get("engine_args") or {})
+    if config.get("video"):
+        # vLLM's video loader keeps 32 frames of a video by default; a carrier must pass whole (the paper's
+        # native video interface takes up to 512 sampled frames).
+        media = dict(engine_args.pop("media_io_kwargs", None) or {})
+        media["video"] = {"num_frames": int(config.get("video_frames", 512)), **(media.get("video") or {})}
+        engine_args["media_io_kwargs"] = media
+    engine_args.update(reasoning_engine_args(config))
+    return {"model": str(config["model"]),
+            "tensor_parallel_size": int(config.get("gpus", 1)),
+            "max_model_len": int(config.get("max_model_len", 32768)),
+            "gpu_memory_utilization": float(config.get("gpu_memory_utilization", 0.9)),
+            "limit_mm_per_prompt": {"image": int(config.get("max_images", 512)), "video": 1},
+            "seed": int(config.get("engine_seed", 0)),
+            **engine_args}
+
+
+def server_command(config: Mapping[str, Any], api_key_env: str) -> list[str]:
+    """``vllm serve`` with :func:`engine_kwargs` as its flags (a dict as JSON, ``True`` as a bare flag), on
+    ``{host}:{port}``, the model served under its config name. The key travels in ``VLLM_API_KEY`` (the
+    batch sets it from ``api_key_env``), never on a command line that ``ps`` shows."""
+    kwargs = engine_kwargs(config)
+    command = ["vllm", "serve", kwargs.pop("model"), "--host", "{host}", "--port", "{port}",
+               "--served-model-name", str(config.get("name") or config["model"])]
+    for key, value in kwargs.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            command.append(flag)
+        elif value is not False and value is not None:
+            command += [flag, json.dumps(value) if isinstance(value, (dict, list)) else str(value)]
+    return command
+
+
+def model_identity(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The cache identity of a vLLM model config, in process or served (:mod:`senri.backends.served`)."""
+    return {"kind": "vllm", "model": str(config["model"]), "revision": config.get("revision"),
+            "max_model_len": int(config.get("max_model_len", 32768)), **chat_template_kwargs(config),
+            **({"video_frames": int(config.get("video_frames", 512))} if config.get("video") else {})}
+
+
+def model_capabilities(config: Mapping[str, Any]) -> Capabilities:
+    return Capabilities(images=True, video=bool(config.get("video", False)), json_schema=True,
+                        logprobs=True, schema_after_reasoning=bool(reasoning_engine_args(config)))
+
+
 class VLLMBackend(Backend):
     kind = "vllm"
 
@@ -59,30 +108,13 @@ class VLLMBackend(Backend):
             raise BackendError("model config model: the vllm backend needs a model folder or name")
         self.vllm = vllm
         started = time.perf_counter()
-        engine_args = dict(config.get("engine_args") or {})
-        if config.get("video"):
-            # vLLM's video loader keeps 32 frames of a video by default; a carrier must pass whole (the paper's
-            # native video interface takes up to 512 sampled frames).
-            media = dict(engine_args.pop("media_io_kwargs", None) or {})
-            media["video"] = {"num_frames": int(config.get("video_frames", 512)), **(media.get("video") or {})}
-            engine_args["media_io_kwargs"] = media
-        engine_args.update(reasoning_engine_args(config))
-        self.llm = vllm.LLM(
-            model=str(config["model"]),
-            tensor_parallel_size=int(config.get("gpus", 1)),
-            max_model_len=int(config.get("max_model_len", 32768)),
-            gpu_memory_utilization=float(config.get("gpu_memory_utilization", 0.9)),
-            limit_mm_per_prompt={"image": int(config.get("max_images", 512)), "video": 1},
-            seed=int(config.get("engine_seed", 0)),
-            **engine_args,
-        )
+        self.llm = vllm.LLM(**engine_kwargs(config))
         self.template_kwargs = chat_template_kwargs(config)
         log.info("vLLM loaded %s in %.1f s", config["model"], time.perf_counter() - started)
 
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities(images=True, video=bool(self.config.get("video", False)), json_schema=True,
-                            logprobs=True, schema_after_reasoning=bool(reasoning_engine_args(self.config)))
+        return model_capabilities(self.config)
 
     def count_tokens(self, request: ChatRequest) -> int:
         """The prompt's tokens by the engine's own tokenizer and chat template (the text exactly; images and
@@ -98,9 +130,7 @@ class VLLMBackend(Backend):
 
     @property
     def identity(self) -> dict[str, Any]:
-        return {"kind": self.kind, "model": str(self.config["model"]), "revision": self.config.get("revision"),
-                "max_model_len": int(self.config.get("max_model_len", 32768)), **chat_template_kwargs(self.config),
-                **({"video_frames": int(self.config.get("video_frames", 512))} if self.config.get("video") else {})}
+        return model_identity(self.config)
 
     def _sampling(self, request: ChatRequest):
         kwargs: dict[str, Any] = {"max_tokens": request.max_tokens, "temperature": request.temperature,

@@ -1,0 +1,383 @@
+"""Served answer batches: one model load per batch instead of one per method × model × video job.
+
+The answer stage is one job per (method, model, video), and each GPU job loads its model in process: at the
+SENRI paper's scale (10 videos × 14 method variants × 3 models) that is 420 loads of minutes each. A model
+listed in ``serving.models`` instead answers in *batches* (``serving.batch``: one per model, or one per method
+× model): the batch job starts the model's server once on its own node — llama.cpp's for ``llamacpp``
+configs, vLLM's OpenAI-compatible server for ``vllm`` ones, each with the engine flags the in-process engine
+gets — on 127.0.0.1 at a free port with a key of its own, waits for ``/health``, and runs the batch's answers
+(``senri answer … --server URL``) a few at a time (``serving.answers_at_once``), ordered by video so the
+server's prefix cache serves a video's shared memory. Each answer keeps its own response cache, log,
+prediction file and sidecar, exactly the files of the in-process rule: the served backend has the in-process
+backend's cache identity (:mod:`senri.backends.served`), so either mode replays the other's cache.
+
+A server that dies is the engine's failure: its answers stop without writing (exit
+:data:`senri.backends.base.ENGINE_UNAVAILABLE`), the batch starts the server again — at most ``serving.max_restarts``
+times — and the answers resume from their caches; then the job fails and the profile's retries take over.
+Every server start is one line of ``results/serving/<model>.jsonl`` (written when that server stops: model,
+batch, host, port, pid, load seconds, start time, exit reason).
+
+The plan (:func:`batches`) is pure: the workflow declares one rule per batch from it, and the batch job
+recomposes the same config and checks the plan's digest before it starts anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import secrets
+import subprocess
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from senri import config as cfgmod
+from senri import workflow
+from senri.backends.base import ENGINE_UNAVAILABLE
+
+log = logging.getLogger(__name__)
+
+GRANULARITIES = ("model", "method_model")
+
+
+class BatchError(RuntimeError):
+    """A batch could not finish: an answer failed for a reason of its own, or its server kept dying."""
+
+
+@dataclass(frozen=True)
+class ServedAnswer:
+    """One answer job of a batch: the files the in-process ``answer`` rule would read and write for it."""
+
+    method: str
+    model: str
+    video_id: str
+    inputs: Mapping[str, str]
+
+    @property
+    def out(self) -> str:
+        return f"results/predictions/{self.method}/{self.model}/{self.video_id}.parquet"
+
+    @property
+    def sidecar(self) -> str:
+        return f"results/predictions/{self.method}/{self.model}/{self.video_id}.config.yaml"
+
+    @property
+    def cache(self) -> str:
+        return f"results/cache/answer/{self.method}/{self.model}/{self.video_id}.sqlite"
+
+    @property
+    def log(self) -> str:
+        return f"results/logs/answer/{self.method}/{self.model}/{self.video_id}.log"
+
+
+@dataclass(frozen=True)
+class Batch:
+    """The answers one served job runs against one server of ``model``, ordered by video, then method."""
+
+    name: str
+    model: str
+    answers: tuple[ServedAnswer, ...]
+
+    @property
+    def rule_name(self) -> str:
+        """The batch's Snakemake rule (``answer_served_<batch>``, non-word characters as ``_``)."""
+        import re
+
+        return "answer_served_" + re.sub(r"\W", "_", self.name)
+
+    @property
+    def outputs(self) -> list[str]:
+        return [path for a in self.answers for path in (a.out, a.sidecar)]
+
+
+def served_models(cfg: Mapping[str, Any]) -> list[str]:
+    """``serving.models``, each checked: a selected model config of a backend a batch can serve."""
+    from senri.backends.base import BackendError
+    from senri.backends.served import engine_module
+
+    serving = cfg.get("serving") or {}
+    names = list(serving.get("models") or [])
+    problems = []
+    for name in names:
+        spec = cfg["model"].get(name)
+        if spec is None:
+            problems.append(f"config.serving.models: {name!r} is not a selected model (selected: "
+                            f"{', '.join(m for m in cfg['model'] if m != cfgmod.NO_MODEL) or 'none'})")
+            continue
+        try:
+            engine_module({"name": name, **spec})
+        except BackendError as exc:
+            problems.append(f"config.serving.models: {name!r}: {exc}")
+    for name, granularity in (serving.get("batch") or {}).items():
+        if name not in names:
+            problems.append(f"config.serving.batch.{name}: {name!r} is not in config.serving.models")
+        elif granularity not in GRANULARITIES:
+            problems.append(f"config.serving.batch.{name}: {granularity!r} is not one of {', '.join(GRANULARITIES)}")
+    if problems:
+        raise cfgmod.ConfigError("invalid config: " + "; ".join(problems))
+    return names
+
+
+def batches(cfg: Mapping[str, Any], video_ids: Sequence[str]) -> list[Batch]:
+    """The served batches of this config: per served model one batch (``model``) or one per method
+    (``method_model``), each holding its answers in video order."""
+    plan = []
+    granularity = (cfg.get("serving") or {}).get("batch") or {}
+    runs = cfgmod.runs(cfg)
+    for model in served_models(cfg):
+        methods = [method for method, m in runs if m == model]
+        groups = ([(f"{model}.{method}", [method]) for method in methods]
+                  if granularity.get(model, "model") == "method_model" else [(model, methods)])
+        for name, group in groups:
+            answers = tuple(ServedAnswer(method, model, video, workflow.answer_inputs(cfg, method, model, video))
+                            for video in video_ids for method in group)
+            if answers:
+                plan.append(Batch(name, model, answers))
+    return plan
+
+
+#: A model wildcard value (the workflow's model constraint).
+MODEL_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
+
+
+def in_process_model_pattern(cfg: Mapping[str, Any]) -> str:
+    """The in-process answer rule's ``model`` wildcard: any model name but a served one (whose prediction files
+    the served batch rules make), so no file has two rules."""
+    import re
+
+    served = served_models(cfg)
+    if not served:
+        return MODEL_NAME
+    return f"(?!(?:{'|'.join(re.escape(m) for m in served)})(?:/|$)){MODEL_NAME}"
+
+
+def batch_mem_mb(cfg: Mapping[str, Any], batch: Batch) -> int:
+    """Host memory of a batch job: the model's (its server holds it once) plus 1 GB per concurrent answer."""
+    return workflow.answer_resources(cfg, batch.model)["mem_mb"] + 1000 * int(cfg["serving"]["answers_at_once"])
+
+
+def answer_params(cfg: Mapping[str, Any], method: str, model: str) -> dict[str, str]:
+    """An answer job's params, in process (rules/answer.smk) and served alike: its config slice as canonical
+    JSON and its code digest (the method's and the backend's modules included)."""
+    backend = cfg["model"].get(model, {}).get("backend")
+    system = workflow.method_memory_system(cfg, method)
+    store = workflow.memory_system_store(cfg, system) if system else None
+    return {"config": cfgmod.canonical_json(cfgmod.stage_slice(cfg, "answer", method=method, model=model)),
+            "code": workflow.code_digest("answer", cfg["method"][method]["implementation"], backend, store)}
+
+
+def batch_digest(cfg: Mapping[str, Any], batch: Batch) -> str:
+    """One hash over every answer's files, config slice and code digest: the job refuses to run a plan that is
+    not the one the workflow planned (a config file edited in between)."""
+    digest = hashlib.sha256()
+    for answer in batch.answers:
+        digest.update(cfgmod.canonical_json({"out": answer.out, "inputs": dict(answer.inputs),
+                                             **answer_params(cfg, answer.method, answer.model)}).encode())
+    return digest.hexdigest()[:16]
+
+
+def load_counts(cfg: Mapping[str, Any], video_ids: Sequence[str]) -> dict[str, int]:
+    """Model loads a run makes: ``in_process`` (every answer job of a model-calling method loads its model)
+    and ``served`` (the same with each served batch's one server start in place of its answers' loads)."""
+    runs = [(method, model) for method, model in cfgmod.runs(cfg) if model != cfgmod.NO_MODEL]
+    in_process = len(runs) * len(video_ids)
+    plan = batches(cfg, video_ids)
+    served_answers = sum(len(b.answers) for b in plan)
+    return {"answer_jobs": in_process, "in_process": in_process, "served": in_process - served_answers + len(plan),
+            "batches": len(plan)}
+
+
+# ------------------------------------------------------------------------------------------- the batch job
+
+def answer_command(cfg: Mapping[str, Any], answer: ServedAnswer, server_url: str) -> list[str]:
+    """``senri answer`` for one answer of a batch: the in-process rule's command plus ``--server``."""
+    config = answer_params(cfg, answer.method, answer.model)["config"]
+    return [sys.executable, "-m", "senri", "answer", "--config", config,
+            "--questions", answer.inputs["questions"], "--video-info", answer.inputs["video"],
+            "--method", answer.method, "--model", answer.model,
+            *workflow.answer_media_args(cfg, answer.inputs, answer.video_id),
+            "--cache", answer.cache, "--out", answer.out, "--server", server_url]
+
+
+@dataclass
+class ServerStart:
+    """One line of ``results/serving/<model>.jsonl``."""
+
+    model: str
+    batch: str
+    host: str
+    port: int | None
+    pid: int | None
+    load_s: float | None
+    started_at: str
+    exit: str = "running"
+    answers_done: int = 0
+    answers_left: int = 0
+
+    def write(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as out:  # one short append per start: whole lines even with two batches of a model
+            out.write(json.dumps(self.__dict__, sort_keys=True) + "\n")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def run_batch(cfg: Mapping[str, Any], batch: Batch, workdir: Path = Path(".")) -> None:
+    """Start ``batch.model``'s server, run every unfinished answer of the batch against it, restart the
+    server (bounded) when it dies, and stop it whatever happens (SIGTERM from Snakemake or ``scancel``
+    included: :class:`~senri.backends.server.ManagedServer` turns it into SystemExit)."""
+    from senri.backends.served import SERVER_KEY_ENV, engine_module
+    from senri.backends.server import ManagedServer, ServerError
+    from senri.secrets import register
+
+    serving = cfg["serving"]
+    model_config = {"name": batch.model, **cfg["model"][batch.model]}
+    engine = engine_module(model_config)
+    key = secrets.token_urlsafe(32)
+    register(key)
+    env = {**os.environ, SERVER_KEY_ENV: key, "VLLM_API_KEY": key}
+    record_path = workdir / "results" / "serving" / f"{batch.model}.jsonl"
+    server_log = workdir / "results" / "logs" / "serving" / f"{batch.name}.server.log"
+    server_log.parent.mkdir(parents=True, exist_ok=True)
+    pending = [a for a in batch.answers if not ((workdir / a.out).exists() and (workdir / a.sidecar).exists())]
+    log.info("batch %s: %d of %d answer(s) to run against one %s server", batch.name, len(pending),
+             len(batch.answers), model_config["backend"])
+    for answer in pending:  # each answer's log starts afresh, as the in-process rule's does; restarts append
+        (workdir / answer.log).parent.mkdir(parents=True, exist_ok=True)
+        (workdir / answer.log).write_bytes(b"")
+    starts = 0
+    while pending:
+        if starts > int(serving["max_restarts"]):
+            raise BatchError(f"batch {batch.name}: the {batch.model} server stopped answering {starts} time(s) "
+                             f"(serving.max_restarts={serving['max_restarts']}); {len(pending)} answer(s) left; "
+                             f"server log {server_log}")
+        starts += 1
+        server = ManagedServer(engine.server_command(model_config, SERVER_KEY_ENV), health_path="/health",
+                               startup_timeout_s=float(serving["startup_timeout_s"]), stop_grace_s=10.0,
+                               log_path=server_log, env=env)
+        record = ServerStart(batch.model, batch.name, server.host, None, None, None, _now(),
+                             answers_left=len(pending))
+        started = time.perf_counter()
+        try:
+            try:
+                server.start()
+            except ServerError as exc:
+                record.exit = f"failed to start: {str(exc).splitlines()[0]}"
+                log.error("batch %s: %s", batch.name, exc)
+                continue
+            assert server.process is not None
+            record.port, record.pid = server.port, server.process.pid
+            record.load_s = round(time.perf_counter() - started, 3)
+            log.info("batch %s: server pid %d at %s ready in %.1f s (start %d)", batch.name, record.pid, server.url,
+                     record.load_s, starts)
+            pending, failed = _run_answers(cfg, pending, server, workdir, int(serving["answers_at_once"]), env)
+            record.answers_done = record.answers_left - len(pending) - len(failed)
+            record.answers_left = len(pending) + len(failed)
+            code = server.process.poll() if server.process is not None else None
+            record.exit = (f"died (exit code {code})" if code is not None else
+                           "restarted: stopped answering" if pending else "stopped: batch done")
+            if failed:
+                record.exit = f"stopped: {len(failed)} answer(s) failed"
+                raise BatchError(f"batch {batch.name}: answer(s) failed for a reason of their own (see their logs): "
+                                 + ", ".join(f"{a.method}/{a.model}/{a.video_id} (exit {code})" for a, code in failed))
+        except BaseException as exc:
+            if record.exit in ("running",) or isinstance(exc, (SystemExit, KeyboardInterrupt)):
+                record.exit = f"stopped: {type(exc).__name__} {exc}".strip()
+            raise
+        finally:
+            server.stop()
+            record.write(record_path)
+    log.info("batch %s: done with %d server start(s)", batch.name, starts)
+
+
+def _run_answers(cfg: Mapping[str, Any], answers: list[ServedAnswer], server: Any, workdir: Path, at_once: int,
+                 env: Mapping[str, str]) -> tuple[list[ServedAnswer], list[tuple[ServedAnswer, int]]]:
+    """Run ``answers`` (in order, ``at_once`` at a time) against ``server``; return those to run again on a new
+    server (their engine went away) and those that failed for a reason of their own, with their exit codes.
+    Once the server is gone, answers not yet started are not started."""
+    processes: dict[int, subprocess.Popen[bytes]] = {}
+
+    def run(index: int, answer: ServedAnswer) -> int:
+        if server.process is None or server.process.poll() is not None:
+            return ENGINE_UNAVAILABLE
+        log_path = workdir / answer.log
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("ab") as out:
+            process = subprocess.Popen(answer_command(cfg, answer, server.url), cwd=workdir, env=dict(env),
+                                       stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+            processes[index] = process
+            return process.wait()
+
+    again: list[int] = []
+    failed: list[tuple[ServedAnswer, int]] = []
+    pool = ThreadPoolExecutor(max_workers=at_once, thread_name_prefix="answer")
+    try:
+        futures: dict[Future[int], int] = {pool.submit(run, i, a): i for i, a in enumerate(answers)}
+        remaining = set(futures)
+        while remaining:
+            # A short wait, so SIGTERM (SystemExit in this, the main thread) is handled at once.
+            done, remaining = wait(remaining, timeout=1.0, return_when=FIRST_COMPLETED)
+            for future in done:
+                index, code = futures[future], future.result()
+                answer = answers[index]
+                if code == ENGINE_UNAVAILABLE:
+                    again.append(index)
+                elif code != 0:
+                    failed.append((answer, code))
+                else:
+                    log.info("answered %s/%s/%s", answer.method, answer.model, answer.video_id)
+    finally:
+        for process in processes.values():  # on SystemExit: the answers stop with the batch
+            if process.poll() is None:
+                process.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
+    return [answers[i] for i in sorted(again)], failed
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m senri.serving --batch NAME --digest D [--overrides JSON]``: the served rule's job."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Run one served answer batch (rules/serving.smk).")
+    parser.add_argument("--overrides", default=os.environ.get("SENRI_OVERRIDES", "[]"),
+                        help="the run's Hydra overrides as a JSON list (default: $SENRI_OVERRIDES, which the "
+                             "workflow sets)")
+    parser.add_argument("--batch", required=True)
+    parser.add_argument("--digest", help="the plan's digest as the workflow computed it")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    from senri.secrets import scrub_logs
+
+    scrub_logs()
+    log.info("senri serving batch %s on %s (pid %d, SLURM_JOB_ID=%s)", args.batch, os.uname().nodename, os.getpid(),
+             os.environ.get("SLURM_JOB_ID", "none"))
+    cfg = cfgmod.compose(json.loads(args.overrides))
+    plan = {b.name: b for b in batches(cfg, workflow.planned_video_ids(cfg))}
+    if args.batch not in plan:
+        print(f"senri serving: no batch {args.batch!r} in this config (batches: {', '.join(plan) or 'none'})",
+              file=sys.stderr)
+        return 2
+    batch = plan[args.batch]
+    if args.digest and batch_digest(cfg, batch) != args.digest:
+        print(f"senri serving: batch {args.batch}: the config or code changed since the workflow planned it; "
+              "run snakemake again", file=sys.stderr)
+        return 2
+    try:
+        run_batch(cfg, batch)
+    except BatchError as exc:
+        print(f"senri serving: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

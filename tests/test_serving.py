@@ -1,0 +1,252 @@
+"""Served answer batches: one llama.cpp server (SmolLM2 from PyPI) per batch instead of a model load per answer
+job, with the in-process calls' cache identity, bounded restarts and a record of every server start."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from conftest import REPO
+from senri import config as cfgmod
+from senri import serving
+from senri.backends import open_backend
+from senri.backends.base import ChatRequest, EngineUnavailable, Message
+from senri.backends.cache import request_key
+from senri.backends.openai import OpenAIBackend
+from senri.backends.served import Endpoint, ServedBackend, endpoint_for, serving_through
+
+VIDEO = "demo_01"
+METHODS = ("blind", "blind_letter")
+PREDICTIONS = [f"results/predictions/{m}/smollm2/{VIDEO}.parquet" for m in METHODS]
+
+
+def _smollm2() -> dict:
+    return {"name": "smollm2", **cfgmod.compose()["model"]["smollm2"]}
+
+
+# --- identity, routing, the openai backend's transport failures ------------------------------------------------
+def test_a_served_call_has_the_in_process_calls_identity_and_cache_key(monkeypatch):
+    monkeypatch.setenv("SENRI_SERVER_KEY", "k")
+    config = _smollm2()
+    local = open_backend(config, None)
+    try:
+        served = ServedBackend(config, Endpoint("http://127.0.0.1:1", config))
+        assert served.identity == local.identity and "gguf_sha256" in served.identity
+        assert served.capabilities == local.capabilities
+        request = ChatRequest((Message.text("user", "Which room has the red door?"),), max_tokens=8)
+        assert request_key(served.identity, request) == request_key(local.identity, request)
+        assert served.count_tokens(request) == local.count_tokens(request)
+        from senri.backends.llamacpp import request_body
+
+        assert served.request_body(request) == request_body(config, request)  # the body llama.cpp gets in process
+        # (one call before close: an xllamacpp server destroyed while still starting up can hang)
+        assert local.complete(ChatRequest(request.messages, max_tokens=1)).error is None
+    finally:
+        local.close()
+
+
+def test_every_backend_of_the_served_model_config_goes_to_the_server_and_no_other(monkeypatch):
+    monkeypatch.setenv("SENRI_SERVER_KEY", "k")
+    config = _smollm2()
+    captioner_view = {k: v for k, v in config.items() if k != "name"}  # the same model config without its name
+    with serving_through(Endpoint("http://127.0.0.1:1", config)):
+        assert isinstance(open_backend(config, None), ServedBackend)
+        assert isinstance(open_backend(captioner_view, None), ServedBackend)
+        assert endpoint_for({**captioner_view, "n_ctx": 4096}) is None  # another engine setting: another model
+    assert endpoint_for(config) is None  # outside the block every backend runs in process again
+
+
+def test_a_dead_server_raises_engine_unavailable_and_a_transport_failure_is_sent_again(monkeypatch):
+    from senri.backends.server import free_port
+
+    url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens
+    request = ChatRequest((Message.text("user", "hi"),))
+    quick = {"base_url": url, "model": "m", "max_retries": 1, "backoff_base_s": 0.01, "backoff_cap_s": 0.02}
+    served = OpenAIBackend({**quick, "transport_failure": "raise"})
+    with pytest.raises(EngineUnavailable, match="ConnectError"):
+        served.complete(request)
+    recording = OpenAIBackend(quick)
+    first = recording.complete(request)
+    assert first.error and "ConnectError" in first.error and first.attempts == 2
+    assert recording.complete(request).attempts == 2  # sent again, not the remembered failure
+    assert not recording._failed
+
+
+def test_the_serving_config_is_checked_and_kept_out_of_every_answer_slice():
+    base = "dataset=demo method=[blind] model=[smollm2,openai_api]"
+    cfg = cfgmod.compose(f"{base} serving.models=[smollm2]")
+    assert cfgmod.stage_slice(cfg, "answer", method="blind", model="smollm2") == \
+        cfgmod.stage_slice(cfgmod.compose(base), "answer", method="blind", model="smollm2")
+    with pytest.raises(cfgmod.ConfigError, match="config.serving.models: 'qwen15_coder' is not a selected model"):
+        serving.served_models(cfgmod.compose(f"{base} serving.models=[qwen15_coder]"))
+    with pytest.raises(cfgmod.ConfigError, match="'openai_api'.*cannot be served"):
+        serving.served_models(cfgmod.compose(f"{base} serving.models=[openai_api]"))
+    with pytest.raises(cfgmod.ConfigError, match="video"):
+        serving.served_models(cfgmod.compose("dataset=demo method=[blind] model=[qwen25vl7b_vllm] "
+                                             "serving.models=[qwen25vl7b_vllm]"))
+    with pytest.raises(cfgmod.ConfigError, match="config.serving.batch.openai_api"):
+        serving.served_models(cfgmod.compose(f"{base} serving.models=[smollm2] +serving.batch.openai_api=model"))
+
+
+def test_batches_hold_exactly_the_in_process_rules_files_in_video_order():
+    cfg = cfgmod.compose("dataset=demo method=[random,blind,blind_letter] serving.models=[smollm2]")
+    videos = ["demo_01", "demo_02"]
+    (batch,) = serving.batches(cfg, videos)
+    expected = [(v, m) for v in videos for m in ("blind", "blind_letter")]
+    assert [(a.video_id, a.method) for a in batch.answers] == expected
+    assert batch.outputs[:2] == ["results/predictions/blind/smollm2/demo_01.parquet",
+                                 "results/predictions/blind/smollm2/demo_01.config.yaml"]
+    per_method = cfgmod.compose("dataset=demo method=[blind,blind_letter] serving.models=[smollm2] "
+                                "+serving.batch.smollm2=method_model")
+    assert [b.name for b in serving.batches(per_method, videos)] == ["smollm2.blind", "smollm2.blind_letter"]
+    pattern = re.compile(serving.in_process_model_pattern(cfg) + "/")
+    assert not pattern.fullmatch("smollm2/") and pattern.fullmatch("smollm2b/") and pattern.fullmatch("none/")
+    assert serving.load_counts(cfg, videos) == {"answer_jobs": 4, "in_process": 4, "served": 1, "batches": 1}
+
+
+# --- the served batch on the small demo --------------------------------------------------------------------------
+def _overrides(small_demo, *extra: str) -> str:
+    # cache_prompt off: every call is evaluated from scratch, so a fresh call's numerics do not depend on what the
+    # engine evaluated before (a shared server's prompt-cache history differs from an answer job's own engine's).
+    return " ".join([f"dataset=senri dataset.questions=[{small_demo['questions']}]",
+                     f"dataset.videos_dir={small_demo['videos_dir']} dataset.video_ids=[{VIDEO}]",
+                     f"method=[{','.join(METHODS)}] +model.smollm2.cache_prompt=false", *extra])
+
+
+def snakemake(workdir: Path, overrides: str, *targets: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir),
+                           "-c2", *targets, "--config", f"overrides={overrides}"],
+                          capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def starts(workdir: Path) -> list[dict]:
+    path = workdir / "results" / "serving" / "smollm2.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.fixture(scope="module")
+def prepared(small_demo, tmp_path_factory):
+    """A workdir with the questions table and the video's probe table: what the answers read."""
+    work = tmp_path_factory.mktemp("prepared")
+    snakemake(work, _overrides(small_demo), "results/questions.parquet", f"results/probe/{VIDEO}.parquet")
+    return work
+
+
+@pytest.fixture(scope="module")
+def in_process(prepared, small_demo, tmp_path_factory):
+    work = tmp_path_factory.mktemp("in_process") / "w"
+    shutil.copytree(prepared, work)
+    snakemake(work, _overrides(small_demo), *PREDICTIONS)
+    return work
+
+
+def _copy(prepared: Path, tmp_path: Path) -> Path:
+    work = tmp_path / "w"
+    shutil.copytree(prepared, work)
+    return work
+
+
+def _tables(work: Path) -> list[pl.DataFrame]:
+    return [pl.read_parquet(work / p) for p in PREDICTIONS]
+
+
+@pytest.mark.workflow
+def test_served_and_in_process_predictions_are_equal_and_each_mode_replays_the_others_cache(
+        prepared, in_process, small_demo, tmp_path):
+    served = _copy(prepared, tmp_path)
+    run = snakemake(served, _overrides(small_demo, "serving.models=[smollm2]"), *PREDICTIONS)
+    assert "rule answer_served_smollm2:" in run.stdout + run.stderr and "rule answer:" not in run.stdout + run.stderr
+    (start,) = starts(served)  # one server start for the batch's two answers
+    # The serving knobs are in no answer's config slice: changing them reruns nothing.
+    for knobs in ("", " serving.answers_at_once=1 serving.max_restarts=5"):
+        dry = snakemake(served, _overrides(small_demo, "serving.models=[smollm2]" + knobs), "-n", *PREDICTIONS)
+        assert "Nothing to be done" in dry.stdout + dry.stderr
+    assert start["exit"] == "stopped: batch done" and start["answers_done"] == 2 and start["load_s"] > 0
+    for a, b in zip(_tables(served), _tables(in_process)):
+        assert a["error"].null_count() == a.height
+        assert a.drop("latency_s").equals(b.drop("latency_s"))
+    sidecars = [p.replace(".parquet", ".config.yaml") for p in PREDICTIONS]
+    assert [(served / s).read_text() for s in sidecars] == [(in_process / s).read_text() for s in sidecars]
+
+    # Served files replayed in process from the served caches, and in-process files replayed served: byte-identical.
+    for work, mode in ((served, ""), (in_process, "serving.models=[smollm2]")):
+        before = [(work / p).read_bytes() for p in PREDICTIONS]
+        for p in PREDICTIONS:
+            (work / p).unlink()
+        snakemake(work, _overrides(small_demo, mode), *PREDICTIONS)
+        assert [(work / p).read_bytes() for p in PREDICTIONS] == before
+        for p in PREDICTIONS:
+            answer_log = (work / p.replace("predictions", "logs/answer").replace(".parquet", ".log")).read_text()
+            assert re.findall(r"response cache: \d+ hit\(s\), (\d+) miss\(es\)", answer_log) == ["0"]
+    assert len(starts(in_process)) == 1 and len(starts(served)) == 1
+
+
+def _batch_process(work: Path, overrides: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    (work / "results" / "logs" / "serving").mkdir(parents=True, exist_ok=True)
+    log = (work / "results" / "logs" / "serving" / "smollm2.log").open("wb")
+    return subprocess.Popen([sys.executable, "-m", "senri.serving", "--overrides",
+                             json.dumps(cfgmod.parse_overrides(overrides)), "--batch", "smollm2"],
+                            cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+def _kill_server_after_some_calls(work: Path, batch: subprocess.Popen, calls: int = 3) -> int:
+    """SIGKILL the batch's server once the first answer's cache holds ``calls`` responses; return its pid."""
+    import sqlite3
+
+    cache = work / f"results/cache/answer/{METHODS[0]}/smollm2/{VIDEO}.sqlite"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and batch.poll() is None:
+        if cache.exists():
+            try:
+                with sqlite3.connect(cache) as db:
+                    if db.execute("SELECT COUNT(*) FROM responses").fetchone()[0] >= calls:
+                        break
+            except sqlite3.OperationalError:
+                pass
+        time.sleep(0.2)
+    text = (work / "results/logs/serving/smollm2.log").read_text()
+    pid = int(text.split("server pid ")[1].split()[0])
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+@pytest.mark.workflow
+def test_a_server_killed_mid_run_is_restarted_leaves_no_error_rows_and_the_result_matches(
+        prepared, in_process, small_demo, tmp_path):
+    work = _copy(prepared, tmp_path)
+    batch = _batch_process(work, _overrides(small_demo, "serving.models=[smollm2]"))
+    killed = _kill_server_after_some_calls(work, batch)
+    assert batch.wait(timeout=600) == 0, (work / "results/logs/serving/smollm2.log").read_text()[-3000:]
+    first, second = starts(work)
+    assert first["pid"] == killed and first["exit"] == "died (exit code -9)" and first["answers_done"] < 2
+    assert second["exit"] == "stopped: batch done" and second["answers_left"] == 0
+    for a, b in zip(_tables(work), _tables(in_process)):
+        assert a["error"].null_count() == a.height  # the dead server's calls are no wrong answers
+        assert a.drop("latency_s").equals(b.drop("latency_s"))
+
+
+@pytest.mark.workflow
+def test_a_server_that_keeps_dying_fails_the_batch_without_writing_unfinished_predictions(
+        prepared, small_demo, tmp_path):
+    work = _copy(prepared, tmp_path)
+    batch = _batch_process(work, _overrides(small_demo, "serving.models=[smollm2] serving.max_restarts=0"))
+    _kill_server_after_some_calls(work, batch)
+    assert batch.wait(timeout=600) == 1
+    assert "serving.max_restarts=0" in (work / "results/logs/serving/smollm2.log").read_text()
+    assert not (work / PREDICTIONS[0]).exists()  # the answer the server died under wrote nothing
+    (start,) = starts(work)
+    assert start["exit"].startswith("died")
