@@ -66,15 +66,17 @@ def snakemake(run_dir: Path, overrides: str, cores: int, targets: tuple[str, ...
     subprocess.run(command, check=True)
 
 
-def demo_subset(run_dir: Path, overrides: str, cores: int, tasks: tuple[str, ...]) -> str:
-    """Generate the demo's question file, keep the questions of ``tasks`` in a file of their own and return
-    the override that makes the run ask only those (the demo videos stay whole)."""
-    snakemake(run_dir, overrides, cores, ("results/demo/questions.jsonl",))
-    lines = (run_dir / "results" / "demo" / "questions.jsonl").read_text().splitlines()
+def question_subset(run_dir: Path, overrides: str, cores: int, tasks: tuple[str, ...], questions: str,
+                    subset: str) -> str:
+    """Generate the dataset's question file (``questions``, a workflow output), keep the questions of ``tasks``
+    in ``subset`` and return the override that makes the run ask only those (the videos stay whole)."""
+    snakemake(run_dir, overrides, cores, (questions,))
+    lines = (run_dir / questions).read_text().splitlines()
     kept = [line for line in lines if json.loads(line)["task_type"] in tasks]
-    (run_dir / DEMO_SUBSET).write_text("".join(line + "\n" for line in kept))
-    print(f"demo: asking the {len(kept)} {'/'.join(tasks)} questions of {len(lines)}", flush=True)
-    return f"dataset.questions=[{DEMO_SUBSET}]"
+    (run_dir / subset).write_text("".join(line + "\n" for line in kept))
+    print(f"{Path(questions).parent.name}: asking the {len(kept)} {'/'.join(tasks)} questions of {len(lines)}",
+          flush=True)
+    return f"dataset.questions=[{subset}]"
 
 
 def run_workflow(name: str, out: Path, extra: str, cores: int, full: bool) -> float:
@@ -84,7 +86,8 @@ def run_workflow(name: str, out: Path, extra: str, cores: int, full: bool) -> fl
                                      "" if full or name != "needle" else CPU_NEEDLE,
                                      extra) if x)
     if name == "demo" and not full:
-        overrides += " " + demo_subset(out / name, overrides, cores, CPU_DEMO_TASKS)
+        overrides += " " + question_subset(out / name, overrides, cores, CPU_DEMO_TASKS,
+                                           "results/demo/questions.jsonl", DEMO_SUBSET)
     snakemake(out / name, overrides, cores)
     return time.perf_counter() - started
 

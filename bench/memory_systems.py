@@ -27,14 +27,13 @@ but cannot separate the systems from blind; ``--full`` asks every question of th
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from evidence import MODEL, job_seconds, snakemake  # noqa: E402  (the same runner and benchmark reader)
+from evidence import MODEL, job_seconds, question_subset, snakemake  # noqa: E402  (the same runner and readers)
 
 from senri.stats import compare  # noqa: E402
 
@@ -44,17 +43,6 @@ BASELINE = "blind"
 SUBSET = "results/needle/questions.bench.jsonl"
 #: The stores' builder roles default to the reading model (config/memory_system/{worldmm,magic_video}.yaml).
 BASE_OVERRIDES = f"dataset=needle model=[{MODEL}] anonymize=off sampling.build=[] memory_system=[captions]"
-
-
-def subset(run_dir: Path, overrides: str, cores: int, tasks: tuple[str, ...]) -> str:
-    """Generate the needle questions, keep those of ``tasks`` in a file of their own, and return the override
-    that asks only those (the haystack videos stay whole, so every store is built over the full video)."""
-    snakemake(run_dir, overrides, cores, ("results/needle/questions.jsonl",))
-    lines = (run_dir / "results" / "needle" / "questions.jsonl").read_text().splitlines()
-    kept = [line for line in lines if json.loads(line)["task_type"] in tasks]
-    (run_dir / SUBSET).write_text("".join(line + "\n" for line in kept))
-    print(f"needle: asking the {len(kept)} {'/'.join(tasks)} questions of {len(lines)}", flush=True)
-    return f"dataset.questions=[{SUBSET}]"
 
 
 def predictions(run_dir: Path, method: str) -> pl.DataFrame | None:
@@ -118,7 +106,9 @@ def main() -> None:
 
         started = time.perf_counter()
         if not args.full:
-            overrides += " " + subset(args.out, overrides, args.cores, tuple(args.tasks))
+            # the haystacks stay whole, so every store is built over the full video
+            overrides += " " + question_subset(args.out, overrides, args.cores, tuple(args.tasks),
+                                               "results/needle/questions.jsonl", SUBSET)
         snakemake(args.out, overrides, args.cores)
         wall = time.perf_counter() - started
     text = summarize(args.out, methods, wall)
