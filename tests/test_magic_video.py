@@ -22,6 +22,7 @@ import polars as pl
 import pytest
 import yaml
 
+from conftest import hashed_words
 from senri.backends.base import ChatResponse
 from senri.memory.magic_video import (
     ChainLimits, ChainRow, Episode, GraphNode, MagicVideoStore, apply_quotas, build_graph, chain_facts,
@@ -33,13 +34,8 @@ from senri.records import MemoryRow, Question, to_frame, write_table
 
 
 def bag_encoder(texts):
-    """A deterministic text encoder for tests: hashed bag of words, L2-normalised (cosine = word overlap)."""
-    out = np.zeros((len(texts), 64), dtype=np.float32)
-    for i, text in enumerate(texts):
-        for word in re.findall(r"\w+", text.lower()):
-            out[i, int(hashlib.md5(word.encode()).hexdigest(), 16) % 64] += 1.0
-    norms = np.linalg.norm(out, axis=1, keepdims=True)
-    return out / np.where(norms > 0, norms, 1.0)
+    """Hashed bag of words in 64 bins (conftest.hashed_words): cosine = word overlap."""
+    return hashed_words(texts, 64)
 
 
 def ep(level, s, e, text):

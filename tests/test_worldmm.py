@@ -17,7 +17,7 @@ import polars as pl
 import pytest
 import yaml
 
-from conftest import REPO, make_probed_clip
+from conftest import REPO, hashed_words, make_probed_clip
 from senri.backends.scripted import ScriptedBackend
 from senri.captioners.base import VideoMedia
 from senri.memory import worldmm as wm
@@ -41,12 +41,7 @@ class BagOfWords(wm.TextEncoder):
     name = "bag-of-words-test"
 
     def encode(self, texts):
-        out = np.zeros((len(texts), 512), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in re.findall(r"\w+", text.lower()):
-                out[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % 512] += 1.0
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.where(norms > 0, norms, 1.0)
+        return hashed_words(texts, 512)
 
 
 @pytest.fixture
