@@ -6,7 +6,6 @@ with a tiny randomly initialised CLIP built here."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import pickle
 import re
