@@ -73,45 +73,34 @@ def test_profile_is_found_as_typed_from_the_repository_root(monkeypatch):
     assert found[1].resolve() == (SLURM_PROFILE / "config.yaml").resolve()
 
 
-def test_demo_runs_inside_slurm_jobs_and_matches_a_local_run(cluster, tmp_path, small_demo):
-    on_cluster, local = tmp_path / "cluster", tmp_path / "local"
-    # The small demo and sparse face detection keep this test about the cluster, not about CPU time (the
-    # full demo's DAG, memory stages and videolucy have their own test in test_workflow); here the four
-    # prompt methods.
-    fast = (f"overrides=dataset=senri dataset.questions=[{small_demo['questions']}] "
-            f"dataset.videos_dir={small_demo['videos_dir']} anonymize.stride=30 "
-            "method=[random,blind,blind_letter,blind_debiased]")
-    proc = on_slurm(cluster, on_cluster, "--config", fast)
+#: The small demo with the four prompt methods, every stage on: the cluster runs are about SLURM, not CPU time (the
+#: full demo's DAG, memory stages and videolucy have their own tests in test_workflow). cache_prompt off: a fresh
+#: call's numerics do not depend on the engine's prompt-cache history (tests/test_serving.py), so the served run
+#: below compares with the same local run.
+METHODS = "random,blind,blind_letter,blind_debiased"
+
+
+def fast_overrides(small_demo: dict, videos_dir: Path, methods: str = METHODS) -> str:
+    return (f"overrides=dataset=senri dataset.questions=[{small_demo['questions']}] dataset.videos_dir={videos_dir} "
+            f"anonymize.stride=30 method=[{methods}] +model.smollm2.cache_prompt=false")
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory, small_demo) -> Path:
+    """The same plan run locally (-c2): what every cluster run here must reproduce."""
+    local = tmp_path_factory.mktemp("slurm_local")
+    proc = snakemake(local, "-c2", "--config", fast_overrides(small_demo, small_demo["videos_dir"]))
     assert proc.returncode == 0, proc.stdout[-6000:]
-    assert snakemake(local, "-c2", "--config", fast).returncode == 0
-
-    logs = sorted((on_cluster / "results" / "logs").rglob("*.log"))
-    # anonymize, probe, frames ×2 each; answer ×8 (4 methods per video); ingest, videos_table, aggregate, report
-    assert len(logs) == 18, [str(log.relative_to(on_cluster)) for log in logs]
-    job_ids = set()
-    for log in logs:
-        match = re.search(r"SLURM_JOB_ID=(\d+)", log.read_text())
-        assert match, f"{log} did not run inside a SLURM job"
-        job_ids.add(match.group(1))
-    assert len(job_ids) == len(logs)
-
-    for table in ("tables/main.parquet", "tables/per_video.parquet", "videos.parquet",
-                  "report/tables/paired_stats.parquet"):
-        a = pl.read_parquet(on_cluster / "results" / table)
-        b = pl.read_parquet(local / "results" / table)
-        assert a.drop("path", strict=False).equals(b.drop("path", strict=False)), table
-    for video, run in [(v, r) for v in ("demo_01", "demo_02") for r in ("random/none", "blind/smollm2")]:
-        path = f"results/predictions/{run}/{video}.parquet"
-        assert pl.read_parquet(on_cluster / path).drop("latency_s").equals(pl.read_parquet(local / path).drop("latency_s"))
+    return local
 
 
-def test_a_failed_job_names_its_rule_and_log_and_the_rerun_resumes(cluster, tmp_path, small_demo):
+def test_a_failed_job_names_its_rule_and_log_the_rerun_resumes_and_every_job_ran_inside_slurm_as_locally(
+        cluster, tmp_path, small_demo, local_run):
     videos = tmp_path / "videos"
     videos.mkdir()
     shutil.copy(small_demo["videos"]["demo_01"], videos / "demo_01.mp4")
     (videos / "demo_02.mp4").write_bytes(b"not a video at all")
-    overrides = (f"overrides=dataset=senri dataset.questions=[{small_demo['questions']}] dataset.videos_dir={videos}"
-                 " anonymize.stride=30 method=[random,blind,blind_letter,blind_debiased]")
+    overrides = fast_overrides(small_demo, videos)
     work = tmp_path / "work"
 
     failed = on_slurm(cluster, work, "--config", overrides)
@@ -131,23 +120,42 @@ def test_a_failed_job_names_its_rule_and_log_and_the_rerun_resumes(cluster, tmp_
     assert finished.stat().st_mtime_ns == before
     assert pl.read_parquet(work / "results/tables/main.parquet")["n"].to_list() == [32] * 4
 
+    # Every job of the two runs, the healthy video's from the first and the repaired one's from the second, ran
+    # in a SLURM job of its own: anonymize, probe, frames ×2 each; answer ×8 (4 methods per video); ingest,
+    # videos_table, aggregate, report.
+    logs = sorted((work / "results" / "logs").rglob("*.log"))
+    assert len(logs) == 18, [str(log.relative_to(work)) for log in logs]
+    job_ids = set()
+    for log in logs:
+        match = re.search(r"SLURM_JOB_ID=(\d+)", log.read_text())
+        assert match, f"{log} did not run inside a SLURM job"
+        job_ids.add(match.group(1))
+    assert len(job_ids) == len(logs)
+
+    # ... and the result is the local run's.
+    for table in ("tables/main.parquet", "tables/per_video.parquet", "videos.parquet",
+                  "report/tables/paired_stats.parquet"):
+        a = pl.read_parquet(work / "results" / table)
+        b = pl.read_parquet(local_run / "results" / table)
+        assert a.drop("path", strict=False).equals(b.drop("path", strict=False)), table
+    for video, run in [(v, r) for v in ("demo_01", "demo_02") for r in ("random/none", "blind/smollm2")]:
+        path = f"results/predictions/{run}/{video}.parquet"
+        assert pl.read_parquet(work / path).drop("latency_s").equals(pl.read_parquet(local_run / path).drop("latency_s"))
+
 
 def test_served_answers_come_from_one_slurm_job_with_one_server_start_and_scancel_leaves_nothing_listening(
-        cluster, tmp_path, small_demo):
+        cluster, tmp_path, small_demo, local_run):
     import json
     import socket
     import time
 
-    # cache_prompt off: a fresh call's numerics do not depend on the engine's prompt-cache history (tests/test_serving.py)
-    fast = (f"overrides=dataset=senri dataset.questions=[{small_demo['questions']}] "
-            f"dataset.videos_dir={small_demo['videos_dir']} anonymize.stride=30 method=[random,blind,blind_letter] "
-            "+model.smollm2.cache_prompt=false")
+    # three methods: the batch serves exactly the smollm2 answers asked for (four); the local run has them all
+    fast = fast_overrides(small_demo, small_demo["videos_dir"], "random,blind,blind_letter")
     targets = [f"results/predictions/{run}/{video}.parquet" for video in ("demo_01", "demo_02")
                for run in ("random/none", "blind/smollm2", "blind_letter/smollm2")]
-    served, local = tmp_path / "served", tmp_path / "local"
+    served = tmp_path / "served"
     proc = on_slurm(cluster, served, *targets, "--config", fast + " serving.models=[smollm2]")
     assert proc.returncode == 0, proc.stdout[-6000:]
-    assert snakemake(local, "-c2", *targets, "--config", fast).returncode == 0
 
     batch_log = (served / "results/logs/serving/smollm2.log").read_text()
     batch_job = re.search(r"SLURM_JOB_ID=(\d+)", batch_log).group(1)
@@ -160,7 +168,7 @@ def test_served_answers_come_from_one_slurm_job_with_one_server_start_and_scance
     starts = [json.loads(line) for line in (served / "results/serving/smollm2.jsonl").read_text().splitlines()]
     assert len(starts) == 1 and starts[0]["exit"] == "stopped: batch done" and starts[0]["answers_done"] == 4
     for path in targets:
-        a, b = pl.read_parquet(served / path), pl.read_parquet(local / path)
+        a, b = pl.read_parquet(served / path), pl.read_parquet(local_run / path)
         assert a["error"].null_count() == a.height
         assert a.drop("latency_s").equals(b.drop("latency_s")), path
 
@@ -211,4 +219,6 @@ def test_served_answers_come_from_one_slurm_job_with_one_server_start_and_scance
         (stopped,) = [json.loads(line) for line in (cancelled / "results/serving/smollm2.jsonl").read_text().splitlines()]
         assert stopped["port"] == port and stopped["exit"].startswith("stopped: SystemExit")
     finally:
-        run.wait(timeout=300)
+        if run.poll() is None:  # it would only go on to notice the cancelled job: nothing else is left to run
+            run.terminate()
+        run.wait(timeout=120)
