@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -29,6 +31,55 @@ def small_demo(tmp_path_factory) -> dict:
     questions = out / "questions.jsonl"
     demo.write_questions(SMALL_DEMO, questions, out / "walks.json")
     return {"dir": out, "videos": videos, "questions": questions, "videos_dir": out / "videos"}
+
+
+#: The generated demo the agent and perception DAG tests run on: the small demo's sizes, two videos, every stage.
+DAG_DEMO = ("dataset.demo.places_per_video=5 dataset.demo.place_s=12 dataset.demo.turn_s=2 sampling.build=[] "
+            "anonymize.stride=30")
+#: One video of four places and 4 questions (the demo balances letters per video, so 4 is its smallest question
+#: set), 54 s: the memory-system DAG tests (build, stores, Table 3 and 4).
+ONE_VIDEO_DEMO = ("dataset.demo.n_videos=1 dataset.demo.places_per_video=4 dataset.demo.turn_s=2 "
+                  "dataset.demo.questions_per_task.L=1 dataset.demo.questions_per_task.RR=1 "
+                  "dataset.demo.questions_per_task.OC=1 dataset.demo.questions_per_task.RER=1 "
+                  "dataset.demo.questions_per_task.NP=0 dataset.demo.questions_per_task.TER=0 "
+                  "sampling.build=[] anonymize.stride=30")
+
+
+def upstream_targets(video_ids: list[str]) -> list[str]:
+    """What every answer job reads before its method's own stages: questions, the videos table, anonymized video,
+    the track tables and the perception captions of each video."""
+    per_video = [f"results/{path}".format(v=v) for v in video_ids
+                 for path in ("anonymized/{v}.mp4", "track/{v}.parquet", "memory/perception/{v}.parquet")]
+    return ["results/questions.parquet", "results/videos.parquet", *per_video]
+
+
+@pytest.fixture(scope="session")
+def prepared_demo(tmp_path_factory):
+    """A workdir whose demo and upstream stages (demo video, ingest, probe, anonymize, track, perception captions)
+    already ran, copied from one run per demo setting made once per session.
+
+    The DAG tests of the answer methods differ only downstream (methods, models, memory systems); each running
+    its own copy of the same upstream stages cost the suite minutes. A copy keeps file times and Snakemake's
+    metadata, so Snakemake sees finished jobs and runs only what the test's overrides add or change (a test that
+    changes an upstream slice still reruns it)."""
+    templates: dict[str, Path] = {}
+
+    def prepare(workdir: Path, demo_overrides: str) -> Path:
+        if demo_overrides not in templates:
+            template = tmp_path_factory.mktemp("prepared_demo")
+            n_videos = 1 if "dataset.demo.n_videos=1" in demo_overrides else 2
+            targets = upstream_targets([f"demo_{k:02d}" for k in range(1, n_videos + 1)])
+            env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+            proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d",
+                                   str(template), "-c2", *targets, "--config", f"overrides={demo_overrides}"],
+                                  capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+            assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+            shutil.rmtree(template / ".snakemake" / "log", ignore_errors=True)
+            templates[demo_overrides] = template
+        shutil.copytree(templates[demo_overrides], workdir, symlinks=True, dirs_exist_ok=True)
+        return workdir
+
+    return prepare
 
 
 def gray_frames(video: Path, indices: list[int], width: int, height: int, pix_fmt: str = "gray") -> list[list[bytes]]:

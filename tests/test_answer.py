@@ -289,18 +289,19 @@ def test_thinking_switch_reaches_the_chat_template(tmp_path):
 
 
 @pytest.mark.workflow
-def test_direct_perception_in_video_mode_through_the_dag(tmp_path):
+def test_direct_perception_in_video_mode_through_the_dag(tmp_path, prepared_demo):
     """The DAG builds the plan's carrier for a model that takes video and the answer job sends it as one video
     of exactly the sampled frames. (A tiny random Qwen2-VL would need torchvision's video processor, which is
     not installable beside the CPU torch here; a scripted video model stands in for it.)"""
+    from conftest import DAG_DEMO
     from test_workflow import snakemake
 
     from senri.decode import carrier_frame_count
 
     script, record = tmp_path / "video.jsonl", tmp_path / "video.calls.jsonl"
     script.write_text(json.dumps({"text": '{"answer": "C"}'}) + "\n")
-    overrides = ("dataset.demo.places_per_video=5 dataset.demo.place_s=12 dataset.demo.turn_s=2 sampling.build=[] "
-                 "anonymize.stride=30 method=[direct] method.direct.frames=[8] model=[] "
+    prepared_demo(tmp_path, DAG_DEMO)
+    overrides = (f"{DAG_DEMO} method=[direct] method.direct.frames=[8] model=[] "
                  f"+model.vid={{backend:scripted,script:{script},record:{record},video:true,images:true}}")
     snakemake(tmp_path, "-c2", "--config", f"overrides={overrides}")
     for video_id in ("demo_01", "demo_02"):

@@ -20,6 +20,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from conftest import DAG_DEMO
 from senri.aggregate import score
 from senri.records import Prediction, Question, VideoInfo, schema_of, to_frame
 from senri.report.browser import Marks, build_browser, question_href, question_slug, time_strip
@@ -54,12 +55,11 @@ def scripted_rules() -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Path:
-    workdir = tmp_path_factory.mktemp("browser_run")
+def run(tmp_path_factory, prepared_demo) -> Path:
+    workdir = prepared_demo(tmp_path_factory.mktemp("browser_run"), DAG_DEMO)
     script = workdir / "agent.jsonl"
     script.write_text("".join(json.dumps(r) + "\n" for r in scripted_rules()))
-    overrides = ("dataset.demo.places_per_video=5 dataset.demo.place_s=12 dataset.demo.turn_s=2 sampling.build=[] "
-                 f"anonymize.stride=30 method=[{METHODS}] model=[] "
+    overrides = (f"{DAG_DEMO} method=[{METHODS}] model=[] "
                  f"+model.agent={{backend:scripted,script:{script},concurrency:4,images:true}} "
                  "method.memory_search.retriever=bm25 "
                  "report.pairs=[{group:search,baseline:memory_search/agent,treatment:senri_agent/agent}] "

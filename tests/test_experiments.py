@@ -20,6 +20,7 @@ import polars as pl
 import pytest
 import yaml
 
+from conftest import ONE_VIDEO_DEMO
 from test_magic_video import ROLE_REPLIES
 from test_memory_store import _snakemake
 from test_worldmm import BUILD_RULES
@@ -33,12 +34,7 @@ CHECK = {"action": "verify", "rationale": "look", "checks": [{
     "windows": [[3, 9]]}]}
 REPORT = {"observation": "a sign", "evidence_moments": [0], "requirement_findings": {"R1": "a sign", "R2": "legible"},
           "requirement_evidence_moments": {"R1": [0], "R2": [1]}}
-# One video, 4 questions (the demo balances letters per video, so 4 is its smallest question set), 54 s.
-DEMO = ("dataset.demo.n_videos=1 dataset.demo.places_per_video=4 dataset.demo.turn_s=2 "
-        "dataset.demo.questions_per_task.L=1 dataset.demo.questions_per_task.RR=1 "
-        "dataset.demo.questions_per_task.OC=1 dataset.demo.questions_per_task.RER=1 "
-        "dataset.demo.questions_per_task.NP=0 dataset.demo.questions_per_task.TER=0 "
-        "sampling.build=[] anonymize.stride=30 ")
+DEMO = ONE_VIDEO_DEMO + " "
 
 
 def answer(letter: str) -> str:
@@ -75,7 +71,8 @@ def _rows(table: pl.DataFrame, *columns: str) -> list[tuple]:
     return table.select(*columns).rows()
 
 
-def test_table3_then_table4_on_the_demo_through_the_dag(tmp_path):
+def test_table3_then_table4_on_the_demo_through_the_dag(tmp_path, prepared_demo):
+    prepared_demo(tmp_path, ONE_VIDEO_DEMO)  # the demo's upstream stages, run once per session
     started = time.monotonic()
     script = tmp_path / "agent.jsonl"
     script.write_text("")

@@ -22,7 +22,7 @@ import polars as pl
 import pytest
 import yaml
 
-from conftest import hashed_words
+from conftest import ONE_VIDEO_DEMO, hashed_words
 from senri.backends.base import ChatResponse
 from senri.memory.magic_video import (
     ChainLimits, ChainRow, Episode, GraphNode, MagicVideoStore, apply_quotas, build_graph, chain_facts,
@@ -839,7 +839,7 @@ def test_the_magic_video_config_composes_and_its_keys_are_checked():
 
 
 @pytest.mark.workflow
-def test_magic_video_and_senri_agent_run_over_the_built_store_through_the_dag(tmp_path):
+def test_magic_video_and_senri_agent_run_over_the_built_store_through_the_dag(tmp_path, prepared_demo):
     """``memory_system=[magic_video]`` with the scripted model as the builder: one store job per video builds
     the graph from 30-s captions of the perception captioner; the original workflow (``magic_video``, pinned)
     and ``senri_agent@magic_video`` both read it."""
@@ -856,8 +856,8 @@ def test_magic_video_and_senri_agent_run_over_the_built_store_through_the_dag(tm
                                                                       "answer": "B"})}]
     script = tmp_path / "agent.jsonl"
     script.write_text("".join(json.dumps(r) + "\n" for r in rules))
-    overrides = ("dataset.demo.n_videos=1 dataset.demo.places_per_video=4 dataset.demo.turn_s=2 "
-                 "sampling.build=[] anonymize.stride=30 method=[magic_video,senri_agent] model=[] "
+    prepared_demo(tmp_path, ONE_VIDEO_DEMO)
+    overrides = (f"{ONE_VIDEO_DEMO} method=[magic_video,senri_agent] model=[] "
                  "memory_system=[magic_video] memory_system.magic_video.models.builder=agent "
                  f"+model.agent={{backend:scripted,script:{script},concurrency:4,images:true}}")
     _snakemake(tmp_path, overrides)

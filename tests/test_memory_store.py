@@ -21,7 +21,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from conftest import make_probed_clip  # noqa: E402
+from conftest import ONE_VIDEO_DEMO, make_probed_clip  # noqa: E402
 from senri.answer import MemoryInputs, answer_video  # noqa: E402
 from senri.records import MemoryRow, Question, read_table, to_frame, write_table  # noqa: E402
 from test_agent import DEFAULT_CONTROLLER, QUESTION, _rules  # noqa: E402
@@ -321,7 +321,7 @@ def _snakemake(workdir: Path, overrides: str, *args: str) -> "subprocess.Complet
 
 
 @pytest.mark.workflow
-def test_senri_agent_runs_over_a_registered_store_through_the_dag(tmp_path):
+def test_senri_agent_runs_over_a_registered_store_through_the_dag(tmp_path, prepared_demo):
     """``memory_system=[fake]``: one store job per (system, captioner, video) built by the class's ``build``
     from the caption table; ``senri_agent@fake`` and ``memory_search@fake`` read it; nothing runs over captions."""
     import polars as pl
@@ -342,9 +342,8 @@ def test_senri_agent_runs_over_a_registered_store_through_the_dag(tmp_path):
              {"match": "search, verify, answer", "text": json.dumps({"action": "search", "query": "sign"})},
              {"match": "search, answer", "text": json.dumps({"action": "search", "query": "sign"})}]
     script.write_text("".join(json.dumps(r) + "\n" for r in rules))
-    overrides = ("dataset.demo.n_videos=1 dataset.demo.places_per_video=4 dataset.demo.turn_s=2 "
-                 "sampling.build=[] anonymize.stride=30 "
-                 "method=[memory_search,senri_agent] model=[] memory_system=[] "
+    prepared_demo(tmp_path, ONE_VIDEO_DEMO)
+    overrides = (f"{ONE_VIDEO_DEMO} method=[memory_search,senri_agent] model=[] memory_system=[] "
                  "+memory_system.fake={store:'fake_store:TableStore',import_dir:null,models:{}} "
                  f"+model.agent={{backend:scripted,script:{script},concurrency:4,images:true}}")
     _snakemake(tmp_path, overrides)

@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 import yaml
 
-from conftest import REPO
+from conftest import DAG_DEMO, REPO
 from senri import config as senri_config
 from senri import demo
 from senri.memory.hierarchy import memory_plan
@@ -308,13 +308,12 @@ def test_deleting_one_prediction_reruns_that_job_and_the_aggregate(demo_run):
     assert planned_jobs(demo_run) == {}
 
 
-def test_direct_perception_on_a_tiny_vlm_reads_the_frame_store_through_the_dag(tmp_path):
+def test_direct_perception_on_a_tiny_vlm_reads_the_frame_store_through_the_dag(tmp_path, prepared_demo):
     from tiny_vlm import build_tiny_llava
 
     model = build_tiny_llava(tmp_path / "tiny-vlm")
-    overrides = ("dataset.demo.places_per_video=5 dataset.demo.place_s=12 dataset.demo.turn_s=2 sampling.build=[] "
-                 "anonymize.stride=30 "
-                 "method=[random,direct] method.direct.frames=[4,8] model=[] "
+    prepared_demo(tmp_path, DAG_DEMO)
+    overrides = (f"{DAG_DEMO} method=[random,direct] method.direct.frames=[4,8] model=[] "
                  f"+model.tiny={{backend:transformers,path:{model},max_tokens:4}}")
     snakemake(tmp_path, "-c2", "--config", f"overrides={overrides}")
     for budget in (4, 8):
@@ -331,7 +330,7 @@ def test_direct_perception_on_a_tiny_vlm_reads_the_frame_store_through_the_dag(t
         assert re.search(rf"^\| direct_{budget}( †)? \| tiny \| none \| {N_QUESTIONS} \|", main, re.MULTILINE), main
 
 
-def test_every_agent_method_runs_through_the_dag_on_the_perception_memory(tmp_path):
+def test_every_agent_method_runs_through_the_dag_on_the_perception_memory(tmp_path, prepared_demo):
     """memory_search, senri_agent and its three ablations on the small demo's perception memory, with a scripted
     controller/verifier model: the DAG wires memory, track, caption cache and retrieval index into every job."""
     script = tmp_path / "agent.jsonl"
@@ -349,8 +348,8 @@ def test_every_agent_method_runs_through_the_dag_on_the_perception_memory(tmp_pa
              {"match": "search, answer", "text": json.dumps({"action": "search", "query": "which sign did I see"})}]
     script.write_text("".join(json.dumps(r) + "\n" for r in rules))
     methods = "memory_search,senri_agent,senri_agent_no_tg,senri_agent_no_pv,senri_agent_no_wm"
-    overrides = ("dataset.demo.places_per_video=5 dataset.demo.place_s=12 dataset.demo.turn_s=2 sampling.build=[] "
-                 f"anonymize.stride=30 method=[{methods}] model=[] "
+    prepared_demo(tmp_path, DAG_DEMO)
+    overrides = (f"{DAG_DEMO} method=[{methods}] model=[] "
                  f"+model.agent={{backend:scripted,script:{script},concurrency:4,images:true}} method.memory_search.retriever=bm25")
     snakemake(tmp_path, "-c2", "--config", f"overrides={overrides}")
     main = pl.read_parquet(tmp_path / "results/tables/main.parquet")
