@@ -173,6 +173,8 @@ def test_run_health_sums_each_runs_prediction_columns_and_counts_its_failed_ques
         "RR-1": {"forced_answers": 1, "timeouts": 3, "failed_memory_updates": 1, "refused_checks": 2,
                  "cell_s_requested": 200, "cell_s_seen": 200},
         "TER-1": {"truncated_captions": 4, "failed_captions": 1, "context_trims": 1},
+        # a store's builder losses are repeated on each question over it: two questions, 3 each
+        "OC-0": {"builder_losses": 3}, "OC-1": {"builder_losses": 3},
     }
     agent = agent.with_columns(
         pl.col("qid").replace_strict({q: c.get(name, 0) for q, c in counts.items()}, default=0,
@@ -190,7 +192,7 @@ def test_run_health_sums_each_runs_prediction_columns_and_counts_its_failed_ques
     assert {k: vlm[k] for k in RUN_HEALTH_COLUMNS} == {
         "questions": 12, "correct": 5, "accuracy": 41.7, "forced_answers": 2, "forced_recovered": 1,
         "parse_failures": 1, "errors": 1, "timeouts": 3, "context_trims": 3, "truncated_captions": 4,
-        "failed_captions": 1, "capped_cells": 5, "cell_s_requested": 1000, "cell_s_seen": 520, "seen_share": 52.0,
+        "failed_captions": 1, "builder_losses": 6, "capped_cells": 5, "cell_s_requested": 1000, "cell_s_seen": 520, "seen_share": 52.0,
         "failed_memory_updates": 1, "stripped_checks": 1, "refused_checks": 2, "repeated_queries": 2, "missing": 1}
     assert (text["questions"], text["correct"], text["context_trims"], text["missing"]) == (12, 1, 12, 0)
     assert text["seen_share"] is None  # no check asked for any seconds: no share, not 0 %

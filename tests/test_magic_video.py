@@ -11,7 +11,7 @@ import pickle
 import re
 import sys
 import types
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 from types import SimpleNamespace
@@ -444,7 +444,8 @@ def test_build_with_scripted_builder(tmp_path):
             assert first_line in entry["payload"]["messages"][0]["content"][0]
     built = yaml.safe_load((request.out_dir / "config.yaml").read_text())
     assert built["visual"] == "skipped (no embedder configured)" and built["asr"].startswith("none")
-    assert built["builder"]["failed"] == 0
+    assert built["builder"]["failed"] == 0 and built["builder"]["left_out"] == 0
+    assert store.question_counts() == {}  # nothing failed, nothing left out
     assert store.search("who fills the kettle", 16)
 
 
@@ -467,7 +468,66 @@ def test_builder_requests_past_the_model_limits_are_not_sent(tmp_path):
     built = yaml.safe_load((request.out_dir / "config.yaml").read_text())["builder"]
     sent = [json.loads(line)["purpose"] for line in record.read_text().splitlines()]
     assert built["over_limits"] >= 1 and built["calls"] == len(sent)
+    # each request not sent is an item left out, booked on every question over the store
+    assert built["left_out"] == built["over_limits"]
+    store = MagicVideoStore.open(request.out_dir, cfg, request.video, encoder=bag_encoder)
+    assert store.question_counts() == {"builder_losses": built["over_limits"]}
     assert "magic_video:summary" not in sent and "magic_video:openie" in sent  # 6 captions do not fit, 1 does
+
+
+#: A builder that fails some of its calls: each rule ahead of ROLE_REPLIES answers one request badly.
+LOSSY_RULES = [
+    {"match": ["In one pass:", "kettle at 30"], "text": "Sorry, I cannot help with that."},  # unreadable: 1 lost
+    {"match": ["Extract the lasting knowledge", "kettle at 60"], "error": "server hiccup"},  # failed: 1 lost
+    {"match": ["Write one summary of this", "1h stretch"], "text": json.dumps({"summary": " "})},  # empty: 1 lost
+    {"match": "Merge the ones that say the", "error": "server hiccup"},  # failed G7: the triples are kept, no loss
+    {"match": "Write the facts they", "text": json.dumps({"facts": [
+        {"time": "00:00:10", "fact": "the kettle is filled"}, {"time": "soon", "fact": "it boils"}]})},  # 1 lost
+    {"match": "describe what happens in this step", "text": json.dumps({"description": ""})},  # empty: 1 lost
+]
+
+
+def test_builder_losses_reach_every_question_and_the_run_health_table(tmp_path):
+    """What the builder left out (failed, unreadable, empty replies; not a failed G7 merge, which keeps its
+    triples) is recorded as ``builder.left_out``, returned by ``question_counts`` and written on every prediction
+    row over the store (``builder_losses``), so the run-health table shows it."""
+    from senri.aggregate import run_health_table, score
+
+    rows = [MemoryRow("v1", "coarse", float(s), float(s + 10), 1.0, 10, "h", f"Anna fills the kettle at {s}",
+                      "perception", "t", None, None, None) for s in range(0, 120, 10)]
+    table = write_table(to_frame(rows, MemoryRow), tmp_path / "captions.parquet", MemoryRow)
+    script = tmp_path / "builder.jsonl"
+    script.write_text("".join(json.dumps(r) + "\n" for r in LOSSY_RULES)
+                      + "".join(json.dumps({"match": m, "text": json.dumps(r)}) + "\n" for m, r in ROLE_REPLIES))
+    model = {"backend": "scripted", "script": str(script), "record": str(tmp_path / "builder_calls.jsonl")}
+    cfg = {**yaml.safe_load(Path("config/memory_system/magic_video.yaml").read_text()), "topic_min_captions": 2}
+    request = BuildRequest(video=SimpleNamespace(video_id="v1", duration_s=120.0, path="/videos/v1.mp4"),
+                           system="magic_video", system_config=cfg, memory_config={}, out_dir=tmp_path / "store",
+                           captions=table, models={"builder": ("scripted", model)})
+    build_store(request)
+    built = yaml.safe_load((request.out_dir / "config.yaml").read_text())["builder"]
+    # 4 base episodes; the two failed calls are the semantic one and the G7 merge, the two unreadable replies
+    # the OpenIE one and the fact without a clock time.
+    assert (built["failed"], built["unparsed"], built["over_limits"], built["left_out"]) == (2, 2, 0, 5)
+    store = MagicVideoStore.open(request.out_dir, cfg, request.video)
+    assert store.question_counts() == {"builder_losses": 5}
+    assert {n.text for n in store.nodes if n.node_type == "semantic"} == {"Anna drinks tea", "Anna likes tea"}
+    assert not [n for n in store.nodes if n.level == "1h"] and [n for n in store.nodes if n.level == "10min"]
+    assert {r.text for r in store.chains} == {"the kettle is filled"}
+
+    second = replace(QUESTION, qid="v1_2", question="Where is the kettle?")
+    frame, _ = answer_over(tmp_path / "answer", request.out_dir, cfg, "magic_video", MAGIC_RULES, [QUESTION, second])
+    assert frame["builder_losses"].to_list() == [5, 5] and frame["failed_captions"].to_list() == [0, 0]
+    health = run_health_table(frame, score(frame, to_frame([QUESTION, second], Question)))
+    assert health.select("memory", "questions", "builder_losses").rows() == [("magic_video/perception", 2, 10)]
+
+
+def test_a_store_recorded_before_left_out_books_every_failed_call_and_an_import_nothing():
+    graph = hand_graph()
+    old = MagicVideoStore(graph, (), node_vectors(graph, bag_encoder), {}, encoder=bag_encoder, record={
+        "builder": {"calls": 9, "failed": 1, "unparsed": 2, "over_limits": 1}, "failed_captions": 2})
+    assert old.question_counts() == {"failed_captions": 2, "builder_losses": 4}  # an upper bound, logged
+    assert hand_store().question_counts() == {}
 
 
 def test_build_refuses_what_senri_cannot_do(tmp_path):
@@ -626,16 +686,28 @@ def test_every_magic_video_prompt_phrase_reaches_its_request(tmp_path):
 # ---------------------------------------------------------------------------- the workflows over the store
 
 
+QUESTION = Question("v1", "v1_1", "OC", "ES", "Who fills the kettle?", "Bob", "Anna", "Me", "Nobody", "B")
+
+
 def answer_over_store(tmp_path, method: str, rules: list[dict], model_extra=None):
     """Predictions and sent requests of ``method`` over a magic_video store imported from the hand release
     (MiniLM vectors), on a generated 120-s clip, through the answer stage (``answer_video``)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)  # the callers' sub-folders
+    request = request_for(tmp_path)
+    import_release(write_release(tmp_path / "release"), request)
+    frame, calls = answer_over(tmp_path, request.out_dir, request.system_config, method, rules, [QUESTION],
+                               model_extra)
+    return frame.row(0, named=True), calls
+
+
+def answer_over(tmp_path, store: Path, system_config, method: str, rules: list[dict], questions, model_extra=None):
+    """The prediction rows and sent requests of ``method`` over the magic_video store in ``store``, on a generated
+    120-s clip "v1", through the answer stage (``answer_video``)."""
     from conftest import make_probed_clip
     from senri.answer import MemoryInputs, answer_video
 
     tmp_path.mkdir(parents=True, exist_ok=True)
     video, info = make_probed_clip(tmp_path, "v1")
-    request = request_for(tmp_path)
-    import_release(write_release(tmp_path / "release"), request)
     table = write_table(to_frame([MemoryRow("v1", "coarse", 0.0, 120.0, 1.0, 1, "h", "a kitchen", "perception", "t",
                                             None, None, None)], MemoryRow), tmp_path / "memory.parquet", MemoryRow)
     script, record = tmp_path / "script.jsonl", tmp_path / "calls.jsonl"
@@ -645,12 +717,11 @@ def answer_over_store(tmp_path, method: str, rules: list[dict], model_extra=None
              "model": {"name": "vlm", "backend": "scripted", "script": str(script), "record": str(record),
                        **(model_extra or {})},
              "memory": {"memory": {"captioner": "perception"}},
-             "memory_system": {"name": "magic_video", **request.system_config}}
-    question = Question("v1", "v1_1", "OC", "ES", "Who fills the kettle?", "Bob", "Anna", "Me", "Nobody", "B")
-    inputs = MemoryInputs(table, video, None, None, None, tmp_path / "captions", store=request.out_dir)
-    frame = answer_video(to_frame([question], Question), info, stage, memory=inputs)
+             "memory_system": {"name": "magic_video", **system_config}}
+    inputs = MemoryInputs(table, video, None, None, None, tmp_path / "captions", store=store)
+    frame = answer_video(to_frame(list(questions), Question), info, stage, memory=inputs)
     calls = [json.loads(line) for line in record.read_text().splitlines()]
-    return frame.row(0, named=True), calls
+    return frame, calls
 
 
 MAGIC_RULES = [

@@ -192,14 +192,14 @@ def test_run_health_of_a_scripted_run_matches_its_hand_counted_calls(tmp_path, q
         "questions": questions.height, "correct": right, "parse_failures": 1, "errors": 2, "timeouts": 1,
         "missing": 0}
     assert all(blind[k] == 0 for k in ("forced_answers", "forced_recovered", "context_trims", "truncated_captions",
-                                       "failed_captions", "capped_cells", "cell_s_requested", "cell_s_seen",
-                                       "failed_memory_updates", "stripped_checks", "refused_checks",
-                                       "repeated_queries"))
+                                       "failed_captions", "builder_losses", "capped_cells", "cell_s_requested",
+                                       "cell_s_seen", "failed_memory_updates", "stripped_checks",
+                                       "refused_checks", "repeated_queries"))
     assert blind["seen_share"] is None
     assert health.filter(pl.col("method") == "random")["timeouts"].to_list() == [0]
     for suffix in ("csv", "md"):
         assert (tmp_path / f"out/report/tables/run_health.{suffix}").stat().st_size > 0
-    assert "<h2>Run health</h2>" in html and "Timed-out calls" in html
+    assert "<h2>Run health</h2>" in html and "Timed-out calls" in html and "Builder losses" in html
 
 
 def test_the_report_says_next_to_the_main_table_which_runs_cannot_be_told_apart_from_chance(report, questions):

@@ -232,9 +232,42 @@ def test_a_failed_clip_leaves_no_caption_and_every_question_books_it(tmp_path, c
     store = WorldMMStore.open(request.out_dir, bag_of_words, request.video)
     starts = [i.start_s for i in store.items("10sec")]
     assert len(starts) == 11 and 50 not in starts
-    assert store.question_counts() == {"failed_captions": 1}
+    assert store.question_counts() == {"failed_captions": 1, "builder_losses": 0}  # a caption is not the builder's
     # The first semantic group is the first 10 captions that exist, so its key is 110 s.
     assert [key for key, _ in store.snapshots] == [110.0, 120.0]
+
+
+#: Builder replies that lose items, ahead of BUILD_RULES: the 10min summary fails, the 3min passage's W5 reply
+#: stays unreadable after the repair, the second semantic group's W6 call fails (3 items left out); every 30sec
+#: passage's W4 reply is unreadable, which is no loss (its W5 call is still made and keeps its triples).
+LOSSY_RULES = [
+    {"match": "(10min window)", "error": "server hiccup"},
+    {"match": ["Triple extraction", "I spend the morning in the kitchen"], "text": "no JSON here"},
+    {"match": ["Named entity recognition", "I hold the red mug in the kitchen."], "text": "no JSON either"},
+    {"match": "Your reply could not be read", "text": "still not JSON"},
+    {"match": ["Semantic memory extraction", "10sec@100-110"], "error": "server hiccup"},
+]
+
+
+def test_builder_losses_are_booked_on_every_question_over_the_store(tmp_path, clip, bag_of_words):
+    """Summaries, triples and semantic groups the builder left out (failed or unreadable calls) are the store's
+    ``builder_losses``, from its recorded counts, and reach the prediction row through the answer stage."""
+    llm = _scripted(tmp_path, "llm", LOSSY_RULES + BUILD_RULES)
+    request, _ = build_request(tmp_path, clip, bag_of_words, {
+        "summariser": ("scripted_llm", llm), "extractor": ("scripted_llm", llm)})
+    WorldMMStore.build(request)
+    counts = yaml.safe_load((request.out_dir / "config.yaml").read_text())["counts"]
+    assert (counts["summaries_dropped_10min"], counts["index_triples_failed"], counts["semantic_calls_failed"]) \
+        == (1, 1, 1)
+    assert counts["index_ner_failed"] == 4 and counts["triples_failed"] == 0  # W4 lost, W5 still made: no loss
+    store = WorldMMStore.open(request.out_dir, bag_of_words, request.video)
+    assert not store.items("10min") and [i.item_id for i in store.items("3min")] == ["3min@0-180"]
+    assert "3min@0-180" not in store.triples and store.triples["30sec@0-30"] == [("I", "hold", "red mug")]
+    assert store.question_counts() == {"failed_captions": 0, "builder_losses": 3}
+
+    rules = [{"match": "Give only the letter", "text": "B"}, {"match": "Round history", "text": '{"decision": "answer"}'}]
+    row, _ = run_workflow(tmp_path, clip, bag_of_words, rules)
+    assert row["builder_losses"] == 3 and row["failed_captions"] == 0 and row["error"] is None
 
 
 def test_a_build_without_a_summariser_says_which_role_is_missing(tmp_path, clip, bag_of_words):

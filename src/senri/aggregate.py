@@ -161,23 +161,26 @@ def per_video_table(scored: pl.DataFrame, decimals: int = 1) -> pl.DataFrame:
 #: prediction rows' own counts summed over the run (``timeouts`` there counts timed-out *calls*, not questions).
 RUN_HEALTH_COLUMNS: tuple[str, ...] = (
     "questions", "correct", "accuracy", "forced_answers", "forced_recovered", "parse_failures", "errors",
-    "timeouts", "context_trims", "truncated_captions", "failed_captions", "capped_cells", "cell_s_requested",
-    "cell_s_seen", "seen_share", "failed_memory_updates", "stripped_checks", "refused_checks", "repeated_queries",
-    "missing",
+    "timeouts", "context_trims", "truncated_captions", "failed_captions", "builder_losses", "capped_cells",
+    "cell_s_requested", "cell_s_seen", "seen_share", "failed_memory_updates", "stripped_checks", "refused_checks",
+    "repeated_queries", "missing",
 )
 RUN_HEALTH_LABELS = {**RUN_LABELS, "questions": "Questions", "correct": "Correct", "accuracy": "Accuracy",
                      "forced_answers": "Forced answers", "forced_recovered": "Forced, recovered by parser",
                      "parse_failures": "Parse failures", "errors": "Errors", "timeouts": "Timed-out calls",
                      "context_trims": "Context trims", "truncated_captions": "Truncated captions",
-                     "failed_captions": "Failed captions", "capped_cells": "Capped cells",
+                     "failed_captions": "Failed captions", "builder_losses": "Builder losses",
+                     "capped_cells": "Capped cells",
                      "cell_s_requested": "Cell s requested", "cell_s_seen": "Cell s seen",
                      "seen_share": "Seen %", "failed_memory_updates": "Failed memory updates",
                      "stripped_checks": "Stripped checks", "refused_checks": "Refused checks",
                      "repeated_queries": "Repeated queries", "missing": "Missing"}
 RUN_HEALTH_NOTE = ("Counts are summed from the prediction files' columns, never from logs. Parse failures, errors "
                    "and missing count questions (each counted wrong); timed-out calls and the other counts are "
-                   "events, several per question possible. Seen % = cell seconds seen / cell seconds requested "
-                   "by the checks (– when no check asked for any).")
+                   "events, several per question possible. Failed captions and builder losses (items a "
+                   "persistent memory's builder left out: failed, unreadable or over-limit builder calls) are "
+                   "per memory store, repeated on each question that read it. Seen % = cell seconds seen / cell "
+                   "seconds requested by the checks (– when no check asked for any).")
 
 
 def run_health_table(predictions: pl.DataFrame, scored: pl.DataFrame, decimals: int = 1) -> pl.DataFrame:

@@ -118,6 +118,7 @@ class Prediction:
     context_trims: int = 0
     truncated_captions: int = 0
     failed_captions: int = 0
+    builder_losses: int = 0
     capped_cells: int = 0
     cell_s_requested: int = 0
     cell_s_seen: int = 0
@@ -132,13 +133,16 @@ class Prediction:
 #: invalid after the repair whose letter the answer parser still found; ``timeouts`` calls that timed out;
 #: ``context_trims`` requests shortened to fit the model's context or image limit before they were sent;
 #: ``truncated_captions`` captions cut at their token limit; ``failed_captions`` captions that failed;
+#: ``builder_losses`` items the persistent memory's builder left out of the store the question read (failed,
+#: unreadable or over-limit builder calls: :meth:`senri.memory.store.MemoryStore.question_counts`), the
+#: store's total repeated on each of its questions like ``failed_captions``;
 #: ``capped_cells`` verifier cells dropped by the cell cap; ``cell_s_requested`` / ``cell_s_seen`` seconds of
 #: candidate windows the checks asked for / that the kept cells covered (rounded); ``failed_memory_updates``
 #: working-memory updates whose reply was unusable; ``stripped_checks`` checks whose text lost choice text;
 #: ``refused_checks`` checks refused as invalid; ``repeated_queries`` searches that repeated an earlier query.
 HEALTH_COUNTS: tuple[str, ...] = (
     "forced_answers", "forced_recovered", "timeouts", "context_trims", "truncated_captions", "failed_captions",
-    "capped_cells", "cell_s_requested", "cell_s_seen", "failed_memory_updates", "stripped_checks",
+    "builder_losses", "capped_cells", "cell_s_requested", "cell_s_seen", "failed_memory_updates", "stripped_checks",
     "refused_checks", "repeated_queries",
 )
 

@@ -551,9 +551,23 @@ class MagicVideoStore(MemoryStore):
         return "ppr"
 
     def question_counts(self) -> dict[str, int]:
-        """30-s clips the captioner failed on, booked once on every question that reads this memory."""
-        failed = int(self.record.get("failed_captions") or 0)
-        return {"failed_captions": failed} if failed else {}
+        """30-s clips the captioner failed on (``failed_captions``) and the builder's outputs left out of the
+        store (``builder_losses``: the build record's ``builder.left_out``, failed, unreadable, empty or
+        over-limit builder calls, :class:`senri.memory.magic_video_build.BuilderLLM`), booked once on every
+        question that reads this memory. An imported store has no builder record (nothing of it was built)."""
+        counts = {"failed_captions": int(self.record.get("failed_captions") or 0),
+                  "builder_losses": self.builder_losses()}
+        return {name: n for name, n in counts.items() if n}
+
+    def builder_losses(self) -> int:
+        builder = self.record.get("builder") or {}
+        if "left_out" in builder or not builder:
+            return int(builder.get("left_out") or 0)
+        # A record written before ``left_out`` was counted: every failed, unreadable or over-limit call, an upper
+        # bound (a failed G7 merge keeps its triples but is counted here).
+        bound = sum(int(builder.get(name) or 0) for name in ("failed", "unparsed", "over_limits"))
+        log.warning("magic_video store record has no builder.left_out: builder_losses %d is an upper bound", bound)
+        return bound
 
     def encode_visual_query(self, query: str) -> np.ndarray:
         """The query in the clip embedder's space (its text-only last token), by the model the store was built

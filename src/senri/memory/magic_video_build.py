@@ -94,17 +94,24 @@ def system_record(cfg: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
 
 
 class BuilderLLM:
-    """The ``builder`` role (G4–G12): renders a prompt, sends a batch through the backend, parses the JSON."""
+    """The ``builder`` role (G4–G12): renders a prompt, sends a batch through the backend, parses the JSON.
+
+    Besides the calls it counts ``left_out``: builder outputs missing from the store because a call failed, its
+    reply was unreadable or empty, or its request was over the model's limits — one per such call, and one per
+    unreadable fact or chain step inside a readable reply (:meth:`leave_out`). A failed G7 merge is not one (the
+    subject's triples are kept as they were). Every question over the store books it as ``builder_losses``."""
 
     def __init__(self, backend: Any, prompts: Any, max_tokens: int, purpose: str = "magic_video") -> None:
         self.backend, self.prompts, self.max_tokens, self.purpose = backend, prompts, max_tokens, purpose
-        self.calls = self.failed = self.unparsed = self.over_limits = 0
+        self.calls = self.failed = self.unparsed = self.over_limits = self.left_out = 0
 
-    def ask_many(self, role: str, key: str, fields: Sequence[Mapping[str, Any]]) -> list[dict | None]:
+    def ask_many(self, role: str, key: str, fields: Sequence[Mapping[str, Any]], kept_on_failure: bool = False
+                 ) -> list[dict | None]:
         """One request per field set; each reply's first JSON object that has ``key`` (None: failed/unparsed).
         A request past the model config's limits is not sent (sized first, :func:`overflow`): it counts as
         ``over_limits`` and its item is left out like a failed call (smaller ``*_batch``/``*_chunk`` settings
-        make such requests fit)."""
+        make such requests fit). Each None is counted ``left_out`` unless ``kept_on_failure`` (the caller keeps
+        what it had, as G7 does)."""
         from senri.answers import json_objects, split_reasoning
         from senri.backends.base import ChatRequest, ChatResponse, Message
         from senri.backends.budget import overflow
@@ -132,11 +139,18 @@ class BuilderLLM:
             found = next((o for o in json_objects(split_reasoning(response.text)[0]) if key in o), None)
             self.unparsed += found is None
             out.append(found)
+        if not kept_on_failure:
+            self.left_out += sum(reply is None for reply in out)
         return out
+
+    def leave_out(self, unparsed: bool = False) -> None:
+        """One item of a readable reply left out: empty, or (``unparsed``) a field of it unreadable."""
+        self.left_out += 1
+        self.unparsed += unparsed
 
     def record(self) -> dict[str, int]:
         return {"calls": self.calls, "failed": self.failed, "unparsed": self.unparsed,
-                "over_limits": self.over_limits}
+                "over_limits": self.over_limits, "left_out": self.left_out}
 
 
 def open_builder(request: BuildRequest) -> BuilderLLM:
@@ -216,13 +230,19 @@ def caption_lines(episodes: Sequence[Episode]) -> str:
 
 def summarise(llm: BuilderLLM, base: Sequence[Episode]) -> dict[str, list[Episode]]:
     """G-C3: every coarser level from the one below, ``n`` consecutive items per summary (the last group may be
-    shorter), spanning the group's first start to its last end; a failed summary leaves its span out."""
+    shorter), spanning the group's first start to its last end; a failed or empty summary leaves its span out
+    (counted ``left_out``)."""
     levels = {"30sec": list(base)}
     for level, source, n in SUMMARY_GROUPS:
         groups = [levels[source][i:i + n] for i in range(0, len(levels[source]), n)]
         replies = llm.ask_many("summary", "summary", [{"captions": caption_lines(g), "level": level} for g in groups])
-        levels[level] = [Episode(level, g[0].start_s, g[-1].end_s, str(r["summary"]).strip())
-                         for g, r in zip(groups, replies) if r and str(r["summary"]).strip()]
+        levels[level] = []
+        for group, reply in zip(groups, replies):
+            text = str(reply["summary"]).strip() if reply else ""
+            if text:
+                levels[level].append(Episode(level, group[0].start_s, group[-1].end_s, text))
+            elif reply:  # a failed call was counted by ask_many
+                llm.leave_out()
     return levels
 
 
@@ -265,7 +285,7 @@ def extract(llm: BuilderLLM, base: Sequence[Episode], person: str
                 by_subject[normalise_entity(t[0], person)].append(t)
     many = [s for s, ts in by_subject.items() if len(ts) > 1]
     merged = llm.ask_many("dedupe", "triples", [{"subject": by_subject[s][0][0], "triples": json.dumps(
-        [list(t) for t in by_subject[s]], ensure_ascii=False)} for s in many])
+        [list(t) for t in by_subject[s]], ensure_ascii=False)} for s in many], kept_on_failure=True)
     for subject, reply in zip(many, merged):
         kept = _triples((reply or {}).get("triples"))
         if kept:  # a failed or empty G7 reply keeps the subject's triples as they were
@@ -299,7 +319,7 @@ def topic_chains(llm: BuilderLLM, base: Sequence[Episode], triples: Sequence[tup
                 try:
                     when = parse_clock(fact.get("time"), "G9 reply field 'time'")
                 except ValueError:
-                    llm.unparsed += 1
+                    llm.leave_out(unparsed=True)
                     continue
                 rows.append(ChainRow("topic", name, when, None, str(fact["fact"]).strip()))
     return rows
@@ -328,7 +348,7 @@ def event_chains(llm: BuilderLLM, levels: Mapping[str, Sequence[Episode]], cfg: 
                 start = parse_clock(step.get("start_time"), "G11 reply field 'start_time'")
                 end = parse_clock(step.get("end_time", step.get("start_time")), "G11 reply field 'end_time'")
             except (ValueError, AttributeError):
-                llm.unparsed += 1
+                llm.leave_out(unparsed=True)
                 continue
             inside = [e for e in levels["30sec"] if start <= e.start_s and e.end_s <= max(end, start + BASE_S)]
             steps.append((str(chain["name"]).strip(), keys, start, max(end, start), inside))
@@ -340,6 +360,8 @@ def event_chains(llm: BuilderLLM, levels: Mapping[str, Sequence[Episode]], cfg: 
         text = str((reply or {}).get("description") or "").strip()
         if text:
             rows.append(ChainRow("event", name, start, end, text, keys))
+        elif reply:  # a failed call was counted by ask_many
+            llm.leave_out()
     return rows
 
 

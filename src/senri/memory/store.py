@@ -169,8 +169,10 @@ class MemoryStore(ABC):
 
     def question_counts(self) -> dict[str, int]:
         """Run-health counts (:data:`senri.records.HEALTH_COUNTS`) every question over this store books once,
-        whatever it retrieves — e.g. the caption store's failed captions (``failed_captions``): a memory with
-        holes is visible on every row that read it."""
+        whatever it retrieves — e.g. the caption store's failed captions (``failed_captions``), or the items a
+        built store's builder left out (``builder_losses``: failed, unreadable or over-limit builder calls, read
+        from the store's own recorded build counts): a memory with holes is visible on every row that read it.
+        The counts are per store, so the run-health table's sum repeats them once per question."""
         return {}
 
     def check_memory_type(self, memory_type: str | None) -> None:

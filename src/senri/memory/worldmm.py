@@ -618,6 +618,26 @@ def consolidate(llm: BuilderLLM, accumulated: list[Accumulated], new: list[tuple
     return kept + [Accumulated(t, e) for t, e, _ in results]
 
 
+#: The build counts (``config.yaml``'s ``counts``) that are builder outputs left out of the store: a 30sec/3min/
+#: 10min summary whose W3 call failed or came back empty (``summaries_dropped_<level>``), a passage whose W5
+#: triples call failed or stayed unreadable after the repair, so it has no triples in the graph
+#: (``triples_failed``; ``index_triples_failed`` for the coarser levels and imported captions), and a group of
+#: ten captions whose W6 call failed, so its semantic triples are missing (``semantic_calls_failed``). Not
+#: losses: ``ner_failed`` (the W5 call is still made, with no entity hint, and the entity table is not read at
+#: answer time), ``consolidations_failed`` (the new triple is kept as it is), ``triples_dropped`` /
+#: ``semantic_dropped`` (malformed or duplicate triples inside a readable reply) and the builder's ``trimmed``
+#: requests (their input shortened to fit the context, the item kept; one still too long fails and is counted
+#: above). Failed captions are ``failed_captions``, not builder losses.
+BUILDER_LOSS_COUNTS = ("triples_failed", "index_triples_failed", "semantic_calls_failed")
+
+
+def builder_losses(counts: Mapping[str, Any]) -> int:
+    """Items the build left out of the store (:data:`BUILDER_LOSS_COUNTS` and every ``summaries_dropped_*``),
+    from the store's recorded ``counts``."""
+    return sum(int(counts.get(name) or 0) for name in BUILDER_LOSS_COUNTS) + sum(
+        int(n or 0) for name, n in counts.items() if name.startswith("summaries_dropped_"))
+
+
 # ========================================================================================= HippoRAG index
 @dataclass
 class GranularityIndex:
@@ -909,8 +929,10 @@ class WorldMMStore(MemoryStore):
 
     def question_counts(self) -> dict[str, int]:
         """Every question over this store books its 10-s clips that have no caption (``failed_captions``), as
-        questions over the caption store do: a memory with holes shows on every row that read it."""
-        return {"failed_captions": int((self.record().get("counts") or {}).get("failed_captions", 0))}
+        questions over the caption store do, and what the builder left out (``builder_losses``,
+        :func:`builder_losses`): a memory with holes shows on every row that read it."""
+        counts = self.record().get("counts") or {}
+        return {"failed_captions": int(counts.get("failed_captions", 0)), "builder_losses": builder_losses(counts)}
 
     def items(self, level: str | None = None) -> list[MemoryItem]:
         chosen = [i for i in self._items if level is None or i.level == level]

@@ -114,8 +114,8 @@ def chance_html(chance: pl.DataFrame, decimals: int) -> str:
 #: the files under report/tables/ hold the whole table.
 RUN_HEALTH_HTML_PARTS: tuple[tuple[str, ...], ...] = (
     ("questions", "correct", "accuracy", "parse_failures", "errors", "missing", "forced_answers",
-     "forced_recovered", "timeouts", "context_trims"),
-    ("truncated_captions", "failed_captions", "capped_cells", "cell_s_requested", "cell_s_seen", "seen_share",
+     "forced_recovered", "timeouts", "context_trims", "truncated_captions"),
+    ("failed_captions", "builder_losses", "capped_cells", "cell_s_requested", "cell_s_seen", "seen_share",
      "failed_memory_updates", "stripped_checks", "refused_checks", "repeated_queries"),
 )
 assert sorted(c for part in RUN_HEALTH_HTML_PARTS for c in part) == sorted(RUN_HEALTH_COLUMNS)
