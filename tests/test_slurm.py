@@ -73,16 +73,16 @@ def test_profile_is_found_as_typed_from_the_repository_root(monkeypatch):
     assert found[1].resolve() == (SLURM_PROFILE / "config.yaml").resolve()
 
 
-#: The small demo with the four prompt methods, every stage on: the cluster runs are about SLURM, not CPU time (the
-#: full demo's DAG, memory stages and videolucy have their own tests in test_workflow). cache_prompt off: a fresh
-#: call's numerics do not depend on the engine's prompt-cache history (tests/test_serving.py), so the served run
-#: below compares with the same local run.
-METHODS = "random,blind,blind_letter,blind_debiased"
+#: The small demo with three prompt methods (a model-free one, two on smollm2), every stage on: the cluster runs
+#: are about SLURM, not CPU time (the full demo's DAG, memory stages and videolucy have their own tests in
+#: test_workflow). cache_prompt off: a fresh call's numerics do not depend on the engine's prompt-cache history
+#: (tests/test_serving.py), so the served run below compares with the same local run.
+METHODS = "random,blind,blind_letter"
 
 
-def fast_overrides(small_demo: dict, videos_dir: Path, methods: str = METHODS) -> str:
+def fast_overrides(small_demo: dict, videos_dir: Path) -> str:
     return (f"overrides=dataset=senri dataset.questions=[{small_demo['questions']}] dataset.videos_dir={videos_dir} "
-            f"anonymize.stride=30 method=[{methods}] +model.smollm2.cache_prompt=false")
+            f"anonymize.stride=30 method=[{METHODS}] +model.smollm2.cache_prompt=false")
 
 
 @pytest.fixture(scope="module")
@@ -115,16 +115,16 @@ def test_a_failed_job_names_its_rule_and_log_the_rerun_resumes_and_every_job_ran
     resumed = on_slurm(cluster, work, "--config", overrides)
     assert resumed.returncode == 0, resumed.stdout[-6000:]
     ran = re.findall(r"^(?:local)?rule (\w+):", resumed.stdout, re.MULTILINE)
-    assert sorted(ran) == ["aggregate", "all", "anonymize", *["answer"] * 4, "frames", "probe", "report",
+    assert sorted(ran) == ["aggregate", "all", "anonymize", *["answer"] * 3, "frames", "probe", "report",
                            "videos_table"], ran
     assert finished.stat().st_mtime_ns == before
-    assert pl.read_parquet(work / "results/tables/main.parquet")["n"].to_list() == [32] * 4
+    assert pl.read_parquet(work / "results/tables/main.parquet")["n"].to_list() == [32] * 3
 
     # Every job of the two runs, the healthy video's from the first and the repaired one's from the second, ran
-    # in a SLURM job of its own: anonymize, probe, frames ×2 each; answer ×8 (4 methods per video); ingest,
+    # in a SLURM job of its own: anonymize, probe, frames ×2 each; answer ×6 (3 methods per video); ingest,
     # videos_table, aggregate, report.
     logs = sorted((work / "results" / "logs").rglob("*.log"))
-    assert len(logs) == 18, [str(log.relative_to(work)) for log in logs]
+    assert len(logs) == 16, [str(log.relative_to(work)) for log in logs]
     job_ids = set()
     for log in logs:
         match = re.search(r"SLURM_JOB_ID=(\d+)", log.read_text())
@@ -149,8 +149,7 @@ def test_served_answers_come_from_one_slurm_job_with_one_server_start_and_scance
     import socket
     import time
 
-    # three methods: the batch serves exactly the smollm2 answers asked for (four); the local run has them all
-    fast = fast_overrides(small_demo, small_demo["videos_dir"], "random,blind,blind_letter")
+    fast = fast_overrides(small_demo, small_demo["videos_dir"])
     targets = [f"results/predictions/{run}/{video}.parquet" for video in ("demo_01", "demo_02")
                for run in ("random/none", "blind/smollm2", "blind_letter/smollm2")]
     served = tmp_path / "served"
