@@ -45,12 +45,29 @@ ONE_VIDEO_DEMO = ("dataset.demo.n_videos=1 dataset.demo.places_per_video=4 datas
                   "sampling.build=[] anonymize.stride=30")
 
 
-def upstream_targets(video_ids: list[str]) -> list[str]:
-    """What every answer job reads before its method's own stages: questions, the videos table, anonymized video,
-    the track tables and the perception captions of each video."""
-    per_video = [f"results/{path}".format(v=v) for v in video_ids
-                 for path in ("anonymized/{v}.mp4", "track/{v}.parquet", "memory/perception/{v}.parquet")]
+def upstream_targets(demo_overrides: str) -> list[str]:
+    """What every answer job reads before its method's own stages: questions, the videos table, and for each of
+    the demo's videos (as the workflow names them) the anonymized video, the track table and the perception
+    captions."""
+    from senri import config as senri_config
+
+    cfg = demo.DemoConfig.from_mapping(senri_config.compose(demo_overrides)["dataset"]["demo"])
+    per_video = [path for v in demo.video_ids(cfg) for path in (
+        f"results/anonymized/{v}.mp4", f"results/track/{v}.parquet", f"results/memory/perception/{v}.parquet")]
     return ["results/questions.parquet", "results/videos.parquet", *per_video]
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """The repository's workflow in ``workdir`` (the test's interpreter and its scripts first on PATH)."""
+    env = dict(os.environ)
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args],
+        capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc
 
 
 @pytest.fixture(scope="session")
@@ -67,13 +84,7 @@ def prepared_demo(tmp_path_factory):
     def prepare(workdir: Path, demo_overrides: str) -> Path:
         if demo_overrides not in templates:
             template = tmp_path_factory.mktemp("prepared_demo")
-            n_videos = 1 if "dataset.demo.n_videos=1" in demo_overrides else 2
-            targets = upstream_targets([f"demo_{k:02d}" for k in range(1, n_videos + 1)])
-            env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
-            proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d",
-                                   str(template), "-c2", *targets, "--config", f"overrides={demo_overrides}"],
-                                  capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
-            assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+            snakemake(template, "-c2", *upstream_targets(demo_overrides), "--config", f"overrides={demo_overrides}")
             shutil.rmtree(template / ".snakemake" / "log", ignore_errors=True)
             templates[demo_overrides] = template
         shutil.copytree(templates[demo_overrides], workdir, symlinks=True, dirs_exist_ok=True)

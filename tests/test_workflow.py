@@ -4,35 +4,21 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
 import yaml
 
-from conftest import DAG_DEMO, REPO
+from conftest import DAG_DEMO, REPO, snakemake  # snakemake: other test modules import it from here
 from senri import config as senri_config
 from senri import demo
 from senri.memory.hierarchy import memory_plan
 from senri import workflow as senri_workflow
 
 pytestmark = pytest.mark.workflow
-
-
-def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args],
-        capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL,
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
-    return proc
 
 
 def planned_jobs(workdir: Path, *args: str) -> dict[str, int]:
