@@ -4,7 +4,7 @@
 
 A synthetic memory of ``--hours`` of video (30-s captions of 25 words from a 400-word vocabulary, their 3-min /
 10-min / 1-h groups, 5 entities per caption, 500 semantic triples, 40 topic chains and 10 event chains) is
-built with :func:`senri.memory.magic_video.build_graph` and opened as a store; the script prints the node and
+built with :func:`senri.memory.magic_video.graph.build_graph` and opened as a store; the script prints the node and
 edge counts, the seconds to build the graph and embed its texts, and the median and worst seconds of one
 search (one PPR pass + quotas + chain facts) over the whole video and with a query time (a visibility-filtered
 subgraph). No LLM is called: the builder's text is synthetic, the time bypass is off.
@@ -43,8 +43,9 @@ def main() -> None:
     parser.add_argument("--min-hits", type=int, default=4, help="G-R7 topic-chain hits (generic 4, EgoLife 1)")
     args = parser.parse_args()
 
-    from senri.memory.magic_video import ChainRow, Episode, MagicVideoStore, build_graph, default_encoder, episode_id
-    from senri.memory.magic_video_build import SUMMARY_GROUPS, node_vectors
+    from senri.memory.magic_video.build import SUMMARY_GROUPS, node_vectors
+    from senri.memory.magic_video.graph import ChainRow, Episode, build_graph, default_encoder, episode_id
+    from senri.memory.magic_video.store import MagicVideoStore
     from senri.memory.store import SearchContext
     from senri.records import Question
 

@@ -24,10 +24,11 @@ import yaml
 
 from conftest import ONE_VIDEO_DEMO, hashed_words
 from senri.backends.base import ChatResponse
-from senri.memory.magic_video import (
-    ChainLimits, ChainRow, Episode, GraphNode, MagicVideoStore, apply_quotas, build_graph, chain_facts,
-    episode_id, seed_weights)
-from senri.memory.magic_video_build import build_store, import_release, node_vectors
+from senri.memory.magic_video.build import build_store, node_vectors
+from senri.memory.magic_video.graph import ChainRow, Episode, GraphNode, build_graph, episode_id
+from senri.memory.magic_video.release import import_release
+from senri.memory.magic_video.search import ChainLimits, apply_quotas, chain_facts, seed_weights
+from senri.memory.magic_video.store import MagicVideoStore
 from senri.memory.store import MEMORY_SYSTEMS, BuildRequest, SearchContext
 from senri.prompts import prompt_set
 from senri.records import MemoryRow, Question, to_frame, write_table
@@ -554,7 +555,7 @@ def test_default_text_encoder_is_minilm_end_to_end(tmp_path):
 
 
 def test_export_writes_the_release_caption_input(tmp_path):
-    from senri.memory.magic_video_build import export_inputs
+    from senri.memory.magic_video.build import export_inputs
 
     rows = [MemoryRow("v1", "coarse", float(s), float(s + 20), 1.0, 20, "h", f"text {s}", "perception", "t", None,
                       None, None) for s in range(0, 80, 20)]
@@ -573,7 +574,7 @@ def test_render_orders_by_time_semantic_last_and_clip_captions_once():
     chains = [ChainRow("topic", "cup", 45.0, None, "the cup is blue")]
     store = hand_store(chains=chains)
     by_id = {i.item_id: i for i in store.items()}
-    from senri.memory.magic_video import chain_item
+    from senri.memory.magic_video.search import chain_item
 
     fact = chain_item(chains[0])
     text = store.render([by_id["sem_0_0"], by_id[C], fact, by_id["vis_0"], by_id[A], by_id["vis_30"]])

@@ -164,9 +164,11 @@ def test_editing_a_store_s_builder_or_pagerank_rebuilds_its_stores_and_reruns_it
 
     build = {s: workflow.code_digest("memory_system", memory_store=s) for s in ("worldmm", "magic_video")}
     answer = {s: workflow.code_digest("answer", "senri_agent", memory_store=s) for s in ("captions", "magic_video")}
-    files = {p.name for p in workflow.store_module_files("magic_video")}
-    assert {"magic_video.py", "magic_video_build.py", "ppr.py", "clip_embedding.py", "release.py"} <= files
-    assert "magic_video_build.py" not in {p.name for p in workflow.store_module_files("worldmm")}
+    files = {str(p.relative_to(workflow.PACKAGE_DIR)) for p in workflow.store_module_files("magic_video")}
+    assert {"memory/magic_video/store.py", "memory/magic_video/build.py", "memory/magic_video/graph.py",
+            "memory/ppr.py", "memory/clip_embedding.py", "memory/release.py"} <= files
+    assert not any(f.startswith("memory/magic_video/")
+                   for f in (str(p.relative_to(workflow.PACKAGE_DIR)) for p in workflow.store_module_files("worldmm")))
     assert len(set(build.values())) == 2 and len(set(answer.values())) == 2
 
 

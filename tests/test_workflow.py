@@ -472,3 +472,50 @@ def test_answer_jobs_ask_for_gpus_only_for_gpu_backends():
     assert senri_workflow.answer_resources(cfg, "qwen") == {"gpu": 1, "mem_mb": 16000, "threads": 1}
     assert senri_workflow.answer_resources(cfg, "big") == {"gpu": 2, "mem_mb": 64000, "threads": 1}
     assert senri_workflow.answer_resources(cfg, "cpu") == {"gpu": 0, "mem_mb": 2000, "threads": 2}
+
+
+def _package_imports() -> dict[str, set[str]]:
+    """Module → the package modules it imports anywhere (top level, inside functions, under TYPE_CHECKING)."""
+    import ast
+
+    root = REPO / "src"
+    modules = {}
+    for path in root.rglob("*.py"):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            for target in targets:
+                while target and target not in modules:
+                    target = target.rpartition(".")[0]
+                if target and target != name and not name.startswith(target + "."):
+                    graph[name].add(target)
+    return graph
+
+
+def test_the_package_has_no_import_cycle():
+    """Modules import downward only (a memory system's build, search and release parts under its store; the
+    config, the prompts and the methods apart): a circle makes every part of it load, and break, together."""
+    graph = _package_imports()
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append(path[path.index(nxt):] + [nxt] if nxt in path else [node, nxt])
+            elif nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    assert not cycles, "import cycles: " + "; ".join(" → ".join(c) for c in cycles)

@@ -1,4 +1,4 @@
-"""WorldMM's store (src/senri/memory/worldmm.py): the build on a generated clip with scripted models (every
+"""WorldMM's store (src/senri/memory/worldmm/): the build on a generated clip with scripted models (every
 prompt role's instructions in its requests), retrieval on a hand-made memory whose expected items and order
 are computed independently (PageRank by networkx), import of a release-format folder the test writes from the
 spec's formats, bad imports naming file and field, the export round trip, and the image-text embedder path
@@ -19,11 +19,14 @@ import yaml
 from conftest import REPO, hashed_words, make_probed_clip
 from senri.backends.scripted import ScriptedBackend
 from senri.captioners.base import VideoMedia
-from senri.memory import worldmm as wm
 from senri.memory.store import MEMORY_SYSTEMS, BuildRequest, MemoryItem, SearchContext
-from senri.memory.worldmm import (Accumulated, GranularityIndex, TextVectors, WorldMMStore, chunk_key, clean_triples,
-                                  hhmmssff, parse_hhmmssff, parse_time_range, parse_ts9, read_caption_file, ts9,
-                                  window_batches, write_store)
+from senri.memory.worldmm import common as wm
+from senri.memory.worldmm.build import Accumulated, write_store
+from senri.memory.worldmm.common import (TextVectors, clean_triples, hhmmssff, parse_hhmmssff, parse_time_range,
+                                         parse_ts9, ts9, window_batches)
+from senri.memory.worldmm.index import GranularityIndex, semantic_ranking
+from senri.memory.worldmm.release import chunk_key, read_caption_file
+from senri.memory.worldmm.store import WorldMMStore
 from senri.prompts import prompt_set
 from senri.records import MemoryRow, WorldMMSnapshot, read_table, to_frame, write_table
 
@@ -470,7 +473,7 @@ def test_semantic_seeds_are_the_nearest_triples(tmp_path, bag_of_words):
     triples = [("cat", "likes", "sofa"), ("sofa", "in", "living room"), ("kettle", "in", "kitchen"),
                ("kitchen", "has", "stove")]
     enc = BagOfWords()
-    ranked = wm.semantic_ranking(triples, enc.encode([" ".join(t) for t in triples]), enc.encode(["cat sofa"])[0],
+    ranked = semantic_ranking(triples, enc.encode([" ".join(t) for t in triples]), enc.encode(["cat sofa"])[0],
                                  1, 0.85)
     assert ranked[0][0] in triples[:2]
 

@@ -14,10 +14,7 @@ from typing import Any, Iterable, Mapping
 import jsonschema
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CONFIG_DIR = REPO_ROOT / "config"
-SCHEMA_DIR = REPO_ROOT / "workflow" / "schemas"
-CONFIG_SCHEMA = SCHEMA_DIR / "config.schema.json"
+from senri.paths import CONFIG_DIR, CONFIG_SCHEMA, REPO_ROOT, SCHEMA_DIR  # noqa: F401 (re-exported)
 
 #: Model name used by methods that call no model (random guessing): their runs live under ``…/none/``.
 NO_MODEL = "none"

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import jsonschema
 import polars as pl
 
-from senri.config import SCHEMA_DIR
+from senri.paths import SCHEMA_DIR
 from senri.records import LETTERS, TASK_DIRECTION, Question, to_frame
 
 QUESTION_SCHEMA = SCHEMA_DIR / "questions.schema.json"

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from senri.config import CONFIG_DIR
+from senri.paths import CONFIG_DIR
 
 PROMPTS_DIR = CONFIG_DIR / "prompts"
 

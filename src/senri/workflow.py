@@ -57,11 +57,17 @@ def _module_file(module: str) -> Path:
 
 def store_module_files(store: str) -> list[Path]:
     """The source files of a memory system config's ``store`` (a registered name or ``module:Class``): its
-    module and the modules its class lists in ``extra_code`` (builder, PageRank, clip embedder, …)."""
+    module — every module of its folder, when the system is a package of its own under ``senri/memory/``
+    (``memory/worldmm/``: build, index, release, …) — and the shared modules its class lists in ``extra_code``
+    (PageRank, clip embedder, release reader, …)."""
     from senri.memory.store import MEMORY_SYSTEMS, store_class
 
     target = store if ":" in store else MEMORY_SYSTEMS.target(store)
-    return [_module_file(target.partition(":")[0]), *(PACKAGE_DIR / rel for rel in store_class(store).extra_code)]
+    module = _module_file(target.partition(":")[0])
+    own = [module]
+    if module.parent.parent == PACKAGE_DIR / "memory":  # a system's own package: all of its modules
+        own = sorted(module.parent.glob("*.py"))
+    return [*own, *(PACKAGE_DIR / rel for rel in store_class(store).extra_code)]
 
 
 def code_digest(stage: str, method_implementation: str | None = None, backend: str | None = None,

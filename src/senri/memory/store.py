@@ -203,8 +203,8 @@ class MemoryStore(ABC):
 #: pipeline builds) ``build(request)`` classmethods.
 MEMORY_SYSTEMS = Registry("memory system")
 MEMORY_SYSTEMS.register("captions", "senri.memory.captions:CaptionStore")
-MEMORY_SYSTEMS.register("worldmm", "senri.memory.worldmm:WorldMMStore")
-MEMORY_SYSTEMS.register("magic_video", "senri.memory.magic_video:MagicVideoStore")
+MEMORY_SYSTEMS.register("worldmm", "senri.memory.worldmm.store:WorldMMStore")
+MEMORY_SYSTEMS.register("magic_video", "senri.memory.magic_video.store:MagicVideoStore")
 
 
 def store_class(store: str, system: str | None = None) -> type[MemoryStore]:

@@ -8,7 +8,7 @@ round, then a separate QA call over everything retrieved.
   An unreadable reply counts as ``answer`` (the released parser's default); a failed call, a search without a
   memory, or an unknown memory type is an error and spends its round; the loop stops on an answer, at
   ``max_rounds`` calls, or at ``max_errors`` errors.
-* **Search**: the store's retrieval of that type (:class:`senri.memory.worldmm.WorldMMStore`), ``memory_top_k``
+* **Search**: the store's retrieval of that type (:class:`senri.memory.worldmm.store.WorldMMStore`), ``memory_top_k``
   items per type (episodic 3, semantic 10, visual 3), leaving out what the question already holds.
 * **QA** (W11; W-L4): one call with the question, "Context:", every retrieved text in order and the frames of
   the visual retrievals (1 fps over each clip, at most ``max_images`` per retrieval, spread evenly; at most

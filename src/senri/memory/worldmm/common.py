@@ -1,0 +1,304 @@
+"""What every part of WorldMM's store shares: its constants and folder layout, WorldMM's time encodings
+(``HHMMSSFF``, ``DAYn``, ``TS9``), item ids, the windowing of its coarser levels (W-C3), triples, the text encoder
+and the per-store text vectors, and the tolerant JSON reader of builder and retriever replies.
+
+The package's modules import downward only: ``store`` → ``release`` → ``build`` → ``index``/``common``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import re
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from senri.memory.store import MemoryItem
+
+log = logging.getLogger(__name__)
+
+
+SYSTEM = "worldmm"
+
+
+BASE_LEVEL = "10sec"
+
+
+KIND_EPISODIC, KIND_SEMANTIC, KIND_VISUAL = "episodic", "semantic", "visual"
+
+
+#: Tables of a store folder.
+ITEMS, ENTITIES, TRIPLES, SNAPSHOTS, VECTORS, VISUAL, CONFIG = (
+    "items.parquet", "entities.parquet", "triples.parquet", "snapshots.parquet", "text_vectors.npz",
+    "visual.npz", "config.yaml")
+
+
+#: The spec's generic setting: every memory is visible (W-R0, t = 123595999).
+SECONDS_PER_DAY = 86400
+
+
+# =============================================================================================== time
+def clock(seconds: float) -> str:
+    """``HH:MM:SS`` of the time of day (hours past 24 wrap into the next day)."""
+    whole = int(math.floor(seconds)) % SECONDS_PER_DAY
+    return f"{whole // 3600:02d}:{whole % 3600 // 60:02d}:{whole % 60:02d}"
+
+
+def day_of(seconds: float) -> int:
+    """1-based day of an absolute time (a SENRI video is one take: DAY1)."""
+    return 1 + int(math.floor(seconds)) // SECONDS_PER_DAY
+
+
+def hhmmssff(seconds: float, round_up: bool = False) -> str:
+    """WorldMM's ``HHMMSSFF`` of a time of day, whole seconds (floor, or ceil for an end), ``FF`` = ``00``."""
+    whole = int(math.ceil(seconds) if round_up else math.floor(seconds)) % SECONDS_PER_DAY
+    return f"{whole // 3600:02d}{whole % 3600 // 60:02d}{whole % 60:02d}00"
+
+
+def parse_hhmmssff(value: Any, where: str) -> float:
+    """Seconds of day of an ``HHMMSSFF`` string or integer (``FF`` hundredths); ValueError naming ``where``."""
+    text = str(value).strip()
+    if isinstance(value, bool) or not text.isdigit() or len(text) > 8:
+        raise ValueError(f"{where}: {value!r} is not an HHMMSSFF time (8 digits)")
+    text = text.zfill(8)
+    hours, minutes, seconds, frames = int(text[:2]), int(text[2:4]), int(text[4:6]), int(text[6:8])
+    if minutes > 59 or seconds > 59:
+        raise ValueError(f"{where}: {value!r} is not an HHMMSSFF time (minutes/seconds over 59)")
+    return hours * 3600 + minutes * 60 + seconds + frames / 100
+
+
+def parse_day(value: Any, where: str) -> int:
+    match = re.fullmatch(r"\s*DAY\s*(\d+)\s*", str(value), re.IGNORECASE)
+    if not match or int(match.group(1)) < 1:
+        raise ValueError(f"{where}: {value!r} is not a DAYn date")
+    return int(match.group(1))
+
+
+def ts9(seconds: float) -> int:
+    """WorldMM's integer timestamp ``int(day + HHMMSSFF)`` of an absolute end time (ceil to the second)."""
+    return int(f"{day_of(math.ceil(seconds))}{hhmmssff(seconds, round_up=True)}")
+
+
+def parse_ts9(value: Any, where: str) -> float:
+    """Absolute seconds of a ``TS9`` key (day digits followed by ``HHMMSSFF``)."""
+    text = str(value).strip()
+    if not text.isdigit() or len(text) < 9:
+        raise ValueError(f"{where}: key {value!r} is not a TS9 timestamp (day + HHMMSSFF)")
+    day = int(text[:-8])
+    if day < 1:
+        raise ValueError(f"{where}: key {value!r} has day {day}")
+    return (day - 1) * SECONDS_PER_DAY + parse_hhmmssff(text[-8:], where)
+
+
+def span_label(start_s: float, end_s: float) -> str:
+    """``DAY1 HH:MM:SS - DAY1 HH:MM:SS``, WorldMM's time range of an episodic caption (W-R2)."""
+    return f"DAY{day_of(start_s)} {clock(start_s)} - DAY{day_of(end_s)} {clock(end_s)}"
+
+
+_RANGE = re.compile(r"DAY\s*(\d+)\s+(\d{1,2}):(\d{2}):(\d{2})", re.IGNORECASE)
+
+
+def parse_time_range(query: str) -> tuple[float, float] | None:
+    """``(start_s, end_s)`` of a visual query written as ``DAY d HH:MM:SS - DAY d HH:MM:SS`` (W-R4), else None."""
+    found = _RANGE.findall(query)
+    if len(found) < 2:
+        return None
+    (d1, h1, m1, s1), (d2, h2, m2, s2) = found[:2]
+    start = (int(d1) - 1) * SECONDS_PER_DAY + int(h1) * 3600 + int(m1) * 60 + int(s1)
+    end = (int(d2) - 1) * SECONDS_PER_DAY + int(h2) * 3600 + int(m2) * 60 + int(s2)
+    return (float(start), float(end)) if end >= start else None
+
+
+# ====================================================================================== pure build steps
+def item_id(level: str, start_s: float, end_s: float) -> str:
+    return f"{level}@{start_s:g}-{end_s:g}"
+
+
+def window_batches(entries: Sequence[MemoryItem], window_s: int) -> list[tuple[list[MemoryItem], int, int]]:
+    """WorldMM's windows of a coarser level (W-C3): the first window opens at the first entry's start; an entry
+    starting at or past the current window's end opens the window ``floor(start/w)·w``; every window ends at
+    its start + w, unclipped by the video's end; entries are binned by their start (whole seconds)."""
+    batches: list[tuple[list[MemoryItem], int, int]] = []
+    batch: list[MemoryItem] = []
+    current: int | None = None
+    for entry in sorted(entries, key=lambda e: (e.start_s, e.end_s)):
+        start = int(math.floor(entry.start_s))
+        if current is None:
+            current = start
+        if start < current + window_s:
+            batch.append(entry)
+            continue
+        if batch:
+            batches.append((batch, current, current + window_s))
+        current = (start // window_s) * window_s
+        batch = [entry]
+    if batch and current is not None:
+        batches.append((batch, current, current + window_s))
+    return batches
+
+
+Triple = tuple[str, str, str]
+
+
+def clean_triples(raw: Any) -> tuple[list[Triple], int]:
+    """The valid, distinct triples of an extractor reply (W-C5) and how many were dropped: a triple is a list of
+    three non-empty strings; a repeat of an earlier one is dropped."""
+    kept: list[Triple] = []
+    seen: set[Triple] = set()
+    dropped = 0
+    for triple in raw if isinstance(raw, list) else []:
+        if (not isinstance(triple, (list, tuple)) or len(triple) != 3
+                or not all(isinstance(part, str) and part.strip() for part in triple)):
+            dropped += 1
+            continue
+        clean = tuple(part.strip() for part in triple)
+        if clean in seen:
+            dropped += 1
+            continue
+        seen.add(clean)  # type: ignore[arg-type]
+        kept.append(clean)  # type: ignore[arg-type]
+    return kept, dropped
+
+
+def triple_text(triple: Sequence[str]) -> str:
+    """``(s, p, o)``: how a semantic triple is shown (W-R3) and what its fact vector embeds."""
+    return f"({triple[0]}, {triple[1]}, {triple[2]})"
+
+
+def entity_key(name: str) -> str:
+    return name.strip().lower()
+
+
+def min_max(scores: np.ndarray) -> np.ndarray:
+    """Scores scaled to [0, 1] (all ones when they are all equal): HippoRAG's normalisation."""
+    if scores.size == 0:
+        return scores
+    low, high = float(scores.min()), float(scores.max())
+    return np.ones_like(scores) if high - low <= 0 else (scores - low) / (high - low)
+
+
+# ============================================================================================ text vectors
+class TextEncoder:
+    """What retrieval needs from a text embedder: L2-normalised vectors and a name for the record."""
+
+    name: str = ""
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class MiniLMEncoder(TextEncoder):
+    """all-MiniLM-L6-v2 (:class:`senri.memory.retrieval.Embedder`), the recorded substitution for the spec's
+    Qwen3-Embedding-4B; loaded on first use."""
+
+    name = "minilm:sentence-transformers/all-MiniLM-L6-v2"
+
+    def __init__(self) -> None:
+        self._embedder = None
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if self._embedder is None:
+            from senri.memory.retrieval import Embedder
+
+            self._embedder = Embedder()
+        return np.asarray(self._embedder.encode(list(texts)), dtype=np.float32)
+
+
+TEXT_ENCODERS: dict[str, Callable[[], TextEncoder]] = {"minilm": MiniLMEncoder}
+
+
+def open_text_encoder(config: Mapping[str, Any]) -> TextEncoder:
+    name = str(config.get("text_embedder", "minilm"))
+    if name not in TEXT_ENCODERS:
+        raise ValueError(f"memory_system.worldmm.text_embedder: {name!r} is not one of {sorted(TEXT_ENCODERS)}")
+    return TEXT_ENCODERS[name]()
+
+
+def text_digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+class TextVectors:
+    """Text → vector, computed once per text: saved into the store folder at build time (so answer jobs only
+    embed their queries) and recomputed there only when the store was built with another encoder. Texts are
+    keyed by their sha256 (a fixed-width key array: the file loads without pickles, however long a summary)."""
+
+    def __init__(self, encoder: TextEncoder, known: Mapping[str, np.ndarray] | None = None) -> None:
+        self.encoder = encoder
+        self.known: dict[str, np.ndarray] = dict(known or {})
+
+    def matrix(self, texts: Sequence[str]) -> np.ndarray:
+        keys = [text_digest(t) for t in texts]
+        missing = list(dict.fromkeys((k, t) for k, t in zip(keys, texts) if k not in self.known))
+        if missing:
+            for (key, _), vector in zip(missing, self.encoder.encode([t for _, t in missing])):
+                self.known[key] = np.asarray(vector, dtype=np.float32)
+        if not texts:
+            width = next(iter(self.known.values())).shape[0] if self.known else 1
+            return np.zeros((0, width), dtype=np.float32)
+        return np.stack([self.known[k] for k in keys])
+
+    def save(self, path: Path) -> None:
+        keys = sorted(self.known)
+        vectors = np.stack([self.known[k] for k in keys]) if keys else np.zeros((0, 1), dtype=np.float32)
+        np.savez(path, keys=np.array(keys, dtype="<U32"), vectors=vectors, encoder=np.array(self.encoder.name))
+
+    @classmethod
+    def load(cls, path: Path, encoder: TextEncoder) -> "TextVectors":
+        if not path.is_file():
+            return cls(encoder)
+        with np.load(path, allow_pickle=False) as data:
+            if not {"keys", "vectors", "encoder"} <= set(data.files):
+                log.warning("%s is not a text-vector table of this version: re-embedding", path)
+                return cls(encoder)
+            if str(data["encoder"]) != encoder.name:
+                log.warning("%s was embedded with %s, not %s: re-embedding", path, data["encoder"], encoder.name)
+                return cls(encoder)
+            return cls(encoder, dict(zip((str(k) for k in data["keys"]), data["vectors"])))
+
+
+def first_json(body: str, validate: Callable[[Any], Any]) -> Any:
+    """The first JSON value in ``body`` (objects via :func:`senri.answers.json_objects`, then a bare list, the
+    W9 reply's form) that ``validate`` accepts."""
+    from senri.answers import json_objects
+
+    candidates: list[Any] = list(json_objects(body))
+    for text in [body.strip(), *re.findall(r"\[.*\]", body, re.DOTALL)]:
+        try:
+            value = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(value, list):
+            candidates.append(value)
+    for candidate in candidates:
+        checked = validate(candidate)
+        if checked is not None:
+            return checked
+    return None
+
+
+def _string_list(obj: Any, key: str) -> list[str] | None:
+    value = obj.get(key) if isinstance(obj, dict) else None
+    if not isinstance(value, list):
+        return None
+    return [v.strip() for v in value if isinstance(v, str) and v.strip()]
+
+
+def _triples_reply(obj: Any, key: str) -> list | None:
+    value = obj.get(key) if isinstance(obj, dict) else None
+    return value if isinstance(value, list) else None
+
+
+def semantic_item(triple: Triple, score: float = 0.0) -> MemoryItem:
+    text = triple_text(triple)
+    return MemoryItem(f"semantic:{text}", KIND_SEMANTIC, text, level=KIND_SEMANTIC, score=score)
+
+
+def system_prompts(config: Mapping[str, Any]):
+    from senri.prompts import prompt_set
+
+    return prompt_set(str(config.get("prompts", SYSTEM)), config.get("prompts_dir"))
