@@ -76,7 +76,7 @@ def test_table3_then_table4_on_the_demo_through_the_dag(tmp_path, prepared_demo)
     started = time.monotonic()
     script = tmp_path / "agent.jsonl"
     script.write_text("")
-    models = ("model=[] memory_system.magic_video.models.builder=agent "
+    models = ("model=[] memory_system.magic_video.models.builder=agent memory_system.magic_video.models.time_extractor=agent "
               f"+model.agent={{backend:scripted,script:{script},concurrency:4,images:true}}")
     table3 = (f"experiment=table3 {DEMO}{models} memory_system.worldmm.models.summariser=agent "
               "memory_system.worldmm.models.extractor=agent memory_system.worldmm.models.retriever=agent")

@@ -171,8 +171,8 @@ def test_time_bypass_through_ask():
     store = hand_store({"time_bypass": True})
     asked = []
 
-    def ask(request):
-        asked.append(request)
+    def ask(request, role=None):
+        asked.append((request, role))
         return ChatResponse(text='{"start_s": 25, "end_s": 65}')
 
     context = SearchContext(ask=ask)
@@ -180,9 +180,10 @@ def test_time_bypass_through_ask():
     assert [i.item_id for i in items] == [A, episode_id(0, 90, "3min"), B, C]  # overlapping 30sec + 3min, by time
     assert [i.item_id for i in store.search("what happens at 0:45", 16, exclude={A}, context=context)] == [
         episode_id(0, 90, "3min"), B, C]
-    assert "time bypass" in context.notes[-1] and asked[0].purpose == "magic_video:G13"
-    assert "0:45" in asked[0].messages[0].plain_text()
-    none = SearchContext(ask=lambda r: ChatResponse(text="null"))
+    assert "time bypass" in context.notes[-1] and asked[0][0].purpose == "magic_video:G13"
+    assert asked[0][1] == "time_extractor"  # the release's own cheap model, a role of the memory system
+    assert "0:45" in asked[0][0].messages[0].plain_text()
+    none = SearchContext(ask=lambda r, role=None: ChatResponse(text="null"))
     assert store.search("Anna", 16, context=none) and any(n.startswith("ppr") for n in none.notes)
     offline = SearchContext()
     store.search("Anna", 16, context=offline)
@@ -665,7 +666,7 @@ def test_every_magic_video_prompt_phrase_reaches_its_request(tmp_path):
         sent[entry["purpose"].split(":")[1]].append(entry["payload"]["messages"][0]["content"][0])
     asked = []
     hand_store({"time_bypass": True}).search("at 0:45", 16, context=SearchContext(
-        ask=lambda r: asked.append(r) or ChatResponse(text="null")))
+        ask=lambda r, role=None: asked.append(r) or ChatResponse(text="null")))
     sent["time_range"] = [asked[0].messages[0].plain_text()]
     sent["clip_caption"] = [prompt_set("magic_video").render("clip_caption")]  # the instruction the service sends
     repeat = [{"match": "[No new results]", "text": json.dumps({"action": "answer", "rationale": "r", "answer": "B"})},
@@ -701,7 +702,18 @@ def answer_over_store(tmp_path, method: str, rules: list[dict], model_extra=None
     return frame.row(0, named=True), calls
 
 
-def answer_over(tmp_path, store: Path, system_config, method: str, rules: list[dict], questions, model_extra=None):
+def answer_over_store_with(tmp_path, method_config: dict, rules: list[dict]):
+    """:func:`answer_over_store` of the magic_video workflow under another method config."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    request = request_for(tmp_path)
+    import_release(write_release(tmp_path / "release"), request)
+    frame, calls = answer_over(tmp_path, request.out_dir, request.system_config, "magic_video", rules, [QUESTION],
+                               method_config=method_config)
+    return frame.row(0, named=True), calls
+
+
+def answer_over(tmp_path, store: Path, system_config, method: str, rules: list[dict], questions, model_extra=None,
+                method_config: dict | None = None):
     """The prediction rows and sent requests of ``method`` over the magic_video store in ``store``, on a generated
     120-s clip "v1", through the answer stage (``answer_video``)."""
     from conftest import make_probed_clip
@@ -713,7 +725,7 @@ def answer_over(tmp_path, store: Path, system_config, method: str, rules: list[d
                                             None, None, None)], MemoryRow), tmp_path / "memory.parquet", MemoryRow)
     script, record = tmp_path / "script.jsonl", tmp_path / "calls.jsonl"
     script.write_text("".join(json.dumps(r) + "\n" for r in rules))
-    method_cfg = yaml.safe_load(Path(f"config/method/{method}.yaml").read_text())
+    method_cfg = method_config or yaml.safe_load(Path(f"config/method/{method}.yaml").read_text())
     stage = {"seed": 0, "method": {"name": method, **method_cfg, "verifier_short_side": 64},
              "model": {"name": "vlm", "backend": "scripted", "script": str(script), "record": str(record),
                        **(model_extra or {})},
@@ -761,6 +773,9 @@ def test_magic_video_workflow_searches_then_asks_its_qa_call_with_clip_frames(tm
     assert len(frames) == 64 and trace["qa_images"] == 64
     assert [f["time_s"] for f in frames[:2]] == [0.0, 1.0] and frames[-1]["time_s"] == 115.0
     assert row["forced_answers"] == 0
+    # What it did, as columns: two controller rounds, one search returning its items, one QA call.
+    assert (row["rounds"], row["searches"], row["qa_calls"], row["bypasses"]) == (2, 1, 1, 0)
+    assert row["memories_returned"] == search["new"] > 0 and row["answered_without_retrieval"] == 0
 
 
 def test_magic_video_qa_frames_are_sized_to_the_model_limits(tmp_path):
@@ -786,8 +801,50 @@ def test_magic_video_qa_is_retried_text_only_when_the_call_with_images_fails(tmp
     trace = json.loads(row["trace"])
     answers = [c for c in trace["calls"] if c["call"] == "answer"]
     assert [a["error"] for a in answers] == ["image decode failed", None]
-    assert trace["qa_text_only"] is True and trace["rounds"][-1]["qa_text_only_retry"] is True
-    assert row["pred"] == "B" and row["error"] is None
+    assert trace["qa_text_only"] is True and trace["qa_text_only_retry"] is True
+    assert row["pred"] == "B" and row["error"] is None and row["qa_calls"] == 2
+
+
+def test_an_unparsable_qa_reply_is_not_retried(tmp_path):
+    """G-L3: the release retries the QA call text-only only when it returned nothing; a reply without a letter
+    is the answer it gave (no letter: counted wrong)."""
+    rules = [{"match": "Answer a question about a long first-person video", "text": "I cannot tell from this."},
+             *MAGIC_RULES[2:]]
+    row, calls = answer_over_store(tmp_path, "magic_video", [MAGIC_RULES[0], *rules])
+    assert [c["purpose"] for c in calls].count("answer") == 1 and row["qa_calls"] == 1
+    assert row["pred"] is None and not row["correct"]
+
+
+def test_magic_video_always_ends_with_its_qa_call_and_has_no_forced_round(tmp_path):
+    """Issue 34 item 1: the rounds end, however they end, with the QA call (G-L1: at most 5 controller calls, then
+    G15). A controller that only ever searches: five calls, no sixth "forced" one, then the QA call's letter."""
+    rules = [MAGIC_RULES[0], MAGIC_RULES[1], {"match": "search rounds", "text": json.dumps(
+        {"action": "search", "rationale": "more", "query": "Who fills the kettle in the kitchen?"})}]
+    row, calls = answer_over_store(tmp_path, "magic_video", rules)
+    purposes = [c["purpose"] for c in calls]
+    assert purposes.count("control") == 5 and "control:forced" not in purposes and purposes[-1] == "answer"
+    assert row["pred"] == "B" and row["rounds"] == 5 and row["searches"] == 5 and row["qa_calls"] == 1
+    assert row["forced_answers"] == 0 and json.loads(row["trace"])["ended_by"] == "rounds"
+
+
+def test_an_unreadable_controller_reply_is_the_answer_decision_as_in_the_release(tmp_path):
+    """Issue 34 items 1 and 13: MAGIC-Video's parser reads a reply it cannot parse as "answer" — the QA call runs at
+    once, with no repair turn (before: repaired, the round went on; a forced round's bad reply skipped the QA call
+    and its letter came from the parser). ``invalid_reply: feedback`` keeps senri's protocol as a named option."""
+    garbage = {"match": "(nothing retrieved yet)", "text": "Let me think about the kettle. B"}
+    row, calls = answer_over_store(tmp_path, "magic_video", [MAGIC_RULES[0], MAGIC_RULES[1], garbage])
+    assert [c["purpose"] for c in calls] == ["control", "answer"]  # no repair, no feedback round: the QA call
+    trace = json.loads(row["trace"])
+    assert trace["ended_by"] == "invalid_reply" and trace["rounds"][0]["read_as"] == "answer"
+    assert row["pred"] == "B" and row["qa_calls"] == 1 and row["answered_without_retrieval"] == 1
+    assert row["rounds"] == 1 and row["searches"] == 0 and row["forced_answers"] == 0
+
+    config = yaml.safe_load(Path("config/method/magic_video.yaml").read_text())
+    row, calls = answer_over_store_with(tmp_path / "fb", {**config, "invalid_reply": "feedback", "json_retries": 1},
+                                        [MAGIC_RULES[0], MAGIC_RULES[1], garbage])
+    purposes = [c["purpose"] for c in calls]
+    assert purposes[:2] == ["control", "control:repair"] and purposes.count("control") == 5
+    assert purposes[-1] == "answer" and row["rounds"] == 5
 
 
 def test_senri_agent_reads_the_magic_video_store_unchanged(tmp_path):
@@ -931,6 +988,7 @@ def test_magic_video_and_senri_agent_run_over_the_built_store_through_the_dag(tm
     prepared_demo(tmp_path, ONE_VIDEO_DEMO)
     overrides = (f"{ONE_VIDEO_DEMO} method=[magic_video,senri_agent] model=[] "
                  "memory_system=[magic_video] memory_system.magic_video.models.builder=agent "
+                 "memory_system.magic_video.models.time_extractor=agent "
                  f"+model.agent={{backend:scripted,script:{script},concurrency:4,images:true}}")
     _snakemake(tmp_path, overrides)
     store = tmp_path / "results/memory_system/magic_video/perception/demo_01"

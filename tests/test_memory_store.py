@@ -201,6 +201,8 @@ FAKE_CONTROLLER = [
 class ChainWorkflow(MemorySearch):
     """A workflow with its own round context and final QA call (the shape of MAGIC-Video's and WorldMM's)."""
 
+    qa_call = True
+
     def _round_context(self, ep) -> str:
         return f"Chain facts (round {len(ep.trace['rounds']) + 1}): the figure is on the top shelf"
 
@@ -208,7 +210,6 @@ class ChainWorkflow(MemorySearch):
         return ChatRequest(messages=(Message.text("user", f"Final QA after {proposed}: "
                                                           f"{self.store.render(list(ep.retrieved.values()))}"),),
                            max_tokens=32, purpose="qa")
-
 
 
 def _fake_run(tmp_path: Path, shop_clip, method: str, implementation: str) -> tuple[dict, list[dict]]:
@@ -271,7 +272,7 @@ def test_a_workflow_s_round_context_and_final_qa_call(tmp_path, shop_clip, monke
     monkeypatch.setitem(METHODS._targets, "test_chain_workflow", "test_memory_store:ChainWorkflow")
     row, calls = _fake_run(tmp_path, shop_clip, "chain", "test_chain_workflow")
     trace = json.loads(row["trace"])
-    assert row["pred"] == "B" and trace["rounds"][-1]["proposed"] == "C"
+    assert row["pred"] == "B" and trace["proposed"] == "C" and row["qa_calls"] == 1
     controller = [_user_text(c) for c in calls if c["purpose"].startswith("control")]
     assert "Chain facts (round 1): the figure is on the top shelf" in controller[0]
     assert "Chain facts (round 4)" in controller[-1]

@@ -367,7 +367,8 @@ def asker(rules: list[dict], folder: Path):
     backend = ScriptedBackend(_scripted(folder, "retriever", rules))
     sent = []
 
-    def ask(request):
+    def ask(request, role=None):
+        assert role == "retriever"  # W8/W9 run on the retriever role's model, as the release runs them
         sent.append(request)
         return backend.complete(request)
     return ask, sent

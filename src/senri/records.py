@@ -126,6 +126,17 @@ class Prediction:
     stripped_checks: int = 0
     refused_checks: int = 0
     repeated_queries: int = 0
+    failed_search_calls: int = 0
+    # Behaviour (BEHAVIOUR_COUNTS): what the method did on this question, whatever it scored.
+    rounds: int = 0
+    searches: int = 0
+    memories_returned: int = 0
+    qa_calls: int = 0
+    bypasses: int = 0
+    checks: int = 0
+    cells: int = 0
+    frames_seen: int = 0
+    answered_without_retrieval: int = 0
 
 
 #: The run-health counts of a prediction row, in the order the run-health table prints them:
@@ -139,11 +150,28 @@ class Prediction:
 #: ``capped_cells`` verifier cells dropped by the cell cap; ``cell_s_requested`` / ``cell_s_seen`` seconds of
 #: candidate windows the checks asked for / that the kept cells covered (rounded); ``failed_memory_updates``
 #: working-memory updates whose reply was unusable; ``stripped_checks`` checks whose text lost choice text;
-#: ``refused_checks`` checks refused as invalid; ``repeated_queries`` searches that repeated an earlier query.
+#: ``refused_checks`` checks refused as invalid; ``repeated_queries`` searches that repeated an earlier query;
+#: ``failed_search_calls`` model calls a memory's retriever made inside a search (WorldMM's fact filter W8 and
+#: ranking W9, MAGIC-Video's time-range extractor G13) that failed or came back unreadable, so the search took
+#: its fallback path.
 HEALTH_COUNTS: tuple[str, ...] = (
     "forced_answers", "forced_recovered", "timeouts", "context_trims", "truncated_captions", "failed_captions",
     "builder_losses", "capped_cells", "cell_s_requested", "cell_s_seen", "failed_memory_updates", "stripped_checks",
-    "refused_checks", "repeated_queries",
+    "refused_checks", "repeated_queries", "failed_search_calls",
+)
+
+#: What a method did on a question, as integer columns of its prediction row (0 where a method has no such
+#: step), so a run that never searched, or answered from nothing, shows at a glance: ``rounds`` controller
+#: rounds used (calls made, the forced one included); ``searches`` searches run against the memory;
+#: ``memories_returned`` items those searches returned that the question did not hold yet; ``qa_calls`` final
+#: answer calls of a workflow with its own QA step (a text-only retry is a second one); ``bypasses`` searches a
+#: store served by a shortcut instead of its retrieval (MAGIC-Video's time bypass); ``checks`` / ``cells`` /
+#: ``frames_seen`` SENRI-Agent's visual checks, their verifier cells and the frames those looked at;
+#: ``answered_without_retrieval`` 1 when the answer was given with no memory item retrieved (a memory method
+#: that answered at once, or whose searches all came back empty), else 0.
+BEHAVIOUR_COUNTS: tuple[str, ...] = (
+    "rounds", "searches", "memories_returned", "qa_calls", "bypasses", "checks", "cells", "frames_seen",
+    "answered_without_retrieval",
 )
 
 

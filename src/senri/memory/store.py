@@ -67,14 +67,17 @@ class SearchContext:
 
     ``question`` lets a system key on the question itself (MAGIC-Video's tier-1 chain facts name an entity
     *in the question*); ``query_time_s`` is the moment the question is asked (items ending later are not
-    visible; None: the whole video, the generic setting of both systems); ``ask`` sends one LLM request and
-    books it (None: the store may not call a model and must say so or fall back as its spec allows);
-    ``tally`` is the question's, for the store's run-health counts.
+    visible; None: the whole video, the generic setting of both systems); ``ask(request, role)`` sends one LLM
+    request and books it, through the model of the system's retrieval role ``role`` (its
+    ``memory_system.<name>.models.<role>`` config, as the releases run WorldMM's fact filter on a retriever model
+    and MAGIC-Video's time extractor on a cheap model of its own; a null role, or ``role=None``: the answering
+    model); None: the store may not call a model and must say so or fall back as its spec allows. ``tally`` is
+    the question's, for the store's run-health and behaviour counts.
     """
 
     question: "Question | None" = None
     query_time_s: float | None = None
-    ask: "Callable[[ChatRequest], ChatResponse] | None" = None
+    ask: "Callable[..., ChatResponse] | None" = None
     tally: "CallTally | None" = None
     #: Free-form notes a store adds for the trace (which path served: PPR, dense fallback, time bypass, …).
     notes: list[str] = field(default_factory=list)

@@ -3,7 +3,11 @@
 ``memory_search`` is the "original workflow" SENRI-Agent builds on: each round a controller LLM picks one
 JSON action — ``search`` (one standalone query; the retriever returns text memories and, for each, a visual
 candidate = absolute interval + description) or ``answer`` — for at most ``max_rounds`` (5) rounds, then one
-forced answer round. Every action carries a short ``rationale`` (kept in the trace).
+forced answer round. Every action carries a short ``rationale`` (kept in the trace). A memory system's own
+workflow with a QA call of its own (MAGIC-Video's, :attr:`MemorySearch.qa_call`) instead ends every question
+with that QA call, whatever ended the rounds, and may read an invalid reply as the answer decision, as its
+release does (``invalid_reply: answer``). What the loop did — rounds, searches, memories returned, QA calls,
+checks, cells, frames — is counted on the question's row (:data:`senri.records.BEHAVIOUR_COUNTS`).
 
 ``senri_agent`` adds ``verify``: 1–3 target-guided visual checks (:mod:`senri.verify`), each split into
 adaptive temporal cells (at most ``max_cells_per_round`` per verify — 600 by default, so the paper's 3 checks
@@ -50,7 +54,7 @@ from senri.answers import json_objects, parse_answer, question_block, split_reas
 from senri.backends.base import ChatRequest, ChatResponse, ImagePart, Message, Part, VideoPart
 from senri.backends.budget import overflow
 from senri.memory.store import MemoryItem, MemoryStore, SearchContext, store_class
-from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
+from senri.methods.base import CallTally, Method, MethodAnswer, RoleModels, RunContext
 from senri.methods.structured import StructuredReply, ask_json, ask_json_many, request_schema
 from senri.records import LETTERS, Question
 from senri.verify import (Cell, Check, Report, cap_cells, cell_times, check_cells, normalised, read_report,
@@ -77,6 +81,8 @@ UPDATE_SCHEMA = {
     "required": ["note", "selected_report_ids"],
 }
 VERIFIER_INPUTS = ("auto", "video", "images")
+#: What an invalid controller reply does (``invalid_reply``).
+INVALID_REPLY_RULES = ("feedback", "answer")
 #: The verifier's reply form, quoted by its repair turn (repair.txt).
 REPORT_FORM = ('{"observation": "...", "explanation": "...", "ambiguity_reason": "...", "next_evidence_needed": '
                '"...", "evidence_moments": [...], "requirement_findings": {...}, '
@@ -204,6 +210,11 @@ class MemorySearch(Method):
     split_cells: ClassVar[bool] = True
     working_memory: ClassVar[bool] = True
     default_prompts: ClassVar[str] = "memory_search"
+    #: Whether a workflow ends with its own QA call (:meth:`_answer_request`), run whatever ended the rounds.
+    qa_call: ClassVar[bool] = False
+    #: Whether ``max_rounds`` is followed by one forced answer round (SENRI-Agent's protocol, and memory_search's);
+    #: a workflow whose release has no such round goes from its last round to its QA call.
+    forced_round: ClassVar[bool] = True
 
     #: The memory interface and the caption store: editing them reruns every memory method's answer jobs
     #: (the code digest), whichever system a run reads; the other systems' modules are added per run.
@@ -220,6 +231,13 @@ class MemorySearch(Method):
         self.max_rounds = int(config.get("max_rounds", 5))
         self.top_k = int(config.get("top_k", 3))
         self.retries = int(config.get("json_retries", 1))
+        #: A controller reply that is no valid action (after its repairs): ``feedback`` — the round is spent and
+        #: the next one says what was wrong (senri's protocol); ``answer`` — read as the answer decision, so the
+        #: rounds end (the released parsers of WorldMM and MAGIC-Video default to answering).
+        self.invalid_reply = str(config.get("invalid_reply", "feedback"))
+        if self.invalid_reply not in INVALID_REPLY_RULES:
+            raise ValueError(f"method {context.method_name!r}: invalid_reply must be one of {INVALID_REPLY_RULES}, "
+                             f"not {self.invalid_reply!r}")
         self.wm_reports = int(config.get("wm_reports", 3))
         self.wm_frames = int(config.get("wm_frames", 4))
         self.short_side = int(config.get("verifier_short_side", 448))
@@ -230,6 +248,7 @@ class MemorySearch(Method):
         if self.verifier_input not in VERIFIER_INPUTS:
             raise ValueError(f"method {context.method_name!r}: verifier_input must be one of {VERIFIER_INPUTS}")
         self.prompt_set = prompt_set(config.get("prompts") or self.default_prompts, config.get("prompts_dir"))
+        self._role_models = RoleModels(context)
         self.store: MemoryStore = self._open_store()
         self.duration_s = context.video.duration_s
 
@@ -246,20 +265,38 @@ class MemorySearch(Method):
         store_cls = store_class(str(settings.get("store") or context.memory_system), context.memory_system)
         return store_cls.open(context.memory_store or context.memory, settings, context.video)
 
+    def close(self) -> None:
+        self._role_models.close()
+
     def summary(self) -> str | None:
         """The job log's line about the memory read: its system, retriever and items per kind and level."""
         info = self.store.summary()
         items = ", ".join(f"{k} {v}" for k, v in sorted(info["items"].items())) or "no items"
         return f"memory {self.context.memory_system} (retriever {info['retriever']}): {items}"
 
+    def _search_model(self, role: str | None) -> tuple[str, Any]:
+        """(model name, backend) of a memory system's retrieval role: its ``memory_system.<name>.models.<role>``
+        model config, or the answering model where the role is null or not given (recorded in the trace)."""
+        spec = None
+        if role is not None:
+            spec = ((self.context.memory_system_config or {}).get("model_configs") or {}).get(role)
+        where = f"config.memory_system.{self.context.memory_system}.models.{role}"
+        return self._role_models.get(spec, where)
+
     def _search_context(self, ep: Episode) -> SearchContext:
-        """What a store's retriever may use: the question, the question's tally, and ``ask`` — one LLM call
-        through the method's backend (the job's response cache), booked in the question's tally and listed
-        in the trace's calls (issue 25 decision 6)."""
-        def ask(request: ChatRequest) -> ChatResponse:
-            response = self.chat_many([request])[0]
+        """What a store's retriever may use: the question, the question's tally, and ``ask(request, role)`` —
+        one LLM call through the model of the store's retrieval ``role`` (:meth:`_search_model`; the job's
+        response cache), booked in the question's tally and listed in the trace's calls with the model that
+        served it (issue 25 decision 6)."""
+        def ask(request: ChatRequest, role: str | None = None) -> ChatResponse:
+            name, backend = self._search_model(role)
+            response = backend.complete_many([request])[0]
+            booked = len(ep.tally.errors)
             ep.tally.add(request, response)
-            ep.trace["calls"].append({"call": f"retrieve:{request.purpose or 'ask'}",
+            if response.error:  # the search falls back (its store's rule): a run-health count, not the question's error
+                del ep.tally.errors[booked:]
+                ep.tally.count("failed_search_calls")
+            ep.trace["calls"].append({"call": f"retrieve:{request.purpose or 'ask'}", "role": role, "model": name,
                                       "error": response.error, "reply": response.text})
             return response
 
@@ -446,6 +483,8 @@ class MemorySearch(Method):
         new = [item for item in new if item.item_id not in ep.retrieved]
         for item in new:
             ep.retrieved[item.item_id] = item
+        ep.tally.did("searches")
+        ep.tally.did("memories_returned", len(new))
         if not new:
             ep.feedback = [self.prompt_set.render("search_nothing_new", query=query, top_k=self.top_k).strip()]
             ep.feedback_action = "search"
@@ -679,15 +718,23 @@ class MemorySearch(Method):
 
     # -------------------------------------------------------------------------------------------- loop
     def answer(self, question: Question) -> MethodAnswer:
+        """Up to ``max_rounds`` controller rounds (search / verify / answer), then — SENRI-Agent's protocol —
+        one forced answer round whose letter is the answer; or, for a workflow with its own QA call
+        (:attr:`qa_call`, MAGIC-Video's), that QA call once the rounds end, however they ended (an answer
+        decision, the last round spent, or an invalid reply under ``invalid_reply: answer``): the releases always
+        run it, so no question of theirs ends without its QA call."""
         started = time.monotonic()
         ep = Episode(question)
         for name, n in self.store.question_counts().items():
             ep.tally.count(name, n)
         letter, text = None, None
-        for round_no in range(1, self.max_rounds + 2):
-            forced = round_no == self.max_rounds + 1
+        last_round = self.max_rounds + (1 if self.forced_round else 0)
+        ended_by = "rounds"
+        for round_no in range(1, last_round + 1):
+            forced = self.forced_round and round_no == last_round
             ep.round_context = self._round_context(ep)
             reply, trim = self._controller(ep, round_no, forced)
+            ep.tally.did("rounds")
             entry = reply.record("control")
             if trim is not None:
                 entry["trim"] = trim
@@ -696,7 +743,7 @@ class MemorySearch(Method):
             if ep.feedback:
                 step["feedback_shown"] = list(ep.feedback)
                 ep.feedback = []
-            if reply.value is None and forced:
+            if reply.value is None and forced and not self.qa_call:
                 # The last chance: the project's answer parser reads the replies, latest first ("C, I guess").
                 parsed = next((p for p in (parse_answer(t, question.options) for t in reversed(reply.texts))
                                if p.ok), None)
@@ -706,11 +753,16 @@ class MemorySearch(Method):
                     ep.tally.count("forced_answers")
                     ep.tally.count("forced_recovered")
                     ep.trace["rounds"].append(step)
+                    ended_by = "answer"
                     break
             if reply.value is None:
                 step["action"] = "malformed"
                 ep.trace["rounds"].append(step)
                 text = reply.text
+                if self.invalid_reply == "answer":  # the releases' parser: an unreadable decision is "answer"
+                    step["read_as"] = "answer"
+                    ended_by = "invalid_reply"
+                    break
                 # The next round says what was wrong, so greedy decoding does not repeat it unchanged.
                 ep.feedback = [_what_was_wrong(reply, self._actions_text(forced, round_no)[0], self.store.memory_types)]
                 ep.feedback_action = "reply"
@@ -724,14 +776,19 @@ class MemorySearch(Method):
                 letter, text = reply.value["answer"], reply.text
                 if forced:
                     ep.tally.count("forced_answers")
-                letter, text = self._final_answer(ep, step, letter, text)
                 ep.trace["rounds"].append(step)
+                ended_by = "answer"
                 break
             step.update(self._search(ep, reply.value["query"], reply.value.get("memory_type")) if action == "search"
                         else self._verify(ep, reply.value["checks"]))
             ep.trace["rounds"].append(step)
+        if self.qa_call:
+            letter, text = self._final_answer(ep, letter, text)
+        for name, n in (("checks", ep.checks), ("cells", ep.cells), ("frames_seen", ep.frames_inspected),
+                        ("answered_without_retrieval", int(not ep.retrieved))):
+            ep.tally.did(name, n)
         ep.trace.update(
-            n_rounds=len(ep.trace["rounds"]), actions=[r["action"] for r in ep.trace["rounds"]],
+            n_rounds=len(ep.trace["rounds"]), actions=[r["action"] for r in ep.trace["rounds"]], ended_by=ended_by,
             checks=ep.checks, cells=ep.cells, verifier_calls=ep.verifier_calls,
             frames_inspected=ep.frames_inspected, retriever=self.store.retriever, note=ep.note,
             wall_s=round(time.monotonic() - started, 3),
@@ -739,20 +796,19 @@ class MemorySearch(Method):
         )
         return MethodAnswer(letter, text, letter is not None, ep.tally, ep.trace)
 
-
-    def _final_answer(self, ep: Episode, step: dict[str, Any], letter: str | None, text: str | None
-                      ) -> tuple[str | None, str | None]:
-        """The answer once the controller gives one: the controller's, or — for a workflow with its own QA
-        call (:meth:`_answer_request`) — that call's reply read by the answer parser (the controller's letter
-        is kept in the round as ``proposed``; an unparsable or failed QA reply is no answer, counted wrong)."""
-        request = self._answer_request(ep, letter)
+    def _final_answer(self, ep: Episode, proposed: str | None, text: str | None) -> tuple[str | None, str | None]:
+        """A workflow's own QA call (:meth:`_answer_request`) once the rounds end: its reply, read by the answer
+        parser, is the answer (the controller's letter, if it gave one, is kept in the trace as ``proposed``;
+        an unparsable or failed QA reply is no answer, counted wrong)."""
+        request = self._answer_request(ep, proposed)
         if request is None:
-            return letter, text
+            return proposed, text
         response = self.chat_many([request])[0]
         ep.tally.add(request, response)
+        ep.tally.did("qa_calls")
         parsed = parse_answer(response.text, ep.question.options) if not response.error else None
         ep.trace["calls"].append({"call": "answer", "error": response.error, "reply": response.text})
-        step["proposed"] = letter
+        ep.trace["proposed"] = proposed
         return (parsed.letter if parsed is not None and parsed.ok else None), response.text
 
 

@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 from senri.backends.base import DEFAULT_MAX_TOKENS, Backend, ChatRequest, ChatResponse
 from senri.captioners.base import VideoMedia
-from senri.records import HEALTH_COUNTS, Question, VideoInfo
+from senri.records import BEHAVIOUR_COUNTS, HEALTH_COUNTS, Question, VideoInfo
 
 
 @dataclass(frozen=True)
@@ -68,12 +68,20 @@ class CallTally:
     caption_s: float = 0.0
     #: Run-health counts (:data:`senri.records.HEALTH_COUNTS`), written to the prediction row as columns.
     health: dict[str, int] = field(default_factory=dict)
+    #: Behaviour counts (:data:`senri.records.BEHAVIOUR_COUNTS`): what the method did, also columns of the row.
+    behaviour: dict[str, int] = field(default_factory=dict)
 
     def count(self, name: str, n: int = 1) -> None:
         """Add ``n`` to one run-health count; an unknown name is a programming error, not a new column."""
         if name not in HEALTH_COUNTS:
             raise KeyError(f"unknown run-health count {name!r}; known: {', '.join(HEALTH_COUNTS)}")
         self.health[name] = self.health.get(name, 0) + int(n)
+
+    def did(self, name: str, n: int = 1) -> None:
+        """Add ``n`` to one behaviour count (:data:`senri.records.BEHAVIOUR_COUNTS`); an unknown name raises."""
+        if name not in BEHAVIOUR_COUNTS:
+            raise KeyError(f"unknown behaviour count {name!r}; known: {', '.join(BEHAVIOUR_COUNTS)}")
+        self.behaviour[name] = self.behaviour.get(name, 0) + int(n)
 
     def add_captions(self, calls: int, reused: int, prompt_tokens: int, completion_tokens: int, seconds: float,
                      is_vlm: bool) -> None:
@@ -102,6 +110,38 @@ class CallTally:
     def add_all(self, requests: Sequence[ChatRequest], responses: Sequence[ChatResponse]) -> None:
         for request, response in zip(requests, responses):
             self.add(request, response)
+
+
+
+class RoleModels:
+    """The models of a method's extra roles — VideoARM's tools, a memory's retriever-side calls (WorldMM's fact
+    filter and ranking, MAGIC-Video's time extractor): a role's own model config where it names one, the run's
+    model where it names none (or names the run's model: one copy of it). Each model is opened once, with the
+    job's response cache (its calls are cached and replayed like the run's own), and closed with the method."""
+
+    def __init__(self, context: RunContext) -> None:
+        self.context = context
+        self.opened: dict[str, Backend] = {}
+
+    def get(self, spec: Mapping[str, Any] | None, where: str) -> tuple[str, Backend | None]:
+        """(model name, backend) of a role whose resolved config is ``spec`` (``{"name", "config"}``, None: the
+        run's model stands in); ``where`` names the config key in errors."""
+        if spec is None or str(spec["name"]) == self.context.model_name:
+            return self.context.model_name, self.context.backend
+        name = str(spec["name"])
+        if name not in self.opened:
+            from senri.backends import open_backend
+
+            backend = open_backend(spec["config"], self.context.response_cache)
+            if backend is None:
+                raise ValueError(f"{where}: model {name!r} has no backend")
+            self.opened[name] = backend
+        return name, self.opened[name]
+
+    def close(self) -> None:
+        for backend in self.opened.values():
+            backend.close()
+        self.opened.clear()
 
 
 @dataclass

@@ -24,6 +24,9 @@ from senri.methods.base import RunContext
 
 class MagicVideoWorkflow(MemorySearch):
     default_prompts: ClassVar[str] = "magic_video"
+    #: G-L1: at most ``max_rounds`` controller calls, then the QA call (G15) — always, and no forced round.
+    qa_call: ClassVar[bool] = True
+    forced_round: ClassVar[bool] = False
     #: MemorySearch's modules and its own; the store's join through its ``extra_code``.
     extra_code: ClassVar[tuple[str, ...]] = (*MemorySearch.extra_code, "methods/agent.py")
 
@@ -93,16 +96,18 @@ class MagicVideoWorkflow(MemorySearch):
                 high = mid - 1
         return frames[:low]
 
-    def _final_answer(self, ep: Episode, step: dict[str, Any], letter: str | None, text: str | None
-                      ) -> tuple[str | None, str | None]:
+    def _final_answer(self, ep: Episode, proposed: str | None, text: str | None) -> tuple[str | None, str | None]:
+        """G-L3: the QA call; when it fails or comes back empty it is asked once more over the text memory
+        only (the released code's retry, which drops the images to shorten the input). An unparsable reply is
+        not retried (the release retries only a missing answer)."""
         before = len(ep.tally.errors)
-        answer, reply = super()._final_answer(ep, step, letter, text)
-        if answer is None and ep.trace.get("qa_images") and not ep.trace.get("qa_text_only"):
-            ep.trace["qa_text_only"] = True  # G-L3: a failed QA call with images is asked again text-only
-            step["qa_text_only_retry"] = True
-            failed = ep.tally.errors[before:]
-            answer, reply = super()._final_answer(ep, step, letter, text)
+        answer, reply = super()._final_answer(ep, proposed, text)
+        failed = ep.tally.errors[before:]
+        if (failed or not (reply or "").strip()) and not ep.trace.get("qa_text_only"):
+            ep.trace["qa_text_only"] = True
+            ep.trace["qa_text_only_retry"] = True
+            answer, reply = super()._final_answer(ep, proposed, text)
             if answer is not None and failed:  # recovered: the first call's error is the trace's, not the row's
                 del ep.tally.errors[before:before + len(failed)]
-                step["qa_error_with_images"] = "; ".join(failed)
+                ep.trace["qa_error_with_images"] = "; ".join(failed)
         return answer, reply

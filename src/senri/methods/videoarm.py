@@ -51,7 +51,7 @@ from senri.backends.base import DEFAULT_MAX_TOKENS, Backend, ChatRequest, ChatRe
 from senri.backends.budget import overflow
 from senri.backends.transcription import SAMPLE_RATE, Transcriber, wav_bytes
 from senri.decode import encode_jpeg
-from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
+from senri.methods.base import CallTally, Method, MethodAnswer, RoleModels, RunContext
 from senri.methods.videoarm_tools import (SNAPPER_COUNTS, FrameClock, audio_segments_to_frames, first_caption_line,
                                           is_error_like, json_actions, mosaics, parse_arguments, parse_clip_reply,
                                           read_indexed_frames, sample_indices, split_frames)
@@ -129,7 +129,7 @@ class VideoARM(Method):
         if self.clock.total_frames < 2:
             raise ValueError(f"{context.pixels}: VideoARM needs a video of at least 2 frames")
         self.tool_models: dict[str, tuple[str, Backend]] = {}
-        self._opened: list[Backend] = []
+        self._role_models = RoleModels(context)
         self.substitutions: list[str] = []
         self.transcriber: Transcriber | None = None
         try:
@@ -165,25 +165,13 @@ class VideoARM(Method):
                                  f"labelled text-only variant over the caption memory, never reported as VideoARM)")
 
     def _tool_backend(self, role: str) -> tuple[str, Backend]:
-        """A tool role's model: its own config (``tool_models``), or the run's model standing in for it."""
-        from senri.backends import open_backend
-
+        """A tool role's model: its own config (``tool_models``), or the run's model standing in for it (caption
+        and clip naming one model share one backend, :class:`senri.methods.base.RoleModels`)."""
         spec = (self.context.method_config.get("tool_model_configs") or {}).get(role)
         if spec is None:
             self.substitutions.append(f"{role}: the run's model {self.context.model_name!r} (tool_models.{role} "
                                       f"is null)")
-            return self.context.model_name, self.context.backend
-        name = str(spec["name"])
-        if name == self.context.model_name:  # the run's own model named explicitly: one copy of it
-            return name, self.context.backend
-        opened = next((b for n, b in self.tool_models.values() if n == name), None)
-        if opened is None:  # caption and clip naming one model share one backend
-            opened = open_backend(spec["config"], self.context.response_cache)
-            if opened is None:
-                raise ValueError(f"config.method.{self.context.method_name}.tool_models.{role}: model "
-                                 f"{name!r} has no backend")
-            self._opened.append(opened)
-        return name, opened
+        return self._role_models.get(spec, f"config.method.{self.context.method_name}.tool_models.{role}")
 
     def _open_transcriber(self) -> tuple[str | None, str | None]:
         """A-T4/A-M5: the ASR model of ``tool_models.audio`` when the video has audio that the job's file still
@@ -208,8 +196,7 @@ class VideoARM(Method):
         return name, None
 
     def close(self) -> None:
-        for backend in self._opened:
-            backend.close()
+        self._role_models.close()
         if self.transcriber is not None:
             self.transcriber.close()
 

@@ -162,6 +162,8 @@ class WorldMMWorkflow(MemorySearch):
         context = self._search_context(ep)
         k = int(self.type_top_k.get(memory_type, self.top_k))
         items = self.store.search(query, k, exclude=set(ep.retrieved), memory_type=memory_type, context=context)
+        ep.tally.did("searches")
+        ep.tally.did("memories_returned", sum(item.item_id not in ep.retrieved for item in items))
         for item in items:
             ep.retrieved.setdefault(item.item_id, item)
         record: dict[str, Any] = {"memory_type": memory_type, "query": query, "retriever": self.store.retriever,
@@ -190,6 +192,7 @@ class WorldMMWorkflow(MemorySearch):
             request = self._controller_request(ep, history)
             response = self.chat_many([request])[0]
             ep.tally.add(request, response)
+            ep.tally.did("rounds")
             ep.trace["calls"].append({"call": "control", "error": response.error, "reply": response.text,
                                       "prompt_tokens": response.prompt_tokens,
                                       "completion_tokens": response.completion_tokens})
@@ -225,6 +228,8 @@ class WorldMMWorkflow(MemorySearch):
         request = self._fitted_qa_request(ep, context)
         response = self.chat_many([request])[0]
         ep.tally.add(request, response)
+        ep.tally.did("qa_calls")
+        ep.tally.did("answered_without_retrieval", int(not ep.retrieved))
         ep.trace["calls"].append({"call": "answer", "error": response.error, "reply": response.text,
                                   "images": request.n_images()})
         parsed = parse_answer(response.text, question.options) if not response.error else None

@@ -261,7 +261,7 @@ class MagicVideoStore(MemoryStore):
         prompts = prompt_set(self.config.get("prompts") or "magic_video", self.config.get("prompts_dir"))
         request = ChatRequest((Message.text("user", prompts.render("time_range", query=query)),),
                               max_tokens=int(self.config.get("time_range_max_tokens", 128)), purpose="magic_video:G13")
-        response = context.ask(request)
+        response = context.ask(request, "time_extractor")
         if response.error:
             context.notes.append(f"time bypass: G13 call failed ({response.error}); PPR serves")
             return None
@@ -284,6 +284,8 @@ class MagicVideoStore(MemoryStore):
                         and (context.query_time_s is None or n.end_s <= context.query_time_s)]
                 hits.sort(key=lambda n: (n.start_s, GRANULARITIES.index(n.level)))
                 context.notes.append(f"time bypass: {start:g}-{end:g} s → {len(hits)} episode(s), no PPR")
+                if context.tally is not None:
+                    context.tally.did("bypasses")
                 return [node_item(n) for n in hits]
         if cfg.get("top_k_source", "store") == "store":  # the system's own retrieval interface: 16 (G-R4)
             k = int(cfg.get("top_k", 16))

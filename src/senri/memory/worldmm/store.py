@@ -192,7 +192,7 @@ class WorldMMStore(MemoryStore):
         request = ChatRequest(messages=(Message.text("user", text),),
                               max_tokens=int((self.config.get("max_tokens") or {}).get("retriever", 512)),
                               purpose=purpose)
-        response = context.ask(request)
+        response = context.ask(request, "retriever")
         if response.error:
             return None
         return first_json(split_reasoning(response.text)[0], validate)
