@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import pickle
 import sys
 from pathlib import Path
 from typing import Any
@@ -613,3 +614,47 @@ def test_a_system_with_an_import_dir_is_imported_not_built(tmp_path):
     assert "--memory-store results/memory_system/fake/perception/demo_01" in imported
     captions_only = dry_run("")
     assert "memory-system" not in captions_only and "--memory-store" not in captions_only
+
+
+@pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
+def test_release_pickles_of_every_protocol_load_their_arrays(tmp_path, protocol):
+    """Issue 34 items 4 and 12: a release's ``visual_embeddings.pkl`` written under Python ≥ 3.14 (protocol 5,
+    whose arrays name numpy's ``_frombuffer``) loads like one written by an older Python; the arrays come back
+    equal, writable, in their memory order."""
+    import numpy as np
+
+    from senri.memory.release import load_release_pickle
+
+    data = {"00000000": np.arange(6, dtype=np.float32), "00001000": np.asfortranarray(np.ones((2, 3))),
+            "clip.mp4:0.0-30.0": np.array([1, 2, 3], dtype=np.int64)}
+    path = tmp_path / "visual_embeddings.pkl"
+    path.write_bytes(pickle.dumps(data, protocol=protocol))
+    loaded = load_release_pickle(path)
+    assert set(loaded) == set(data)
+    for key, array in data.items():
+        assert np.array_equal(loaded[key], array) and loaded[key].dtype == array.dtype
+        assert loaded[key].flags.writeable and loaded[key].flags.f_contiguous == array.flags.f_contiguous
+
+
+def test_the_protocol_5_reconstructor_builds_plain_arrays_only(tmp_path):
+    """``_frombuffer`` is allowed as a checked restatement: an object dtype (which would rebuild Python objects)
+    or a non-bytes buffer is refused, and any other global still is."""
+    import pickle as _pickle
+
+    import numpy as np
+
+    from senri.memory.release import _frombuffer, load_release_pickle
+
+    with pytest.raises(_pickle.UnpicklingError, match="dtype"):
+        _frombuffer(b"\0" * 8, np.dtype(object), (1,), "C")
+    with pytest.raises(_pickle.UnpicklingError, match="bytes only"):
+        _frombuffer([1, 2], np.dtype("f4"), (2,), "C")
+
+    class Evil:
+        def __reduce__(self):
+            return (print, ("pwned",))
+
+    path = tmp_path / "evil.pkl"
+    path.write_bytes(_pickle.dumps({"a": np.ones(2), "b": Evil()}, protocol=5))
+    with pytest.raises(ValueError, match="builtins.print"):
+        load_release_pickle(path)

@@ -1,8 +1,8 @@
 """Reading a paper release's pickles without executing foreign code (WorldMM W-F4, MAGIC-Video G-F1/G-F3).
 
 A pickle names the globals it calls; :class:`RestrictedUnpickler` resolves only numpy's array, dtype and
-scalar constructors (under their numpy 1 ``numpy.core`` and numpy 2 ``numpy._core`` names alike) and plain
-containers, and refuses every other global (``os.system``, ``builtins.eval``, …). A release whose pickles hold
+scalar constructors (under their numpy 1 ``numpy.core`` and numpy 2 ``numpy._core`` names alike; protocol 5's
+``_frombuffer`` by a checked restatement) and plain containers, and refuses every other global (``os.system``, ``builtins.eval``, …). A release whose pickles hold
 its own classes (MAGIC-Video's graph nodes and edges) names them in ``records`` — each becomes a plain
 attribute bag, :class:`ReleaseRecord` — and its enums in ``enums`` — each becomes its value's string; nothing
 of the release's code is imported.
@@ -44,6 +44,26 @@ def _reconstructor(cls: type, base: type, state: Any) -> Any:
     return object.__new__(cls)
 
 
+#: Where numpy's protocol-5 array reconstructor lives (numpy 1 and numpy 2): ``pickle.dumps(array, protocol=5)``
+#: — the default of Python ≥ 3.14's pickle, so a release written there — names it instead of ``_reconstruct``.
+NUMPY_NUMERIC = {"numpy.core.numeric", "numpy._core.numeric"}
+
+
+def _frombuffer(buffer: Any, dtype: Any, shape: Any, order: str) -> np.ndarray:
+    """numpy's ``_frombuffer`` restated with its arguments checked: raw bytes, a plain dtype (no Python objects
+    inside), a shape of whole numbers and a memory order — so the global cannot build anything but an array."""
+    if not isinstance(buffer, (bytes, bytearray, memoryview, pickle.PickleBuffer)):
+        raise pickle.UnpicklingError(f"_frombuffer of a {type(buffer).__name__} refused (bytes only)")
+    if not isinstance(dtype, np.dtype) or dtype.hasobject:
+        raise pickle.UnpicklingError(f"_frombuffer with dtype {dtype!r} refused (plain numeric dtypes only)")
+    if not isinstance(shape, tuple) or not all(isinstance(n, int) and n >= 0 for n in shape):
+        raise pickle.UnpicklingError(f"_frombuffer with shape {shape!r} refused")
+    if order not in ("C", "F"):
+        raise pickle.UnpicklingError(f"_frombuffer with order {order!r} refused")
+    data = buffer.raw() if isinstance(buffer, pickle.PickleBuffer) else buffer
+    return np.frombuffer(data, dtype=dtype).reshape(shape, order=order).copy(order="K")
+
+
 def _numpy_multiarray() -> Any:
     try:
         return importlib.import_module("numpy._core.multiarray")
@@ -70,6 +90,8 @@ class RestrictedUnpickler(pickle.Unpickler):
             return _reconstructor
         if module in NUMPY_MULTIARRAY and name in NUMPY_CONSTRUCTORS:
             return getattr(_numpy_multiarray(), name)
+        if module in NUMPY_NUMERIC and name == "_frombuffer":
+            return _frombuffer
         if module == "numpy" and name in NUMPY_TYPES:
             return getattr(np, name)
         if (module, name) in PLAIN:
