@@ -161,7 +161,7 @@ def test_the_memory_captioner_is_part_of_a_runs_identity(tmp_path):
 
 def test_run_health_sums_each_runs_prediction_columns_and_counts_its_failed_questions(tmp_path):
     from senri.aggregate import RUN_HEALTH_COLUMNS, load_predictions, run_health_table, score
-    from senri.records import HEALTH_COUNTS
+    from senri.records import BEHAVIOUR_COUNTS, HEALTH_COUNTS
 
     questions = _questions({"L": 2, "RR": 2, "OC": 2, "NP": 2, "RER": 2, "TER": 2}, n_videos=2)
     agent = _predictions(questions, "senri_agent", "x", {"L": 2, "RR": 2, "OC": 1}, parse_fail={"NP-0"},
@@ -169,16 +169,19 @@ def test_run_health_sums_each_runs_prediction_columns_and_counts_its_failed_ques
     # Hand-set counts on three questions; every other row keeps the contract's default of 0.
     counts = {
         "L-0": {"forced_answers": 1, "forced_recovered": 1, "context_trims": 2, "capped_cells": 5,
-                "cell_s_requested": 800, "cell_s_seen": 320, "stripped_checks": 1, "repeated_queries": 2},
+                "cell_s_requested": 800, "cell_s_seen": 320, "stripped_checks": 1, "repeated_queries": 2,
+                "rounds": 6, "searches": 5, "memories_returned": 9, "checks": 3, "cells": 40, "frames_seen": 320},
         "RR-1": {"forced_answers": 1, "timeouts": 3, "failed_memory_updates": 1, "refused_checks": 2,
-                 "cell_s_requested": 200, "cell_s_seen": 200},
-        "TER-1": {"truncated_captions": 4, "failed_captions": 1, "context_trims": 1},
+                 "cell_s_requested": 200, "cell_s_seen": 200, "rounds": 2, "searches": 1, "qa_calls": 1,
+                 "bypasses": 2, "failed_search_calls": 1},
+        "TER-1": {"truncated_captions": 4, "failed_captions": 1, "context_trims": 1, "rounds": 1,
+                  "answered_without_retrieval": 1},
         # a store's builder losses are repeated on each question over it: two questions, 3 each
-        "OC-0": {"builder_losses": 3}, "OC-1": {"builder_losses": 3},
+        "OC-0": {"builder_losses": 3, "failed_search_calls": 2}, "OC-1": {"builder_losses": 3},
     }
     agent = agent.with_columns(
         pl.col("qid").replace_strict({q: c.get(name, 0) for q, c in counts.items()}, default=0,
-                                     return_dtype=pl.Int64).alias(name) for name in HEALTH_COUNTS
+                                     return_dtype=pl.Int64).alias(name) for name in (*HEALTH_COUNTS, *BEHAVIOUR_COUNTS)
     ).filter(pl.col("qid") != "TER-0")  # one missing prediction
     perception = _predictions(questions, "senri_agent", "x", {"L": 1}).with_columns(
         memory=pl.lit("perception"), context_trims=pl.lit(1, dtype=pl.Int64))
@@ -193,6 +196,10 @@ def test_run_health_sums_each_runs_prediction_columns_and_counts_its_failed_ques
         "questions": 12, "correct": 5, "accuracy": 41.7, "forced_answers": 2, "forced_recovered": 1,
         "parse_failures": 1, "errors": 1, "timeouts": 3, "context_trims": 3, "truncated_captions": 4,
         "failed_captions": 1, "builder_losses": 6, "capped_cells": 5, "cell_s_requested": 1000, "cell_s_seen": 520, "seen_share": 52.0,
-        "failed_memory_updates": 1, "stripped_checks": 1, "refused_checks": 2, "repeated_queries": 2, "missing": 1}
+        "failed_memory_updates": 1, "stripped_checks": 1, "refused_checks": 2, "repeated_queries": 2,
+        "failed_search_calls": 3, "missing": 1,
+        # behaviour: means over the 11 answered questions (rounds 9, searches 6, memories 9, QA calls 1), totals
+        "rounds_per_q": 0.8, "searches_per_q": 0.5, "memories_per_q": 0.8, "qa_calls_per_q": 0.1, "bypasses": 2,
+        "checks": 3, "cells": 40, "frames_seen": 320, "no_retrieval": 1}
     assert (text["questions"], text["correct"], text["context_trims"], text["missing"]) == (12, 1, 12, 0)
     assert text["seen_share"] is None  # no check asked for any seconds: no share, not 0 %

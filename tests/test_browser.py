@@ -297,3 +297,22 @@ def test_the_time_strip_places_marks_on_the_video_timeline():
     assert re.search(r'class="evidence" x="500.0" y="0" width="50.0"', svg)
     assert 'class="mark" x="0.0" y="20" width="300.0"' in svg and 'x="450.0"' in svg
     assert re.search(r'class="frame" x1="750.0"', svg)
+
+
+def test_the_list_shows_what_each_run_did_and_flags_a_memory_method_that_retrieved_nothing():
+    """Issue 34: rounds, searches, memories returned and QA calls are columns of the list, and a memory method
+    that answered with nothing retrieved is flagged, so a run that never searched is visible at a glance."""
+    from senri.report.browser import index_page
+
+    base = {"video_id": "v", "qid": "q1", "task_type": "L", "direction": "ES", "answer": "A", "pred": "A",
+            "correct": True, "model": "m", "memory": "magic_video/perception", "latency_s": 1.0}
+    rows = [{**base, "method": "magic_video", "rounds": 1, "searches": 0, "memories_returned": 0, "qa_calls": 1,
+             "answered_without_retrieval": 1},
+            {**base, "method": "worldmm", "memory": "worldmm/perception", "rounds": 5, "searches": 4,
+             "memories_returned": 11, "qa_calls": 1, "bypasses": 0, "failed_search_calls": 2}]
+    labels = {(r["method"], r["model"], r["memory"]): f"{r['method']}/{r['model']}" for r in rows}
+    page = index_page(rows, labels, "../../report.html")
+    listed = list_rows(page)
+    assert [r["data-flag"] for r in listed] == ["no-retrieval", "search-fallback"]
+    assert "<th>rounds</th><th>searches</th><th>memories</th><th>QA calls</th>" in page
+    assert '<td class="num">5</td><td class="num">4</td><td class="num">11</td><td class="num">1</td>' in page

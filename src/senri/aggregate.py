@@ -13,7 +13,7 @@ from typing import Iterable, Sequence
 
 import polars as pl
 
-from senri.records import HEALTH_COUNTS, LETTERS, TASK_TYPES, Prediction, Question, check_frame, schema_of
+from senri.records import BEHAVIOUR_COUNTS, HEALTH_COUNTS, LETTERS, TASK_TYPES, Prediction, Question, check_frame, schema_of
 
 #: Column order of the paper's main table.
 CATEGORIES: tuple[str, ...] = ("total", "es", "l", "np", "oc", "rr", "se", "rer", "ter")
@@ -163,8 +163,15 @@ RUN_HEALTH_COLUMNS: tuple[str, ...] = (
     "questions", "correct", "accuracy", "forced_answers", "forced_recovered", "parse_failures", "errors",
     "timeouts", "context_trims", "truncated_captions", "failed_captions", "builder_losses", "capped_cells",
     "cell_s_requested", "cell_s_seen", "seen_share", "failed_memory_updates", "stripped_checks", "refused_checks",
-    "repeated_queries", "missing",
+    "repeated_queries", "failed_search_calls", "missing", *(
+        # What the method did (BEHAVIOUR_COUNTS): per-question means of its steps, totals of the rare ones, and
+        # the questions answered with nothing retrieved — a memory method that never searched shows here.
+        "rounds_per_q", "searches_per_q", "memories_per_q", "qa_calls_per_q", "bypasses", "checks", "cells",
+        "frames_seen", "no_retrieval"),
 )
+#: Behaviour columns shown as per-question means (the rest of BEHAVIOUR_COUNTS are run totals).
+BEHAVIOUR_MEANS = {"rounds_per_q": "rounds", "searches_per_q": "searches", "memories_per_q": "memories_returned",
+                   "qa_calls_per_q": "qa_calls"}
 RUN_HEALTH_LABELS = {**RUN_LABELS, "questions": "Questions", "correct": "Correct", "accuracy": "Accuracy",
                      "forced_answers": "Forced answers", "forced_recovered": "Forced, recovered by parser",
                      "parse_failures": "Parse failures", "errors": "Errors", "timeouts": "Timed-out calls",
@@ -174,22 +181,34 @@ RUN_HEALTH_LABELS = {**RUN_LABELS, "questions": "Questions", "correct": "Correct
                      "cell_s_requested": "Cell s requested", "cell_s_seen": "Cell s seen",
                      "seen_share": "Seen %", "failed_memory_updates": "Failed memory updates",
                      "stripped_checks": "Stripped checks", "refused_checks": "Refused checks",
-                     "repeated_queries": "Repeated queries", "missing": "Missing"}
+                     "repeated_queries": "Repeated queries", "failed_search_calls": "Failed search calls",
+                     "missing": "Missing", "rounds_per_q": "Rounds / q", "searches_per_q": "Searches / q",
+                     "memories_per_q": "Memories / q", "qa_calls_per_q": "QA calls / q", "bypasses": "Bypasses",
+                     "checks": "Checks", "cells": "Cells", "frames_seen": "Frames seen",
+                     "no_retrieval": "Answered without retrieval"}
 RUN_HEALTH_NOTE = ("Counts are summed from the prediction files' columns, never from logs. Parse failures, errors "
                    "and missing count questions (each counted wrong); timed-out calls and the other counts are "
                    "events, several per question possible. Failed captions and builder losses (items a "
                    "persistent memory's builder left out: failed, unreadable or over-limit builder calls) are "
                    "per memory store, repeated on each question that read it. Seen % = cell seconds seen / cell "
-                   "seconds requested by the checks (– when no check asked for any).")
+                   "seconds requested by the checks (– when no check asked for any). Failed search calls are a "
+                   "memory retriever's own model calls (fact filter, ranking, time range) that failed or came "
+                   "back unreadable, so the search took its fallback. The last columns say what the method did: "
+                   "controller rounds, searches, memories returned and QA calls per answered question, time "
+                   "bypasses, checks, verifier cells and frames seen in all, and the questions answered with no "
+                   "memory retrieved (a memory method that never searched, or found nothing).")
 
 
 def run_health_table(predictions: pl.DataFrame, scored: pl.DataFrame, decimals: int = 1) -> pl.DataFrame:
     """One row per run: how much the harness may have cost its accuracy (issue 24's run-health counts).
 
-    ``predictions`` are the rows :func:`load_predictions` read (they carry the HEALTH_COUNTS columns);
+    ``predictions`` are the rows :func:`load_predictions` read (they carry the HEALTH_COUNTS and
+    BEHAVIOUR_COUNTS columns; files written before a column was added read it as 0);
     ``scored`` is :func:`score`'s grid, whose question counts include missing predictions.
     """
-    sums = predictions.group_by(RUN_KEYS).agg(pl.col(name).sum().cast(pl.Int64) for name in HEALTH_COUNTS)
+    sums = predictions.group_by(RUN_KEYS).agg(
+        *(pl.col(name).sum().cast(pl.Int64) for name in (*HEALTH_COUNTS, *BEHAVIOUR_COUNTS)),
+        answered=pl.len().cast(pl.Int64))
     per_run = scored.group_by(RUN_KEYS, maintain_order=True).agg(
         questions=pl.len().cast(pl.Int64),
         correct=pl.col("correct").sum().cast(pl.Int64),
@@ -197,10 +216,14 @@ def run_health_table(predictions: pl.DataFrame, scored: pl.DataFrame, decimals: 
         errors=pl.col("backend_error").sum().cast(pl.Int64),
         missing=pl.col("missing").sum().cast(pl.Int64),
     )
-    table = per_run.join(sums, on=RUN_KEYS, how="left").with_columns(pl.col(n).fill_null(0) for n in HEALTH_COUNTS)
+    table = per_run.join(sums, on=RUN_KEYS, how="left").with_columns(
+        pl.col(n).fill_null(0) for n in (*HEALTH_COUNTS, *BEHAVIOUR_COUNTS, "answered"))
+    means = {column: pl.when(pl.col("answered") > 0).then((pl.col(count) / pl.col("answered")).round(decimals))
+             for column, count in BEHAVIOUR_MEANS.items()}
     return table.with_columns(
         accuracy=display_percent(pl.col("correct"), pl.col("questions"), decimals),
         seen_share=display_percent(pl.col("cell_s_seen"), pl.col("cell_s_requested"), decimals),
+        no_retrieval=pl.col("answered_without_retrieval"), **means,
     ).select(*RUN_KEYS, *RUN_HEALTH_COLUMNS).sort(RUN_KEYS)
 
 

@@ -2,7 +2,9 @@
 wrong, question by question.
 
 - ``index.html``: every (run, question) row of the scored predictions — video, task type, direction, answer,
-  prediction, correctness, parse/error flags, calls, tokens, seconds — sortable by any column and filtered by
+  prediction, correctness, flags (parse failure, error, forced, trimmed, no retrieval, bypass, search fallback),
+  what the run did (controller rounds, searches, memories returned, QA calls), calls, tokens, seconds — sortable
+  by any column and filtered by
   run, video, task type, direction, correctness and flag. Filters live in the page address
   (``index.html?run=memory_search/agent&correct=0``), so a link can open one run's list already filtered.
 - ``q/<qid>.html``: the question, its options, ground truth and evidence window; every run's prediction side by
@@ -485,7 +487,24 @@ def _flags(row: Mapping[str, Any]) -> list[str]:
         flags.append("forced")
     if row.get("context_trims"):
         flags.append("trimmed")
+    if row.get("answered_without_retrieval"):
+        flags.append("no retrieval")
+    if row.get("bypasses"):
+        flags.append("bypass")
+    if row.get("failed_search_calls"):
+        flags.append("search fallback")
     return flags
+
+
+def _behaviour(row: Mapping[str, Any]) -> str:
+    """What the run did on the question, as table cells: controller rounds, searches, memories returned, QA
+    calls (0 for methods without such steps)."""
+    return "".join(f'<td class="num">{int(row.get(name) or 0)}</td>'
+                   for name in ("rounds", "searches", "memories_returned", "qa_calls"))
+
+
+#: The column heads of :func:`_behaviour`.
+BEHAVIOUR_HEADS = ("rounds", "searches", "memories", "QA calls")
 
 
 def _calls(row: Mapping[str, Any]) -> int:
@@ -514,7 +533,7 @@ def index_page(rows: Sequence[Mapping[str, Any]], labels: Mapping[tuple[str, str
                       for key, name in (("run", "run"), ("video", "video"), ("task", "task type"),
                                         ("direction", "direction"), ("correct", "correct"), ("flag", "flag")))
     head = "".join(f"<th>{h}</th>" for h in ("run", "video", "question", "task", "dir.", "answer", "pred.",
-                                              "correct", "flags", "calls", "tokens", "seconds"))
+                                              "correct", "flags", *BEHAVIOUR_HEADS, "calls", "tokens", "seconds"))
     body = []
     for row in rows:
         run = labels[(row["method"], row["model"], row["memory"])]
@@ -527,7 +546,7 @@ def index_page(rows: Sequence[Mapping[str, Any]], labels: Mapping[tuple[str, str
             f'<td><a href="{question_href(row["qid"])}">{_esc(row["qid"])}</a></td>'
             f"<td>{_esc(row['task_type'])}</td><td>{_esc(row['direction'])}</td><td>{_esc(row['answer'])}</td>"
             f"<td>{_esc(row.get('pred') or '–')}</td><td data-sort=\"{correct}\">{_verdict(row)}</td>"
-            f"<td>{''.join(f'<span class=flag>{_esc(f)}</span>' for f in flags)}</td>"
+            f"<td>{''.join(f'<span class=flag>{_esc(f)}</span>' for f in flags)}</td>{_behaviour(row)}"
             f'<td class="num">{_calls(row)}</td><td class="num">{_tokens(row)}</td>'
             f'<td class="num">{float(row.get("latency_s") or 0.0):.2f}</td></tr>')
     runs = sorted(set(labels.values()))
@@ -558,7 +577,7 @@ def question_page(question: Mapping[str, Any], runs: Sequence[Mapping[str, Any]]
     side = "".join(
         f"<tr><td>{_esc(labels[(r['method'], r['model'], r['memory'])])}</td><td>{_esc(r.get('pred') or '–')}</td>"
         f"<td>{_verdict(r)}</td><td>{''.join(f'<span class=flag>{_esc(f)}</span>' for f in _flags(r))}</td>"
-        f'<td class="num">{_calls(r)}</td><td class="num">{_tokens(r)}</td>'
+        f'{_behaviour(r)}<td class="num">{_calls(r)}</td><td class="num">{_tokens(r)}</td>'
         f'<td class="num">{float(r.get("latency_s") or 0.0):.2f}</td></tr>' for r in runs)
     columns = []
     for r in runs:
@@ -575,7 +594,8 @@ def question_page(question: Mapping[str, Any], runs: Sequence[Mapping[str, Any]]
             f"{_esc(question['task_type'])} · {_esc(question['direction'])} · evidence window {window}</p>"
             f"<h2>{_esc(question['question'])}</h2><ul class=\"options\">{options}</ul>{middle}"
             f"<h2>Predictions</h2><table id=\"predictions\"><tr><th>run</th><th>prediction</th><th>correct</th>"
-            f"<th>flags</th><th>calls</th><th>tokens</th><th>seconds</th></tr>{side}</table>"
+            f"<th>flags</th>{''.join(f'<th>{h}</th>' for h in BEHAVIOUR_HEADS)}<th>calls</th><th>tokens</th>"
+            f"<th>seconds</th></tr>{side}</table>"
             f"<h2>Where each run looked</h2><p class=\"note\">The video from 0 to {duration_s:.0f} s; the green band "
             f"is the evidence window. Hover a mark for its interval.</p>{strips}"
             f'<h2>Traces</h2><div class="runs">{"".join(columns)}</div>')
