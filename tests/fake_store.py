@@ -120,7 +120,7 @@ class TableStore(MemoryStore):
         if context is not None and context.ask is not None:
             listing = "\n".join(f"{n}. {i.text}" for n, i in enumerate(found))
             reply = context.ask(ChatRequest(messages=(Message.text("user", f"Rank these facts for: {query}\n{listing}"),),
-                                            max_tokens=16, purpose="rank"))
+                                            max_tokens=16, purpose="rank"), "ranker")
             context.notes.append(f"ranked by the model: {reply.text!r}")
         elif context is not None:
             context.notes.append("no model: BM25 order kept")

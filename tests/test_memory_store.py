@@ -213,7 +213,8 @@ class ChainWorkflow(MemorySearch):
                            max_tokens=32, purpose="qa")
 
 
-def _fake_run(tmp_path: Path, shop_clip, method: str, implementation: str) -> tuple[dict, list[dict]]:
+def _fake_run(tmp_path: Path, shop_clip, method: str, implementation: str, system_extra: dict | None = None
+              ) -> tuple[dict, list[dict]]:
     video, info = shop_clip
     folder = tmp_path / "store"
     write_items(FAKE_ITEMS, folder)
@@ -225,7 +226,8 @@ def _fake_run(tmp_path: Path, shop_clip, method: str, implementation: str) -> tu
                         "prompts": "memory_search"},
              "model": {"name": "agent", "backend": "scripted", "script": str(script), "record": str(record)},
              "memory": {"memory": {"captioner": "perception"}},
-             "memory_system": {"name": "fake", "store": "fake_store:TableStore", "import_dir": None}}
+             "memory_system": {"name": "fake", "store": "fake_store:TableStore", "import_dir": None,
+                               **(system_extra or {})}}
     table = tmp_path / "captions.parquet"
     write_table(to_frame([], MemoryRow), table, MemoryRow)
     inputs = MemoryInputs(table, video, None, None, None, tmp_path / "captions", folder)
@@ -267,6 +269,32 @@ def test_memory_search_reads_a_typed_store_through_the_interface(tmp_path, shop_
     ranks = [c for c in calls if c["purpose"] == "rank"]
     assert len(ranks) == 2 and [c["call"] for c in trace["calls"]].count("retrieve:rank") == 2
     assert row["n_llm_calls"] == len(calls)  # every call, the store's included, is booked on the question
+
+
+def test_a_store_s_retrieval_role_runs_on_its_own_model_and_its_failures_are_not_the_question_s(tmp_path,
+                                                                                                   shop_clip):
+    """Issue 34 items 3 and 11: a store's own model calls (WorldMM's W8/W9, MAGIC-Video's G13) run on the model of
+    the system's role (``memory_system.<name>.models.<role>``), as the releases run them apart from the answering
+    model; a null role: the answering model stands in. A failed role call makes the search fall back: it is the
+    run-health count ``failed_search_calls``, not an error that marks the question wrong."""
+    ranker_script, ranker_record = tmp_path / "ranker.jsonl", tmp_path / "ranker_calls.jsonl"
+    ranker_script.write_text(json.dumps({"match": "Rank these facts", "text": "0, 1"}) + "\n")
+    ranker = {"name": "ranker", "config": {"backend": "scripted", "script": str(ranker_script),
+                                           "record": str(ranker_record)}}
+    row, calls = _fake_run(tmp_path / "own", shop_clip, "memory_search", "memory_search",
+                           {"models": {"ranker": "ranker"}, "model_configs": {"ranker": ranker}})
+    trace = json.loads(row["trace"])
+    assert not [c for c in calls if c["purpose"] == "rank"]  # none on the answering model
+    sent = [json.loads(line) for line in ranker_record.read_text().splitlines()]
+    assert [c["purpose"] for c in sent] == ["rank", "rank"] and row["pred"] == "C"
+    retrieve = [c for c in trace["calls"] if c["call"] == "retrieve:rank"]
+    assert [(c["role"], c["model"]) for c in retrieve] == [("ranker", "ranker"), ("ranker", "ranker")]
+    assert row["n_llm_calls"] == len(calls) + len(sent)  # the role's calls are booked on the question too
+
+    ranker_script.write_text(json.dumps({"match": "Rank these facts", "error": "HTTP 500: overloaded"}) + "\n")
+    row, _ = _fake_run(tmp_path / "failing", shop_clip, "memory_search", "memory_search",
+                       {"models": {"ranker": "ranker"}, "model_configs": {"ranker": ranker}})
+    assert row["error"] is None and row["failed_search_calls"] == 2 and row["pred"] == "C" and row["correct"]
 
 
 def test_a_workflow_s_round_context_and_final_qa_call(tmp_path, shop_clip, monkeypatch):
