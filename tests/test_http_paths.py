@@ -1,0 +1,169 @@
+"""Every VLM request path over real HTTP, against a strict OpenAI-compatible server (tests/strict_openai.py).
+
+The episode tests elsewhere run on the scripted backend, which records senri's cache payload, not the body a
+server receives. Here the same paths run through the ``openai`` backend to a loopback server that checks each
+body against the chat-completions format and refuses what real servers refuse; every test asserts the server
+refused nothing and that the bodies carry what the path must send (image parts as JPEG data URLs, one
+``video_url`` for a video model, JSON schemas, …)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import make_probed_clip
+from strict_openai import Refused, StrictOpenAI, validate
+from test_agent import DEFAULT_CONTROLLER, QUESTION as SHOP_QUESTION, _rules, run_agent, shop  # noqa: F401
+from test_answer import _direct_inputs, demo_tables  # noqa: F401
+
+JPEG = "data:image/jpeg;base64," + base64.b64encode(b"\xff\xd8\xff\xe0" + b"\0" * 16).decode()
+
+
+def body(**fields):
+    return {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, **fields}
+
+
+# ------------------------------------------------------------------------------------------- the server itself
+@pytest.mark.parametrize("fields, family, status, message", [
+    ({"bogus": 1}, "chat", 400, "Unrecognized request argument"),
+    ({"model": "other"}, "chat", 404, "does not exist"),
+    ({"messages": [{"role": "robot", "content": "x"}]}, "chat", 400, "role must be one of"),
+    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,AAAA"}}]}]},
+     "chat", 400, "not a JPEG"),
+    ({"messages": [{"role": "user", "content": [{"type": "video_url", "video_url": {"url": "x"}}]}]}, "chat", 400,
+     "unsupported content part type 'video_url'"),
+    ({"messages": [{"role": "system", "content": [{"type": "image_url", "image_url": {"url": JPEG}}]}]}, "chat", 400,
+     "only allowed in user messages"),
+    ({"messages": [{"role": "user", "content": "q"}, {"role": "tool", "tool_call_id": "c9", "content": "r"}]},
+     "chat", 400, "answers no earlier assistant tool call"),
+    ({"tool_choice": "auto"}, "chat", 400, "only allowed when 'tools' are specified"),
+    ({"tools": [{"type": "function", "function": {"name": "bad name"}}]}, "chat", 400, "function.name must match"),
+    ({"temperature": 3}, "chat", 400, "Invalid value for 'temperature'"),
+    ({"top_logprobs": 5}, "chat", 400, "requires 'logprobs'"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"schema": {}}}}, "chat", 400, "needs a 'name'"),
+    ({}, "reasoning", 400, "Use 'max_completion_tokens' instead"),
+    ({"max_tokens": None, "max_completion_tokens": 8, "temperature": 0}, "reasoning", 400,
+     "Only the default (1) value is supported"),
+])
+def test_the_strict_server_refuses_what_real_servers_refuse(fields, family, status, message):
+    request = body(**fields)
+    if request.get("max_tokens") is None:
+        request.pop("max_tokens")
+    with pytest.raises(Refused) as refused:
+        validate(request, "m", family=family)
+    assert refused.value.status == status and message in refused.value.message
+
+
+def test_the_strict_server_accepts_the_documented_forms_and_honours_tool_choice():
+    tools = [{"type": "function", "function": {"name": "lookup", "description": "d",
+                                               "parameters": {"type": "object", "properties": {}}}}]
+    validate(body(messages=[
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": [{"type": "text", "text": "look"}, {"type": "image_url", "image_url": {"url": JPEG}}]},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "found"}],
+        tools=tools, tool_choice="required", response_format={"type": "json_object"}, logprobs=True, top_logprobs=5),
+        "m")
+    validate({k: v for k, v in body(max_completion_tokens=16).items() if k != "max_tokens"}, "m", family="reasoning")
+    rules = [{"match": "look", "text": "plain words", "tool_call": {"name": "lookup", "arguments": {"q": 1}}}]
+    with StrictOpenAI(rules, model="m") as server:
+        for choice, expect_call in (("none", False), ("required", True), ("auto", True)):
+            status, reply = server.handle(json.dumps(body(messages=[{"role": "user", "content": "look"}], tools=tools,
+                                                          tool_choice=choice)).encode(), None)
+            message = reply["choices"][0]["message"]
+            assert status == 200 and bool(message.get("tool_calls")) is expect_call, choice
+        hermes = StrictOpenAI(rules, model="m", tool_format="hermes")
+        status, reply = hermes.handle(json.dumps(body(messages=[{"role": "user", "content": "look"}], tools=tools,
+                                                      tool_choice="auto")).encode(), None)
+        assert "<tool_call>" in reply["choices"][0]["message"]["content"] and "tool_calls" not in reply["choices"][0]["message"]
+        no_parser = StrictOpenAI(rules, model="m", auto_tool_choice=False)
+        status, reply = no_parser.handle(json.dumps(body(tools=tools, tool_choice="auto")).encode(), None)
+        assert status == 400 and "--enable-auto-tool-choice" in reply["error"]["message"]
+
+
+def _parts(entry: dict) -> list[dict]:
+    return [p for m in entry["body"]["messages"] if isinstance(m.get("content"), list) for p in m["content"]]
+
+
+# ------------------------------------------------------------------------------------------- direct perception
+@pytest.mark.parametrize("video", [False, True])
+def test_direct_perception_over_http_images_and_video(tmp_path, demo_tables, small_demo, video):  # noqa: F811
+    from senri.answer import answer_video
+
+    questions, info = demo_tables
+    store, carrier = _direct_inputs(tmp_path, small_demo)
+    with StrictOpenAI([{"text": '{"answer": "B"}'}], video=video) as server:
+        stage = {"seed": 0,
+                 "method": {"name": "direct", "implementation": "direct", "approach": "direct_perception",
+                            "uses_model": True, "frames": 6, "plan": "uniform_6", "answer_format": "json",
+                            "greedy": True},
+                 "model": {"name": "vlm", **server.model_config(json_schema=True)}}
+        predictions = answer_video(questions.head(2), info, stage, frames=store, carrier=carrier if video else None)
+    assert server.refused() == [] and predictions["error"].is_null().all() and (predictions["pred"] == "B").all()
+    for entry in server.bodies:
+        parts = _parts(entry)
+        kinds = [p["type"] for p in parts]
+        if video:
+            assert kinds.count("video_url") == 1 and "image_url" not in kinds
+            assert entry["body"]["messages"][-1]["content"][kinds.index("video_url")]["video_url"]["url"].startswith(
+                "data:video/mp4;base64,")
+        else:
+            assert kinds.count("image_url") == 6 and all(p["image_url"]["url"].startswith("data:image/jpeg;base64,")
+                                                          for p in parts if p["type"] == "image_url")
+        assert entry["body"]["temperature"] == 0.0 and entry["body"]["response_format"]["type"] == "json_schema"
+
+
+# ------------------------------------------------------------------------------------ SENRI-Agent's roles
+def test_senri_agent_controller_verifiers_and_updater_over_http(shop, tmp_path):  # noqa: F811
+    rules = _rules(DEFAULT_CONTROLLER)
+    with StrictOpenAI(rules) as server:
+        row, _ = run_agent(shop, tmp_path, "senri_agent", model=server.model_config())
+    assert server.refused() == [], server.refused()[:1]
+    assert row["pred"] == "C" and row["error"] is None
+    texts = ["\n".join(p["text"] for p in _parts(e) if p["type"] == "text")
+             + "".join(m["content"] for m in e["body"]["messages"] if isinstance(m["content"], str))
+             for e in server.bodies]
+    verifiers = [e for e, t in zip(server.bodies, texts) if "Target context (R1)" in t]
+    updaters = [e for e, t in zip(server.bodies, texts) if "Update the working memory" in t]
+    assert len(verifiers) == 2 and len(updaters) == 1
+    for entry in verifiers:  # choice-blind frames as labelled JPEG images, a JSON schema
+        assert any(p["type"] == "image_url" for p in _parts(entry))
+        assert entry["body"]["response_format"]["json_schema"]["name"] == "response"
+        assert SHOP_QUESTION.option_c not in json.dumps(entry["body"])
+    assert any(p["type"] == "image_url" for p in _parts(updaters[0]))  # the updater sees the evidence frames
+    assert all(e["body"]["messages"][0]["role"] == "system" for e in verifiers + updaters)
+
+
+# ------------------------------------------------------------------------------ VideoLucy's captioner and agent
+def test_videolucy_captioner_and_agent_over_http(tmp_path):
+    from senri.answer import MemoryInputs, answer_video
+    from senri.captioners.base import VideoMedia
+    from senri.memory.hierarchy import build_memory, open_service
+    from senri.records import MemoryRow, Question, to_frame, write_table
+    from test_videolucy import LOCALIZE_60_90, MEMORY, METHOD, QUESTION, SEARCH_PATH, script_rules
+
+    video, info = make_probed_clip(tmp_path, "hall")
+    rules = script_rules(LOCALIZE_60_90, SEARCH_PATH)
+    with StrictOpenAI(rules) as server:
+        memory_slice = {"memory": {**MEMORY, "captioner": "strict_vlm", "short_side": 64}, "track": {},
+                        "captioner_model": server.model_config(max_tokens=64)}
+        media = VideoMedia("hall", video, info.fingerprint, info.duration_s)
+        service = open_service(memory_slice, media, tmp_path / "captions")
+        rows, _ = build_memory(service, memory_slice["memory"], info.duration_s)
+        service.close()
+        write_table(rows, tmp_path / "memory.parquet", MemoryRow)
+        captions = len(server.bodies)
+        stage = {"seed": 0, "method": {"name": "videolucy", **METHOD},
+                 "model": {"name": "agent", **server.model_config(max_tokens=64)}, "memory": memory_slice}
+        inputs = MemoryInputs(tmp_path / "memory.parquet", video, None, None, None, tmp_path / "captions")
+        row = answer_video(to_frame([QUESTION], Question), info, stage, memory=inputs).row(0, named=True)
+    assert server.refused() == [], server.refused()[:1]
+    assert captions == 4 and all(sum(p["type"] == "image_url" for p in _parts(e)) > 1
+                                 for e in server.bodies[:captions])  # coarse clips: frames as JPEG images
+    recaptions = [e for e in server.bodies[captions:] if any(p["type"] == "image_url" for p in _parts(e))]
+    assert recaptions  # backtracking re-captions finer clips through the same server
+    assert row["pred"] == "B" and row["correct"] and row["error"] is None
