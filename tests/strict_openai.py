@@ -317,8 +317,11 @@ class StrictOpenAI:
             def do_POST(self) -> None:  # noqa: N802
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
-                if self.path != "/v1/chat/completions":
+                if self.path not in ("/v1/chat/completions", "/tokenize"):
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
+                    return
+                if self.path == "/tokenize":  # vLLM's prompt counter (a served vLLM model sizes requests by it)
+                    self._send(*server.tokenize(raw))
                     return
                 status, payload = server.handle(raw, self.headers.get("Authorization"))
                 self._send(status, payload)
@@ -344,6 +347,16 @@ class StrictOpenAI:
                 "timeout_s": 30, "max_retries": 0, "images": True, "video": self.video, **extra}
 
     # ------------------------------------------------------------------------------------------- handling
+    def tokenize(self, raw: bytes) -> tuple[int, dict[str, Any]]:
+        """vLLM's ``POST /tokenize`` of a chat: ``{"count": n}`` (a test estimate: a token per four characters)."""
+        try:
+            body = json.loads(raw)
+            _check_messages(body.get("messages"), self.video)
+        except (ValueError, Refused) as exc:
+            return 400, {"error": {"message": str(exc)}}
+        count = max(1, len(request_text(body)) // 4)
+        return 200, {"count": count, "max_model_len": 128000, "tokens": list(range(count))}
+
     def handle(self, raw: bytes, authorization: str | None) -> tuple[int, dict[str, Any]]:
         try:
             body = json.loads(raw)

@@ -167,3 +167,30 @@ def test_videolucy_captioner_and_agent_over_http(tmp_path):
     recaptions = [e for e in server.bodies[captions:] if any(p["type"] == "image_url" for p in _parts(e))]
     assert recaptions  # backtracking re-captions finer clips through the same server
     assert row["pred"] == "B" and row["correct"] and row["error"] is None
+
+
+# ---------------------------------------------------------------------------------------------- a served batch
+def test_a_served_vllm_model_s_answers_go_over_http_with_the_batch_key(tmp_path, demo_tables, small_demo,  # noqa: F811
+                                                                       monkeypatch):
+    """A served batch's answer job talks to its server through :class:`senri.backends.served.ServedBackend`:
+    the vLLM body (images, sampling, the server's key as a bearer token) must be one a server accepts."""
+    from senri.answer import answer_video
+    from senri.backends.served import Endpoint, serving_through
+    from senri.config import compose
+
+    monkeypatch.setenv("SENRI_SERVER_KEY", "batch-key")
+    model = {"name": "qwen25vl7b_vllm", **compose("model=[qwen25vl7b_vllm]")["model"]["qwen25vl7b_vllm"],
+             "video": False}  # a served vLLM model takes frames as images (video is not servable yet)
+    questions, info = demo_tables
+    store, _ = _direct_inputs(tmp_path, small_demo)
+    stage = {"seed": 0,
+             "method": {"name": "direct", "implementation": "direct", "approach": "direct_perception",
+                        "uses_model": True, "frames": 6, "plan": "uniform_6", "answer_format": "json",
+                        "greedy": True},
+             "model": model}
+    with StrictOpenAI([{"text": '{"answer": "B"}'}], model="qwen25vl7b_vllm", api_key="batch-key") as server:
+        with serving_through(Endpoint(server.base_url.removesuffix("/v1"), model)):
+            predictions = answer_video(questions.head(2), info, stage, frames=store)
+    assert server.refused() == [] and len(server.bodies) == 2
+    assert predictions["error"].is_null().all() and (predictions["pred"] == "B").all()
+    assert all(sum(p["type"] == "image_url" for p in _parts(e)) == 6 for e in server.bodies)
