@@ -27,7 +27,8 @@ arguments}``), ``finish_reason``, ``error`` (an HTTP status and message to retur
 honoured: under ``none`` no tool call is returned (the rule's text instead), under ``required`` or a named
 function a tool call must be (a rule without one is a 500: the test's script is wrong), under ``auto`` the
 rule decides. ``tool_format="hermes"`` returns tool calls as ``<tool_call>{...}</tool_call>`` text in
-``content`` — what a server without a tool-call parser sends back. Every body is kept in :attr:`bodies` (with
+``content`` — what a server without a tool-call parser sends back; ``template_tools=False`` is a chat template
+without a tools section (the tools add nothing to ``prompt_tokens``). Every body is kept in :attr:`bodies` (with
 its status) for the test to inspect.
 """
 
@@ -288,6 +289,9 @@ class StrictOpenAI:
     extras: frozenset[str] = VLLM_EXTRAS
     auto_tool_choice: bool = True
     tool_format: str = "openai"
+    #: Whether the model's chat template renders the request's tools into the prompt (their schemas then count
+    #: in ``prompt_tokens``, as with Qwen's templates); False: a template without a tools section.
+    template_tools: bool = True
     api_key: str | None = None
     bodies: list[dict[str, Any]] = field(default_factory=list)
 
@@ -417,6 +421,8 @@ class StrictOpenAI:
             choice_out["logprobs"] = {"content": [{"token": (message.get("content") or " ")[:1], "logprob": 0.0,
                                                    "top_logprobs": top}]}
         prompt_tokens = max(1, len(text) // 4)
+        if self.template_tools and body.get("tools"):
+            prompt_tokens += len(json.dumps(body["tools"])) // 4
         completion = str(message.get("content") or "")
         response = {"id": f"chatcmpl-{len(self.bodies)}", "object": "chat.completion", "model": self.model,
                     "choices": [choice_out],

@@ -16,8 +16,9 @@ from senri.decode import read_frames
 from senri.demo import read_frame_index
 from senri.methods.base import RunContext
 from senri.methods.videoarm import FORCED_FALLBACK, VideoARM
-from senri.methods.videoarm_tools import (FrameClock, draw_index, json_actions, mosaic, parse_arguments,
-                                          parse_clip_reply, sample_indices, split_frames)
+from senri.methods.videoarm_tools import (FrameClock, clip_range, draw_index, is_error_like, json_actions, mosaic,
+                                          mosaics, parse_arguments, parse_clip_reply, sample_indices,
+                                          snapshot_counts, snapshot_summary, split_frames, text_tool_calls)
 from senri.probe import probe
 from senri.records import Question
 
@@ -30,11 +31,20 @@ QUESTION = Question(video_id="v", qid="q1", task_type="ES", direction="forward",
 
 
 def test_frames_are_split_over_ranges_in_proportion_with_the_remainder_to_the_last():
+    def counts(ranges, total, frames=3000):
+        return [len(part) for part in split_frames(ranges, total, frames)]
+
     # 100 + 300 frames, 30 wanted: int(30·100/400) = 7, the last range gets 30 − 7 = 23.
-    assert split_frames([(0, 99), (100, 399)], 30) == [7, 23]
+    assert counts([(0, 99), (100, 399)], 30) == [7, 23]
     # Three ranges: int(60·10/160) = 3, int(60·50/160) = 18, the last 60 − 21 = 39; a tiny range still gets 1.
-    assert split_frames([(0, 9), (10, 59), (60, 159)], 60) == [3, 18, 39]
-    assert split_frames([(0, 0), (1, 999)], 30) == [1, 29]
+    assert counts([(0, 9), (10, 59), (60, 159)], 60) == [3, 18, 39]
+    assert counts([(0, 0), (1, 999)], 30) == [1, 29]
+    # The release stops at N: 40 one-frame ranges give 30 frames (the code before issue 35 gave 40).
+    assert sum(counts([(10 * k, 10 * k) for k in range(40)], 30)) == 30
+    # The denominator is the ranges as written: a range past the video's end keeps its share small.
+    assert counts([(2900, 3500), (0, 99)], 30) == [4, 26]
+    with pytest.raises(ValueError, match="Invalid frame range"):
+        split_frames([(600, 500)], 30, 3000)
     # A-T1: n = min(wanted, length), indices truncated, both ends included.
     assert sample_indices(0, 10, 4) == [0, 3, 6, 10]
     assert sample_indices(5, 7, 30) == [5, 6, 7]
@@ -56,6 +66,96 @@ def test_a_mosaic_is_three_columns_by_two_rows_row_major_with_black_padding():
         mosaic(tiles * 2)
 
 
+RELEASE_CASES = Path(__file__).resolve().parents[2] / "shared" / "reference" / "release_cases" / "videoarm" / "cases.json"
+needs_cases = pytest.mark.skipif(not RELEASE_CASES.is_file(), reason="the release cases (shared/reference) are absent")
+
+
+def _release_cases() -> dict:
+    return json.loads(RELEASE_CASES.read_text()) if RELEASE_CASES.is_file() else {}
+
+
+@needs_cases
+def test_every_release_frame_split_case_of_scene_snapper():
+    """shared/reference/release_cases/videoarm: the frames the release sends to the caption model and attaches
+    for the controller, the mosaic counts, the result's fields and the errors, for all 10 splits."""
+    cases = _release_cases()
+    total = cases["video_fixture"]["total_frames"]
+    fps = cases["video_fixture"]["fps"]
+    limit = cases["pipeline_defaults_used"]["total_frames_limit"]
+    assert len(cases["scene_snapper_frame_split"]) == 10
+    for case in cases["scene_snapper_frame_split"]:
+        ranges = [tuple(r) for r in case["frame_ranges"]]
+        caption_n, controller_n = snapshot_counts(case["num_frames_arg"], limit)
+        if "scene_snapper_exception" in case:
+            for n in (caption_n, controller_n):
+                with pytest.raises(ValueError, match="Invalid frame range"):
+                    split_frames(ranges, n, total)
+            continue
+        caption = [i for part in split_frames(ranges, caption_n, total) for i in part]
+        shown = [i for part in split_frames(ranges, controller_n, total) for i in part]
+        assert caption == case["caption_model_frame_indices"], case["name"]
+        assert shown == case["controller_attached_frame_indices"], case["name"]
+        assert (caption_n, controller_n) == (case["caption_model_total_frames"],
+                                             case["controller_attached_total_frames"]), case["name"]
+        assert len(mosaics([np.zeros((4, 4, 3), np.uint8)] * len(caption))) == case["caption_model_n_mosaic_images"]
+        assert len(mosaics([np.zeros((4, 4, 3), np.uint8)] * len(shown))) == \
+            case["controller_attached_n_mosaic_images"]
+        expected = {k: v for k, v in case["scene_snapper_result"].items() if k != "caption"}
+        assert snapshot_summary(ranges, len(caption), fps) == expected, case["name"]
+
+
+@needs_cases
+def test_every_release_reply_parser_case_of_clip_analyzer():
+    cases = _release_cases()["clip_analyzer_reply_parser"]["cases"]
+    assert len(cases) == 14
+    for case in cases:
+        answer, confidence, _ = parse_clip_reply(case["reply"])
+        assert (answer, confidence) == (case["answer"], pytest.approx(case["confidence"])), case["reply"]
+    # The named lenient parser differs where the release is poor: "**Answer:**", "2 cups", "80%", empty.
+    lenient = {c["reply"]: c for c in cases}
+    assert parse_clip_reply(lenient["**Answer:** red\n**Confidence:** 0.9"]["reply"], "lenient")[:2] == ("red", 0.9)
+    assert parse_clip_reply(lenient["Answer: red\nConfidence: 80%"]["reply"], "lenient")[:2] == ("red", 0.8)
+    assert parse_clip_reply(lenient["Answer: 2 cups"]["reply"], "lenient")[1] == 0.5
+
+
+@needs_cases
+def test_every_release_frame_sampling_case_of_clip_analyzer():
+    cases = _release_cases()
+    total = cases["video_fixture"]["total_frames"]
+    n = cases["pipeline_defaults_used"]["frame_analysis_max_frames"]
+    for case in cases["clip_analyzer_frame_sampling"]:
+        if case["error"]:
+            with pytest.raises(ValueError) as refused:
+                clip_range(*case["frame_range"], total)
+            assert str(refused.value).startswith(case["error"]), case["frame_range"]
+            continue
+        start, end = clip_range(*case["frame_range"], total)
+        assert {"start_frame": start, "end_frame": end} == case["result_frame_range"]
+        indices = sample_indices(start, end, n)
+        assert indices == case["sampled_indices"] and len(indices) == case["sampled_frames"]
+
+
+@needs_cases
+def test_every_release_mosaic_layout_case():
+    """Tiles row-major, 2 rows × 3 columns, black padding, every tile at the chunk's smallest height and width,
+    an unreadable frame (None) left out of its chunk so the later frames move left."""
+    cases = _release_cases()["mosaic_layout"]
+    colour = [((10 + 18 * i) % 256, (240 - 17 * i) % 256, (53 * i + 30) % 256) for i in range(16)]
+    for case in cases["cases"]:
+        frames = [None if i in case["unreadable_inputs"] else np.full((h, w, 3), colour[i], dtype=np.uint8)
+                  for i, (h, w) in enumerate(case["input_sizes_hw"])]
+        grids = mosaics(frames)
+        assert len(grids) == case["n_grids"], case["name"]
+        for grid, want in zip(grids, case["grids"]):
+            assert list(grid.shape[:2]) == want["grid_hw"], case["name"]
+            th, tw = want["tile_hw"]
+            for r, row in enumerate(want["tiles_row_major"]):
+                for c, tile in enumerate(row):
+                    centre = grid[r * th + th // 2, c * tw + tw // 2]
+                    expected = (0, 0, 0) if tile.startswith("pad") else colour[int(tile[len("frame"):])]
+                    assert tuple(int(v) for v in centre) == expected, (case["name"], r, c)
+
+
 def test_the_frame_index_is_drawn_white_in_the_top_left_corner():
     black = np.zeros((256, 320, 3), dtype=np.uint8)
     labelled = draw_index(black, 1234)
@@ -69,12 +169,22 @@ def test_the_frame_index_is_drawn_white_in_the_top_left_corner():
 def test_clip_analyzer_replies_parse_with_the_fallbacks():
     assert parse_clip_reply("Answer: the cup is in the sink\nConfidence: 0.8") == \
         ("the cup is in the sink", 0.8, "lines")
-    assert parse_clip_reply("**Answer:** red\n**Confidence:** 1.5")[1:] == (1.0, "lines")  # clamped
+    # The release does not know "**Answer:**": the whole reply is the answer (the code before issue 35 gave "red").
+    assert parse_clip_reply("**Answer:** red\n**Confidence:** 1.5") == \
+        ("**Answer:** red\n**Confidence:** 1.5", 1.0, "first_number+whole_text")
     # No Confidence line: the first number in the text; no Answer line: the whole text.
     assert parse_clip_reply("I think 0.3 of the frames show a cup") == \
         ("I think 0.3 of the frames show a cup", 0.3, "first_number+whole_text")
     assert parse_clip_reply("Answer: nothing visible") == ("nothing visible", 0.5, "default")
     assert parse_clip_reply("Answer: 7 people")[1] == 1.0  # the first number, clamped
+    assert parse_clip_reply("Answer: red\nAnswer: blue")[0] == "blue"  # the last Answer line wins
+    # The named alternative: labels in emphasis or any case, % as a share, no number taken from the answer.
+    assert parse_clip_reply("**Answer:** red\n**Confidence:** 0.9", "lenient") == ("red", 0.9, "lines")
+    assert parse_clip_reply("Answer: 2 cups", "lenient") == ("2 cups", 0.5, "default")
+    assert parse_clip_reply("answer: red\nconfidence 80%", "lenient") == ("red", 0.8, "lines")
+    assert parse_clip_reply("Answer: red (Confidence: 0.9)", "lenient") == ("red", 0.9, "lines")
+    with pytest.raises(ValueError, match="empty"):
+        parse_clip_reply("", "lenient")
 
 
 def test_tool_arguments_and_json_actions_parse():
@@ -224,7 +334,9 @@ def test_a_function_call_episode_snapshots_analyses_then_answers(tmp_path, clip)
                   if isinstance(p, str)) for c in controller]
     assert '"scene_snapshots": []' in users[0] and "EARLY-CAPTION" in users[1] and "CLIP-ANSWER" in users[3]
     assert all(m["role"] in ("system", "user") for c in controller for m in c["payload"]["messages"])
-    assert "Options:\nA. on the table" in users[0] and "audio_transcriber" in controller[0]["payload"]["messages"][0]["content"][0]
+    assert "Options:\nA. on the table" in users[0] and "- audio_transcriber: transcribe the speech" in users[0]
+    # A3 joins only after an audio_transcriber call found no audio (the released code); none was made here.
+    assert all("Do not call audio_transcriber" not in c["payload"]["messages"][0]["content"][0] for c in controller)
     # 30 frames split 7 + 23 over the two ranges → 5 mosaics; 60 frames over one range → 10 mosaics.
     snap, late, clip_entry = trace["tool_calls_log"]
     assert len(snap["frame_indices"]) == 30 and snap["frame_indices"][:7] == sample_indices(0, 29, 7)
@@ -372,7 +484,7 @@ def test_every_videoarm_prompt_phrase_reaches_its_request(tmp_path, clip):
     assert {_strip(r["id"]) for r in rows} == {f"ARM-A{i}" for i in range(1, 8)}
     rules = CAPTION_RULES + [{"match": "LATE-CAPTION", "text": "", "tool_calls": [CLIP]},
                              {"match": "EARLY-CAPTION", "text": "", "tool_calls": [SNAP_LATE]},
-                             {"text": "", "tool_calls": [SNAP]}]
+                             {"text": "", "tool_calls": [SNAP, AUDIO]}]  # no audio: A3 from step 2 on
     method, record = _method(tmp_path, clip, rules, tools=True, max_iterations=3)
     method.answer(QUESTION)
     sent = "\n".join(json.dumps(c["payload"], ensure_ascii=False) for c in _calls(record))
@@ -593,16 +705,25 @@ def test_without_an_asr_model_or_without_audio_the_controller_gets_the_no_audio_
     handler, url = asr_server
     video, extra = (talking_clip, ()) if case == "no_asr_model" else (clip, _asr(url))
     rules = [{"match": '"audio_transcripts": []', "text": "", "tool_calls": [AUDIO]}]
-    method, record = _method(tmp_path, video, rules, tools=True, extra=extra, max_iterations=1)
+    method, record = _method(tmp_path, video, rules, tools=True, extra=extra, max_iterations=2)
     trace = method.answer(QUESTION).trace
     controller = [c for c in _calls(record) if c["purpose"].startswith("controller")]
-    assert "no usable audio track" in controller[0]["payload"]["messages"][0]["content"][0]
+    systems = [c["payload"]["messages"][0]["content"][0] for c in controller]
+    # The released code adds A3 once an audio_transcriber call found no audio: from step 2 on, and in the
+    # forced answer; the code before issue 35 added it from step 1.
+    assert ["no usable audio track" in text for text in systems] == [False, True, True]
     assert trace["video_info"]["audio_transcriber"] is False
     status = trace["tool_calls_log"][0]["result"]["status"]
     assert status == ("unavailable" if case == "no_asr_model" else "no_audio")
     assert "tool_models.audio is null" in trace["video_info"]["audio_transcriber_unavailable"] \
         if case == "no_asr_model" else trace["video_info"]["has_audio"] is False
     assert handler.uploads == [] and trace["hm3"]["audio_transcripts"] == []
+    # The named option: from step 1 whenever no transcriber is available.
+    method, record = _method(tmp_path, video, rules, tools=True, extra=extra, max_iterations=1,
+                             no_audio_note="always")
+    method.answer(QUESTION)
+    controller = [c for c in _calls(record) if c["purpose"].startswith("controller")][-2:]
+    assert all("no usable audio track" in c["payload"]["messages"][0]["content"][0] for c in controller)
 
 
 def test_the_transcription_client_retries_a_busy_server_and_reads_verbose_json(asr_server):
@@ -634,3 +755,271 @@ def test_the_transcription_client_retries_a_busy_server_and_reads_verbose_json(a
     assert parse_verbose_json({"segments": [{"start": 1, "end": 2, "text": " a"}]}).text == "a"
     with pytest.raises(Exception, match="backend must be openai"):
         Transcriber({"backend": "vllm", "base_url": url, "model": "w"})
+
+
+# ------------------------------------------------------------------- issue 35: the loop's edges, counted
+TOOL_NAMES = ["scene_snapper", "audio_transcriber", "clip_analyzer"]
+
+
+def test_tool_calls_written_into_the_text_are_read_and_never_taken_for_answers():
+    args = {"frame_range": {"start_frame": 60, "end_frame": 90}, "question": "where is the cup?", "reason": "r"}
+    hermes = f'I will check.\n<tool_call>\n{json.dumps({"name": "clip_analyzer", "arguments": args})}\n</tool_call>'
+    found = text_tool_calls(hermes, TOOL_NAMES)
+    assert found.unreadable is None and found.calls == [{"name": "clip_analyzer", "arguments": json.dumps(args)}]
+    # "name" for "tool" (with "arguments" or "parameters"), an OpenAI-style function object, a Python dict.
+    for text in (json.dumps({"name": "clip_analyzer", "arguments": args}),
+                 json.dumps({"name": "clip_analyzer", "parameters": args}),
+                 json.dumps({"type": "function", "function": {"name": "clip_analyzer", "arguments": json.dumps(args)}}),
+                 repr({"name": "clip_analyzer", "arguments": args})):
+        calls = text_tool_calls(f"Let me look. {text}", TOOL_NAMES).calls
+        assert [(c["name"], json.loads(c["arguments"])) for c in calls] == [("clip_analyzer", args)], text
+    # Cut off, or not valid in any form: no call, and why (never guessed at, never an answer).
+    cut = text_tool_calls('{"tool": "scene_snapper", "arguments": {"frame_ranges": [{"start_frame": 0, "end_', TOOL_NAMES)
+    assert cut.calls == [] and "cut off" in cut.unreadable
+    broken = text_tool_calls("<tool_call>{'name': clip_analyzer, 'arguments': ...}</tool_call>", TOOL_NAMES)
+    assert broken.calls == [] and "<tool_call>" in broken.unreadable
+    # Prose with brackets, a "name" that is no tool, and an answer object are answers, not calls.
+    for text in ("The answer is B. {\"answer\": \"B\"}", 'I met {"name": "Alice"} there: B',
+                 "The man's hat [on frame 12] is red, so B", "Frames [0-29], name: kitchen. B"):
+        assert text_tool_calls(text, TOOL_NAMES) == type(cut)([]), text
+
+
+def test_the_error_check_reads_the_whole_reply_as_the_release_does():
+    late = "The cup is on the table in every frame I looked at, I am sure. " * 2 + "Error: none"
+    assert is_error_like(late) and not is_error_like(late, chars=80)  # the code before issue 35 read 80 chars
+    assert is_error_like("") and is_error_like(" None ") and not is_error_like("B")
+
+
+@pytest.mark.parametrize("tools", [True, False], ids=["function_calling", "json"])
+def test_a_tool_call_left_in_the_text_runs_and_an_unreadable_one_spends_the_step(tmp_path, clip, tools):
+    """Problem 1 of issue 35: a Hermes <tool_call> block (what a server without a tool-call parser returns), a
+    Python dict and a cut-off JSON call, in both tool interfaces. Before, the first became the answer."""
+    snap = {"name": SNAP["name"], "arguments": json.loads(SNAP["arguments"])}
+    clip_call = {"name": CLIP["name"], "arguments": json.loads(CLIP["arguments"])}
+    rules = CAPTION_RULES + [
+        {"match": "CLIP-ANSWER", "text": "The cup is in the sink: B."},
+        {"match": "could not be read", "text": f"Checking the sink. {clip_call!r}"},
+        {"match": "EARLY-CAPTION", "finish_reason": "length",
+         "text": '{"name": "clip_analyzer", "arguments": {"frame_range": {"start_frame": 60, "end_fr'},
+        {"match": '"scene_snapshots": []', "text": f"<tool_call>\n{json.dumps(snap)}\n</tool_call>"},
+    ]
+    method, record = _method(tmp_path, clip, rules, tools=tools)
+    result = method.answer(QUESTION)
+    trace, health = result.trace, result.tally.health
+    assert result.pred == "B" and result.parse_ok
+    assert [e["tool_name"] for e in trace["tool_calls_log"]] == ["scene_snapper", "clip_analyzer"]
+    steps = trace["steps"]
+    assert [s.get("outcome") for s in steps][1].startswith("unreadable tool call (a tool call cut off")
+    assert steps[0].get("tool_calls_from_text", False) is tools and steps[2]["tool_calls"] == ["clip_analyzer"]
+    assert (health["unparsed_tool_calls"], health["spent_steps"], health["truncated_replies"]) == (1, 1, 1)
+    assert steps[1]["truncated"] == 1
+    # The controller is told at the next step why nothing ran, and only then.
+    users = [c["payload"]["messages"][-1]["content"][0] for c in _calls(record) if c["purpose"].startswith("controller")]
+    assert ["could not be read" in u for u in users] == [False, False, True, False]
+    # The released code's reading of a function-calling reply without tool_calls: its text is the answer.
+    if tools:
+        method, _ = _method(tmp_path, clip, rules, tools=True, text_tool_calls="answer")
+        release = method.answer(QUESTION)
+        assert release.trace["steps"][0]["outcome"].startswith("no tool call at step 1")
+
+
+def test_a_forced_answer_that_is_a_tool_call_is_no_answer(tmp_path, clip):
+    """The sub-question of a tool call written as the forced answer holds option words ("in the sink"): the
+    letter rule must not read it as an answer (before issue 35 it gave pred B)."""
+    call = json.dumps({"name": "clip_analyzer", "arguments": json.loads(CLIP["arguments"]) | {
+        "question": "is the cup in the sink (B) or on the table (A)?"}})
+    rules = CAPTION_RULES + [{"match": "EARLY-CAPTION", "text": call}, {"text": "", "tool_calls": [SNAP]}]
+    method, _ = _method(tmp_path, clip, rules, tools=True, max_iterations=1)
+    result = method.answer(QUESTION)
+    assert result.raw_output == FORCED_FALLBACK and result.pred is None
+    assert result.tally.health["unparsed_tool_calls"] == 1 and result.trace["forced"]
+
+
+def test_rejected_calls_spent_steps_and_truncated_replies_are_counted_and_the_controller_is_told(tmp_path, clip):
+    bad = {"name": "clip_analyzer", "arguments": '{"frame_range": {"start_frame": 5, "end_frame": 5}, '
+                                                  '"question": "q", "reason": "r"}'}
+    unknown = {"name": "frame_viewer", "arguments": "{}"}
+    rules = [{"match": "sampled evenly from frames", "text": "Caption: EARLY-CAPTION a kitchen and then", 
+              "finish_reason": "length"},
+             {"match": ["EARLY-CAPTION", "was rejected"], "text": "Error: I could not see the cup."},
+             {"match": "EARLY-CAPTION", "text": "The cup is in the sink, B", "finish_reason": "length"},
+             {"text": "", "tool_calls": [bad, unknown, SNAP]}]
+    method, record = _method(tmp_path, clip, rules, tools=True)
+    result = method.answer(QUESTION)
+    health, trace = result.tally.health, result.trace
+    assert result.pred == "B" and [s.get("outcome") for s in trace["steps"]] == [
+        None, "error-like reply: step spent", "answer"]
+    assert health["rejected_tool_calls"] == 2 and health["spent_steps"] == 1
+    assert health["truncated_replies"] == 2  # the caption and the answer, both cut at their token limit
+    assert trace["steps"][0]["truncated_captions"] == 1 and trace["steps"][2]["truncated"] == 1
+    assert [e.get("rejected", False) for e in trace["tool_calls_log"]] == [True, True, False]
+    users = [c["payload"]["messages"][-1]["content"][0] for c in _calls(record) if c["purpose"].startswith("controller")]
+    assert "Your clip_analyzer call was rejected and changed nothing: start_frame equals end_frame." in users[1]
+    assert "Your frame_viewer call was rejected and changed nothing: unknown tool 'frame_viewer'" in users[1]
+    assert trace["steps"][1]["told"] and "was rejected" not in users[2]  # told once
+    # The released code never tells the controller (tool_feedback: false).
+    method, record = _method(tmp_path, clip, rules[:1] + rules[2:], tools=True, tool_feedback="false")
+    assert method.answer(QUESTION).tally.health["rejected_tool_calls"] == 2
+    assert not any("was rejected" in json.dumps(c["payload"]) for c in _calls(record)[-3:])
+
+
+def test_frames_that_fail_to_decode_are_sent_black_and_counted(tmp_path, clip, monkeypatch):
+    import dataclasses
+
+    import senri.decode
+
+    real = senri.decode.read_frames
+
+    def lossy(*args, **kwargs):  # every third frame fails to decode
+        for k, sample in enumerate(real(*args, **kwargs)):
+            yield dataclasses.replace(sample, image=None) if k % 3 == 2 else sample
+
+    monkeypatch.setattr(senri.decode, "read_frames", lossy)
+    rules = CAPTION_RULES + [{"match": "EARLY-CAPTION", "text": "B"}, {"text": "", "tool_calls": [SNAP]}]
+    method, _ = _method(tmp_path, clip, rules, tools=True)
+    result = method.answer(QUESTION)
+    entry = result.trace["tool_calls_log"][0]
+    assert entry["frames_decoded"] == 20 and entry["black_frames"] == 10 and entry["images_sent"] == 5
+    assert result.tally.health["black_frames"] == 10 and result.trace["black_frames"] == 10
+
+
+def test_a_content_filter_forces_the_answer_and_another_failure_ends_the_question(tmp_path, clip):
+    # (The scripted backend matches the last user turn, which the forced call repeats: it is filtered too.)
+    rules = [{"error": "the response was filtered due to the prompt triggering the content filter"}]
+    method, record = _method(tmp_path, clip, rules, tools=True)
+    result = method.answer(QUESTION)
+    assert result.trace["forced"] and result.tally.health["forced_answers"] == 1
+    assert [s["iteration"] for s in result.trace["steps"]] == [1, "forced"]  # no step 2: forced at once
+    assert result.raw_output == FORCED_FALLBACK
+    assert [c["purpose"] for c in _calls(record)] == ["controller:1", "controller:forced"]
+    method, _ = _method(tmp_path, clip, [{"error": "HTTP 500: the server fell over"}], tools=True)
+    result = method.answer(QUESTION)
+    assert result.pred is None and not result.trace["forced"] and "fell over" in result.tally.errors[0]
+
+
+def test_the_controller_is_shown_the_raw_num_frames_as_the_release_shows_it(tmp_path, clip):
+    """A-T3: num_frames 45 is not one of 30/60/90/150, so the caption model gets 30 frames (5 mosaics) but the
+    controller 45 (8 mosaics), as in the release's case num_frames_not_in_enum; controller_frames: caption
+    shows the caption's 5."""
+    snap = {"name": "scene_snapper", "arguments": json.dumps(
+        {"frame_ranges": [{"start_frame": 0, "end_frame": 119}], "num_frames": 45, "reason": "overview"})}
+    rules = CAPTION_RULES + [{"match": "EARLY-CAPTION", "text": "B"}, {"text": "", "tool_calls": [snap]}]
+    for option, shown in (("release", 8), ("caption", 5)):
+        method, record = _method(tmp_path, clip, rules, tools=True, controller_frames=option)
+        result = method.answer(QUESTION)
+        entry = result.trace["tool_calls_log"][0]
+        assert len(entry["frame_indices"]) == 30 and result.trace["steps"][1]["images"] == shown, option
+        assert entry["result"]["message"] == "Loaded 30 frames from 1 range(s). Duration: 4.0s"
+        if option == "release":
+            assert entry["controller_frame_indices"] == [i for p in split_frames([(0, 119)], 45, 120) for i in p]
+
+
+def test_the_prompts_follow_the_release_and_the_earlier_wording_is_named_options(tmp_path, clip):
+    """Problem 5 of issue 35: by default A1 has no search-strategy hint and no first-person framing, A2 lists
+    the tools with a line each, A4 asks for the best final answer; the wording before is four options."""
+    rules = CAPTION_RULES + [{"text": "", "tool_calls": [SNAP]}]
+
+    def sent(**options):
+        method, record = _method(tmp_path / "_".join(options) if options else tmp_path, clip, rules, tools=True,
+                                 max_iterations=1, **options)
+        method.answer(QUESTION)
+        controller = [c["payload"]["messages"] for c in _calls(record) if c["purpose"].startswith("controller")]
+        return controller[0][0]["content"][0], controller[0][-1]["content"][0], controller[-1][-1]["content"][0]
+
+    for folder in ("strategy_hint_viewpoint_tool_list_forced_answer_letter",):
+        (tmp_path / folder).mkdir()
+    system, user, forced = sent()
+    assert "a long video by calling functions" in system and "first-person" not in system
+    assert "coarse to fine" not in system
+    assert "- scene_snapper: go to frame ranges of the video" in user
+    assert "give your best final answer now" in forced and "(A, B, C or D)" not in forced
+    system, user, forced = sent(strategy_hint="true", viewpoint="egocentric", tool_list="names",
+                                forced_answer_letter="true")
+    assert "a long first-person video" in system and "Work from coarse to fine" in system
+    assert "Tools: scene_snapper, audio_transcriber, clip_analyzer." in user and "- scene_snapper:" not in user
+    assert forced.endswith("State the letter of the option you think is correct (A, B, C or D).")
+
+
+# ------------------------------------------------------ issue 35 item 2: the server, probed over real HTTP
+from strict_openai import StrictOpenAI  # noqa: E402
+
+
+ACTION = {"frame_ranges": [{"start_frame": 0, "end_frame": 119}], "num_frames": 30, "reason": "overview"}
+HTTP_RULES = [
+    {"match": "connectivity check", "text": "OK"},
+    {"match": "sampled evenly from frames", "text": "Caption: a kitchen with a sink"},
+    {"match": "a kitchen with a sink", "text": "The cup is in the sink: B."},
+    {"match": "Hierarchical memory (HM3)", "text": json.dumps({"tool": "scene_snapper", "arguments": ACTION}),
+     "tool_call": {"name": "scene_snapper", "arguments": ACTION}},
+]
+
+
+def _http_method(clip, server, **method) -> VideoARM:
+    from senri.backends import open_backend
+
+    cfg = compose(["method=[videoarm]", "model=[]", "dataset=demo",
+                   f"+model.srv={{backend:openai,base_url:'{server.base_url}',model:{server.model}}}",
+                   *[f"method.videoarm.{k}={v}" for k, v in method.items()]])
+    model = server.model_config(tools=True)
+    context = RunContext(video=clip[1], method_name="videoarm", method_config=dict(cfg["method"]["videoarm"]),
+                         model_name="srv", model_config=model, seed=0, backend=open_backend(model, None),
+                         pixels=clip[0])
+    return VideoARM(context)
+
+
+def test_a_server_with_tools_in_its_template_keeps_function_calling_over_http(clip):
+    with StrictOpenAI(HTTP_RULES) as server:
+        method = _http_method(clip, server)
+        result = method.answer(QUESTION)
+        method.close()
+    assert method.interface == "function_calling" and result.trace["interface_probe"]["outcome"] == "function calling"
+    assert result.pred == "B" and [e["tool_name"] for e in result.trace["tool_calls_log"]] == ["scene_snapper"]
+    assert server.refused() == []
+    bodies = [b["body"] for b in server.bodies]
+    assert bodies[0]["tool_choice"] == "auto" and "connectivity check" in bodies[0]["messages"][0]["content"]
+    controller = [b for b in bodies if "Hierarchical memory" in json.dumps(b)]
+    assert [b["tool_choice"] for b in controller] == ["required", "auto"] and len(controller[0]["tools"]) == 3
+
+
+@pytest.mark.parametrize("server_kind", ["no_auto_tool_choice", "template_without_tools"])
+def test_a_server_that_refuses_auto_or_drops_the_tools_switches_to_the_json_form(clip, server_kind):
+    """vLLM without --enable-auto-tool-choice refuses tool_choice auto (400); a chat template without a tools
+    section (Qwen2.5-VL's) adds no prompt tokens for them. Either way the run uses the JSON action form, with
+    the reason in every trace; under tool_interface: function_calling the job stops naming the flags."""
+    options = {"auto_tool_choice": False} if server_kind == "no_auto_tool_choice" else {"template_tools": False}
+    with StrictOpenAI(HTTP_RULES, **options) as server:
+        method = _http_method(clip, server)
+        result = method.answer(QUESTION)
+        method.close()
+        with pytest.raises(ValueError, match="--enable-auto-tool-choice --tool-call-parser"):
+            _http_method(clip, server, tool_interface="function_calling")
+    probe = result.trace["interface_probe"]
+    assert method.interface == "json" and result.trace["interface"] == "json"
+    assert probe["outcome"].startswith("switched to the JSON action form")
+    assert ("refused tool_choice auto" if server_kind == "no_auto_tool_choice" else
+            "leaves the tools out of the prompt") in probe["outcome"]
+    assert result.pred == "B" and [e["tool_name"] for e in result.trace["tool_calls_log"]] == ["scene_snapper"]
+    after_probe = [b for b in server.bodies if "connectivity check" not in json.dumps(b["body"])]
+    assert all(b["status"] == 200 and "tools" not in b["body"] for b in after_probe)
+
+
+def test_tool_calls_a_server_returns_as_hermes_text_are_run_over_http(clip):
+    with StrictOpenAI(HTTP_RULES, tool_format="hermes") as server:
+        method = _http_method(clip, server)
+        result = method.answer(QUESTION)
+        method.close()
+    assert server.refused() == [] and result.pred == "B"
+    assert result.trace["steps"][0]["tool_calls_from_text"] and result.tally.health.get("unparsed_tool_calls", 0) == 0
+
+
+def test_an_o_series_controller_gets_max_completion_tokens_and_no_temperature_over_http(clip):
+    with StrictOpenAI(HTTP_RULES, model="o3", family="reasoning") as server:
+        method = _http_method(clip, server)
+        result = method.answer(QUESTION)
+        method.close()
+    assert server.refused() == [] and result.pred == "B"
+    for entry in server.bodies:
+        body = entry["body"]
+        assert "max_completion_tokens" in body and not {"max_tokens", "temperature", "top_p"} & set(body)
+    body = chat_body(ChatRequest((Message.text("user", "hi"),), max_tokens=9, temperature=0.0), "gpt-4.1")
+    assert body["max_tokens"] == 9 and body["temperature"] == 0.0  # other models keep both

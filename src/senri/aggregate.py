@@ -163,7 +163,8 @@ RUN_HEALTH_COLUMNS: tuple[str, ...] = (
     "questions", "correct", "accuracy", "forced_answers", "forced_recovered", "parse_failures", "errors",
     "timeouts", "context_trims", "truncated_captions", "failed_captions", "builder_losses", "capped_cells",
     "cell_s_requested", "cell_s_seen", "seen_share", "failed_memory_updates", "stripped_checks", "refused_checks",
-    "repeated_queries", "failed_search_calls", "missing", *(
+    "repeated_queries", "failed_search_calls", "unparsed_tool_calls", "spent_steps", "rejected_tool_calls",
+    "truncated_replies", "black_frames", "missing", *(
         # What the method did (BEHAVIOUR_COUNTS): per-question means of its steps, totals of the rare ones, and
         # the questions answered with nothing retrieved — a memory method that never searched shows here.
         "rounds_per_q", "searches_per_q", "memories_per_q", "qa_calls_per_q", "bypasses", "checks", "cells",
@@ -182,6 +183,9 @@ RUN_HEALTH_LABELS = {**RUN_LABELS, "questions": "Questions", "correct": "Correct
                      "seen_share": "Seen %", "failed_memory_updates": "Failed memory updates",
                      "stripped_checks": "Stripped checks", "refused_checks": "Refused checks",
                      "repeated_queries": "Repeated queries", "failed_search_calls": "Failed search calls",
+                     "unparsed_tool_calls": "Unparsed tool calls", "spent_steps": "Spent steps",
+                     "rejected_tool_calls": "Rejected tool calls", "truncated_replies": "Truncated replies",
+                     "black_frames": "Black frames",
                      "missing": "Missing", "rounds_per_q": "Rounds / q", "searches_per_q": "Searches / q",
                      "memories_per_q": "Memories / q", "qa_calls_per_q": "QA calls / q", "bypasses": "Bypasses",
                      "checks": "Checks", "cells": "Cells", "frames_seen": "Frames seen",
@@ -193,7 +197,11 @@ RUN_HEALTH_NOTE = ("Counts are summed from the prediction files' columns, never 
                    "per memory store, repeated on each question that read it. Seen % = cell seconds seen / cell "
                    "seconds requested by the checks (– when no check asked for any). Failed search calls are a "
                    "memory retriever's own model calls (fact filter, ranking, time range) that failed or came "
-                   "back unreadable, so the search took its fallback. The last columns say what the method did: "
+                   "back unreadable, so the search took its fallback. Unparsed tool calls are replies holding a "
+                   "tool call that could not be read; spent steps are controller steps that neither ran a tool nor "
+                   "answered; rejected tool calls were refused as invalid; truncated replies are model replies cut "
+                   "at their token limit; black frames failed to decode and were sent black. "
+                   "The last columns say what the method did: "
                    "controller rounds, searches, memories returned and QA calls per answered question, time "
                    "bypasses, checks, verifier cells and frames seen in all, and the questions answered with no "
                    "memory retrieved (a memory method that never searched, or found nothing).")

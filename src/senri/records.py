@@ -127,6 +127,11 @@ class Prediction:
     refused_checks: int = 0
     repeated_queries: int = 0
     failed_search_calls: int = 0
+    unparsed_tool_calls: int = 0
+    spent_steps: int = 0
+    rejected_tool_calls: int = 0
+    truncated_replies: int = 0
+    black_frames: int = 0
     # Behaviour (BEHAVIOUR_COUNTS): what the method did on this question, whatever it scored.
     rounds: int = 0
     searches: int = 0
@@ -153,11 +158,18 @@ class Prediction:
 #: ``refused_checks`` checks refused as invalid; ``repeated_queries`` searches that repeated an earlier query;
 #: ``failed_search_calls`` model calls a memory's retriever made inside a search (WorldMM's fact filter W8 and
 #: ranking W9, MAGIC-Video's time-range extractor G13) that failed or came back unreadable, so the search took
-#: its fallback path.
+#: its fallback path; ``unparsed_tool_calls`` replies holding a tool call that could not be read (invalid or
+#: cut off), or a forced answer that was a tool call, never taken for an answer; ``spent_steps`` controller
+#: steps that made no tool call and gave no answer (no tool call where one is required, an error-like reply,
+#: an unreadable tool call); ``rejected_tool_calls`` tool calls refused as invalid (unknown tool, unreadable or
+#: missing arguments, a bad frame range); ``truncated_replies`` model replies cut at their token limit
+#: (``finish_reason: length``) other than the memory captions of ``truncated_captions``; ``black_frames``
+#: frames that failed to decode and were sent black.
 HEALTH_COUNTS: tuple[str, ...] = (
     "forced_answers", "forced_recovered", "timeouts", "context_trims", "truncated_captions", "failed_captions",
     "builder_losses", "capped_cells", "cell_s_requested", "cell_s_seen", "failed_memory_updates", "stripped_checks",
-    "refused_checks", "repeated_queries", "failed_search_calls",
+    "refused_checks", "repeated_queries", "failed_search_calls", "unparsed_tool_calls", "spent_steps",
+    "rejected_tool_calls", "truncated_replies", "black_frames",
 )
 
 #: What a method did on a question, as integer columns of its prediction row (0 where a method has no such

@@ -31,7 +31,7 @@ import httpx
 
 from senri.backends.base import (Backend, BackendError, Capabilities, ChatRequest, ChatResponse, EngineUnavailable,
                                  reasoning_parser)
-from senri.backends.openai_format import chat_body, parse_chat_response, thinking_body
+from senri.backends.openai_format import chat_body, openai_reasoning, parse_chat_response, thinking_body
 from senri.secrets import register as register_secret
 from senri.secrets import scrub
 
@@ -118,7 +118,8 @@ class OpenAIBackend(Backend):
             images=bool(self.config.get("images", True)),
             video=bool(self.config.get("video", False)),
             json_schema=bool(self.config.get("json_schema", True)),
-            logprobs=bool(self.config.get("logprobs", True)),
+            # OpenAI's reasoning (o-series) models return no log-probabilities.
+            logprobs=bool(self.config.get("logprobs", not openai_reasoning(self.config))),
             tools=bool(self.config.get("tools", True)),
             # A server started with a reasoning parser (vllm serve --reasoning-parser) applies the schema after
             # the thinking; the model config says so with reasoning: true and reasoning_parser.
@@ -139,7 +140,8 @@ class OpenAIBackend(Backend):
             client.post(f"{self.base_url}/chat/completions", json=body, headers=self._headers()), self.timeout_s)
 
     def request_body(self, request: ChatRequest) -> dict[str, Any]:
-        return chat_body(request, self.model, video_ok=self.capabilities.video, extra=self.extra_body)
+        return chat_body(request, self.model, video_ok=self.capabilities.video, extra=self.extra_body,
+                         reasoning_api=openai_reasoning(self.config))
 
     async def _one(self, client: httpx.AsyncClient, semaphore: asyncio.Semaphore,
                    request: ChatRequest) -> tuple[ChatResponse, bool]:

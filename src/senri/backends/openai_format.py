@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any, Iterable, Mapping
 
 from senri.backends.base import ChatRequest, ChatResponse, ImagePart, VideoPart
@@ -40,9 +41,26 @@ def chat_messages(request: ChatRequest, video_ok: bool = False) -> list[dict[str
     return [{"role": m.role, "content": message_content(m.content, video_ok)} for m in request.messages]
 
 
+#: OpenAI's reasoning models by name (o1, o3, o3-mini, o4-mini, …; gpt-5 and its dated/sized variants, not
+#: gpt-5-chat): they take ``max_completion_tokens`` and refuse ``max_tokens`` and non-default sampling.
+_REASONING_MODEL = re.compile(r"^(?:[\w.-]+/)?(?:o\d+(?:-[\w.-]+)?|gpt-5(?!-chat)(?:[\w.-]*)?)$", re.IGNORECASE)
+
+
+def openai_reasoning(config: Mapping[str, Any]) -> bool:
+    """Whether an ``openai`` model config's model is one of OpenAI's reasoning (o-series) models: the model
+    config's ``openai_reasoning`` (true / false), or when it is unset or null, the model name (o1, o3,
+    o4-mini, gpt-5, ...)."""
+    flag = config.get("openai_reasoning")
+    if flag is not None:
+        return bool(flag)
+    return bool(_REASONING_MODEL.match(str(config.get("model") or "")))
+
+
 def chat_body(request: ChatRequest, model: str | None, video_ok: bool = False,
-              extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The JSON body of ``POST /v1/chat/completions`` for ``request``."""
+              extra: Mapping[str, Any] | None = None, reasoning_api: bool = False) -> dict[str, Any]:
+    """The JSON body of ``POST /v1/chat/completions`` for ``request``. ``reasoning_api``: the body an OpenAI
+    reasoning (o-series) model takes — ``max_completion_tokens`` for ``max_tokens``, no ``temperature`` or
+    ``top_p`` (only their default is accepted) and no penalties or log-probabilities."""
     body: dict[str, Any] = {
         "messages": chat_messages(request, video_ok),
         "max_tokens": request.max_tokens,
@@ -50,6 +68,8 @@ def chat_body(request: ChatRequest, model: str | None, video_ok: bool = False,
         "top_p": request.top_p,
         "seed": request.seed,
     }
+    if reasoning_api:
+        body = {"messages": body["messages"], "max_completion_tokens": request.max_tokens, "seed": request.seed}
     if model:
         body["model"] = model
     if request.json_schema is not None:
@@ -60,10 +80,11 @@ def chat_body(request: ChatRequest, model: str | None, video_ok: bool = False,
     if request.tools:
         body["tools"] = [dict(t) for t in request.tools]
         body["tool_choice"] = request.tool_choice or "auto"
-    if request.letter_logprobs:
+    if request.letter_logprobs and not reasoning_api:
         body["logprobs"] = True
         body["top_logprobs"] = TOP_LOGPROBS
-    body.update(repetition_fields(request))
+    if not reasoning_api:
+        body.update(repetition_fields(request))
     body.update(extra or {})
     return body
 

@@ -13,6 +13,11 @@ again at every step:
   (A-L3), unless it is error-like (empty, "none", an error text), which spends the step. Every tool call of
   a reply runs, in order, logged with that step's number (A-L2, P3).
 - After the last step, one forced answer (A4, no tools; A-L4), booked as ``forced_answers``.
+- Losses are counted on the prediction row (run health): steps spent without a tool or an answer
+  (``spent_steps``), tool calls left unreadable in a reply's text (``unparsed_tool_calls``) or refused as
+  invalid (``rejected_tool_calls``), replies cut at their token limit (``truncated_replies``) and frames sent
+  black because they failed to decode (``black_frames``). The controller is told at its next step why a call
+  was refused or could not be read (``tool_feedback``; the released code never tells it).
 
 Tools (A-T*): ``scene_snapper`` (frames split over the ranges in proportion, 3×2 mosaics with each frame's
 index drawn on, a one-sentence caption by the caption model), ``clip_analyzer`` (up to 50 frames and a
@@ -27,7 +32,14 @@ every trace entry records its frame ranges in source seconds too (:class:`FrameC
 Tool calling (one mapping, ``tool_interface``): a backend that declares OpenAI-compatible function calling
 (``Capabilities.tools``) gets the A7 schemas as ``tools`` and replies with ``tool_calls``; any other backend
 is given the same schemas in the prompt (``actions_json.txt``) and replies ``{"tool": name, "arguments":
-{...}}``; both become the same ``{"name", "arguments"}`` calls.
+{...}}``; both become the same ``{"name", "arguments"}`` calls. A tool call written into a reply's text
+(a ``<tool_call>`` block a server without a tool-call parser passes on, ``"name"`` for ``"tool"``, a Python
+dict) is read as the call it is (``text_tool_calls: recover``), never as the answer; one that cannot be read
+whole (invalid, or cut off) spends the step. Before the first question, an ``openai`` backend with function
+calling is probed once (:meth:`VideoARM._probe_tools`): a server that refuses ``tool_choice: auto`` (vLLM
+without ``--enable-auto-tool-choice --tool-call-parser``) or whose chat template leaves the tools out of the
+prompt switches the run to the JSON action form, recorded in every trace (``interface_probe``), or, where
+``tool_interface: function_calling`` was asked for, stops the job with a message naming the flags.
 
 Questions of one batch advance together (:meth:`VideoARM.answer_many`): each episode is a generator of
 model calls, and every round sends the pending calls of all questions to each model in one batch.
@@ -42,24 +54,46 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generator, Mapping, Sequence, TypeVar
 
 from senri.answers import parse_answer, question_block, split_reasoning
-from senri.backends.base import DEFAULT_MAX_TOKENS, Backend, ChatRequest, ChatResponse, ImagePart, Message
+from senri.backends.base import (DEFAULT_MAX_TOKENS, Backend, ChatRequest, ChatResponse, ImagePart, Message,
+                                 estimate_text_tokens)
 from senri.backends.budget import overflow
 from senri.backends.transcription import SAMPLE_RATE, Transcriber, wav_bytes
 from senri.decode import encode_jpeg
 from senri.methods.base import CallTally, Method, MethodAnswer, RoleModels, RunContext
-from senri.methods.videoarm_tools import (SNAPPER_COUNTS, FrameClock, audio_segments_to_frames, first_caption_line,
-                                          is_error_like, json_actions, mosaics, parse_arguments, parse_clip_reply,
-                                          read_indexed_frames, sample_indices, split_frames)
+from senri.methods.videoarm_tools import (CLIP_PARSERS, SNAPPER_COUNTS, FrameClock, TextCalls,
+                                          audio_segments_to_frames, clip_range, first_caption_line, is_error_like,
+                                          mosaics, parse_arguments, parse_clip_reply, read_indexed_frames,
+                                          sample_indices, snapshot_counts, snapshot_summary, split_frames,
+                                          text_tool_calls)
 from senri.records import Question
 
 log = logging.getLogger(__name__)
 
 TOOL_INTERFACES = ("auto", "function_calling", "json")
+#: How a tool call written into a reply's text is read: ``recover`` (as the call, or a spent step when it
+#: cannot be read whole) or ``answer`` (the released code's reading of a reply without ``tool_calls``).
+TEXT_TOOL_CALLS = ("recover", "answer")
+#: Which frames the controller is shown after a snapshot: ``release`` (re-sampled with the raw num_frames,
+#: capped at total_frames_limit, as the released code does) or ``caption`` (the caption call's mosaics).
+CONTROLLER_FRAMES = ("release", "caption")
+#: When the no-audio note (A3) joins the controller's system prompt: ``after_failed_call`` (the released
+#: code: once an audio_transcriber call found no audio) or ``always`` (from step 1 whenever no transcriber).
+NO_AUDIO_NOTES = ("after_failed_call", "always")
+VIEWPOINTS = ("general", "egocentric")
+#: The controller's user turn lists the tools with a line each (``described``, the released code) or by name.
+TOOL_LISTS = ("described", "names")
+#: The vLLM server flags function calling with ``tool_choice: auto`` needs, named in the probe's messages.
+VLLM_TOOL_FLAGS = ("--enable-auto-tool-choice --tool-call-parser <parser> (hermes for Qwen2.5/Qwen3), and a chat "
+                   "template that renders the tools (--chat-template, e.g. vLLM's examples/tool_chat_template_*.jinja)")
+#: The probe's share of the tool schemas' estimated tokens that must show in its prompt count for the chat
+#: template to count as rendering them (a template without a tools section adds none).
+PROBE_TOOL_SHARE = 0.25
 FORCED_FALLBACK = "Maximum iterations reached without a conclusive answer."
 TOOL_ROLES = ("caption", "clip")
 #: A-T4: the transcription API's upload limit (the released code rejects audio over 25 MB before sending).
@@ -88,6 +122,11 @@ class Episode:
     tokens: dict[str, dict[str, int]] = field(default_factory=dict)
     frames_decoded: int = 0
     images_sent: int = 0
+    #: What the controller is told at its next step (why a call was refused or could not be read); shown once.
+    notes: list[str] = field(default_factory=list)
+    black_frames: int = 0
+    #: A3 shown from now on: an audio_transcriber call found no audio (``no_audio_note: after_failed_call``).
+    audio_failed: bool = False
 
     def book(self, role: str, request: ChatRequest, response: ChatResponse) -> None:
         self.tally.add(request, response)
@@ -109,6 +148,7 @@ class VideoARM(Method):
     reads_frames: ClassVar[bool] = True
     system_role: ClassVar[str] = "system"
     tools_role: ClassVar[str] = "tools"
+    tool_list_role: ClassVar[str] = "tool_list"
 
     def __init__(self, context: RunContext) -> None:
         super().__init__(context)
@@ -124,6 +164,17 @@ class VideoARM(Method):
         self.snapshot_short_side = int(config.get("snapshot_short_side", 256))
         self.clip_short_side = int(config.get("clip_short_side", 512))
         self.error_recalls = int(config.get("error_recalls", 0))
+        self.text_calls = self._choice("text_tool_calls", TEXT_TOOL_CALLS)
+        self.tool_feedback = bool(config.get("tool_feedback", True))
+        self.clip_parser = self._choice("clip_reply_parser", CLIP_PARSERS)
+        chars = config.get("error_check_chars")
+        self.error_chars = None if chars is None else int(chars)
+        self.controller_frames = self._choice("controller_frames", CONTROLLER_FRAMES)
+        self.no_audio_note = self._choice("no_audio_note", NO_AUDIO_NOTES)
+        self.viewpoint = self._choice("viewpoint", VIEWPOINTS)
+        self.strategy_hint = bool(config.get("strategy_hint", False))
+        self.tool_list = self._choice("tool_list", TOOL_LISTS)
+        self.forced_letter = bool(config.get("forced_answer_letter", False))
         self.templates = self.prompts()
         self.clock = FrameClock.of(context.pixels)
         if self.clock.total_frames < 2:
@@ -132,26 +183,84 @@ class VideoARM(Method):
         self._role_models = RoleModels(context)
         self.substitutions: list[str] = []
         self.transcriber: Transcriber | None = None
-        try:
-            for role in TOOL_ROLES:
-                self.tool_models[role] = self._tool_backend(role)
-            self._check_models()
-            self.audio_model, self.audio_note = self._open_transcriber()
-        except Exception:
-            self.close()  # the answer stage closes only a method it has
-            raise
-        wanted = str(config.get("tool_interface", "auto"))
-        if wanted not in TOOL_INTERFACES:
-            raise ValueError(f"config.method.{context.method_name}.tool_interface: {wanted!r} is not one of "
-                             f"{', '.join(TOOL_INTERFACES)}")
+        wanted = self._choice("tool_interface", TOOL_INTERFACES)
         native = context.backend.capabilities.tools
         if wanted == "function_calling" and not native:
             raise ValueError(f"method {context.method_name!r}: tool_interface function_calling, but model "
                              f"{context.model_name!r} has no function-calling interface; use auto or json")
         self.interface = "function_calling" if wanted == "function_calling" or (wanted == "auto" and native) else "json"
-        self.audio_available = self.audio_note is None
         self.tools = json.loads(self.templates.render(self.tools_role, audio_max_frames=self.audio_max_frames,
                                                       clip_max_frames=self.clip_max_frames))
+        self.tool_names = [t["function"]["name"] for t in self.tools]
+        self.probe: dict[str, Any] | None = None
+        try:
+            for role in TOOL_ROLES:
+                self.tool_models[role] = self._tool_backend(role)
+            self._check_models()
+            self.audio_model, self.audio_note = self._open_transcriber()
+            if self.interface == "function_calling" and bool(config.get("tool_probe", True)):
+                self.probe = self._probe_tools(wanted)
+        except Exception:
+            self.close()  # the answer stage closes only a method it has
+            raise
+        self.audio_available = self.audio_note is None
+
+    def _choice(self, key: str, allowed: Sequence[str]) -> str:
+        """A method option that names one of ``allowed`` (the first is the default)."""
+        value = str(self.context.method_config.get(key) or allowed[0])
+        if value not in allowed:
+            raise ValueError(f"config.method.{self.context.method_name}.{key}: {value!r} is not one of "
+                             f"{', '.join(allowed)}")
+        return value
+
+    def _probe_tools(self, wanted: str) -> dict[str, Any]:
+        """Item 2 of issue 35: before the first question, one request to an OpenAI-compatible server (backend
+        ``openai``) with the tool schemas and ``tool_choice: auto``, asking for a one-word reply. The server must
+        accept it (vLLM refuses ``auto`` with 400 unless started with ``--enable-auto-tool-choice
+        --tool-call-parser``), and its prompt count must show the schemas (a chat template without a tools
+        section, as Qwen2.5-VL's, renders none of them: the model would never see a tool after step 1). A
+        refusal or a template without tools switches the run to the JSON action form with a notice, or, where
+        ``tool_interface: function_calling`` was asked for, raises with the flags to set. A server that does
+        not answer or reports no token counts leaves function calling on, noted. Goes through the response
+        cache like every call, so a rerun decides the same. Returns the probe's record (every trace's
+        ``interface_probe``)."""
+        backend = self.context.backend
+        if backend.kind != "openai":
+            return {"probed": False, "why": f"backend {backend.kind!r} is not an OpenAI-compatible server"}
+        messages = (Message.text("system", "This is a connectivity check of the tool-calling interface."),
+                    Message.text("user", "Reply with the single word OK and call no function."))
+        bare = ChatRequest(messages, max_tokens=16, temperature=0.0, seed=self.context.seed, purpose="controller:probe")
+        request = ChatRequest(messages, max_tokens=16, temperature=0.0, seed=self.context.seed,
+                              purpose="controller:probe", tools=tuple(self.tools), tool_choice="auto")
+        response = backend.complete(request)
+        expected = backend.count_tokens(bare)
+        tools_tokens = estimate_text_tokens(json.dumps(self.tools))
+        record: dict[str, Any] = {"probed": True, "prompt_tokens": response.prompt_tokens,
+                                  "prompt_tokens_without_tools_at_most": expected,
+                                  "tool_schema_tokens_estimate": tools_tokens, "error": response.error}
+        problem = None
+        if response.error and re.match(r"HTTP 4\d\d", response.error):
+            problem = f"the server refused tool_choice auto ({response.error[:200]})"
+        elif response.error:
+            record["outcome"] = "inconclusive: the probe failed; function calling kept"
+        elif response.prompt_tokens <= 0:
+            record["outcome"] = "inconclusive: the server reports no prompt tokens; function calling kept"
+        elif response.prompt_tokens < expected + PROBE_TOOL_SHARE * tools_tokens:
+            problem = (f"the chat template leaves the tools out of the prompt ({response.prompt_tokens} prompt "
+                       f"tokens with {len(self.tools)} tool schemas of about {tools_tokens} tokens; at most "
+                       f"{expected} without them)")
+        if problem is None:
+            record.setdefault("outcome", "function calling")
+            return record
+        hint = (f"start the server with {VLLM_TOOL_FLAGS}, or set method.{self.context.method_name}."
+                f"tool_interface=json")
+        if wanted == "function_calling":
+            raise ValueError(f"method {self.context.method_name!r}, model {self.context.model_name!r}: "
+                             f"tool_interface function_calling, but {problem}; {hint}")
+        self.interface = "json"
+        record["outcome"] = f"switched to the JSON action form: {problem}; for function calling, {hint}"
+        log.warning("%s/%s: %s", self.context.method_name, self.context.model_name, record["outcome"])
+        return record
 
     def _check_models(self) -> None:
         """VideoARM reads pixels: every role's model must take images (the text-only variant's need not)."""
@@ -202,25 +311,41 @@ class VideoARM(Method):
 
     # ------------------------------------------------------------------------------------ controller
     def _controller_messages(self, episode: Episode, step: int) -> list[Message]:
-        """A-L1/A2/A-L6: what the controller sees at a step, rebuilt from HM³ and the latest mosaics."""
-        system = self.templates.render(self.system_role)
-        if not self.audio_available:
+        """A-L1/A2/A-L6: what the controller sees at a step, rebuilt from HM³ and the latest mosaics (and what
+        it is told about its previous step, ``tool_feedback``)."""
+        video = self.templates.render("viewpoint_egocentric" if self.viewpoint == "egocentric" else
+                                      "viewpoint_general")
+        strategy = self.templates.render("strategy") if self.strategy_hint else ""
+        system = re.sub(r"\n{3,}", "\n\n", self.templates.render(self.system_role, video=video, strategy=strategy))
+        if self._no_audio_note_due(episode):
             system += "\n\n" + self.templates.render("no_audio")
         if self.interface == "json":
             system += "\n\n" + self.templates.render("actions_json", tool_specs=json.dumps(self.tools, indent=1))
         question = episode.question
+        tools = (self.templates.render(self.tool_list_role) if self.tool_list == "described"
+                 else "Tools: " + ", ".join(self.tool_names) + ".")
+        feedback = (self.templates.render("feedback", notes="\n".join(f"- {n}" for n in episode.notes))
+                    if episode.notes and self.tool_feedback else "")
         user = self.templates.render(
             "user", total_frames=self.clock.total_frames, last_frame=self.clock.total_frames - 1,
-            duration=f"{self.clock.duration_s:.1f}", fps=f"{self.clock.fps:.2f}",
-            tool_names=", ".join(t["function"]["name"] for t in self.tools),
-            hm3=json.dumps(episode.hm3, ensure_ascii=False, indent=1),
+            duration=f"{self.clock.duration_s:.1f}", fps=f"{self.clock.fps:.2f}", tools=tools,
+            hm3=json.dumps(episode.hm3, ensure_ascii=False, indent=1), feedback=feedback,
             question=question_block(question.question, question.options),
             instruction=self.templates.render("instruction"))
+        user = re.sub(r"\n{3,}", "\n\n", user)
         if self.interface == "json" and step == 1:
             user += "\n\n" + self.templates.render("actions_json_required")
         # The latest mosaics ride in the user turn, after its text: one user message keeps every chat template
         # happy (some insist on alternating roles), and the scripted backend matches on its text.
         return [Message.text("system", system), Message("user", (user, *episode.images))]
+
+    def _no_audio_note_due(self, episode: Episode) -> bool:
+        """A3: the no-audio note, once an audio_transcriber call of this question found no audio or no
+        transcriber (the released code), or from step 1 whenever the transcriber is unavailable
+        (``no_audio_note: always``)."""
+        if self.no_audio_note == "always":
+            return not self.audio_available
+        return episode.audio_failed
 
     def _controller_request(self, messages: list[Message], tool_choice: str, purpose: str,
                             seed_offset: int = 0) -> ChatRequest:
@@ -237,7 +362,8 @@ class VideoARM(Method):
         is recorded on the step and counted (``context_trims``). ``build`` makes the request from the
         episode's current images and memory, which this trims on a copy."""
         images, hm3 = list(episode.images), {k: list(v) for k, v in episode.hm3.items()}
-        view = Episode(episode.question, episode.tally, hm3, images)
+        view = Episode(episode.question, episode.tally, hm3, images, notes=list(episode.notes),
+                       audio_failed=episode.audio_failed)
         request = build(view)
         while (why := overflow(backend, request)) is not None:
             if view.images:
@@ -254,10 +380,17 @@ class VideoARM(Method):
             request = build(view)
         return request
 
-    def _calls_of(self, response: ChatResponse) -> list[dict[str, str]]:
-        if self.interface == "function_calling":
-            return list(response.tool_calls or [])
-        return json_actions(split_reasoning(response.text)[0])
+    def _calls_of(self, response: ChatResponse) -> tuple[TextCalls, bool]:
+        """The tool calls of a controller reply, and whether they were read from its text: the server's
+        ``tool_calls`` under function calling, else (and in the JSON action form) the calls written into the
+        text (:func:`text_tool_calls`; with ``text_tool_calls: answer`` a function-calling reply's text is
+        never read for calls, as the released code reads it)."""
+        if self.interface == "function_calling" and response.tool_calls:
+            return TextCalls(list(response.tool_calls)), False
+        if self.interface == "function_calling" and self.text_calls == "answer":
+            return TextCalls([]), False
+        found = text_tool_calls(split_reasoning(response.text)[0], self.tool_names, truncated=response.truncated)
+        return found, self.interface == "function_calling" and bool(found.calls)
 
     def answer(self, question: Question) -> MethodAnswer:
         return self.answer_many([question])[0]
@@ -298,34 +431,53 @@ class VideoARM(Method):
             tool_choice = "required" if step == 1 else "auto"
             trims: list[str] = []
             record: dict[str, Any] = {"iteration": step, "tool_choice": tool_choice}
-            response, calls = None, []
+            response, found, from_text = None, TextCalls([]), False
             for attempt in range(self.error_recalls + 1):
                 request = self._fit(backend, lambda view, s=step, a=attempt: self._controller_request(
                     self._controller_messages(view, s), tool_choice, f"controller:{s}", a), episode, trims)
                 response = yield backend, request
                 episode.book("controller", request, response)
-                calls = self._calls_of(response)
-                if response.error or calls or not is_error_like(split_reasoning(response.text)[0]):
+                self._count_truncated(episode, response, record)
+                found, from_text = self._calls_of(response)
+                if response.error or found.calls or found.unreadable \
+                        or not is_error_like(split_reasoning(response.text)[0], self.error_chars):
                     break
             record.update(images=request.n_images(), reply=response.text, trims=trims,
                           prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens)
+            if episode.notes:
+                record["told"] = list(episode.notes)
+            episode.notes = []
             episode.steps.append(record)
             if response.error:
                 record["error"] = response.error
                 if "content" in response.error.lower() and "filter" in response.error.lower():
                     break  # A-L5: a content filter ends the search with a forced answer at once
                 return self._finish(episode, None, forced=False)
+            calls = found.calls
             if calls:
                 record["tool_calls"] = [c["name"] for c in calls]
+                if from_text:
+                    record["tool_calls_from_text"] = True
+                if found.unreadable:
+                    record["unreadable_text"] = found.unreadable
                 for call in calls:
                     yield from self._run_tool(episode, step, call)
                 continue
             reply = split_reasoning(response.text)[0]
+            if found.unreadable:
+                record["outcome"] = f"unreadable tool call ({found.unreadable}): step spent"
+                episode.tally.count("unparsed_tool_calls")
+                episode.tally.count("spent_steps")
+                episode.notes.append(f"Your last reply held a tool call that could not be read ({found.unreadable}); "
+                                     f"nothing was run. Call the tool again with complete, valid JSON arguments.")
+                continue
             if step == 1:
                 record["outcome"] = "no tool call at step 1 (a tool call is required): step spent"
+                episode.tally.count("spent_steps")
                 continue
-            if is_error_like(reply):
+            if is_error_like(reply, self.error_chars):
                 record["outcome"] = "error-like reply: step spent"
+                episode.tally.count("spent_steps")
                 continue
             answer_text = reply
             record["outcome"] = "answer"
@@ -335,6 +487,15 @@ class VideoARM(Method):
             answer_text = yield from self._forced_answer(episode)
         return self._finish(episode, answer_text, forced)
 
+    @staticmethod
+    def _count_truncated(episode: Episode, response: ChatResponse, record: dict[str, Any],
+                         key: str = "truncated") -> None:
+        """A reply cut at its token limit (``finish_reason: length``): marked on its record (how many under
+        ``key``), counted ``truncated_replies``."""
+        if response.truncated:
+            record[key] = record.get(key, 0) + 1
+            episode.tally.count("truncated_replies")
+
     def _forced_answer(self, episode: Episode) -> Steps[str]:
         """A-L4: the last step's view plus the forced-answer instruction (A4), no tools."""
         episode.tally.count("forced_answers")
@@ -342,17 +503,29 @@ class VideoARM(Method):
 
         def build(view: Episode) -> ChatRequest:
             messages = self._controller_messages(view, self.max_iterations + 1)
-            messages.append(Message.text("system", self.templates.render("forced")))
+            forced_text = self.templates.render("forced")
+            if self.forced_letter:
+                forced_text += " " + self.templates.render("forced_letter")
+            messages.append(Message.text("system", forced_text))
             return self._controller_request(messages, "none", "controller:forced")
 
         request = self._fit(self.context.backend, build, episode, trims)
         response = yield self.context.backend, request
         episode.book("controller", request, response)
-        episode.steps.append({"iteration": "forced", "images": request.n_images(), "reply": response.text,
-                              "trims": trims, "prompt_tokens": response.prompt_tokens,
-                              "completion_tokens": response.completion_tokens,
-                              **({"error": response.error} if response.error else {})})
+        record = {"iteration": "forced", "images": request.n_images(), "reply": response.text,
+                  "trims": trims, "prompt_tokens": response.prompt_tokens,
+                  "completion_tokens": response.completion_tokens,
+                  **({"error": response.error} if response.error else {}),
+                  **({"told": list(episode.notes)} if episode.notes else {})}
+        self._count_truncated(episode, response, record)
+        episode.steps.append(record)
         text = split_reasoning(response.text)[0].strip()
+        if self.text_calls == "recover":
+            found = text_tool_calls(text, self.tool_names, truncated=response.truncated)
+            if found.calls or found.unreadable:  # no tool can run now, and a call is no answer (problem 1)
+                record["outcome"] = "a tool call instead of an answer: no answer"
+                episode.tally.count("unparsed_tool_calls")
+                return FORCED_FALLBACK
         return text or FORCED_FALLBACK
 
     def _finish(self, episode: Episode, answer_text: str | None, forced: bool) -> MethodAnswer:
@@ -379,7 +552,9 @@ class VideoARM(Method):
             "parse_rule": parsed.rule if parsed else None,
             "tokens": episode.tokens,
             "frames_decoded": episode.frames_decoded,
+            "black_frames": episode.black_frames,
             "images_sent": episode.images_sent,
+            "interface_probe": self.probe,
         }
         return MethodAnswer(parsed.letter if parsed else None, answer_text, bool(parsed and parsed.ok),
                             episode.tally, trace)
@@ -390,7 +565,7 @@ class VideoARM(Method):
         seconds); a bad call returns ``{"error": …}`` and changes nothing (A-T6)."""
         started = time.perf_counter()
         entry: dict[str, Any] = {"iteration": step, "tool_name": call["name"], "arguments": call["arguments"]}
-        images_before, frames_before = episode.images_sent, episode.frames_decoded
+        images_before, frames_before, black_before = episode.images_sent, episode.frames_decoded, episode.black_frames
         try:
             arguments = parse_arguments(call["arguments"])
             entry["arguments"] = arguments
@@ -401,54 +576,91 @@ class VideoARM(Method):
             result = yield from tool(episode, step, arguments, entry)
         except (ValueError, TypeError, KeyError) as exc:
             result = {"error": str(exc)}
+            entry["rejected"] = True
+            episode.tally.count("rejected_tool_calls")
+            episode.notes.append(f"Your {call['name']} call was rejected and changed nothing: {exc}")
+        else:
+            if "error" in result:
+                episode.notes.append(f"Your {call['name']} call failed: {result['error']}")
         entry.update(result=result, execution_time=round(time.perf_counter() - started, 3),
                      frames_decoded=episode.frames_decoded - frames_before,
                      images_sent=episode.images_sent - images_before)
+        if episode.black_frames > black_before:
+            entry["black_frames"] = episode.black_frames - black_before
         episode.tool_log.append(entry)
 
-    def _range(self, value: Any) -> tuple[int, int]:
-        """A ``{start_frame, end_frame}`` object as an inclusive range clamped to the video (A-T5)."""
+    @staticmethod
+    def _frames_of(value: Any) -> tuple[int, int]:
+        """A ``{start_frame, end_frame}`` object's two frame indices as the model wrote them."""
         if not isinstance(value, Mapping) or "start_frame" not in value or "end_frame" not in value:
             raise ValueError(f"a frame range needs start_frame and end_frame, got {value!r}")
-        start, end = self.clock.clamp(int(value["start_frame"])), self.clock.clamp(int(value["end_frame"]))
+        return int(value["start_frame"]), int(value["end_frame"])
+
+    def _range(self, value: Any) -> tuple[int, int]:
+        """A frame range clamped to the video as the released code clamps it (``max(0, s)``, ``min(total − 1,
+        e)``); one empty after clamping (the end before the start) is an error."""
+        s, e = self._frames_of(value)
+        start, end = max(0, s), min(self.clock.total_frames - 1, e)
         if end < start:
-            raise ValueError(f"frame range {start}–{end}: end_frame is before start_frame")
+            raise ValueError(f"frame range {s}–{e}: no frame of the video (0–{self.clock.total_frames - 1}) in it")
         return start, end
 
     def _scene_snapper(self, episode: Episode, step: int, arguments: Mapping[str, Any],
                        entry: dict[str, Any]) -> Steps[dict[str, Any]]:
-        """A-T2/A-T3/A-M2: sample frames over the ranges, make the mosaics, caption them, attach them."""
+        """A-T2/A-T3/A-M2: sample frames over the ranges, make the mosaics, caption them, attach them.
+
+        As the released code: the caption model gets ``num_frames`` of 30/60/90/150 (else 30) split over the
+        ranges as written (:func:`split_frames`); the controller is shown the ranges re-sampled with the raw
+        ``num_frames`` capped at ``total_frames_limit`` (the same frames unless num_frames was not one of the
+        four; ``controller_frames: caption`` shows the caption call's mosaics instead); the result's
+        ``total_duration`` is the ranges' ``(end − start) / fps`` as written."""
         raw = arguments.get("frame_ranges")
         if not isinstance(raw, list) or not raw:
             raise ValueError("scene_snapper needs frame_ranges: a non-empty list of {start_frame, end_frame}")
         if "reason" not in arguments:
             raise ValueError("scene_snapper needs a reason")
+        written = [self._frames_of(r) for r in raw]
         ranges = [self._range(r) for r in raw]
-        wanted = arguments.get("num_frames", SNAPPER_COUNTS[0])
-        count = int(wanted) if isinstance(wanted, int) and wanted in SNAPPER_COUNTS else SNAPPER_COUNTS[0]
-        count = min(count, self.total_frames_limit)
-        indices = [i for (s, e), n in zip(ranges, split_frames(ranges, count)) for i in sample_indices(s, e, n)]
+        caption_count, controller_count = snapshot_counts(arguments.get("num_frames", SNAPPER_COUNTS[0]),
+                                                          self.total_frames_limit)
+        caption_count = min(caption_count, self.total_frames_limit)
+        total = self.clock.total_frames
+        indices = [i for part in split_frames(written, caption_count, total) for i in part]
         entry["intervals_s"] = [self.clock.interval_s(s, e) for s, e in ranges]
         entry["frame_indices"] = indices
         caption, caption_error, images = yield from self._look(episode, step, ranges, indices)
+        if self.controller_frames == "release" and controller_count != caption_count:
+            shown = [i for part in split_frames(written, controller_count, total) for i in part]
+            entry["controller_frame_indices"] = shown
+            images = self._attach(episode, shown)
         reason = str(arguments.get("reason", ""))
         for start, end in ranges:
             episode.hm3["scene_snapshots"].append({"iteration": step, "frame_interval": [start, end],
                                                    "reason": reason, "caption": caption})
         episode.images = images  # A-T3: the latest snapshot replaces the earlier mosaics
-        seconds = sum(self.clock.seconds(e) - self.clock.seconds(s) for s, e in ranges)
-        return {"status": "success", "frames_loaded": len(indices), "frame_ranges": [list(r) for r in ranges],
-                "total_duration": f"{seconds:.1f}s", "caption": caption, "reason": reason,
-                "message": f"{len(indices)} frames looked at; {len(images)} image(s) attached for the next step",
-                **({"caption_error": caption_error} if caption_error else {})}
+        summary = snapshot_summary(written, len(indices), self.clock.fps)
+        return {**summary, "frame_ranges": [list(r) for r in ranges], "caption": caption, "reason": reason,
+                "images_attached": len(images), **({"caption_error": caption_error} if caption_error else {})}
+
+    def _read(self, episode: Episode, indices: list[int], short_side: int) -> list[Any]:
+        """The frames at ``indices`` with their index drawn on; the ones that failed to decode are black,
+        counted ``black_frames``."""
+        frames, decoded = read_indexed_frames(self.context.pixels, self.clock, indices, short_side)
+        episode.frames_decoded += decoded
+        if len(frames) > decoded:
+            episode.black_frames += len(frames) - decoded
+            episode.tally.count("black_frames", len(frames) - decoded)
+        return frames
+
+    def _attach(self, episode: Episode, indices: list[int]) -> list[ImagePart]:
+        """The controller's mosaics of the frames at ``indices`` (A-T3)."""
+        return [ImagePart(encode_jpeg(m)) for m in mosaics(self._read(episode, indices, self.snapshot_short_side))]
 
     def _look(self, episode: Episode, step: int, ranges: list[tuple[int, int]],
               indices: list[int]) -> Steps[tuple[str, str | None, list[ImagePart]]]:
         """The snapshot itself: the frames as 3×2 mosaics, captioned by the caption model (A-T2); returns the
         caption, the caption error (or None) and the mosaics to attach."""
-        frames, decoded = read_indexed_frames(self.context.pixels, self.clock, indices, self.snapshot_short_side)
-        episode.frames_decoded += decoded
-        grids = [ImagePart(encode_jpeg(m)) for m in mosaics(frames)]
+        grids = self._attach(episode, indices)
         caption, caption_error = yield from self._caption(episode, step, ranges[0], grids)
         return caption, caption_error, grids
 
@@ -489,6 +701,7 @@ class VideoARM(Method):
         episode.book("caption", request, response)
         if trims:
             episode.steps[-1].setdefault("trims", []).extend(trims)
+        self._count_truncated(episode, response, episode.steps[-1], "truncated_captions")
         if response.error:
             return "", response.error
         return first_caption_line(split_reasoning(response.text)[0]), None
@@ -499,9 +712,7 @@ class VideoARM(Method):
         for key in ("frame_range", "question", "reason"):
             if key not in arguments:
                 raise ValueError(f"clip_analyzer needs {key}")
-        start, end = self._range(arguments["frame_range"])
-        if start == end:
-            raise ValueError(f"clip_analyzer needs a range of more than one frame, got {start}–{end}")
+        start, end = clip_range(*self._frames_of(arguments["frame_range"]), self.clock.total_frames)
         indices = sample_indices(start, end, self.clip_max_frames)
         entry["intervals_s"] = [self.clock.interval_s(start, end)]
         entry["frame_indices"] = indices
@@ -511,9 +722,13 @@ class VideoARM(Method):
         episode.book("clip", request, response)
         if trims:
             episode.steps[-1].setdefault("trims", []).extend(trims)
+        self._count_truncated(episode, response, entry)
         if response.error:
             return {"error": f"clip analysis failed: {response.error}"}
-        answer, confidence, rule = parse_clip_reply(split_reasoning(response.text)[0])
+        try:
+            answer, confidence, rule = parse_clip_reply(split_reasoning(response.text)[0], self.clip_parser)
+        except ValueError as exc:  # the lenient parser: no answer in the reply
+            return {"error": f"clip analysis failed: {exc}"}
         reason = str(arguments["reason"])
         episode.hm3["clip_analyses"].append({"iteration": step, "frame_interval": [start, end],
                                              "question": sub_question, "answer": answer,
@@ -524,8 +739,7 @@ class VideoARM(Method):
     def _clip_request(self, episode: Episode, step: int, start: int, end: int, indices: list[int],
                       sub_question: str) -> tuple[ChatRequest, Backend, list[str]]:
         """The clip analyzer's request: the range's frames as single images with the sub-question (A6)."""
-        frames, decoded = read_indexed_frames(self.context.pixels, self.clock, indices, self.clip_short_side)
-        episode.frames_decoded += decoded
+        frames = self._read(episode, indices, self.clip_short_side)
         return self._tool_request(
             "clip", self.templates.render("clip_system", n_frames=len(frames), start_frame=start, end_frame=end),
             self.templates.render("clip_user", question=sub_question), [ImagePart(encode_jpeg(f)) for f in frames],
@@ -537,9 +751,10 @@ class VideoARM(Method):
         concatenated and transcribed in one call; the segments come back as global frame ranges and go to HM³
         (nothing is added on no audio, an empty transcript or an error)."""
         yield from ()  # a tool like the others (a generator of model calls), but its one call is not a chat call
-        if not self.has_audio:
-            return {"status": "no_audio", "message": "the video has no audio track"}
-        if self.transcriber is None:
+        if not self.has_audio or self.transcriber is None:
+            episode.audio_failed = True  # A3 joins the system prompt from the next step on (the released code)
+            if not self.has_audio:
+                return {"status": "no_audio", "message": "the video has no audio track"}
             return {"status": "unavailable", "message": self.audio_note}
         raw = arguments.get("frame_ranges")
         if not isinstance(raw, list) or not raw:
@@ -608,6 +823,7 @@ class VideoARMTextOnly(VideoARM):
     reads_frames = False
     system_role = "text_system"
     tools_role = "text_tools"
+    tool_list_role = "text_tool_list"
 
     def __init__(self, context: RunContext) -> None:
         import polars as pl
@@ -638,6 +854,9 @@ class VideoARMTextOnly(VideoARM):
               indices: list[int]) -> Steps[tuple[str, str | None, list[ImagePart]]]:
         yield from ()  # no model call: the captions are the memory's
         return self.memory_text(ranges), None, []
+
+    def _attach(self, episode: Episode, indices: list[int]) -> list[ImagePart]:
+        return []  # nothing decoded, nothing attached
 
     def _clip_request(self, episode: Episode, step: int, start: int, end: int, indices: list[int],
                       sub_question: str) -> tuple[ChatRequest, Backend, list[str]]:

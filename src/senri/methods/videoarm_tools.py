@@ -124,13 +124,69 @@ def sample_indices(start: int, end: int, wanted: int) -> list[int]:
     return [int(start + (end - start) * i / (n - 1)) for i in range(n)]
 
 
-def split_frames(ranges: Sequence[tuple[int, int]], total: int) -> list[int]:
-    """A-T2: ``total`` frames shared among ``ranges`` in proportion to their lengths; every range but the
-    last gets ``max(1, int(total · len / all))``, the last range gets the remainder (at least 1)."""
-    lengths = [e - s + 1 for s, e in ranges]
-    whole = sum(lengths)
-    counts = [max(1, int(total * length / whole)) for length in lengths[:-1]]
-    return counts + [max(1, total - sum(counts))] if ranges else []
+def snapshot_counts(wanted: Any, limit: int) -> tuple[int, int]:
+    """A-T2/A-T3, as the released code reads scene_snapper's ``num_frames`` argument (absent: 30): the frames
+    the caption model gets (one of 30/60/90/150, anything else 30) and the frames attached for the controller
+    (the raw argument as an integer, capped at ``limit``; unreadable or 0: ``limit``). ``60.0`` counts as 60
+    for both; ``"60"`` is 30 for the caption and 60 for the controller, as in the release."""
+    caption = int(wanted) if wanted in SNAPPER_COUNTS and not isinstance(wanted, bool) else SNAPPER_COUNTS[0]
+    try:
+        raw = int(wanted)
+    except (TypeError, ValueError, OverflowError):
+        raw = 0
+    return caption, min(raw, limit) if raw > 0 else limit
+
+
+def split_frames(ranges: Sequence[tuple[int, int]], total: int, total_frames: int) -> list[list[int]]:
+    """A-T2: the frame indices ``total`` frames spread over ``ranges`` (as the model wrote them, inclusive), one
+    list per range, as the released code computes them: each range is clamped to ``[0, total_frames − 1]``;
+    every range but the last gets ``max(1, int(total · ratio))`` frames with ``ratio`` = its clamped length over
+    the sum of the *unclamped* lengths, the last gets what is left of ``total`` after the frames already taken
+    (each range gives at most its own length, :func:`sample_indices`); the split stops once ``total`` frames
+    are taken (later ranges get none) and never returns more. So it can return fewer than ``total`` (10
+    one-frame ranges give 10), skip ranges (40 one-frame ranges stop after 30) and repeat indices where ranges
+    overlap. A range that is empty after clamping raises ValueError (the release: "Invalid frame range.")."""
+    ranges = [(int(s), int(e)) for s, e in ranges]
+    if not ranges:
+        return []
+    total_length = sum(e - s + 1 for s, e in ranges)
+    out: list[list[int]] = []
+    taken = 0
+    for k, (s, e) in enumerate(ranges):
+        start, end = max(0, s), min(total_frames - 1, e)
+        if end < start or total_length <= 0:
+            raise ValueError(f"Invalid frame range: {s}–{e} (the video has frames 0–{total_frames - 1})")
+        count = max(1, int(total * ((end - start + 1) / total_length)))
+        if k == len(ranges) - 1:
+            count = total - taken
+        indices = sample_indices(start, end, count)[: max(0, total - taken)]
+        out.append(indices)
+        taken += len(indices)
+        if taken >= total:
+            break
+    return out
+
+
+def snapshot_summary(ranges: Sequence[tuple[int, int]], frames_loaded: int, fps: float) -> dict[str, Any]:
+    """scene_snapper's result fields as the released code words them: ``total_duration`` is the ranges'
+    ``(end − start) / fps`` as written (unclamped), and the message says how many frames came from how many
+    ranges."""
+    seconds = sum((int(e) - int(s)) / (fps or 30.0) for s, e in ranges)
+    return {"status": "success", "frames_loaded": frames_loaded, "total_duration": f"{seconds:.1f}s",
+            "message": f"Loaded {frames_loaded} frames from {len(ranges)} range(s). Duration: {seconds:.1f}s"}
+
+
+def clip_range(start: int, end: int, total_frames: int) -> tuple[int, int]:
+    """A-T5: clip_analyzer's range as the released code clamps it — the start into ``[0, total − 1]``, the end
+    into ``[start, total − 1]`` — and refuses it when that leaves one frame (ValueError, the release's words
+    first: "start_frame equals end_frame.")."""
+    last = total_frames - 1
+    start = max(0, min(int(start), last))
+    end = max(start, min(int(end), last))
+    if start == end:
+        raise ValueError(f"start_frame equals end_frame. (clip_analyzer needs a range of more than one frame of "
+                         f"the video's 0–{last}; got {start}–{end} after clamping)")
+    return start, end
 
 
 def draw_index(image: np.ndarray, index: int) -> np.ndarray:
@@ -165,16 +221,23 @@ def mosaic(tiles: Sequence[np.ndarray]) -> np.ndarray:
     return canvas
 
 
-def mosaics(frames: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Frames in chunks of 6, each chunk one mosaic."""
-    return [mosaic(frames[k:k + TILES_PER_MOSAIC]) for k in range(0, len(frames), TILES_PER_MOSAIC)]
+def mosaics(frames: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+    """Frames in chunks of 6, each chunk one mosaic (A-T2). As in the released code, a frame that cannot be
+    read (None) is left out of its chunk, so the later frames of that chunk move one tile left, and a chunk
+    with no readable frame gives no mosaic."""
+    grids = []
+    for k in range(0, len(frames), TILES_PER_MOSAIC):
+        readable = [f for f in frames[k:k + TILES_PER_MOSAIC] if f is not None]
+        if readable:
+            grids.append(mosaic(readable))
+    return grids
 
 
 def read_indexed_frames(path: str | Path, clock: FrameClock, indices: Sequence[int],
                         short_side: int) -> tuple[list[np.ndarray], int]:
     """The frames at ``indices`` from senri's exact decoder (each target is its frame's own timestamp), each
     with its index drawn on; a frame that fails to decode becomes a black frame of the same size (A-T1).
-    Returns the frames and how many decoded."""
+    Returns the frames and how many decoded (the rest are black: counted ``black_frames``)."""
     from senri.decode import read_frames
 
     wanted = [clock.clamp(i) for i in indices]
@@ -244,63 +307,251 @@ def json_values(text: str) -> list[Any]:
         position = end
 
 
-def json_actions(text: str) -> list[dict[str, Any]]:
-    """The tool calls of a reply in the JSON action form: objects ``{"tool": name, "arguments": {...}}``, alone,
-    in a list, or under ``"tool_calls"``; each returned as ``{"name", "arguments"}`` with the arguments as JSON
-    text, like a function call. A reply with none is an answer (A-L3)."""
-    calls = []
+#: Markers of a tool call written into a reply's text: a Hermes/Qwen ``<tool_call>`` block, a Llama
+#: ``<|python_tag|>``, a ``<function=…>`` tag, or a JSON/Python object keyed ``tool``/``name``/``function``.
+_CALL_TAG = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
+_CALL_MARKERS = re.compile(r"<tool_call>|<\|python_tag\|>|<function[=\s>]"
+                           r"|[{,]\s*[\"']?(?:tool|function|name)[\"']?\s*:")
 
-    def visit(value: Any) -> None:
-        if isinstance(value, list):
-            for item in value:
-                visit(item)
-        elif isinstance(value, dict):
-            if isinstance(value.get("tool_calls"), list):
-                visit(value["tool_calls"])
-            elif isinstance(value.get("tool"), str):
-                arguments = value.get("arguments", {})
-                calls.append({"name": value["tool"],
-                              "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)})
 
-    for value in json_values(text):
-        visit(value)
+def _balanced(text: str, start: int) -> int | None:
+    """The index just past the bracket closing the ``{`` or ``[`` at ``start`` (strings in either quote
+    skipped), or None when the text ends first (a cut-off object)."""
+    stack, quote, escaped = [], None, False
+    for i in range(start, len(text)):
+        char = text[i]
+        if quote:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == quote:
+                quote = None
+            continue
+        if char in "\"'":
+            quote = char
+        elif char in "{[":
+            stack.append(char)
+        elif char in "}]":
+            if stack:
+                stack.pop()
+            if not stack:
+                return i + 1
+    return None
+
+
+def _literal(text: str) -> Any:
+    """A JSON value, or a Python literal (single quotes, True/None): what models write for a dict."""
+    import ast
+
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return _UNREADABLE
+
+
+_UNREADABLE = object()
+#: How many bracketed pieces of one reply are tried at most.
+MAX_BRACKET_SCANS = 400
+
+
+def _objects(text: str) -> tuple[list[Any], list[str]]:
+    """The top-level objects and arrays in ``text`` that parse (as JSON or a Python literal), in order, and the
+    bracketed pieces that do not (unreadable, or cut off: the text ends inside them)."""
+    found, bad, position, cut_from = [], [], 0, None
+    for _ in range(MAX_BRACKET_SCANS):  # bounds the work on a long reply full of unclosed brackets
+        starts = [i for i in (text.find("{", position), text.find("[", position)) if i >= 0]
+        if not starts:
+            break
+        start = min(starts)
+        end = _balanced(text, start)
+        if end is None:  # cut off (or a stray quote in prose): noted once, and the scan goes on after it
+            if cut_from is None:
+                cut_from = start
+                bad.append(text[start:])
+            position = start + 1
+            continue
+        value = _literal(text[start:end])
+        if value is _UNREADABLE:
+            bad.append(text[start:end])
+            position = start + 1
+        else:
+            found.append(value)
+            position = end
+    return found, bad
+
+
+def _as_calls(value: Any, tools: frozenset[str] | None) -> list[dict[str, Any]]:
+    """The tool calls a parsed value holds: ``{"tool": name, "arguments"}`` (the JSON action form), a call
+    under ``"name"`` naming a known tool (with ``arguments`` or ``parameters``), an OpenAI-style
+    ``{"function": {"name", "arguments"}}``, lists of these, or any of them under ``"tool_calls"``."""
+    calls: list[dict[str, Any]] = []
+    if isinstance(value, list):
+        for item in value:
+            calls += _as_calls(item, tools)
+        return calls
+    if not isinstance(value, dict):
+        return calls
+    if isinstance(value.get("tool_calls"), list):
+        return _as_calls(value["tool_calls"], tools)
+    if isinstance(value.get("function"), dict) and isinstance(value["function"].get("name"), str):
+        return _as_calls(value["function"], tools)
+    name = value.get("tool") if isinstance(value.get("tool"), str) else None
+    if name is None and isinstance(value.get("name"), str) and (tools is None or value["name"] in tools) \
+            and set(value) <= {"name", "arguments", "parameters", "type", "id"}:
+        name = value["name"]
+    if name is None:
+        return calls
+    arguments = value.get("arguments", value.get("parameters", {}))
+    calls.append({"name": name, "arguments": arguments if isinstance(arguments, str)
+                  else json.dumps(arguments, ensure_ascii=False)})
     return calls
 
 
-_ANSWER_LINE = re.compile(r"^\s*\**answer\**\s*[:：]\s*(.*)$", re.IGNORECASE | re.MULTILINE)
-_CONFIDENCE_LINE = re.compile(r"^\s*\**confidence\**\s*[:：]\s*\**\s*(-?\d+(?:\.\d+)?)", re.IGNORECASE | re.MULTILINE)
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-DEFAULT_CONFIDENCE = 0.5
+@dataclass(frozen=True)
+class TextCalls:
+    """What a reply's text holds as tool calls: the calls read from it, and why a tool call that is there could
+    not be read (None when there is none)."""
+
+    calls: list[dict[str, Any]]
+    unreadable: str | None = None
 
 
-def parse_clip_reply(text: str) -> tuple[str, float, str]:
-    """The clip analyzer's ``Answer:`` and ``Confidence:`` lines (A-T5). Fallbacks: no Answer line → the whole
-    text is the answer; no Confidence line → the first number in the text, else 0.5; clamped to [0, 1].
-    Returns (answer, confidence, rule) with rule naming which fallbacks applied."""
-    text = (text or "").strip()
-    answer_match = _ANSWER_LINE.search(text)
-    answer = answer_match.group(1).strip() if answer_match else text
-    confidence_match = _CONFIDENCE_LINE.search(text)
-    if confidence_match:
-        confidence, rule = float(confidence_match.group(1)), "lines"
+def text_tool_calls(text: str, tools: Sequence[str] | None = None, truncated: bool = False) -> TextCalls:
+    """The tool calls written into a reply's text (A-L3's "a reply without a tool call is the answer" must not
+    take one for an answer): ``<tool_call>`` blocks (Hermes/Qwen, what a server without a tool-call parser
+    passes on), JSON action objects ``{"tool", "arguments"}``, objects naming a known tool under ``"name"``
+    (``tools``: the tool names; None accepts any name), OpenAI-style ``function`` objects and Python-literal
+    dicts, each as ``{"name", "arguments"}`` with the arguments as JSON text. A call is taken only when it
+    parses whole; a call-shaped piece that does not (invalid JSON, or cut off: the text ends inside it, or the
+    reply was ``truncated`` at its token limit) is reported in ``unreadable`` instead, never guessed at."""
+    known = frozenset(tools) if tools is not None else None
+    text = text or ""
+    blocks = [m.group(1) for m in _CALL_TAG.finditer(text)]
+    calls: list[dict[str, Any]] = []
+    problems: list[str] = []
+    if blocks:
+        for block in blocks:
+            found, bad = _objects(block)
+            block_calls = [c for value in found for c in _as_calls(value, None)]
+            if block_calls and not bad:
+                calls += block_calls
+            else:
+                problems.append(f"a <tool_call> block that is not a readable call: {block.strip()[:120]!r}")
     else:
+        found, bad = _objects(text)
+        for value in found:
+            calls += _as_calls(value, known)
+        for piece in bad:
+            if _CALL_MARKERS.search(piece) and (known is None or any(name in piece for name in known)
+                                                or re.search(r"[\"']tool[\"']\s*:", piece)):
+                cut = _balanced(piece, 0) is None
+                problems.append(("a tool call cut off before its end" if cut or truncated else
+                                 "a tool call that is not valid JSON") + f": {piece.strip()[:120]!r}")
+        if not calls and not problems and re.search(r"<\|python_tag\|>|<function[=\s>]", text):
+            problems.append(f"a tool call in a form senri does not read: {text.strip()[:120]!r}")
+    return TextCalls(calls, "; ".join(problems) or None)
+
+
+def json_actions(text: str, tools: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """The tool calls of a reply in the JSON action form (:func:`text_tool_calls`'s calls). A reply with none
+    is an answer (A-L3)."""
+    return text_tool_calls(text, tools).calls
+
+
+_NUMBER = re.compile(r"([0-9]*\.?[0-9]+)")
+DEFAULT_CONFIDENCE = 0.5
+#: The clip analyzer's reply parsers (A-T5): ``release`` reads it as the released code does; ``lenient`` is
+#: senri's named alternative.
+CLIP_PARSERS = ("release", "lenient")
+
+
+def parse_clip_reply(text: str, parser: str = "release") -> tuple[str, float, str]:
+    """The clip analyzer's answer and confidence (A-T5). Returns (answer, confidence, rule), rule naming how
+    they were found.
+
+    ``release`` (the released code, line by line): a stripped line starting with ``Answer:`` (case-sensitive;
+    ``**Answer:**`` is not one) sets the answer, so the last such line wins; one starting with
+    ``Confidence:`` sets the confidence when the rest is a number (``80%`` is not). No answer line: the whole
+    reply is the answer; no confidence: the first unsigned number anywhere in the reply (``2 cups`` → 2, 80%
+    → 80), else 0.5; clamped to [0, 1]. So ``Answer: 2 cups`` has confidence 1.0 and an empty reply is the
+    answer ``""`` at 0.5.
+
+    ``lenient``: ``Answer``/``Confidence`` labels in any case and inside Markdown emphasis (``**Answer:**
+    red``), the last answer line winning; a confidence only from a confidence label, ``80%`` or ``80`` read as
+    0.8; none: 0.5 (never a number from the answer); an empty reply raises ValueError (no answer to keep)."""
+    text = (text or "").strip()
+    if parser == "lenient":
+        return _parse_clip_lenient(text)
+    if parser != "release":
+        raise ValueError(f"clip reply parser {parser!r}: one of {', '.join(CLIP_PARSERS)}")
+    answer: str | None = None
+    confidence: float | None = None
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("Answer:"):
+            answer = line[len("Answer:"):].strip()
+        elif line.startswith("Confidence:"):
+            try:
+                confidence = max(0.0, min(1.0, float(line[len("Confidence:"):].strip())))
+            except ValueError:
+                pass
+    rule = "lines"
+    if confidence is None:
         number = _NUMBER.search(text)
-        confidence, rule = (float(number.group(0)), "first_number") if number else (DEFAULT_CONFIDENCE, "default")
-    if not answer_match:
-        rule += "+whole_text"
-    return answer, min(1.0, max(0.0, confidence)), rule
+        confidence, rule = (max(0.0, min(1.0, float(number.group(1)))), "first_number") if number \
+            else (DEFAULT_CONFIDENCE, "default")
+    if answer is None:
+        answer, rule = text, rule + "+whole_text"
+    return answer, confidence, rule
 
 
-_ERROR_LIKE = ("error:", "exception:", "analysis failed", "api call failed")
+_LENIENT_ANSWER = re.compile(r"^\s*[*_#>\s]*answer[*_\s]*[:：][*_\s]*(.*?)[*_\s]*$", re.IGNORECASE | re.MULTILINE)
+_LENIENT_CONFIDENCE = re.compile(r"[(\[]?\s*[*_]*confidence[*_\s]*[:：=]?[*_\s]*(-?\d+(?:\.\d+)?)\s*(%?)[*_\s]*[)\]]?",
+                                 re.IGNORECASE)
 
 
-def is_error_like(text: str) -> bool:
-    """A-L3: a tool-less reply that is no answer (empty, "none", or an error message)."""
+def _parse_clip_lenient(text: str) -> tuple[str, float, str]:
+    if not text:
+        raise ValueError("the clip analyzer's reply is empty")
+    answers = _LENIENT_ANSWER.findall(text)
+    confidences = list(_LENIENT_CONFIDENCE.finditer(text))
+    if confidences:
+        match = confidences[-1]
+        value = float(match.group(1))
+        if match.group(2) or value > 1:
+            value /= 100
+        confidence, rule = max(0.0, min(1.0, value)), "lines"
+    else:
+        confidence, rule = DEFAULT_CONFIDENCE, "default"
+    if answers:
+        answer = _LENIENT_CONFIDENCE.sub("", answers[-1]).strip() or answers[-1].strip()
+    else:
+        answer, rule = _LENIENT_CONFIDENCE.sub("", text).strip() or text, rule + "+whole_text"
+    return answer, confidence, rule
+
+
+_ERROR_LIKE = ("analysis failed", "api call failed", "error:", "exception:")
+
+
+def is_error_like(text: str, chars: int | None = None) -> bool:
+    """A-L3: a tool-less reply that is no answer: empty, "none", or holding an error text ("error:",
+    "exception:", "analysis failed", "api call failed") anywhere, as the released code checks the whole
+    reply (so an answer that mentions "error:" spends its step too). ``chars``: look for the error texts in
+    the first ``chars`` characters only (senri's named alternative, ``error_check_chars``)."""
     body = (text or "").strip().lower()
-    return not body or body == "none" or any(body.startswith(m) or m in body[:80] for m in _ERROR_LIKE)
+    if not body or body == "none":
+        return True
+    scope = body if chars is None else body[:chars]
+    return any(marker in scope for marker in _ERROR_LIKE)
 
 
 def first_caption_line(text: str) -> str:
-    """A-T2: the caption model's first non-empty line, without a leading "Caption:"."""
-    line = next((line.strip() for line in (text or "").splitlines() if line.strip()), "")
-    return re.sub(r"^\**caption\**\s*[:：]\s*", "", line, flags=re.IGNORECASE).strip()
+    """A-T2: the caption model's reply, stripped, cut to its first line, without a leading "Caption:" (any
+    case), as the released code reads it."""
+    line = (text or "").strip().splitlines()[0].strip() if (text or "").strip() else ""
+    return line[len("caption:"):].strip() if line.lower().startswith("caption:") else line

@@ -110,7 +110,7 @@ def chance_html(chance: pl.DataFrame, decimals: int) -> str:
                                                      for s in chance_sentences(chance)) + "</div>")
 
 
-#: The run-health table on the page, in three parts of about ten columns each so that it fits the page width
+#: The run-health table on the page, in parts of at most about ten columns each so that it fits the page width
 #: (what went wrong, then what the method did);
 #: the files under report/tables/ hold the whole table.
 RUN_HEALTH_HTML_PARTS: tuple[tuple[str, ...], ...] = (
@@ -118,6 +118,7 @@ RUN_HEALTH_HTML_PARTS: tuple[tuple[str, ...], ...] = (
      "forced_recovered", "timeouts", "context_trims", "truncated_captions"),
     ("failed_captions", "builder_losses", "capped_cells", "cell_s_requested", "cell_s_seen", "seen_share",
      "failed_memory_updates", "stripped_checks", "refused_checks", "repeated_queries", "failed_search_calls"),
+    ("unparsed_tool_calls", "spent_steps", "rejected_tool_calls", "truncated_replies", "black_frames"),
     ("rounds_per_q", "searches_per_q", "memories_per_q", "qa_calls_per_q", "bypasses", "checks", "cells",
      "frames_seen", "no_retrieval"),
 )
