@@ -27,7 +27,8 @@ from senri.backends.base import ChatResponse
 from senri.memory.magic_video.build import build_store, node_vectors
 from senri.memory.magic_video.graph import ChainRow, Episode, GraphNode, build_graph, episode_id
 from senri.memory.magic_video.release import import_release
-from senri.memory.magic_video.search import ChainLimits, apply_quotas, chain_facts, seed_weights
+from senri.memory.magic_video.search import (ChainLimits, apply_quotas, bm25_okapi, chain_facts, cosine_rows,
+                                             seed_weights)
 from senri.memory.magic_video.store import MagicVideoStore
 from senri.memory.store import MEMORY_SYSTEMS, BuildRequest, SearchContext
 from senri.prompts import prompt_set
@@ -122,10 +123,9 @@ def test_one_ppr_pass_matches_networkx():
     reference.add_nodes_from(range(len(store.nodes)))
     for (u, v), (_, w) in store.graph.pairs().items():
         reference.add_edge(store.index[u], store.index[v], weight=w)
-    cos = store.vectors @ bag_encoder([query])[0]
-    from senri.memory.retrieval import BM25
-
-    bm25 = BM25([n.display_text() for n in store.nodes]).scores(query)
+    cos = cosine_rows(store.vectors, bag_encoder([query])[0])
+    # bm25: release — Okapi BM25 on whitespace tokens, as the release's rank_bm25 scores it
+    bm25 = bm25_okapi([n.display_text().lower().split() for n in store.nodes], query.lower().split())
     reset = seed_weights(cos, bm25, None, text_weight=1.0, bm25_weight=0.3, visual_weight=0.3, seed_top_k=5)
     pr = nx.pagerank(reference, alpha=0.85, personalization={i: float(r) for i, r in enumerate(reset)},
                      weight="weight", tol=1e-12, max_iter=1000)
@@ -173,7 +173,7 @@ def test_time_bypass_through_ask():
 
     def ask(request, role=None):
         asked.append((request, role))
-        return ChatResponse(text='{"start_s": 25, "end_s": 65}')
+        return ChatResponse(text='{"start": 25, "end": 65}')
 
     context = SearchContext(ask=ask)
     items = store.search("what happens at 0:45", 16, context=context)
@@ -188,6 +188,46 @@ def test_time_bypass_through_ask():
     offline = SearchContext()
     store.search("Anna", 16, context=offline)
     assert "no model to ask" in offline.notes[0]
+
+
+def test_g13_replies_are_read_as_the_release_reads_them_and_an_unreadable_one_is_counted():
+    """Issue 34 item 11: G13's reply is the release's ``{"start", "end"}`` in seconds (a point's 30-s window is
+    the model's to give: it is not widened here) or ``null``; the whole reply must be that (the release's
+    ``json.loads``). Anything else — senri's old ``start_s``/``end_s`` keys, prose around the object — is
+    unreadable: PageRank serves, as in the release, and the question books one ``failed_search_calls``.
+    ``time_range_reply: lenient`` takes the first such object anywhere."""
+    from senri.answers import json_objects
+    from senri.memory.magic_video.search import parse_time_range
+    from senri.methods.base import CallTally
+
+    assert parse_time_range('{"start": 40, "end": 40}', json_objects) == (40.0, 40.0)  # as given
+    assert parse_time_range(" null ", json_objects) is None and parse_time_range("NULL", json_objects) is None
+    for bad in ('{"start_s": 25, "end_s": 65}', 'Sure: {"start": 25, "end": 65}', "", "soon",
+                '{"start": "x", "end": 1}'):
+        with pytest.raises(ValueError, match="neither a time range"):
+            parse_time_range(bad, json_objects)
+    fenced = '```json\n{"start": 25, "end": 65}\n```'
+    assert parse_time_range(fenced, json_objects, "lenient") == (25.0, 65.0)
+    assert parse_time_range("The query names no time, so: null", json_objects, "lenient") is None
+    with pytest.raises(ValueError):
+        parse_time_range("no idea", json_objects, "lenient")
+
+    store = hand_store({"time_bypass": True})
+    tally = CallTally()
+    context = SearchContext(ask=lambda r, role=None: ChatResponse(text='{"start_s": 25, "end_s": 65}'), tally=tally)
+    items = store.search("what happens at 0:45", 16, context=context)
+    assert items and any(n.startswith("ppr:") for n in context.notes)  # PageRank served
+    assert any("unreadable reply" in n for n in context.notes)
+    assert tally.health == {"failed_search_calls": 1} and not tally.behaviour.get("bypasses")
+    ok = CallTally()
+    store.search("at 0:45", 16, context=SearchContext(ask=lambda r, role=None: ChatResponse(text="null"), tally=ok))
+    assert ok.health == {}  # null is a reading: no time named
+    lenient = hand_store({"time_bypass": True, "time_range_reply": "lenient"})
+    fenced_tally = CallTally()
+    hits = lenient.search("at 0:45", 16, context=SearchContext(
+        ask=lambda r, role=None: ChatResponse(text=fenced), tally=fenced_tally))
+    assert [i.item_id for i in hits] == [A, episode_id(0, 90, "3min"), B, C]
+    assert fenced_tally.behaviour == {"bypasses": 1}
 
 
 def chain_encoder(texts):
@@ -263,7 +303,8 @@ def write_release(root: Path, pickle_bytes: bytes | None = None) -> Path:
         {"cup": {"has_lifecycle": True, "facts": [{"time": "00:01:40", "fact": "the cup dries"}]}}))
     (mode / "event_chain_step3_enriched.json").write_text(json.dumps(
         [{"name": "tea", "type": "recurring", "key_entities": ["kettle"],
-          "steps": [{"start_time": "00:00:00", "end_time": "00:01:00", "description": "tea is made"}]}]))
+          "steps": [{"start_time": "00:00:00", "end_time": "00:01:00", "description": "tea is made"},
+                    {"start_time": "00:01:00", "end_time": "00:01:30", "description": "the cup is washed"}]}]))
     if pickle_bytes is not None:
         (mode / "unified_graph").mkdir()
         (mode / "unified_graph" / "graph.pkl").write_bytes(pickle_bytes)
@@ -287,8 +328,8 @@ def test_import_release_rebuilds_graph_from_json(tmp_path):
                                                     encoder=bag_encoder)
     assert len(store.nodes) == 18 and len(store.graph.edges) == len(hand_graph().edges)
     assert store.graph.pairs() == hand_graph().pairs()
-    assert sorted((r.chain_type, r.label, r.start_s) for r in store.chains) == [("event", "tea", 0.0),
-                                                                                ("topic", "cup", 100.0)]
+    assert sorted((r.chain_type, r.label, r.start_s) for r in store.chains) == [
+        ("event", "tea", 0.0), ("event", "tea", 60.0), ("topic", "cup", 100.0)]
     record = yaml.safe_load((request.out_dir / "config.yaml").read_text())
     assert record["graph"].startswith("rebuilt") and record["visual"].startswith("skipped")
     assert record["stage"] == "memory_system"  # kept beside the store's record
@@ -383,12 +424,93 @@ def test_bad_imports_name_file_and_field(tmp_path):
     with pytest.raises(ValueError, match="consolidated_semantic_triples"):
         import_release(release, request_for(tmp_path), encoder=bag_encoder)
     release = write_release(tmp_path / "r4")
-    (release / "merge" / "topic_chains.json").write_text(json.dumps({"cup": {"facts": [{"time": "soon",
-                                                                                        "fact": "x"}]}}))
-    with pytest.raises(ValueError, match=r"topic_chains\.json: entity 'cup' fact 0 field 'time'"):
+    (release / "merge" / "topic_chains.json").write_text(json.dumps({"cup": {"has_lifecycle": True,
+                                                                             "facts": [{"time": "soon"}]}}))
+    with pytest.raises(ValueError, match=r"topic_chains\.json: entity 'cup' fact 0 has no field 'fact'"):
+        import_release(release, request_for(tmp_path), encoder=bag_encoder)
+    release = write_release(tmp_path / "r5")
+    (release / "merge" / "semantic_memory" / "semantic_consolidation_results.json").write_text(
+        '{"later": {"consolidated_semantic_triples": []}}')
+    with pytest.raises(ValueError, match=r"semantic_consolidation_results\.json: snapshot key 'later'"):
         import_release(release, request_for(tmp_path), encoder=bag_encoder)
     with pytest.raises(ValueError, match=r"nodes\.parquet: missing"):
         MagicVideoStore.open(tmp_path / "nowhere", {}, None)
+
+
+def test_import_reads_chains_as_the_release_loader_does(tmp_path):
+    """Issue 34 item 12: chains as the release's loader reads them. A two-part time is hours:minutes ("01:05" is
+    3,900 s, not 65 s); an entry without a time is skipped and counted in the store's record instead of aborting
+    the import (a step whose times both read 0; a topic fact — the release keeps that one untimed); an event
+    chain left with fewer than 2 steps is dropped; a step without a description still counts as a step; a
+    topic entity without ``has_lifecycle`` is not a chain."""
+    release = write_release(tmp_path / "release")
+    mode = release / "merge"
+    (mode / "topic_chains.json").write_text(json.dumps({
+        "cup": {"has_lifecycle": True, "facts": [{"time": "01:05", "fact": "the cup is blue"},
+                                                 {"time": "soon", "fact": "the cup breaks"},
+                                                 {"time": "00:01:40 (approx.)", "fact": "the cup dries"}]},
+        "lamp": {"has_lifecycle": False, "facts": []},
+        "kettle": {"has_lifecycle": False, "facts": [{"time": "00:00:10", "fact": "not a chain"}]}}))
+    (mode / "event_chain_step3_enriched.json").write_text(json.dumps([
+        {"name": "tea", "key_entities": ["kettle"],
+         "steps": [{"start_time": "00:00:00", "end_time": "00:01:00", "description": "tea is made"},
+                   {"start_time": "later", "end_time": "never", "description": "no time: skipped"},
+                   {"start_time": "01:05", "end_time": "01:06"}]},  # no description: kept as a step
+        {"name": "one step", "steps": [{"start_time": "00:00:10", "end_time": "00:00:20", "description": "x"}]},
+        {"name": "one left", "steps": [{"start_time": "00:00:10", "end_time": "00:00:20", "description": "y"},
+                                       {"start_time": "?", "end_time": "?", "description": "z"}]}]))
+    request = request_for(tmp_path)
+    import_release(release, request, encoder=bag_encoder)
+    store = MagicVideoStore.open(request.out_dir, request.system_config, request.video, encoder=bag_encoder)
+    assert sorted((r.chain_type, r.label, r.start_s, r.end_s, r.text) for r in store.chains) == [
+        ("event", "tea", 0.0, 60.0, "tea is made"), ("event", "tea", 3900.0, 3960.0, ""),
+        ("topic", "cup", 100.0, None, "the cup dries"), ("topic", "cup", 3900.0, None, "the cup is blue")]
+    record = yaml.safe_load((request.out_dir / "config.yaml").read_text())
+    assert record["skipped"] == {"topic_facts_without_time": 1, "event_steps_without_time": 2,
+                                 "event_chains_under_2_steps": 2}
+
+
+def test_import_keeps_every_semantic_snapshot_and_a_search_reads_the_newest_by_its_time(tmp_path):
+    """G-R1 with cumulative snapshots (EgoLife-style data): the store holds every snapshot of
+    semantic_consolidation_results.json; a search at time t reads only the newest snapshot written by t, and
+    the whole-video search (t = ∞) only the newest of all — as the release's ``filter_by_time``."""
+    release = write_release(tmp_path / "release")
+    (release / "merge" / "semantic_memory" / "semantic_consolidation_results.json").write_text(json.dumps({
+        "60": {"consolidated_semantic_triples": [["Anna", "owns", "cup"]]},
+        "120": {"consolidated_semantic_triples": [["Anna", "owns", "cup"], ["Anna", "likes", "tea"]]}}))
+    request = request_for(tmp_path)
+    import_release(release, request, encoder=bag_encoder)
+    store = MagicVideoStore.open(request.out_dir, {**request.system_config, "time_bypass": False}, request.video,
+                                 encoder=bag_encoder)
+    semantic = [n for n in store.nodes if n.node_type == "semantic"]
+    assert [(n.node_id, n.start_s) for n in semantic] == [("sem_60_0", 60.0), ("sem_120_0", 120.0),
+                                                         ("sem_120_1", 120.0)]
+
+    def shown(t):
+        return sorted(n.node_id for n, v in zip(store.nodes, store._visible(t)) if v and n.node_type == "semantic")
+
+    assert shown(30.0) == [] and shown(90.0) == ["sem_60_0"] and shown(125.0) == shown(None) == ["sem_120_0",
+                                                                                                  "sem_120_1"]
+    found = {i.item_id for i in store.search("Anna likes tea", 16, context=SearchContext(query_time_s=90.0))}
+    assert "sem_60_0" in found and not {"sem_120_0", "sem_120_1"} & found
+    record = yaml.safe_load((request.out_dir / "config.yaml").read_text())
+    assert record["semantic_snapshots"] == 2
+
+
+def test_import_reads_a_protocol_5_visual_embeddings_pickle(tmp_path):
+    """Issue 34 item 12: a visual_embeddings.pkl written with pickle protocol 5 (Python ≥ 3.14's default: numpy
+    arrays through ``_frombuffer``) imports like one of protocol 2–4."""
+    release = write_release(tmp_path / "release")
+    vectors = {f"/v.mp4:{e.start_s}-{e.end_s}": np.arange(8, dtype=np.float32) + i for i, e in enumerate(HAND["30sec"])}
+    (release / "visual_memory").mkdir()
+    (release / "visual_memory" / "visual_embeddings.pkl").write_bytes(pickle.dumps(vectors, protocol=5))
+    request = BuildRequest(**{**request_for(tmp_path).__dict__, "models": {"embedder": ("vlm2vec", {"path": "/m"})}})
+    import_release(release, request, encoder=bag_encoder)
+    store = MagicVideoStore.open(request.out_dir, {}, None, encoder=bag_encoder,
+                                 visual_encoder=lambda q: np.ones(8) / np.sqrt(8))
+    assert store.visual_vectors.shape == (4, 8)
+    expected = np.arange(8, dtype=np.float32) + 3
+    assert store.visual_vectors[3] == pytest.approx(expected / np.linalg.norm(expected), abs=1e-6)
 
 
 # ------------------------------------------------------------------------------------------ build
@@ -401,12 +523,14 @@ ROLE_REPLIES = [
     ("Extract the lasting knowledge", {"semantic_triples": [["Anna", "drinks", "tea"], ["Anna", "likes", "tea"]],
                                        "episodic_evidence": ["Anna pours tea"]}),
     ("Merge the ones that say the", {"triples": [["Anna", "likes", "tea"]]}),
-    ("Keep the ones that are a specific", {"keep": ["kettle"]}),
+    ("Keep the ones that are a specific", {"keep": ["Anna"]}),
     ("Write the facts they", {"facts": [{"time": "00:00:10", "fact": "the kettle is filled"}]}),
     ("write one log entry", {"events": [{"name": "tea", "time_range": "00:00:00 - 00:04:00", "location": "kitchen",
                                          "summary": "tea", "key_entities": ["kettle"]}]}),
     ("Group them into chains", {"chains": [{"name": "tea routine", "type": "recurring", "key_entities": ["kettle"],
-                                            "steps": [{"start_time": "00:00:00", "end_time": "00:01:00"}]}]}),
+                                            "steps": [{"start_time": "00:00:00", "end_time": "00:01:00",
+                                                       "description": "Anna starts the kettle."},
+                                                      {"start_time": "00:01:00", "end_time": "00:01:30"}]}]}),
     ("describe what happens in this step", {"description": "Anna makes tea."}),
 ]
 
@@ -433,7 +557,7 @@ def test_build_with_scripted_builder(tmp_path):
     assert {n.node_id for n in store.nodes if n.node_type == "entity"} == {"ent_anna", "ent_kettle"}
     assert [n.text for n in store.nodes if n.node_type == "semantic"] == ["Anna likes tea"]  # G7 merged
     assert {(r.chain_type, r.label, r.text) for r in store.chains} == {
-        ("topic", "kettle", "the kettle is filled"), ("event", "tea routine", "Anna makes tea.")}
+        ("topic", "anna", "the kettle is filled"), ("event", "tea routine", "Anna makes tea.")}
     sent = [json.loads(line) for line in record.read_text().splitlines()]
     roles = {entry["purpose"].split(":")[1] for entry in sent}
     assert roles == {"summary", "openie", "semantic", "dedupe", "entity_filter", "entity_facts", "event_log",
@@ -449,6 +573,78 @@ def test_build_with_scripted_builder(tmp_path):
     assert built["builder"]["failed"] == 0 and built["builder"]["left_out"] == 0
     assert store.question_counts() == {}  # nothing failed, nothing left out
     assert store.search("who fills the kettle", 16)
+
+
+def test_build_follows_the_release_on_its_inputs_and_failures(tmp_path):
+    """Issue 34 items 9 and 10, each against the release's preprocessing:
+    G6 is fed the chunk's OpenIE triples (not the caption); topic candidates are the G6 extraction triples'
+    names (the release's skip words left out) and a failed G8 keeps its whole batch; a failed summary keeps its
+    span with the captions joined, so the coarser spans do not shift; G11 gives each step a description, which
+    a failed G12 keeps; a step's captions are those whose start lies inside it; G12 is not asked for a step
+    with no caption; a chain of fewer than 2 steps is dropped."""
+    rows = [MemoryRow("v1", "coarse", float(s), float(s + 10), 1.0, 10, "h", f"Anna fills the kettle at {s}",
+                      "perception", "t", None, None, None) for s in range(0, 240, 10)]
+    table = write_table(to_frame(rows, MemoryRow), tmp_path / "captions.parquet", MemoryRow)
+    replies = dict(ROLE_REPLIES)
+    rules = [{"match": ["Write one summary of this", "3min stretch", "kettle at 0"], "error": "server hiccup"},
+             {"match": "Keep the ones that are a specific", "error": "server hiccup"},
+             {"match": "describe what happens in this step", "error": "server hiccup"},
+             {"match": "Extract the lasting knowledge", "text": json.dumps({"semantic_triples": [
+                 ["I", "like", "tea"], ["Anna", "drinks", "tea"], ["kettle", "holds", "water"]],
+                 "episodic_evidence": [[0]]})},
+             {"match": "Group them into chains", "text": json.dumps({"chains": [
+                 {"name": "tea routine", "type": "recurring", "key_entities": ["kettle"], "steps": [
+                     {"start_time": "00:00:00", "end_time": "00:01:00", "description": "Anna puts the kettle on."},
+                     {"start_time": "00:10:00", "end_time": "00:11:00", "description": "Anna drinks tea."}]},
+                 {"name": "lonely", "type": "venue", "steps": [
+                     {"start_time": "00:02:00", "end_time": "00:02:30", "description": "one step only"}]}]})}]
+    rules += [{"match": m, "text": json.dumps(r)} for m, r in replies.items()]
+    script, record = tmp_path / "script.jsonl", tmp_path / "record.jsonl"
+    script.write_text("".join(json.dumps(r) + "\n" for r in rules))
+    model = {"backend": "scripted", "script": str(script), "record": str(record)}
+    cfg = yaml.safe_load(Path("config/memory_system/magic_video.yaml").read_text())
+    video = SimpleNamespace(video_id="v1", duration_s=240.0, path="/videos/v1.mp4")
+    request = BuildRequest(video=video, system="magic_video", system_config=cfg, memory_config={},
+                           out_dir=tmp_path / "store", captions=table, models={"builder": ("scripted", model)})
+    build_store(request, encoder=bag_encoder)
+    store = MagicVideoStore.open(request.out_dir, cfg, video, encoder=bag_encoder)
+    sent = defaultdict(list)
+    for line in record.read_text().splitlines():
+        entry = json.loads(line)
+        sent[entry["purpose"].split(":")[1]].append(entry["payload"]["messages"][0]["content"][0])
+    # G6 reads the OpenIE triples of its chunk, numbered; never the caption
+    assert sent["semantic"] and all("0. (Anna, fills, kettle)" in t and "kettle at" not in t for t in sent["semantic"])
+    # G8: the candidates "anna" and "kettle" (each in ≥ 2 captions; "i" is a skip word, "tea"/"water" unseen),
+    # sorted; the failed call keeps both, so each gets its facts
+    [g8] = sent["entity_filter"]
+    assert "anna\nkettle" in g8 and "\ni\n" not in g8
+    assert {r.label for r in store.chains if r.chain_type == "topic"} == {"anna", "kettle"}
+    # the failed first 3-min summary keeps its span with the captions joined; the 10-min span does not shift
+    three = sorted((n for n in store.nodes if n.level == "3min"), key=lambda n: n.start_s)
+    assert [(n.start_s, n.end_s) for n in three] == [(0.0, 180.0), (180.0, 240.0)]
+    assert three[0].text.startswith("Anna fills the kettle at 0 Anna fills the kettle at 10")
+    [ten] = [n for n in store.nodes if n.level == "10min"]
+    assert (ten.start_s, ten.end_s) == (0.0, 240.0)
+    # G12: asked for the first step only (no caption starts in 10:00-11:00), with the captions starting in
+    # [0, 60] — 60-90 included; it fails, and both steps keep G11's descriptions
+    [g12] = sent["step_detail"]
+    assert "[00:01:00 - 00:01:30]" in g12 and "[00:01:30" not in g12
+    events = sorted((r.start_s, r.end_s, r.text) for r in store.chains if r.chain_type == "event")
+    assert events == [(0.0, 60.0, "Anna puts the kettle on."), (600.0, 660.0, "Anna drinks tea.")]
+    built = yaml.safe_load((request.out_dir / "config.yaml").read_text())
+    assert built["event_chains_dropped"] == 1  # "lonely": one step
+    # lost: only the failed summary (its span kept, its summary missing); G8 and G12 lost nothing
+    assert built["builder"]["failed"] == 3 and built["builder"]["left_out"] == 1
+
+
+def test_topic_candidates_use_the_release_s_skip_words():
+    from senri.memory.magic_video.build import TOPIC_SKIP_WORDS, topic_candidates
+
+    triples = [("I", "like", "Tea"), ("Anna", "drinks", "tea "), ("x", "is", "Speed"), ("the kettle", "is", "hot")]
+    assert topic_candidates(triples, TOPIC_SKIP_WORDS) == ["tea", "anna", "the kettle", "hot"]
+    assert topic_candidates(triples, ()) == ["tea", "anna", "speed", "the kettle", "hot"]  # "i", "x": < 2 letters
+    cfg = yaml.safe_load(Path("config/memory_system/magic_video.yaml").read_text())
+    assert tuple(cfg["topic_skip_words"]) == TOPIC_SKIP_WORDS
 
 
 def test_builder_requests_past_the_model_limits_are_not_sent(tmp_path):
@@ -480,12 +676,13 @@ def test_builder_requests_past_the_model_limits_are_not_sent(tmp_path):
 #: A builder that fails some of its calls: each rule ahead of ROLE_REPLIES answers one request badly.
 LOSSY_RULES = [
     {"match": ["In one pass:", "kettle at 30"], "text": "Sorry, I cannot help with that."},  # unreadable: 1 lost
-    {"match": ["Extract the lasting knowledge", "kettle at 60"], "error": "server hiccup"},  # failed: 1 lost
+    {"match": ["Write one summary of this", "3min stretch"], "error": "server hiccup"},  # failed: 1 lost (joined)
     {"match": ["Write one summary of this", "1h stretch"], "text": json.dumps({"summary": " "})},  # empty: 1 lost
     {"match": "Merge the ones that say the", "error": "server hiccup"},  # failed G7: the triples are kept, no loss
     {"match": "Write the facts they", "text": json.dumps({"facts": [
         {"time": "00:00:10", "fact": "the kettle is filled"}, {"time": "soon", "fact": "it boils"}]})},  # 1 lost
-    {"match": "describe what happens in this step", "text": json.dumps({"description": ""})},  # empty: 1 lost
+    # empty: the first step keeps G11's description, the second has none: 1 lost
+    {"match": "describe what happens in this step", "text": json.dumps({"description": ""})},
 ]
 
 
@@ -508,14 +705,18 @@ def test_builder_losses_reach_every_question_and_the_run_health_table(tmp_path):
                            captions=table, models={"builder": ("scripted", model)})
     build_store(request)
     built = yaml.safe_load((request.out_dir / "config.yaml").read_text())["builder"]
-    # 4 base episodes; the two failed calls are the semantic one and the G7 merge, the two unreadable replies
-    # the OpenIE one and the fact without a clock time.
+    # 4 base episodes; the two failed calls are the 3-min summary and the G7 merge, the two unreadable replies
+    # the OpenIE one and the fact without a clock time; lost: OpenIE, the 3-min and 1-h summaries, the fact and
+    # the chain step that ends without a description.
     assert (built["failed"], built["unparsed"], built["over_limits"], built["left_out"]) == (2, 2, 0, 5)
     store = MagicVideoStore.open(request.out_dir, cfg, request.video)
     assert store.question_counts() == {"builder_losses": 5}
     assert {n.text for n in store.nodes if n.node_type == "semantic"} == {"Anna drinks tea", "Anna likes tea"}
-    assert not [n for n in store.nodes if n.level == "1h"] and [n for n in store.nodes if n.level == "10min"]
-    assert {r.text for r in store.chains} == {"the kettle is filled"}
+    # every span stays: the failed 3-min summary as its captions joined, the empty 1-h one with no text
+    [three] = [n for n in store.nodes if n.level == "3min"]
+    assert three.text.startswith("Anna fills the kettle at 0") and (three.start_s, three.end_s) == (0.0, 120.0)
+    assert [n.text for n in store.nodes if n.level == "1h"] == [""]
+    assert {r.text for r in store.chains} == {"the kettle is filled", "Anna starts the kettle.", ""}
 
     second = replace(QUESTION, qid="v1_2", question="Where is the kettle?")
     frame, _ = answer_over(tmp_path / "answer", request.out_dir, cfg, "magic_video", MAGIC_RULES, [QUESTION, second])
@@ -769,9 +970,16 @@ def test_magic_video_workflow_searches_then_asks_its_qa_call_with_clip_frames(tm
     search = trace["rounds"][0]
     assert search["retriever"] == "ppr" and any(n.startswith("ppr:") for n in search["notes"])
     frames = images_of(qa)
-    # four retrieved clips (vis_0, vis_30, vis_60, vis_100) × 16 frames at 1 fps = the 64-frame cap
+    # G-R5 as the release picks them: the four retrieved clips in retrieval order (vis_0, vis_30, vis_100, vis_60
+    # by their hybrid scores), 16 frames spread over each whole clip (1 fps would give 31 on this 4-fps video:
+    # frames linspace(first, last, 16)), read at frame / 4 fps — the 64-frame cap
     assert len(frames) == 64 and trace["qa_images"] == 64
-    assert [f["time_s"] for f in frames[:2]] == [0.0, 1.0] and frames[-1]["time_s"] == 115.0
+    times = [f["time_s"] for f in frames]
+    assert times[:16] == [2.0 * i for i in range(16)]  # 0:00-0:30, both ends: frames 0, 8, …, 120
+    assert times[16:32] == [30.0 + 2.0 * i for i in range(16)]
+    # 1:40-2:10 runs past the 120-s video's end: frames 400..479 (its last), linspace truncated to int
+    assert times[32:48] == [i / 4 for i in np.linspace(400, 479, 16, dtype=int)] and times[47] == 119.75
+    assert times[48:] == [60.0 + 2.0 * i for i in range(16)]
     assert row["forced_answers"] == 0
     # What it did, as columns: two controller rounds, one search returning its items, one QA call.
     assert (row["rounds"], row["searches"], row["qa_calls"], row["bypasses"]) == (2, 1, 1, 0)
@@ -781,7 +989,7 @@ def test_magic_video_workflow_searches_then_asks_its_qa_call_with_clip_frames(tm
 def test_magic_video_qa_frames_are_sized_to_the_model_limits(tmp_path):
     row, calls = answer_over_store(tmp_path, "magic_video", MAGIC_RULES, {"max_images": 5})
     [qa] = [c for c in calls if c["purpose"] == "answer"]
-    assert [f["time_s"] for f in images_of(qa)] == [0.0, 1.0, 2.0, 3.0, 4.0]  # the earliest frames are kept
+    assert [f["time_s"] for f in images_of(qa)] == [0.0, 2.0, 4.0, 6.0, 8.0]  # the first retrieved clip's first frames
     trace = json.loads(row["trace"])
     assert trace["qa_trim"]["frames_left_out"] == 59 and row["context_trims"] == 1 and row["pred"] == "B"
 
@@ -887,7 +1095,6 @@ def test_clip_embeddings_seed_the_visual_channel(tmp_path):
     """G-C5 / G-R2 with an embedder: a tiny random LLaVA (built here, no download) embeds each 30-s clip from
     its frames and the query from its text (last token, L2); the reset then takes visual seeds × 0.3 and text
     seeds × 0.7. The answer job's store loads the same model from the store's record to embed queries."""
-    from senri.memory.retrieval import BM25
     from tiny_vlm import build_tiny_llava
 
     model_dir = build_tiny_llava(tmp_path / "tiny")
@@ -905,9 +1112,9 @@ def test_clip_embeddings_seed_the_visual_channel(tmp_path):
     keep, cos, reset, _ = store.seeds(query)
     sims = store.visual_vectors @ store.encode_visual_query(query)
     assert store.encode_visual_query(query) == pytest.approx(store.encode_visual_query(query))
-    visual = np.zeros(len(keep))
+    visual = np.full(len(keep), np.nan)  # only the clips are visual candidates
     visual[store.visual_index] = sims
-    bm25 = BM25([n.display_text() for n in store.nodes]).scores(query)
+    bm25 = bm25_okapi([n.display_text().lower().split() for n in store.nodes], query.lower().split())
     assert reset == pytest.approx(seed_weights(cos, bm25, visual, text_weight=0.7, bm25_weight=0.3,
                                                visual_weight=0.3, seed_top_k=5))
     assert store.search(query, 16)
@@ -941,6 +1148,257 @@ def test_import_reads_release_clip_embeddings_only_with_an_embedder(tmp_path):
     (release / "visual_memory" / "visual_embeddings.pkl").write_bytes(pickle.dumps({"k": Evil()}))
     with pytest.raises(ValueError, match=r"visual_embeddings\.pkl: not readable without executing foreign code"):
         import_release(release, request, encoder=bag_encoder)
+
+
+# ------------------------------------------------------------------- against what the released code computes
+
+RELEASE_CASES = Path(__file__).resolve().parents[2] / "shared/reference/release_cases/magic_video/cases.json"
+
+
+@pytest.fixture(scope="module")
+def release_cases():
+    """What MAGIC-video @0f2273f computed on a fixed EgoLife-style fixture (shared/reference/release_cases)."""
+    if not RELEASE_CASES.is_file():
+        pytest.skip(f"{RELEASE_CASES} is absent: the release cases are not in this checkout")
+    return json.loads(RELEASE_CASES.read_text())
+
+
+# The fixture is in the release's EgoLife format; senri's store is in absolute float seconds. The mapping the
+# comparisons use (and nothing else differs): a TS9 timestamp int(day digit + HHMMSSFF) is
+# (day − 1)·86400 + HH·3600 + MM·60 + SS seconds (graph.ts9_seconds; DAY1 11:00:30 = 39630 s); an episode id
+# ep_{TS9}_{TS9}_{gran} is ep_{s}_{e}_{gran} in those seconds; a clip id vis_DAY{d}_{HHMMSSFF} is vis_{int s};
+# entity ids and semantic ids sem_{snapshot key}_{i} are the same; the type "visual_clip" is "visual". The
+# store writes its times as the release does (clock: day, "DAY1 11:00:00").
+
+
+def caption_ts9(entry: dict, field: str) -> int:
+    return int(entry["date"].replace("DAY", "") + str(entry[field]).zfill(8))
+
+
+def senri_id(release_id: str) -> str:
+    from senri.memory.magic_video.graph import ts9_seconds, visual_id
+
+    if release_id.startswith("ep_"):
+        _, start, end, level = release_id.split("_")
+        return episode_id(ts9_seconds(int(start)), ts9_seconds(int(end)), level)
+    if release_id.startswith("vis_DAY"):
+        _, day, clock = release_id.split("_")
+        return visual_id(ts9_seconds(int(day[3:] + clock)))
+    return release_id
+
+
+def fixture_graph(cases):
+    """senri's build_graph on the fixture, in the order the release's build_unified_graph calls its steps."""
+    from senri.memory.magic_video.graph import Snapshot, ts9_seconds
+
+    fixture = cases["fixture"]
+    episodes = {level: [Episode(level, ts9_seconds(caption_ts9(e, "start_time")),
+                                ts9_seconds(caption_ts9(e, "end_time")), e["text"]) for e in entries]
+                for level, entries in fixture["caption_files"].items()}
+    clips = episodes["30sec"]
+    ner = fixture["openie_results"]["ner_results_by_clip_index"]
+    entities = {episode_id(c.start_s, c.end_s, "30sec"): names for c, names in zip(clips, ner)}
+    snapshots = [Snapshot(key, ts9_seconds(int(key)), [tuple(t) for t in content["consolidated_semantic_triples"]])
+                 for key, content in fixture["semantic_consolidation_results"].items()]
+    return build_graph(episodes, entities, snapshots, person=fixture["person"])
+
+
+def fixture_store(cases, graph, config=None, vectors=None, visual=None, encoder=None, visual_encoder=None):
+    return MagicVideoStore(graph, (), vectors if vectors is not None else np.zeros((len(graph.nodes), 1)),
+                           {"clock": "day", "time_bypass": False, **(config or {})}, encoder=encoder,
+                           visual=visual, visual_encoder=visual_encoder)
+
+
+def undirected(edges) -> dict[frozenset, tuple[str, float]]:
+    return {frozenset((senri_id(e["u"]), senri_id(e["v"]))): (e["type"], e["weight"]) for e in edges}
+
+
+def test_graph_full_matches_the_release(release_cases):
+    """graph_full: every node (type, text, span, display text) in insertion order, the directed edge list with
+    its weights in the release's order, and the undirected PPR graph after duplicate pairs keep their first
+    weight — equal under the id/time mapping above (all semantic snapshots in the full graph)."""
+    from senri.memory.magic_video.graph import day_clock, release_seconds
+
+    expected = release_cases["graph_full"]
+    graph = fixture_graph(release_cases)
+    theirs = expected["nodes_in_insertion_order"]
+    assert list(graph.nodes) == [senri_id(n["id"]) for n in theirs]
+    for node, want in zip(graph.nodes.values(), theirs):
+        assert node.node_type == {"visual_clip": "visual"}.get(want["type"], want["type"]), want["id"]
+        assert node.text == want["text"], want["id"]
+        assert (node.start_s, node.end_s) == (release_seconds(want["start_ts"]), release_seconds(want["end_ts"]))
+        assert node.display_text(day_clock) == want["display_text"], want["id"]
+    ours = [(e.src, e.dst, e.edge_type) for e in graph.edges]
+    assert ours == [(senri_id(e["src"]), senri_id(e["dst"]), e["type"]) for e in expected["directed_edge_list"]]
+    assert [e.weight for e in graph.edges] == pytest.approx([e["weight"] for e in expected["directed_edge_list"]])
+    pairs = {frozenset(k): v for k, v in graph.pairs().items()}
+    want_pairs = undirected(expected["undirected_igraph_edges"])
+    assert pairs.keys() == want_pairs.keys() and len(pairs) == len(expected["undirected_igraph_edges"])
+    for key, (kind, weight) in want_pairs.items():
+        assert pairs[key][0] == kind and pairs[key][1] == pytest.approx(weight), key
+    counts = defaultdict(int)
+    for node in graph.nodes.values():
+        counts[node.node_type] += 1
+    assert dict(counts) == {{"visual_clip": "visual"}.get(k, k): v for k, v in expected["stats"]["nodes"].items()}
+
+
+def test_filter_by_time_matches_the_release(release_cases):
+    """filter_by_time: the nodes and PPR edges a search at each cut-off walks. The full graph holds both
+    cumulative semantic snapshots; a search sees only the newest written by its time (and a whole-video search
+    only the newest of all)."""
+    from senri.memory.magic_video.graph import ts9_seconds
+
+    graph = fixture_graph(release_cases)
+    store = fixture_store(release_cases, graph)
+    for cutoff, expected in release_cases["filter_by_time"].items():
+        keep, edges = store.subgraph(ts9_seconds(int(cutoff)))
+        assert [store.nodes[i].node_id for i in keep] == [senri_id(n) for n in expected["node_ids"]], cutoff
+        pairs: dict[frozenset, tuple[str, float]] = {}
+        for u, v, w in edges:
+            key = frozenset((store.nodes[keep[u]].node_id, store.nodes[keep[v]].node_id))
+            pairs.setdefault(key, w)
+        want = undirected(expected["undirected_igraph_edges"])
+        assert pairs.keys() == want.keys(), cutoff
+        assert all(pairs[k] == pytest.approx(w) for k, (_, w) in want.items())
+    newest = [n.node_id for n, v in zip(store.nodes, store._visible(None)) if v and n.node_type == "semantic"]
+    assert newest == [f"sem_111040000_{i}" for i in range(15)]
+
+
+def test_ppr_with_fixed_seeds_matches_the_release(release_cases):
+    """ppr_fixed_seeds: senri's PageRank (power iteration) on the 11:10:00 subgraph equals igraph's prpack,
+    every score within 1e-6 (tied scores unordered)."""
+    from senri.memory.magic_video.graph import ts9_seconds
+    from senri.memory.ppr import personalized_pagerank
+
+    graph = fixture_graph(release_cases)
+    store = fixture_store(release_cases, graph)
+    keep, edges = store.subgraph(ts9_seconds(111100000))
+    local = {store.nodes[i].node_id: j for j, i in enumerate(keep)}
+    for name, case in release_cases["ppr_fixed_seeds"]["results"].items():
+        reset = np.zeros(len(keep))
+        for node, weight in case["seeds"].items():
+            reset[local[senri_id(node)]] = weight
+        scores = personalized_pagerank(len(keep), edges, reset, damping=case["damping"], duplicates="first")
+        ours = {store.nodes[i].node_id: float(scores[j]) for j, i in enumerate(keep)}
+        want = {senri_id(k): v for k, v in case["all_scores"].items()}
+        assert ours.keys() == want.keys(), name
+        assert ours == pytest.approx(want, abs=1e-6), name
+        top = sorted(ours.values(), reverse=True)[:10]
+        assert top == pytest.approx([t["score"] for t in case["top10"]], abs=1e-6), name
+
+
+def assert_same_ranking(ours: list[tuple[str, float]], theirs: list[tuple[str, float]], tol: float) -> None:
+    """Equal scores in order within ``tol``; the same ids, except that items tied with the last score may
+    differ (tied items are unordered)."""
+    assert [s for _, s in ours] == pytest.approx([s for _, s in theirs], rel=tol, abs=1e-9)
+    last = theirs[-1][1]
+    core = lambda ranked: {i for i, s in ranked if abs(s - last) > tol * abs(last)}  # noqa: E731
+    assert core(ours) == core(theirs)
+
+
+def cross_modal_store(cases, config=None):
+    """The store of the cross-modal case: the fixture's graph, its toy text vectors (entity and clip rows zero,
+    as the release's build_igraph does), its 4-d clip vectors, its query vectors."""
+    from senri.memory.magic_video.graph import ts9_seconds, visual_id
+
+    case = cases["cross_modal_retrieve_toy_embeddings"]
+    graph = fixture_graph(cases)
+    recorded = {senri_id(k): v for k, v in case["text_embedder"]["node_text_embeddings"].items()}
+    by_text = {graph.nodes[i].text: np.array(v, dtype=np.float32) for i, v in recorded.items()}
+    queries = dict(case["queries"])
+    by_text.update({q: np.array(v["query_text_embedding"], dtype=np.float32) for q, v in queries.items()})
+
+    def encoder(texts):
+        return np.stack([by_text[t] for t in texts])
+
+    clips = cases["fixture"]["caption_files"]["30sec"]
+    embeddings = cases["fixture"]["visual_embeddings"]
+    ids = [visual_id(ts9_seconds(caption_ts9(c, "start_time"))) for c in clips]
+    vectors = np.array([embeddings[c["video_path"]] for c in clips], dtype=np.float32)
+    visual_query = {q: np.array(v["query_visual_embedding"], dtype=np.float32) for q, v in queries.items()}
+    params = next(iter(queries.values()))["params"]
+    config = {"text_weight": params["alpha"], "visual_weight": 1 - params["alpha"],
+              "bm25_weight": params["bm25_weight"], "seed_top_k": params["seed_top_k"], "damping": params["damping"],
+              **(config or {})}
+    store = fixture_store(cases, graph, config, node_vectors(graph, encoder), (ids, vectors), encoder,
+                          lambda q: visual_query[q])
+    return store, queries
+
+
+def test_cross_modal_retrieve_matches_the_release(release_cases):
+    """cross_modal_retrieve_toy_embeddings: the reset vector (text cosine × 0.7 + BM25 × 0.3 on the release's
+    whitespace tokens + clip cosine × 0.3, normalised) and the top 10 by PPR · (cos + 1)/2 under the release's
+    quotas (episodes 8/4/3/0, semantic 5, entities 3 — the case asks every node type), at 11:10:00."""
+    from senri.memory.magic_video.graph import ts9_seconds
+
+    store, queries = cross_modal_store(release_cases)
+    t = ts9_seconds(111100000)
+    for query, case in queries.items():
+        keep, _, reset, _ = store.seeds(query, t)
+        ours = {store.nodes[i].node_id: float(r) for i, r in zip(keep, reset) if r > 0}
+        assert ours == pytest.approx({senri_id(k): v for k, v in case["reset_vector_nonzero"].items()}, rel=1e-5), query
+        ranked = store.ranked(query, t, types=("episode", "semantic", "visual", "entity"))
+        picked = apply_quotas(ranked, case["params"]["top_k"], {"30sec": 8, "3min": 4, "10min": 3, "1h": 0},
+                              {"semantic": 5, "entity": 3})
+        assert_same_ranking([(n.node_id, s) for n, s in picked],
+                            [(senri_id(r["node_id"]), r["hybrid_score"]) for r in case["results"]], 1e-5)
+
+
+def test_bm25_words_is_a_named_deviation_from_the_release_s_whitespace_tokens(release_cases):
+    """``bm25: words`` (senri's \\\\w+ BM25) reads "scissors?" as "scissors": the entity "scissors" becomes a BM25
+    seed, which it is not in the release (its whitespace token "scissors?" matches nothing)."""
+    from senri.memory.magic_video.graph import ts9_seconds
+
+    query = "Where did Katrina find the scissors?"
+    for rule, seeded in (("release", False), ("words", True)):
+        store, _ = cross_modal_store(release_cases, {"bm25": rule})
+        keep, _, reset, _ = store.seeds(query, ts9_seconds(111100000))
+        weights = {store.nodes[i].node_id: r for i, r in zip(keep, reset)}
+        assert bool(weights["ent_scissors"] > 0) is seeded, rule
+
+
+def test_qa_frame_selection_matches_the_release(release_cases, tmp_path):
+    """qa_frame_selection: the frame indices the release reads per retrieved clip (decord), from the clip's
+    video fps and frame count: 16 spread over the whole clip, 1 fps when that gives fewer, clips in retrieval
+    order, 64 in all (56 spent before leaves 8). An EgoLife clip file is its own video (the clip spans it
+    whole); an MM-Lifelong clip is its start_sec-end_sec span of the long video. Senri reads frame i at i / fps:
+    on a generated 20-fps video its decoder returns exactly those frames."""
+    from senri.decode import read_frames
+    from senri.media import run_ffmpeg
+    from senri.memory.magic_video.graph import ts9_seconds
+    from senri.methods.magic_video import qa_frame_plan
+
+    # the release's defaults (eval_defaults): fps 1.0, 16 frames per clip, 64 in all
+    clips = {f"vis_{c['date']}_{c['start_time']}": c for c in release_cases["fixture"]["caption_files"]["30sec"]}
+    for case in release_cases["qa_frame_selection"]["cases"]:
+        assert case["exception"] is None
+        spans, videos = [], set()
+        for node in case["retrieved_nodes"]:
+            if node["node_id"] not in clips:  # an episode: text only
+                continue
+            clip = clips[node["node_id"]]
+            override = node["metadata_override"]
+            videos.add(tuple(case["video_meta_fps_nframes"][clip["video_path"]]))
+            if "start_sec" in override:  # MM-Lifelong: a span of the long video
+                spans.append((override["start_sec"], override["end_sec"]))
+            else:  # EgoLife: the clip file is the video, spanned whole
+                start = ts9_seconds(caption_ts9(clip, "start_time"))
+                spans.append((0.0, ts9_seconds(caption_ts9(clip, "end_time")) - start))
+        [(fps, n_frames)] = videos
+        plan = qa_frame_plan(spans, fps, n_frames, 1.0, 16, 64,
+                             int(case["format_results_kwargs"].get("_current_total_frames", 0)))
+        assert [p for p in plan if p] == [c["frame_indices"] for c in case["decord_get_batch_calls"]], case["name"]
+        images = [int(re.match(r"<(\d+) images>", i["content"]).group(1)) for i in case["items"]
+                  if i["memory_type"] == "visual"]
+        assert [len(p) for p in plan if p] == images, case["name"]
+
+    video = tmp_path / "clip20.mp4"
+    run_ffmpeg(["-y", "-f", "lavfi", "-i", "testsrc2=s=64x48:r=20:d=30", "-c:v", "libx264", "-g", "20",
+                "-pix_fmt", "yuv420p", str(video)], what="test video")
+    [indices] = qa_frame_plan([(0.0, 30.0)], 20.0, 600)
+    assert indices == release_cases["qa_frame_selection"]["cases"][0]["decord_get_batch_calls"][0]["frame_indices"]
+    frames = list(read_frames(video, [i / 20.0 for i in indices], accuracy="exact"))
+    assert [round(f.pts_s * 20) for f in frames] == indices
 
 
 def test_the_magic_video_config_composes_and_its_keys_are_checked():

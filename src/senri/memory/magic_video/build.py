@@ -14,11 +14,13 @@ when it refuses, the graph is rebuilt from the JSON files and the store's ``conf
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import re
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 import numpy as np
 import polars as pl
@@ -27,8 +29,9 @@ import yaml
 from senri.memory.magic_video.graph import (CHAINS_FILE, CONFIG_FILE, EDGES_FILE, ENTITY, EPISODE, ITEMS_FILE,
                                             NODES_FILE, SEMANTIC, VECTORS_FILE, VISUAL, VISUAL_FILE, ChainRow,
                                             Episode, Graph, GraphEdge, GraphNode, TextEncoder, build_graph,
-                                            default_encoder, episode_id, hms, normalise_entity, parse_clock)
-from senri.memory.magic_video.search import entity_pattern, node_item
+                                            default_encoder, episode_id, hms, normalise_entity, read_clock,
+                                            step_span)
+from senri.memory.magic_video.search import node_item
 from senri.memory.store import BuildRequest, MemoryItem
 
 log = logging.getLogger(__name__)
@@ -202,9 +205,12 @@ def base_captions(request: BuildRequest) -> tuple[list[Episode], dict[str, Any]]
             rows = service.captions(clips)
         finally:
             service.close()
-        episodes = [Episode("30sec", r.start_s, r.end_s, r.text) for r in rows if r.text]
+        # Every clip keeps its span, a failed one with empty text (the release's): the coarser groups of 6 / 3 / 6
+        # stay aligned to the clock, and the clip's node is still there to be found by its frames.
+        episodes = [Episode("30sec", r.start_s, r.end_s, r.text or "") for r in rows]
         return episodes, {"base_captions": f"caption service ({service.name}), 30 s clips at {fps:g} fps",
-                          "failed_captions": len(clips) - len(episodes), "asr": "none (G2 rewrite, G3 merge off)"}
+                          "failed_captions": sum(not e.text for e in episodes),
+                          "asr": "none (G2 rewrite, G3 merge off)"}
     if request.captions is None:
         raise ValueError("magic_video build: the request has neither media + caption_cache nor a captions table")
     from senri.records import MemoryRow, read_table
@@ -224,19 +230,28 @@ def caption_lines(episodes: Sequence[Episode]) -> str:
 
 def summarise(llm: BuilderLLM, base: Sequence[Episode]) -> dict[str, list[Episode]]:
     """G-C3: every coarser level from the one below, ``n`` consecutive items per summary (the last group may be
-    shorter), spanning the group's first start to its last end; a failed or empty summary leaves its span out
-    (counted ``left_out``)."""
+    shorter), spanning the group's first start to its last end. Every group keeps its span, so the coarser
+    groups stay aligned to the clock (the release's): a failed or unreadable call keeps the group's texts
+    joined (the release's fallback), an empty reply an empty text — both counted ``left_out`` (a summary is
+    missing) — and a group with no text is not asked (empty text)."""
     levels = {"30sec": list(base)}
     for level, source, n in SUMMARY_GROUPS:
         groups = [levels[source][i:i + n] for i in range(0, len(levels[source]), n)]
-        replies = llm.ask_many("summary", "summary", [{"captions": caption_lines(g), "level": level} for g in groups])
+        texted = [[e for e in g if e.text.strip()] for g in groups]
+        replies = iter(llm.ask_many("summary", "summary", [{"captions": caption_lines(t), "level": level}
+                                                           for t in texted if t]))
         levels[level] = []
-        for group, reply in zip(groups, replies):
-            text = str(reply["summary"]).strip() if reply else ""
-            if text:
-                levels[level].append(Episode(level, group[0].start_s, group[-1].end_s, text))
-            elif reply:  # a failed call was counted by ask_many
-                llm.leave_out()
+        for group, with_text in zip(groups, texted):
+            text = ""
+            if with_text:
+                reply = next(replies)
+                if reply is None:  # failed or unreadable: counted by ask_many; the release joins the texts
+                    text = " ".join(e.text.strip() for e in with_text)
+                else:
+                    text = str(reply["summary"] or "").strip()
+                    if not text:
+                        llm.leave_out()
+            levels[level].append(Episode(level, group[0].start_s, group[-1].end_s, text))
     return levels
 
 
@@ -258,25 +273,36 @@ def _names(value: Any) -> list[str]:
         if isinstance(value, list) else []
 
 
+def numbered_triples(triples: Sequence[tuple[str, str, str]]) -> str:
+    """A chunk's OpenIE triples as G6 reads them: one per line, numbered from 0 (its evidence cites them)."""
+    return "\n".join(f"{i}. ({s}, {p}, {o})" for i, (s, p, o) in enumerate(triples))
+
+
 def extract(llm: BuilderLLM, base: Sequence[Episode], person: str
             ) -> tuple[dict[str, list[str]], list[tuple[str, str, str]], list[tuple[str, str, str]]]:
-    """G-C4: OpenIE (G5) and semantic triples (G6) per 30-s caption, then G7 per normalised subject.
-    Returns (entities per 30-s episode id, OpenIE triples, the snapshot's semantic triples)."""
-    fields = [{"caption": e.text, "time": f"{hms(e.start_s)} - {hms(e.end_s)}"} for e in base]
+    """G-C4: OpenIE (G5) per 30-s caption with text; semantic extraction (G6) per caption fed that caption's
+    OpenIE triples, as the release feeds it (a caption without triples has nothing to extract from and is not
+    asked); then G7 per normalised subject. Returns (entities per 30-s episode id, the G6 extraction triples —
+    the topic-chain candidates' source —, the snapshot's semantic triples)."""
+    texted = [e for e in base if e.text.strip()]
+    fields = [{"caption": e.text, "time": f"{hms(e.start_s)} - {hms(e.end_s)}"} for e in texted]
     openie = llm.ask_many("openie", "triples", fields)
-    semantic_replies = llm.ask_many("semantic", "semantic_triples", fields)
     entities: dict[str, list[str]] = {}
-    triples: list[tuple[str, str, str]] = []
-    for ep, reply in zip(base, openie):
+    chunks: list[list[tuple[str, str, str]]] = []
+    for ep, reply in zip(texted, openie):
         if reply is None:
             continue
         entities[episode_id(ep.start_s, ep.end_s, "30sec")] = _names(reply.get("named_entities"))
-        triples += _triples(reply.get("triples"))
+        chunk = _triples(reply.get("triples"))
+        if chunk:
+            chunks.append(chunk)
+    semantic_replies = llm.ask_many("semantic", "semantic_triples", [{"triples": numbered_triples(c)}
+                                                                     for c in chunks])
+    extracted = [t for reply in semantic_replies for t in _triples((reply or {}).get("semantic_triples"))]
     by_subject: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
-    for reply in semantic_replies:
-        for t in _triples((reply or {}).get("semantic_triples")):
-            if t not in by_subject[normalise_entity(t[0], person)]:
-                by_subject[normalise_entity(t[0], person)].append(t)
+    for t in extracted:
+        if t not in by_subject[normalise_entity(t[0], person)]:
+            by_subject[normalise_entity(t[0], person)].append(t)
     many = [s for s, ts in by_subject.items() if len(ts) > 1]
     merged = llm.ask_many("dedupe", "triples", [{"subject": by_subject[s][0][0], "triples": json.dumps(
         [list(t) for t in by_subject[s]], ensure_ascii=False)} for s in many], kept_on_failure=True)
@@ -284,46 +310,83 @@ def extract(llm: BuilderLLM, base: Sequence[Episode], person: str
         kept = _triples((reply or {}).get("triples"))
         if kept:  # a failed or empty G7 reply keeps the subject's triples as they were
             by_subject[subject] = kept
-    return entities, triples, [t for ts in by_subject.values() for t in ts]
+    return entities, extracted, [t for ts in by_subject.values() for t in ts]
 
 
-def topic_chains(llm: BuilderLLM, base: Sequence[Episode], triples: Sequence[tuple[str, str, str]], person: str,
+#: The release's stop list for topic-chain candidates (its MM-Lifelong ``extract_topic_chains``, restated):
+#: pronouns, the streamer and his audience, stream words, yes/no words and time words. ``topic_skip_words``.
+TOPIC_SKIP_WORDS: tuple[str, ...] = (
+    "ishowspeed", "speed", "streamer", "man", "person", "people", "fan", "fans", "he", "she", "they", "i", "we",
+    "someone", "everyone", "narrator", "video", "stream", "chat", "livestream", "broadcast", "viewer", "viewers",
+    "audience", "subscriber", "subscribers", "true", "false", "yes", "no", "something", "anything", "nothing",
+    "time", "moment", "scene", "clip", "frame")
+
+
+@functools.lru_cache(maxsize=4096)
+def mention_pattern(entity: str) -> re.Pattern:
+    """A topic candidate's mentions in a caption, as the release counts them: the name as a whole word, any
+    case, with an optional plural "s"."""
+    return re.compile(r"\b" + re.escape(entity) + r"s?\b", re.IGNORECASE)
+
+
+def topic_candidates(extracted: Sequence[tuple[str, str, str]], skip_words: Collection[str]) -> list[str]:
+    """Topic-chain candidate names (G-C7): every subject and object of the G6 extraction triples, lower-cased
+    and stripped, at least 2 characters and not a skip word (the release's rule), in first-seen order."""
+    skip = {w.lower() for w in skip_words}
+    names: dict[str, None] = {}
+    for s, _, o in extracted:
+        for name in (s.lower().strip(), o.lower().strip()):
+            if len(name) >= 2 and name not in skip:
+                names.setdefault(name)
+    return list(names)
+
+
+def topic_chains(llm: BuilderLLM, base: Sequence[Episode], extracted: Sequence[tuple[str, str, str]],
                  cfg: Mapping[str, Any]) -> list[ChainRow]:
-    """G-C7 topic chains: triple entities hitting ≥ ``topic_min_captions`` captions → G8 noise filter
-    (``filter_batch`` names per call) → G9 dated facts from the entity's captions (``facts_chunk`` per call)."""
-    names: dict[str, str] = {}
-    for s, _, o in triples:
-        for name in (s, o):
-            if name.strip() not in ("I", "me", "my") and normalise_entity(name, person) not in names:
-                names[normalise_entity(name, person)] = name.strip()
-    hits = {name: [e for e in base if entity_pattern(name).search(e.text)] for name in names.values()}
-    candidates = [n for n, h in hits.items() if len(h) >= int(cfg.get("topic_min_captions", 2))]
+    """G-C7 topic chains: candidates from the G6 extraction triples (:func:`topic_candidates`) mentioned in ≥
+    ``topic_min_captions`` 30-s captions → G8 noise filter over them sorted, ``filter_batch`` names per call (a
+    failed or unreadable call keeps its whole batch, as the release does: nothing is lost) → G9 dated facts
+    from the captions that mention the name (``facts_chunk`` per call); a chain's label is the lower-cased
+    name. A fact whose time is unreadable is left out (counted)."""
+    names = topic_candidates(extracted, cfg.get("topic_skip_words", TOPIC_SKIP_WORDS))
+    hits = {name: [e for e in base if mention_pattern(name).search(e.text)] for name in names}
+    candidates = sorted(n for n, h in hits.items() if len(h) >= int(cfg.get("topic_min_captions", 2)))
     batch = int(cfg.get("filter_batch", 100))
-    kept: list[str] = []
-    for reply in llm.ask_many("entity_filter", "keep", [{"names": "\n".join(candidates[i:i + batch])}
-                                                        for i in range(0, len(candidates), batch)]):
-        kept += [n for n in _names((reply or {}).get("keep")) if n in hits]
+    batches = [candidates[i:i + batch] for i in range(0, len(candidates), batch)]
+    kept: set[str] = set()
+    for names_in, reply in zip(batches, llm.ask_many("entity_filter", "keep", [{"names": "\n".join(b)}
+                                                                                for b in batches],
+                                                      kept_on_failure=True)):
+        if reply is None or not isinstance(reply.get("keep"), list):  # failed or unreadable: keep all of it
+            kept.update(names_in)
+        else:
+            kept.update(n.lower() for n in _names(reply["keep"]) if n.lower() in hits and n.lower() in names_in)
     chunk = int(cfg.get("facts_chunk", 50))
-    jobs = [(name, hits[name][i:i + chunk]) for name in dict.fromkeys(kept) for i in range(0, len(hits[name]), chunk)]
+    jobs = [(name, hits[name][i:i + chunk]) for name in candidates if name in kept
+            for i in range(0, len(hits[name]), chunk)]
     rows = []
     for (name, caps), reply in zip(jobs, llm.ask_many("entity_facts", "facts", [
             {"entity": name, "captions": caption_lines(caps)} for name, caps in jobs])):
         for fact in (reply or {}).get("facts") or []:
             if isinstance(fact, dict) and str(fact.get("fact", "")).strip():
-                try:
-                    when = parse_clock(fact.get("time"), "G9 reply field 'time'")
-                except ValueError:
+                when = read_clock(fact.get("time"))
+                if when is None:
                     llm.leave_out(unparsed=True)
                     continue
                 rows.append(ChainRow("topic", name, when, None, str(fact["fact"]).strip()))
     return rows
 
 
-def event_chains(llm: BuilderLLM, levels: Mapping[str, Sequence[Episode]], cfg: Mapping[str, Any]) -> list[ChainRow]:
+def event_chains(llm: BuilderLLM, levels: Mapping[str, Sequence[Episode]], cfg: Mapping[str, Any]
+                 ) -> tuple[list[ChainRow], int]:
     """G-C7 event chains: G10 event logs of the 10-min captions (``log_batch`` per call) → G11 recurring/venue
-    chains with steps (≤ ``chain_batch`` logs per call) → G12 each step's description from the 30-s captions
-    inside it."""
-    tens = list(levels.get("10min", ()))
+    chains, each step with its time range and a description (≤ ``chain_batch`` logs per call) → G12 each step's
+    description from the 30-s captions whose *start* lies in the step, asked only for a step with such captions;
+    a failed G12 keeps G11's description (the release's). Step times are read as the release's chain loader
+    reads them (:func:`senri.memory.magic_video.graph.step_span`); a step without a time is left out, and a
+    chain left with fewer than 2 steps is dropped (the loader's rule). Returns the rows (a step without any
+    description stays, empty, for the chain's step hits, and counts ``left_out``) and the chains dropped."""
+    tens = [e for e in levels.get("10min", ()) if e.text.strip()]
     batch = int(cfg.get("log_batch", 5))
     logs: list[dict] = []
     for reply in llm.ask_many("event_log", "events", [{"captions": caption_lines(tens[i:i + batch])}
@@ -334,29 +397,34 @@ def event_chains(llm: BuilderLLM, levels: Mapping[str, Sequence[Episode]], cfg: 
     for reply in llm.ask_many("event_chains", "chains", [
             {"events": json.dumps(logs[i:i + per_call], ensure_ascii=False)} for i in range(0, len(logs), per_call)]):
         chains += [c for c in (reply or {}).get("chains") or [] if isinstance(c, dict) and c.get("name")]
-    steps = []
+    steps, dropped = [], 0
     for chain in chains:
         keys = "; ".join(_names(chain.get("key_entities")))
+        spans = []
         for step in chain.get("steps") or []:
-            try:
-                start = parse_clock(step.get("start_time"), "G11 reply field 'start_time'")
-                end = parse_clock(step.get("end_time", step.get("start_time")), "G11 reply field 'end_time'")
-            except (ValueError, AttributeError):
+            span = step_span(step) if isinstance(step, Mapping) else None
+            if span is None:
                 llm.leave_out(unparsed=True)
                 continue
-            inside = [e for e in levels["30sec"] if start <= e.start_s and e.end_s <= max(end, start + BASE_S)]
-            steps.append((str(chain["name"]).strip(), keys, start, max(end, start), inside))
+            spans.append((span, str(step.get("description") or "").strip()))
+        if len(spans) < 2:
+            dropped += 1
+            continue
+        for (start, end), text in spans:
+            inside = [e for e in levels["30sec"] if start <= e.start_s <= end]
+            steps.append((str(chain["name"]).strip(), keys, start, end, text, inside))
+    asked = [i for i, step in enumerate(steps) if step[5]]
+    replies = dict(zip(asked, llm.ask_many("step_detail", "description", [
+        {"chain": steps[i][0], "time": f"{hms(steps[i][2])} - {hms(steps[i][3])}",
+         "captions": caption_lines(steps[i][5])} for i in asked], kept_on_failure=True)))
     rows = []
-    replies = llm.ask_many("step_detail", "description", [
-        {"chain": name, "time": f"{hms(s)} - {hms(e)}", "captions": caption_lines(inside) or "(none)"}
-        for name, _, s, e, inside in steps])
-    for (name, keys, start, end, _), reply in zip(steps, replies):
-        text = str((reply or {}).get("description") or "").strip()
-        if text:
-            rows.append(ChainRow("event", name, start, end, text, keys))
-        elif reply:  # a failed call was counted by ask_many
+    for i, (name, keys, start, end, text, _) in enumerate(steps):
+        detail = str((replies.get(i) or {}).get("description") or "").strip()
+        text = detail or text
+        if not text:
             llm.leave_out()
-    return rows
+        rows.append(ChainRow("event", name, start, end, text, keys))
+    return rows, dropped
 
 
 def build_store(request: BuildRequest, encoder: TextEncoder | None = None) -> None:
@@ -365,20 +433,23 @@ def build_store(request: BuildRequest, encoder: TextEncoder | None = None) -> No
     person = str(cfg.get("person", "I"))
     visual = visual_setting(request)
     base, record = base_captions(request)
-    if not base:
+    if not any(e.text.strip() for e in base):
         raise ValueError(f"magic_video build of {request.video.video_id}: no 30-s caption has text")
     llm = open_builder(request)
     levels = summarise(llm, base)
-    entities, triples, semantic = extract(llm, base, person)
-    chains = []
+    entities, extracted, semantic = extract(llm, base, person)
+    chains, dropped = [], 0
     if cfg.get("chains_enabled", True):
-        chains = topic_chains(llm, base, triples, person, cfg) + event_chains(llm, levels, cfg)
+        topics = topic_chains(llm, base, extracted, cfg)
+        events, dropped = event_chains(llm, levels, cfg)
+        chains = topics + events
     graph = build_graph(levels, entities, semantic, person=person, max_gap_s=float(cfg.get("max_gap_s", 21600)),
                         visual_nodes=bool(cfg.get("visual_nodes", True)))
     vectors = node_vectors(graph, encoder or default_encoder())
     clips, embedder = clip_embeddings(request, graph)
     write_store(Path(request.out_dir), graph, sorted(chains, key=lambda r: (r.start_s, r.label)), vectors,
                 system_record(cfg, **record, visual=visual, builder=llm.record(), source="built",
+                              event_chains_dropped=dropped,
                               text_encoder=cfg.get("text_encoder", "all-MiniLM-L6-v2 (for Qwen3-Embedding-4B)"),
                               models={r: m[0] for r, m in request.models.items()},
                               **({"embedder": embedder} if embedder else {})), clips)

@@ -45,7 +45,8 @@ class Episode:
 @dataclass(frozen=True)
 class GraphNode:
     """One node of the graph (a row of the store's ``nodes.parquet``). ``start_s``/``end_s``: the episode's or
-    clip's span, an entity's first and last mention; None for a semantic triple (snapshot "0" is the whole video)."""
+    clip's span, an entity's first and last mention; a semantic triple's snapshot time (both ends), None for the
+    whole-video snapshot "0" senri builds (G-R1 shows a triple only in the newest snapshot by the query time)."""
 
     node_id: str
     node_type: str
@@ -57,15 +58,17 @@ class GraphNode:
     predicate: str = ""
     object: str = ""
 
-    def display_text(self) -> str:
-        """The node as a model (and BM25) reads it (G-R5)."""
+    def display_text(self, clock: "Callable[[float | None], str] | None" = None) -> str:
+        """The node as a model (and BM25) reads it (G-R5); ``clock`` writes its times (:func:`hms`, or
+        :func:`day_clock` for multi-day EgoLife-style memories, as the release writes its DAYn timestamps)."""
+        clock = clock or hms
         if self.node_type == EPISODE:
-            return f"[{hms(self.start_s)} - {hms(self.end_s)}] ({self.level}) {self.text}"
+            return f"[{clock(self.start_s)} - {clock(self.end_s)}] ({self.level}) {self.text}"
         if self.node_type == SEMANTIC:
             return f"({self.subject}, {self.predicate}, {self.object})"
         if self.node_type == ENTITY:
             return f"Entity: {self.text}"
-        return f"[{hms(self.start_s)} - {hms(self.end_s)}]"
+        return f"[{clock(self.start_s)} - {clock(self.end_s)}]"
 
 
 @dataclass(frozen=True)
@@ -118,17 +121,59 @@ def hms(seconds: float | None) -> str:
     return f"{total // 3600:02d}:{total % 3600 // 60:02d}:{total % 60:02d}"
 
 
-def parse_clock(value: Any, where: str) -> float:
-    """Seconds from ``"HH:MM:SS"``, ``"MM:SS"`` or a number; ValueError naming ``where`` otherwise."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    match = re.fullmatch(r"\s*(?:DAY\d+\s+)?(\d{1,3}):(\d{2})(?::(\d{2}(?:\.\d+)?))?\s*", str(value))
+DAY_S = 86400.0
+
+
+def day_clock(seconds: float | None) -> str:
+    """``"DAYn HH:MM:SS"`` of absolute seconds from DAY1 00:00:00 — how the release writes an EgoLife-style
+    (TS9) memory's times, which its BM25 and its models read (``clock: day``)."""
+    total = int(seconds or 0)
+    return f"DAY{total // int(DAY_S) + 1} {hms(total % int(DAY_S))}"
+
+
+#: The store's ``clock`` setting → how node times are written.
+CLOCKS: dict[str, Callable[[float | None], str]] = {"hms": hms, "day": day_clock}
+
+
+def ts9_seconds(ts: int) -> float:
+    """Absolute seconds of an EgoLife TS9 timestamp ``int(day digit + HHMMSSFF)`` (e.g. 111003000 = DAY1
+    11:00:30 = 39630 s): (day − 1)·86400 + HH·3600 + MM·60 + SS, frames dropped (FF is always 00)."""
+    digits = str(int(ts)).zfill(9)
+    day, hh, mm, ss = int(digits[0]), int(digits[1:3]), int(digits[3:5]), int(digits[5:7])
+    return float((day - 1) * DAY_S + hh * 3600 + mm * 60 + ss)
+
+
+def release_seconds(ts: Any) -> float:
+    """A release timestamp in seconds, by the release's own rule (its ``ts_to_seconds``): a float is seconds
+    (MM-Lifelong), an int below 1,000,000 too, a larger int is TS9 (EgoLife)."""
+    if isinstance(ts, float):
+        return ts
+    return float(ts) if int(ts) < 1_000_000 else ts9_seconds(int(ts))
+
+
+_CLOCK = re.compile(r"\s*(?:DAY\d+\s+)?(\d{1,3}):(\d{2})(?::(\d{2}(?:\.\d+)?))?")
+
+
+def read_clock(value: Any) -> float | None:
+    """Seconds of a chain time as the release's chain loader reads it: a leading ``H:MM[:SS]`` (a two-part time
+    is hours:minutes — "01:05" is 3,900 s), anything after it ignored, an optional ``DAYn`` prefix; a finite
+    number is seconds. None when there is no time (the release then reads 0 and skips the entry)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value) if math.isfinite(value) else None
+    match = _CLOCK.match(str(value)) if isinstance(value, str) else None
     if not match:
-        raise ValueError(f"{where}: {value!r} is not a time (HH:MM:SS or seconds)")
+        return None
     h, m, s = match.groups()
-    if s is None:  # MM:SS
-        return int(h) * 60 + float(m)
-    return int(h) * 3600 + int(m) * 60 + float(s)
+    return int(h) * 3600 + int(m) * 60 + (float(s) if s else 0.0)
+
+
+def step_span(step: Mapping[str, Any]) -> tuple[float, float] | None:
+    """An event-chain step's (start, end) in seconds as the release's chain loader reads it: each time by
+    :func:`read_clock`, a missing or unreadable one read as 0; a step with both at 0 has no time and is
+    skipped (None)."""
+    start, end = read_clock(step.get("start_time", "")), read_clock(step.get("end_time", ""))
+    start, end = start or 0.0, end or 0.0
+    return None if start == 0 and end == 0 else (start, end)
 
 
 def episode_id(start_s: float, end_s: float, level: str) -> str:
@@ -163,21 +208,36 @@ def chunk_key(text: str) -> str:
     return "chunk-" + hashlib.md5(text.encode()).hexdigest()
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """One semantic-consolidation snapshot (G-F2): its key (the middle of its triples' ids ``sem_{key}_{i}``),
+    when it was written (seconds; None: senri's whole-video snapshot "0") and its triples. The release's
+    snapshots are cumulative — each holds every triple so far — so a search reads the newest one written by
+    the query time (G-R1) while the graph holds them all."""
+
+    key: str
+    time_s: float | None
+    triples: Sequence[Triple]
+
+
 def build_graph(episodes: Mapping[str, Sequence[Episode]], entities: Mapping[str, Sequence[str]],
-                semantic: Sequence[Triple], *, snapshot: str = "0", person: str = "I",
+                semantic: Sequence[Triple] | Sequence[Snapshot], *, snapshot: str = "0", person: str = "I",
                 max_gap_s: float = 6 * 3600, visual_nodes: bool = True) -> Graph:
-    """The heterogeneous graph of one video (G-C6).
+    """The heterogeneous graph of one video (G-C6), node for node and edge for edge as the release builds it.
 
     ``episodes`` maps a granularity to its captions; ``entities`` maps a 30-s episode's id to the entity names
-    OpenIE found in it; ``semantic`` is the snapshot's triples. Edges, in the order they are added (a pair
-    added twice keeps its first weight in the PPR graph, :meth:`Graph.pairs`):
+    OpenIE found in it, in the release's order (a name given twice adds a second ``mentioned_in``);
+    ``semantic`` is one snapshot's triples (key ``snapshot``, the whole video) or several :class:`Snapshot`.
+    Edges, in the order the release adds them (a pair added twice keeps its first weight in the PPR graph,
+    :meth:`Graph.pairs`):
 
     * ``temporal_next`` between consecutive episodes of one granularity whose gap is 0 ≤ gap ≤ ``max_gap_s``,
       weight 1/(gap+1), both ways;
     * ``contains`` coarse → fine for adjacent granularities (weight 1) and 1h → 30sec (0.5), when the fine
       span lies inside the coarse one;
     * ``co_clip`` visual ↔ its 30-s episode (1, both ways);
-    * ``mentioned_in`` entity → 30-s episode (1), ``appeared_in`` entity → that episode's clip (0.8, once);
+    * ``mentioned_in`` entity → 30-s episode (1), for every mention; then ``appeared_in`` entity → that
+      episode's clip (0.8, once per pair), in the order of the mentions;
     * ``has_property`` subject entity → triple (1), object entity → triple (0.5), for entities already known.
     """
     graph = Graph()
@@ -211,7 +271,7 @@ def build_graph(episodes: Mapping[str, Sequence[Episode]], entities: Mapping[str
             clip_of[ep.node_id] = vis.node_id
             graph.add_edge(vis.node_id, ep.node_id, "co_clip", 1.0)
             graph.add_edge(ep.node_id, vis.node_id, "co_clip", 1.0)
-    appeared: set[tuple[str, str]] = set()
+    mentions: list[tuple[str, str]] = []
     for ep_id, names in entities.items():
         ep = graph.nodes.get(ep_id)
         if ep is None or ep.node_type != EPISODE:
@@ -223,20 +283,25 @@ def build_graph(episodes: Mapping[str, Sequence[Episode]], entities: Mapping[str
             known = graph.nodes.get(ent_id)
             if known is None:
                 graph.add_node(GraphNode(ent_id, ENTITY, str(name).strip(), ep.start_s, ep.end_s))
-            else:  # an entity spans its first to its last mention
-                graph.nodes[ent_id] = GraphNode(ent_id, ENTITY, known.text, min(known.start_s, ep.start_s),
+            else:  # an entity spans its first mention's start to its latest mention's end; its first spelling
+                graph.nodes[ent_id] = GraphNode(ent_id, ENTITY, known.text, known.start_s,
                                                 max(known.end_s, ep.end_s))
             graph.add_edge(ent_id, ep_id, "mentioned_in", 1.0)
-            vis_id = clip_of.get(ep_id)
-            if vis_id is not None and (ent_id, vis_id) not in appeared:
-                appeared.add((ent_id, vis_id))
-                graph.add_edge(ent_id, vis_id, "appeared_in", 0.8)
-    for index, (subj, pred, obj) in enumerate(semantic):
-        sem = GraphNode(semantic_id(snapshot, index), SEMANTIC, f"{subj} {pred} {obj}", None, None, "",
-                        str(subj), str(pred), str(obj))
-        graph.add_node(sem)
-        graph.add_edge(entity_id(subj, person), sem.node_id, "has_property", 1.0)
-        graph.add_edge(entity_id(obj, person), sem.node_id, "has_property", 0.5)
+            mentions.append((ent_id, ep_id))
+    appeared: set[tuple[str, str]] = set()
+    for ent_id, ep_id in mentions:
+        vis_id = clip_of.get(ep_id)
+        if vis_id is not None and (ent_id, vis_id) not in appeared:
+            appeared.add((ent_id, vis_id))
+            graph.add_edge(ent_id, vis_id, "appeared_in", 0.8)
+    snapshots = semantic if semantic and isinstance(semantic[0], Snapshot) else [Snapshot(snapshot, None, semantic)]
+    for snap in snapshots:
+        for index, (subj, pred, obj) in enumerate(snap.triples):
+            sem = GraphNode(semantic_id(snap.key, index), SEMANTIC, f"{subj} {pred} {obj}", snap.time_s,
+                            snap.time_s, "", str(subj), str(pred), str(obj))
+            graph.add_node(sem)
+            graph.add_edge(entity_id(subj, person), sem.node_id, "has_property", 1.0)
+            graph.add_edge(entity_id(obj, person), sem.node_id, "has_property", 0.5)
     return graph
 
 

@@ -1,5 +1,6 @@
-"""Importing a memory MAGIC-Video's released preprocessing wrote (G-F1..F5): captions per level, OpenIE, the
-newest semantic snapshot, chains, the pickled graph read by :func:`senri.memory.release.load_release_pickle` (the
+"""Importing a memory MAGIC-Video's released preprocessing wrote (G-F1..F5): captions per level, OpenIE, every
+semantic snapshot (a search reads the newest by its query time), chains as the release's loader reads them,
+the pickled graph read by :func:`senri.memory.release.load_release_pickle` (the
 release's own classes become plain records, nothing of its code runs; a refused pickle is rebuilt from the JSON
 files and the store's ``config.yaml`` says so) and the clip embeddings.
 """
@@ -16,8 +17,9 @@ import numpy as np
 from senri.memory.magic_video.build import (EMBEDDER_KEYS, _names, _triples, node_vectors, system_record,
                                             write_store)
 from senri.memory.magic_video.graph import (ENTITY, EPISODE, GRANULARITIES, SEMANTIC, VISUAL, ChainRow, Episode,
-                                            Graph, GraphNode, TextEncoder, build_graph, chunk_key, default_encoder,
-                                            episode_id, parse_clock, visual_id)
+                                            Graph, GraphNode, Snapshot, TextEncoder, build_graph, chunk_key,
+                                            default_encoder, episode_id, read_clock, release_seconds, step_span,
+                                            visual_id)
 from senri.memory.release import load_release_pickle
 from senri.memory.store import BuildRequest
 
@@ -32,27 +34,28 @@ RELEASE_ENUMS = {("worldmm.memory.unified.nodes", "NodeType"), ("worldmm.memory.
 
 
 def load_release_graph(path: Path) -> Graph:
-    """The release's pickled graph as our :class:`Graph` (newest semantic snapshot only, G-R1). ValueError
-    naming the file and field when it is not the documented ``{nodes, edges}`` layout or holds a foreign global."""
+    """The release's pickled graph as our :class:`Graph`, every semantic snapshot kept (a search reads the newest
+    by its query time, G-R1) and every time in seconds (:func:`senri.memory.magic_video.graph.release_seconds`).
+    ValueError naming the file and field when it is not the documented ``{nodes, edges}`` layout or holds a
+    foreign global."""
     data = load_release_pickle(path, RELEASE_RECORDS, RELEASE_ENUMS)
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), dict) or not isinstance(data.get("edges"), list):
         raise ValueError(f"{path}: field 'nodes' (dict) / 'edges' (list) missing")
     graph = Graph()
-    raw = list(data["nodes"].values())
-    snapshots = [getattr(n, "start_ts", 0) for n in raw if getattr(n, "node_type", "") == SEMANTIC]
-    newest = max(snapshots) if snapshots else None
-    for n in raw:
+    for n in data["nodes"].values():
         kind = {"visual_clip": VISUAL}.get(getattr(n, "node_type", ""), getattr(n, "node_type", ""))
         meta = getattr(n, "metadata", {}) or {}
         if kind not in (EPISODE, VISUAL, ENTITY, SEMANTIC) or not isinstance(getattr(n, "id", None), str):
             raise ValueError(f"{path}: node {getattr(n, 'id', '?')!r} field 'node_type' {kind!r} is not a known type")
+        try:
+            start, end = release_seconds(n.start_ts), release_seconds(n.end_ts)
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise ValueError(f"{path}: node {n.id!r} field 'start_ts'/'end_ts': {exc}") from None
         if kind == SEMANTIC:
-            if getattr(n, "start_ts", 0) != newest:
-                continue
-            node = GraphNode(n.id, SEMANTIC, str(n.text), None, None, "", str(meta.get("subject", "")),
+            node = GraphNode(n.id, SEMANTIC, str(n.text), start, start, "", str(meta.get("subject", "")),
                              str(meta.get("predicate", "")), str(meta.get("object", "")))
         else:
-            node = GraphNode(n.id, kind, str(n.text), float(n.start_ts), float(n.end_ts),
+            node = GraphNode(n.id, kind, str(n.text), start, end,
                              str(meta.get("granularity", "30sec" if kind == VISUAL else "")) if kind != ENTITY else "")
         graph.nodes[node.node_id] = node
     for i, e in enumerate(data["edges"]):
@@ -61,6 +64,24 @@ def load_release_graph(path: Path) -> Graph:
         except AttributeError as exc:
             raise ValueError(f"{path}: edge {i}: {exc}") from exc
     return graph
+
+
+def release_snapshots(path: Path, data: Any) -> list[Snapshot]:
+    """G-F2's semantic snapshots in file order, each at its key's time (seconds; an EgoLife TS9 key such as
+    111040000 is DAY1 11:04:00; MM-Lifelong's single key "0" is the start). ValueError naming the file and the
+    key or field."""
+    if not isinstance(data, dict) or not data:
+        raise ValueError(f"{path}: expected an object of snapshots (key \"0\")")
+    out = []
+    for key, content in data.items():
+        try:
+            time_s = release_seconds(float(key) if "." in str(key) else int(key))
+        except ValueError:
+            raise ValueError(f"{path}: snapshot key {key!r} is not a timestamp (seconds or TS9)") from None
+        if not isinstance(content, dict) or not isinstance(content.get("consolidated_semantic_triples"), list):
+            raise ValueError(f"{path}: snapshot {key!r} field 'consolidated_semantic_triples' missing")
+        out.append(Snapshot(str(key), time_s, _triples(content["consolidated_semantic_triples"])))
+    return out
 
 
 def _load_json(path: Path) -> Any:
@@ -102,9 +123,17 @@ def release_captions(path: Path) -> list[Episode]:
     return out
 
 
-def release_chains(mode: Path) -> tuple[list[ChainRow], list[str]]:
-    """G-F5 chain files (each optional; a missing one is recorded)."""
-    rows, notes = [], []
+def release_chains(mode: Path) -> tuple[list[ChainRow], list[str], dict[str, int]]:
+    """G-F5 chain files (each optional; a missing one is recorded) read as the release's loader reads them: a
+    topic chain only when ``has_lifecycle`` holds; event steps by :func:`senri.memory.magic_video.graph.step_span`
+    (an unreadable time is 0, a step with no time is skipped); an event chain left with fewer than 2 steps is
+    dropped; a step without a description stays (it counts for the chain's step hits, G-R7) but shows nothing.
+    A topic fact whose time is unreadable is skipped (the release keeps it untimed, never filtered by time).
+    Returns the rows, the notes and the skip counts for the store's record; a malformed structure raises
+    ValueError naming the file and field."""
+    rows: list[ChainRow] = []
+    notes: list[str] = []
+    skipped = {"topic_facts_without_time": 0, "event_steps_without_time": 0, "event_chains_under_2_steps": 0}
     topic = mode / "topic_chains.json"
     if topic.is_file():
         data = _load_json(topic)
@@ -114,11 +143,17 @@ def release_chains(mode: Path) -> tuple[list[ChainRow], list[str]]:
             facts = chain.get("facts") if isinstance(chain, dict) else None
             if not isinstance(facts, list):
                 raise ValueError(f"{topic}: entity {ent!r} has no field 'facts' (a list)")
+            if not chain.get("has_lifecycle"):
+                continue
             for j, fact in enumerate(facts):
                 if not isinstance(fact, dict) or "fact" not in fact:
                     raise ValueError(f"{topic}: entity {ent!r} fact {j} has no field 'fact'")
-                rows.append(ChainRow("topic", ent, parse_clock(fact.get("time"), f"{topic}: entity {ent!r} fact {j} "
-                                                                                "field 'time'"), None, str(fact["fact"])))
+                when = read_clock(fact.get("time"))
+                if when is None:
+                    skipped["topic_facts_without_time"] += 1
+                    continue
+                if str(fact["fact"]).strip():
+                    rows.append(ChainRow("topic", ent, when, None, str(fact["fact"])))
     else:
         notes.append("topic_chains.json absent: no topic chains")
     event = mode / "event_chain_step3_enriched.json"
@@ -130,19 +165,27 @@ def release_chains(mode: Path) -> tuple[list[ChainRow], list[str]]:
             if not isinstance(chain, dict) or "name" not in chain or not isinstance(chain.get("steps"), list):
                 raise ValueError(f"{event}: chain {i} has no field 'name' or 'steps' (a list)")
             keys = "; ".join(_names(chain.get("key_entities")))
+            steps = []
             for j, step in enumerate(chain["steps"]):
-                where = f"{event}: chain {i} step {j} field"
-                start = parse_clock(step.get("start_time"), f"{where} 'start_time'")
-                end = parse_clock(step.get("end_time", step.get("start_time")), f"{where} 'end_time'")
-                if step.get("description"):
-                    rows.append(ChainRow("event", str(chain["name"]), start, end, str(step["description"]), keys))
+                if not isinstance(step, dict):
+                    raise ValueError(f"{event}: chain {i} step {j} is not an object")
+                span = step_span(step)
+                if span is None:
+                    skipped["event_steps_without_time"] += 1
+                    continue
+                steps.append(ChainRow("event", str(chain["name"]), span[0], span[1],
+                                      str(step.get("description") or ""), keys))
+            if len(steps) < 2:
+                skipped["event_chains_under_2_steps"] += 1
+                continue
+            rows += steps
     else:
         notes.append("event_chain_step3_enriched.json absent: no event chains")
-    return rows, notes
+    return rows, notes, skipped
 
 
 def import_release(import_dir: Path, request: BuildRequest, encoder: TextEncoder | None = None) -> None:
-    """G-F1..F5 → a store: captions per level (float seconds), OpenIE, the newest semantic snapshot, chains; the
+    """G-F1..F5 → a store: captions per level (float seconds), OpenIE, every semantic snapshot, chains; the
     pickled graph when :func:`senri.memory.release.load_release_pickle` reads it, else the graph rebuilt from the
     JSON files."""
     cfg = request.system_config
@@ -159,18 +202,13 @@ def import_release(import_dir: Path, request: BuildRequest, encoder: TextEncoder
     ner = openie.get("ner_results") if isinstance(openie, dict) else None
     if not isinstance(ner, dict):
         raise ValueError(f"{openie_path}: field 'ner_results' missing or not an object")
-    by_chunk = {chunk_key(e.text): episode_id(e.start_s, e.end_s, "30sec") for e in levels.get("30sec", ())}
-    entities = {by_chunk[k]: _names(v) for k, v in ner.items() if k in by_chunk}
+    by_chunk = {chunk_key(e.text): episode_id(e.start_s, e.end_s, "30sec") for e in levels.get("30sec", ()) if e.text}
+    # every mention as the release's NER lists it (a name twice in a clip is two mentioned_in edges)
+    entities = {by_chunk[k]: [str(x).strip() for x in v if isinstance(x, str) and x.strip()]
+                for k, v in ner.items() if k in by_chunk and isinstance(v, list)}
     semantic_path = mode / "semantic_memory" / "semantic_consolidation_results.json"
-    snapshots = _load_json(semantic_path)
-    if not isinstance(snapshots, dict) or not snapshots:
-        raise ValueError(f"{semantic_path}: expected an object of snapshots (key \"0\")")
-    newest = max(snapshots, key=lambda k: float(k) if k.lstrip("-").replace(".", "", 1).isdigit() else -1)
-    content = snapshots[newest]
-    if not isinstance(content, dict) or not isinstance(content.get("consolidated_semantic_triples"), list):
-        raise ValueError(f"{semantic_path}: snapshot {newest!r} field 'consolidated_semantic_triples' missing")
-    semantic = _triples(content["consolidated_semantic_triples"])
-    chains, notes = release_chains(mode)
+    snapshots = release_snapshots(semantic_path, _load_json(semantic_path))
+    chains, notes, skipped = release_chains(mode)
     pickled = mode / "unified_graph" / "graph.pkl"
     graph, source = None, "rebuilt from the release's JSON files (no unified_graph/graph.pkl)"
     if pickled.is_file():
@@ -181,13 +219,14 @@ def import_release(import_dir: Path, request: BuildRequest, encoder: TextEncoder
             source = f"rebuilt from the release's JSON files (graph.pkl refused: {exc})"
             log.warning("%s", source)
     if graph is None:
-        graph = build_graph(levels, entities, semantic, snapshot=str(newest), person=person,
+        graph = build_graph(levels, entities, snapshots, person=person,
                             max_gap_s=float(cfg.get("max_gap_s", 21600)),
                             visual_nodes=bool(cfg.get("visual_nodes", True)))
     vectors = node_vectors(graph, encoder or default_encoder())
     clips, visual, embedder = release_visual(Path(import_dir), mode, graph, request)
     write_store(Path(request.out_dir), graph, sorted(chains, key=lambda r: (r.start_s, r.label)), vectors,
                 system_record(cfg, source=f"imported from {import_dir}", graph=source, notes=notes, visual=visual,
+                              skipped=skipped, semantic_snapshots=len(snapshots),
                               **({"embedder": embedder} if embedder else {})), clips)
 
 

@@ -10,36 +10,118 @@ import hashlib
 import json
 import math
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from senri.memory.magic_video.graph import (CHAIN, EPISODE, SEMANTIC, VISUAL, ChainRow, GraphNode, TextEncoder, hms)
+from senri.memory.magic_video.graph import (CHAIN, ENTITY, EPISODE, SEMANTIC, VISUAL, ChainRow, GraphNode,
+                                            TextEncoder, hms)
 from senri.memory.store import MemoryItem
+
+
+def top_seeds(scores: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` best indices as the release picks its seeds: the last ``k`` of numpy's default ``argsort`` —
+    among equal scores the same ones the release's numpy takes, so a tie at the k-th place seeds the same
+    nodes (a tie there moves the whole PPR)."""
+    return np.argsort(scores)[-k:] if k > 0 and len(scores) else np.zeros(0, dtype=np.int64)
+
 
 def seed_weights(cos: np.ndarray, bm25: np.ndarray, visual: np.ndarray | None, *, text_weight: float,
                  bm25_weight: float, visual_weight: float, seed_top_k: int) -> np.ndarray:
-    """The PPR reset vector (G-R2): the top-``seed_top_k`` nodes of each channel add ``weight · score`` (only
-    positive scores; BM25 divided by its maximum), normalised to sum 1. All zero → uniform (as the release)."""
+    """The PPR reset vector (G-R2): the top-``seed_top_k`` nodes of each channel (:func:`top_seeds`) add
+    ``weight · score`` (only positive scores; BM25 clipped at 0 and divided by its maximum), normalised to sum 1.
+    ``visual`` is NaN for a node without a clip embedding: the visual seeds are the best clips, as the release
+    ranks only its clip nodes. All zero → uniform (as the release)."""
     reset = np.zeros(len(cos), dtype=float)
 
-    def add(scores: np.ndarray, weight: float) -> None:
+    def add(scores: np.ndarray, weight: float, among: np.ndarray | None = None) -> None:
         if weight <= 0 or not len(scores):
             return
-        for i in np.argsort(-scores, kind="stable")[:seed_top_k]:
-            if scores[i] > 0:
-                reset[i] += weight * float(scores[i])
+        for j in top_seeds(scores, seed_top_k):
+            i = j if among is None else among[j]
+            if scores[j] > 0:
+                reset[i] += weight * float(scores[j])
 
-    add(cos, text_weight)
-    top = float(bm25.max()) if len(bm25) else 0.0
+    add(np.asarray(cos, dtype=float), text_weight)
+    clipped = np.clip(np.asarray(bm25, dtype=float), 0, None)
+    top = float(clipped.max()) if len(clipped) else 0.0
     if top > 0:
-        add(np.clip(bm25, 0, None) / top, bm25_weight)
+        add(clipped / top, bm25_weight)
     if visual is not None:
-        add(visual, visual_weight)
+        visual = np.asarray(visual, dtype=float)
+        clips = np.flatnonzero(~np.isnan(visual))
+        add(visual[clips], visual_weight, clips)
     total = reset.sum()
     return reset / total if total > 0 else np.full(len(cos), 1.0 / max(len(cos), 1))
+
+
+def cosine_rows(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Cosine of each row with ``query``, each side divided by its own norm clamped at 1e-8 (torch's rule, as
+    the release computes it, in float32): a zero row (an entity's or a clip's text, G-R2) scores 0."""
+    rows = np.asarray(matrix, dtype=np.float32)
+    q = np.asarray(query, dtype=np.float32).reshape(-1)
+    unit_rows = rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), np.float32(1e-8))
+    unit_q = q / max(float(np.linalg.norm(q)), 1e-8)
+    return (unit_rows @ unit_q.astype(np.float32)).astype(np.float64)
+
+
+class OkapiBM25:
+    """Okapi BM25 as the release's ``rank_bm25.BM25Okapi`` scores it (``bm25: release``): idf
+    log((N − df + 0.5)/(df + 0.5)), a negative idf replaced by ``epsilon`` × the mean idf, every query token
+    counted as often as it occurs, the same arithmetic in the same order (its seeds' ties are the release's).
+    The release tokenises by ``lower().split()`` (:func:`whitespace_tokens`)."""
+
+    def __init__(self, corpus: Sequence[Sequence[str]], k1: float = 1.5, b: float = 0.75,
+                 epsilon: float = 0.25) -> None:
+        self.freqs = [Counter(doc) for doc in corpus]
+        self.doc_len = np.array([len(doc) for doc in corpus])
+        self.avgdl = (float(self.doc_len.sum()) / len(corpus) or 1.0) if len(corpus) else 1.0
+        df: Counter = Counter(term for doc in self.freqs for term in doc)
+        idf = {term: math.log(len(corpus) - count + 0.5) - math.log(count + 0.5) for term, count in df.items()}
+        eps = epsilon * (sum(idf.values()) / len(idf)) if idf else 0.0
+        self.idf = {term: (eps if value < 0 else value) for term, value in idf.items()}
+        self.k1, self.b = k1, b
+
+    def scores(self, query: Sequence[str]) -> np.ndarray:
+        score = np.zeros(len(self.freqs))
+        norm = self.k1 * (1 - self.b + self.b * self.doc_len / self.avgdl)
+        for term in query:
+            q_freq = np.array([doc.get(term) or 0 for doc in self.freqs])
+            score += (self.idf.get(term) or 0) * (q_freq * (self.k1 + 1) / (q_freq + norm))
+        return score
+
+
+def bm25_okapi(corpus: Sequence[Sequence[str]], query: Sequence[str]) -> np.ndarray:
+    """:class:`OkapiBM25` scores of one query."""
+    return OkapiBM25(corpus).scores(query)
+
+
+def whitespace_tokens(text: str) -> list[str]:
+    """The release's BM25 tokens: lower case, split on whitespace (punctuation stays on its word)."""
+    return text.lower().split()
+
+
+def visible_nodes(nodes: Sequence[GraphNode], query_time_s: float | None) -> np.ndarray:
+    """G-R1, the release's ``filter_by_time``: episodes and clips that ended by the query time, entities first
+    seen by then, and the triples of the newest semantic snapshot written by then (snapshots are cumulative;
+    a triple with no snapshot time belongs to the whole video and is always shown). ``None``: the whole video
+    (the generic setting, t = ∞) — still only the newest snapshot."""
+    timed = [n.start_s for n in nodes if n.node_type == SEMANTIC and n.start_s is not None
+             and (query_time_s is None or n.start_s <= query_time_s)]
+    newest = max(timed) if timed else None
+    out = np.zeros(len(nodes), dtype=bool)
+    for i, n in enumerate(nodes):
+        if n.node_type == SEMANTIC:
+            out[i] = n.start_s is None or (newest is not None and n.start_s == newest)
+        elif query_time_s is None:
+            out[i] = True
+        elif n.node_type == ENTITY:
+            out[i] = n.start_s is not None and n.start_s <= query_time_s
+        else:
+            out[i] = n.end_s is not None and n.end_s <= query_time_s
+    return out
 
 
 def apply_quotas(ranked: Iterable[tuple[GraphNode, float]], top_k: int, level_quota: Mapping[str, int],
@@ -184,20 +266,41 @@ def chain_limits(cfg: Mapping[str, Any]) -> ChainLimits:
         chains[name])) for name in asdict(defaults) if name in chains})
 
 
-def parse_time_range(text: str, json_objects: Callable[[str], list[dict]]) -> tuple[float, float] | None:
-    """G13's reply → (start_s, end_s): ``{"start_s": a, "end_s": b}``; a point (equal ends) becomes the 30-s
-    window around it; ``null`` / no object → None."""
-    for obj in json_objects(text):
-        if "start_s" not in obj:
-            continue
+#: How G13's reply is read (``time_range_reply``).
+TIME_RANGE_RULES = ("release", "lenient")
+
+
+def parse_time_range(text: str, json_objects: Callable[[str], list[dict]], rule: str = "release"
+                     ) -> tuple[float, float] | None:
+    """G13's reply → ``(start, end)`` in seconds, or None when the query names no time.
+
+    ``release`` (the default) reads it as the release does: the whole reply is ``null`` or one JSON object
+    ``{"start": s, "end": e}``, returned as given (a point reference is the model's to widen: the prompt asks for
+    the window around it). ``lenient`` takes the first such object anywhere in the reply (code fences, a
+    sentence around it) and a ``null`` anywhere. A reply that is neither raises ValueError — the release then
+    serves the search by PageRank, as the caller does, and the caller counts it (the time extractor failed)."""
+    if rule not in TIME_RANGE_RULES:
+        raise ValueError(f"memory_system.magic_video.time_range_reply: {rule!r} is not one of {list(TIME_RANGE_RULES)}")
+    reply = (text or "").strip()
+    if rule == "release":
+        if reply.lower() == "null":
+            return None
         try:
-            start = float(obj["start_s"])
-            end = float(obj.get("end_s") if obj.get("end_s") is not None else start)
-        except (TypeError, ValueError):
+            found = [json.loads(reply)]
+        except ValueError:
+            found = []
+    else:
+        found = json_objects(reply)
+        if not any(isinstance(o, dict) and "start" in o and "end" in o for o in found) \
+                and re.search(r"\bnull\b", reply, re.IGNORECASE):
             return None
-        if not (math.isfinite(start) and math.isfinite(end)):
-            return None
-        if end <= start:
-            start, end = max(0.0, start - 15.0), start + 15.0
-        return start, end
-    return None
+    for obj in found:
+        if isinstance(obj, dict) and "start" in obj and "end" in obj:
+            try:
+                start, end = float(obj["start"]), float(obj["end"])
+            except (TypeError, ValueError):
+                break
+            if math.isfinite(start) and math.isfinite(end):
+                return start, end
+            break
+    raise ValueError(f"G13 reply is neither a time range {{\"start\", \"end\"}} nor null: {reply[:200]!r}")

@@ -12,7 +12,10 @@ the IShowSpeed ASR rewrite and the speech merge (G2/G3: senri has no ASR track, 
 hard-coded time-extraction model (G13: the ``time_extractor`` role, a model config, or off), the livestream
 wording of the prompts (ours are written for first-person video) and the chain limits.
 
-Time is absolute float seconds from the video's start everywhere (the release's MM-Lifelong format).
+Time is absolute float seconds from the video's start everywhere (the release's MM-Lifelong format); an
+EgoLife-style memory's TS9 timestamps map to seconds from DAY1 00:00:00 (:func:`graph.ts9_seconds`) and are
+written back as ``DAYn HH:MM:SS`` with ``clock: day``. Semantic triples carry their snapshot's time: a search
+reads the newest snapshot written by the query time (G-R1).
 """
 
 from __future__ import annotations
@@ -28,10 +31,11 @@ import yaml
 from senri.memory.magic_video import build, release
 from senri.memory.magic_video.graph import (CHAIN, CHAINS_FILE, CONFIG_FILE, EDGES_FILE, ENTITY, EPISODE,
                                             GRANULARITIES, NODES_FILE, SEMANTIC, TARGET_TYPES, VECTORS_FILE, VISUAL,
-                                            VISUAL_FILE, ChainRow, Graph, GraphEdge, GraphNode, TextEncoder,
-                                            default_encoder, episode_id, hms)
-from senri.memory.magic_video.search import (apply_quotas, chain_facts, chain_item, chain_limits, node_item,
-                                             parse_time_range, seed_weights)
+                                            CLOCKS, VISUAL_FILE, ChainRow, Graph, GraphEdge, GraphNode, TextEncoder,
+                                            default_encoder, episode_id)
+from senri.memory.magic_video.search import (OkapiBM25, apply_quotas, chain_facts, chain_item, chain_limits,
+                                             TIME_RANGE_RULES, cosine_rows, node_item, parse_time_range, seed_weights,
+                                             visible_nodes, whitespace_tokens)
 from senri.memory.ppr import personalized_pagerank
 from senri.memory.retrieval import BM25
 from senri.memory.store import BuildRequest, MemoryItem, MemoryStore, SearchContext
@@ -73,7 +77,17 @@ class MagicVideoStore(MemoryStore):
         self.vectors = vectors.astype(np.float32)
         self.edge_index = [(self.index[e.src], self.index[e.dst], e.weight) for e in graph.edges]
         self._encoder = encoder
-        self._bm25: BM25 | None = None
+        self._bm25: dict[float | None, Callable[[str], np.ndarray]] = {}  # per query time (its visible corpus)
+        clock = str(self.config.get("clock", "hms"))
+        if clock not in CLOCKS:
+            raise ValueError(f"memory_system.magic_video.clock: {clock!r} is not one of {sorted(CLOCKS)}")
+        #: How node times are written (display text, BM25 corpus, render): ``hms``, or ``day`` for DAYn clocks.
+        self.clock = CLOCKS[clock]
+        for key, allowed, default in (("bm25", ("release", "words"), "release"),
+                                      ("time_range_reply", TIME_RANGE_RULES, "release")):
+            if str(self.config.get(key, default)) not in allowed:
+                raise ValueError(f"memory_system.magic_video.{key}: {self.config.get(key)!r} is not one of "
+                                 f"{list(allowed)}")
         self._text_vectors: dict[str, np.ndarray] = {}
         #: Clip embeddings (G-C5): the visual nodes' indices and their vectors; None without an embedder.
         self.visual_index = np.zeros(0, dtype=np.int64)
@@ -188,47 +202,64 @@ class MagicVideoStore(MemoryStore):
 
     def items(self, level: str | None = None) -> list[MemoryItem]:
         chosen = [n for n in self.nodes if n.node_type != ENTITY and (level is None or n.level == level)]
-        anchored = sorted((n for n in chosen if n.start_s is not None), key=lambda n: (n.start_s, n.end_s))
-        return [node_item(n) for n in anchored] + [node_item(n) for n in chosen if n.start_s is None]
+        anchored = sorted((n for n in chosen if n.node_type in (EPISODE, VISUAL)), key=lambda n: (n.start_s, n.end_s))
+        return [node_item(n) for n in anchored] + [node_item(n) for n in chosen if n.node_type not in (EPISODE, VISUAL)]
 
     def window(self, start_s: float, end_s: float) -> list[MemoryItem]:
         return [item for item in self.items() if item.kind == EPISODE and item.start_s < end_s
                 and item.end_s > start_s]
 
     def _visible(self, query_time_s: float | None) -> np.ndarray:
-        """G-R1: episodes and clips that ended by the query time, entities seen by then, the snapshot's triples."""
-        if query_time_s is None:
-            return np.ones(len(self.nodes), dtype=bool)
-        return np.array([n.node_type == SEMANTIC or (n.node_type == ENTITY and n.start_s <= query_time_s)
-                         or (n.end_s is not None and n.end_s <= query_time_s) for n in self.nodes])
+        """G-R1 (:func:`senri.memory.magic_video.search.visible_nodes`)."""
+        return visible_nodes(self.nodes, query_time_s)
+
+    def subgraph(self, query_time_s: float | None = None) -> tuple[np.ndarray, list[tuple[int, int, float]]]:
+        """The graph a search at ``query_time_s`` walks (the release's ``filter_by_time``): the visible node
+        indices and the edges between visible nodes, re-indexed to them, in the order they were added."""
+        visible = self._visible(query_time_s)
+        keep = np.flatnonzero(visible)
+        local = np.full(len(self.nodes), -1)
+        local[keep] = np.arange(len(keep))
+        return keep, [(int(local[u]), int(local[v]), w) for u, v, w in self.edge_index if visible[u] and visible[v]]
+
+    def bm25_scores(self, query: str, keep: np.ndarray, query_time_s: float | None) -> np.ndarray:
+        """BM25 of ``query`` over the visible nodes' display text (G-R2), one index per query time. ``bm25:
+        release``: Okapi BM25 on whitespace tokens (the release's rank_bm25); ``words``: senri's BM25 on ``\\w+``
+        words (punctuation does not hide a word: "scissors?" matches "scissors")."""
+        scorer = self._bm25.get(query_time_s)
+        if scorer is None:
+            texts = [self.nodes[i].display_text(self.clock) for i in keep]
+            rule = str(self.config.get("bm25", "release"))
+            if rule == "release":
+                okapi = OkapiBM25([whitespace_tokens(t) for t in texts])
+                scorer = lambda q: okapi.scores(whitespace_tokens(q))  # noqa: E731
+            else:
+                scorer = BM25(texts).scores
+            if len(self._bm25) >= 8:  # a few query times at once (EgoLife questions each have their own)
+                self._bm25.clear()
+            self._bm25[query_time_s] = scorer
+        return scorer(query)
 
     def seeds(self, query: str, query_time_s: float | None = None
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[int, int, float]]]:
         """(visible node indices, their text cosines, the PPR reset over them, the visible edges re-indexed):
         G-R2's seeds from text cosine, BM25 and — when the store has clip embeddings — visual similarity."""
         cfg = self.config
-        visible = self._visible(query_time_s)
-        keep = np.flatnonzero(visible)
-        local = np.full(len(self.nodes), -1)
-        local[keep] = np.arange(len(keep))
-        edges = [(int(local[u]), int(local[v]), w) for u, v, w in self.edge_index if visible[u] and visible[v]]
-        cos = self.vectors[keep] @ self.encode([query])[0]
-        if query_time_s is None:
-            self._bm25 = self._bm25 or BM25([n.display_text() for n in self.nodes])
-            bm25 = self._bm25.scores(query)
-        else:
-            bm25 = BM25([self.nodes[i].display_text() for i in keep]).scores(query)
+        keep, edges = self.subgraph(query_time_s)
+        local = {int(node): i for i, node in enumerate(keep)}
+        cos = cosine_rows(self.vectors[keep], self.encode([query])[0])
+        bm25 = self.bm25_scores(query, keep, query_time_s)
         visual = None
         if self.visual_vectors is not None and len(self.visual_index):
-            visual = np.zeros(len(keep))
+            visual = np.full(len(keep), np.nan)
             query_vector = self.encode_visual_query(query)
             if query_vector.shape[-1] != self.visual_vectors.shape[1]:
                 raise ValueError(f"{VISUAL_FILE}: field 'vectors' has {self.visual_vectors.shape[1]} dimensions, the "
                                  f"embedder's queries {query_vector.shape[-1]}: not the model the clips were embedded by")
-            sims = self.visual_vectors @ query_vector
+            sims = cosine_rows(self.visual_vectors, query_vector)
             for node, sim in zip(self.visual_index, sims):
-                if visible[node]:
-                    visual[local[node]] = sim
+                if int(node) in local:
+                    visual[local[int(node)]] = sim
             text_weight = float(cfg.get("text_weight", 0.7))
         else:  # no clip embeddings: the spec's alpha = 1 (G-R2 without VLM2Vec)
             text_weight = float(cfg.get("text_weight_without_visual", 1.0))
@@ -250,7 +281,9 @@ class MagicVideoStore(MemoryStore):
         return [(self.nodes[keep[i]], float(hybrid[i])) for i in order if self.nodes[keep[i]].node_type in types]
 
     def time_range(self, query: str, context: SearchContext) -> tuple[float, float] | None:
-        """G13 through ``context.ask``: the query's time range in seconds, or None (no range, or no model)."""
+        """G13 through ``context.ask``: the query's time range in seconds, or None — no range, no model, a failed
+        call (the method books it), or an unreadable reply (read by ``time_range_reply``, :func:`parse_time_range`;
+        booked here as ``failed_search_calls``: the time extractor failed and PageRank serves, as in the release)."""
         from senri.backends.base import ChatRequest, Message
         from senri.answers import json_objects, split_reasoning
         from senri.prompts import prompt_set
@@ -265,7 +298,14 @@ class MagicVideoStore(MemoryStore):
         if response.error:
             context.notes.append(f"time bypass: G13 call failed ({response.error}); PPR serves")
             return None
-        return parse_time_range(split_reasoning(response.text)[0], json_objects)
+        try:
+            return parse_time_range(split_reasoning(response.text or "")[0], json_objects,
+                                    str(self.config.get("time_range_reply", "release")))
+        except ValueError as exc:
+            context.notes.append(f"time bypass: unreadable reply ({exc}); PPR serves")
+            if context.tally is not None:
+                context.tally.count("failed_search_calls")
+            return None
 
     def search(self, query: str, k: int, exclude: Collection[str] = (), memory_type: str | None = None,
                context: SearchContext | None = None) -> list[MemoryItem]:
@@ -280,7 +320,7 @@ class MagicVideoStore(MemoryStore):
                 start, end = span
                 levels = tuple(cfg.get("time_bypass_levels", ("30sec", "3min")))
                 hits = [n for n in self.nodes if n.node_type == EPISODE and n.level in levels
-                        and n.start_s < end and n.end_s > start and n.node_id not in excluded
+                        and n.start_s < end and n.end_s > start and n.node_id not in excluded and n.text.strip()
                         and (context.query_time_s is None or n.end_s <= context.query_time_s)]
                 hits.sort(key=lambda n: (n.start_s, GRANULARITIES.index(n.level)))
                 context.notes.append(f"time bypass: {start:g}-{end:g} s → {len(hits)} episode(s), no PPR")
@@ -315,14 +355,16 @@ class MagicVideoStore(MemoryStore):
         """G-R5 / G-L3: episodes, clips and chain facts in time order, semantic triples last. A clip shows its
         caption only when its own 30-s episode is not among the items."""
         shown = {i.item_id for i in items}
+        clock = self.clock
         lines: list[tuple[float, int, str]] = []  # (time, episode 0 / clip 1 / chain fact 2 at one time, line)
         last: list[str] = []
         for item in items:
             if item.kind == EPISODE:
-                lines.append((item.start_s, 0, f"[{hms(item.start_s)} - {hms(item.end_s)}] ({item.level}) {item.text}"))
+                span = f"[{clock(item.start_s)} - {clock(item.end_s)}]"
+                lines.append((item.start_s, 0, f"{span} ({item.level}) {item.text}"))
             elif item.kind == VISUAL:
                 caption = "" if episode_id(item.start_s, item.end_s, "30sec") in shown else f" {item.text}"
-                lines.append((item.start_s, 1, f"[{hms(item.start_s)} - {hms(item.end_s)}] (visual){caption}"))
+                lines.append((item.start_s, 1, f"[{clock(item.start_s)} - {clock(item.end_s)}] (visual){caption}"))
             elif item.kind == CHAIN:
                 lines.append((self.chain_times.get(item.item_id, 0.0), 2, item.text))
             else:
