@@ -12,7 +12,6 @@ import re
 from pathlib import Path
 
 import numpy as np
-import polars as pl
 import pytest
 import yaml
 
@@ -118,6 +117,8 @@ def test_the_worldmm_config_composes_and_every_key_is_checked():
                      ("memory_system.worldmm.date=DAY0", "date"),
                      ("memory_system.worldmm.default_memory_type=audio", "default_memory_type"),
                      ("memory_system.worldmm.visual.range_offsets=relative", "visual.range_offsets"),
+                     ("memory_system.worldmm.episodic.skip_filter_when_level_fits=maybe",
+                      "episodic.skip_filter_when_level_fits"),
                      ("memory_system.worldmm.levels=[{name:30sec,window:30}]", r"levels\.0\.window")):
         with pytest.raises(senri_config.ConfigError, match=f"config.memory_system.worldmm.{key}"):
             senri_config.compose([*base, bad])
@@ -235,7 +236,8 @@ def test_a_failed_clip_leaves_no_caption_and_every_question_books_it(tmp_path, c
     store = WorldMMStore.open(request.out_dir, bag_of_words, request.video)
     starts = [i.start_s for i in store.items("10sec")]
     assert len(starts) == 11 and 50 not in starts
-    assert store.question_counts() == {"failed_captions": 1, "builder_losses": 0}  # a caption is not the builder's
+    assert store.question_counts() == {"failed_captions": 1, "truncated_captions": 0,
+                                       "builder_losses": 0}  # a caption is not the builder's
     # The first semantic group is the first 10 captions that exist, so its key is 110 s.
     assert [key for key, _ in store.snapshots] == [110.0, 120.0]
 
@@ -266,7 +268,7 @@ def test_builder_losses_are_booked_on_every_question_over_the_store(tmp_path, cl
     store = WorldMMStore.open(request.out_dir, bag_of_words, request.video)
     assert not store.items("10min") and [i.item_id for i in store.items("3min")] == ["3min@0-180"]
     assert "3min@0-180" not in store.triples and store.triples["30sec@0-30"] == [("I", "hold", "red mug")]
-    assert store.question_counts() == {"failed_captions": 0, "builder_losses": 3}
+    assert store.question_counts() == {"failed_captions": 0, "truncated_captions": 0, "builder_losses": 3}
 
     rules = [{"match": "Give only the letter", "text": "B"}, {"match": "Round history", "text": '{"decision": "answer"}'}]
     row, _ = run_workflow(tmp_path, clip, bag_of_words, rules)
@@ -418,7 +420,7 @@ def test_episodic_search_pools_granularities_ranks_by_w9_and_drops_seen_texts(tm
     episodic = bag_of_words["episodic"]
     pool = [entry for level in episodic["granularities"] for entry in store.index(level, None).retrieve(
         "kettle water", qv, int(episodic["k"].get(level, episodic["default_k"])), episodic,
-        lambda q, facts: [("I", "fill", "kettle")], [], level)]
+        lambda q, facts: [("i", "fill", "kettle")] if ("i", "fill", "kettle") in facts else [], [], level)]
     assert len(pool) == 8
     best_rest = max((e for e in pool if e[0].item_id not in ("3min@0-180", "10sec@30-40")), key=lambda e: e[1])
     assert len(found) == 3 and found[2].item_id == best_rest[0].item_id
@@ -751,11 +753,11 @@ WORKFLOW_RULES = [
 ]
 
 
-def run_workflow(tmp_path, clip, config, rules, **method):
+def run_workflow(tmp_path, clip, config, rules, model=None, **method):
     video, info = clip
     script = _scripted(tmp_path, "agent", rules)
     stage = {"seed": 0, "method": {"name": "worldmm", **METHOD, **method},
-             "model": {"name": "agent", **script},
+             "model": {"name": "agent", **script, **(model or {})},
              "memory": {"memory": {"captioner": "perception"}},
              "memory_system": {"name": "worldmm", **config}}
     table = tmp_path / "captions.parquet"
@@ -880,3 +882,371 @@ def test_answer_jobs_embed_only_their_queries(tmp_path, bag_of_words):
     Counting.encoded = []
     WorldMMStore(tmp_path / "store", bag_of_words, None, encoder=Counting()).search("kettle", 3, memory_type="semantic")
     assert len(Counting.encoded) > 1
+
+
+# ------------------------------------------------------------------- issue 34: the original workflow as released
+from senri.backends.base import ChatResponse, estimate_text_tokens  # noqa: E402
+from senri.memory.worldmm.build import MAX_RESENDS, BuilderLLM, openie  # noqa: E402
+from senri.memory.worldmm.common import FILTER_SKIP_NOTE, hipporag_text  # noqa: E402
+from senri.memory.worldmm.index import read_filter_reply  # noqa: E402
+from senri.methods.base import CallTally  # noqa: E402
+from senri.methods.worldmm import LEFT_OUT  # noqa: E402
+
+FINE = {"granularities": ["10sec"]}
+
+
+def _only(config: dict, **episodic) -> dict:
+    return {**config, "episodic": {**config["episodic"], **episodic}}
+
+
+def test_a_visual_retrieval_does_not_hide_that_clip_s_episodic_caption(tmp_path, bag_of_words):
+    """Issue 34 item 2: visual clips carry their 10-s caption as text, but showed the model frames only; the
+    release keeps them apart by their time-range label, so an episodic search still finds those captions. A
+    caption an episodic search returned before is still dropped, by id or by text."""
+    visual = {"start_s": np.arange(0, 50, 10.0), "end_s": np.arange(10, 60, 10.0),
+              "vectors": np.eye(5, dtype=np.float32), "embedder": "release", "model_config": None}
+    config = _only(bag_of_words, **FINE)
+    store = hand_made_store(tmp_path / "store", config, visual=visual)
+    clips = store.search("DAY1 00:00:20 - DAY1 00:00:30", 3, memory_type="visual")
+    assert [c.item_id for c in clips] == ["visual@10-20", "visual@20-30", "visual@30-40"]
+    assert clips[1].text == "I pour hot water into the red mug."
+    ask, _ = asker([{"match": "Fact filtering", "text": '{"fact": [["water", "into", "red mug"]]}'}], tmp_path)
+    found = store.search("hot water red mug", 3, exclude=[c.item_id for c in clips], memory_type="episodic",
+                         context=SearchContext(ask=ask))
+    assert found[0].item_id == "10sec@20-30" and found[0].text == clips[1].text
+    again = store.search("hot water red mug", 3, exclude=["10sec@20-30"], memory_type="episodic",
+                         context=SearchContext(ask=ask))
+    assert "10sec@20-30" not in [i.item_id for i in again]
+
+
+def test_an_unreadable_w8_reply_keeps_no_fact_and_counts_a_failed_search_call(tmp_path, bag_of_words):
+    """Issue 34 item 3: a W8 reply that cannot be read gives no facts, so the level takes the dense-passage
+    fallback (the release's filter then keeps nothing), booked ``failed_search_calls`` by the store; a failed
+    call falls back the same way and is the method's ask to count. The request carries the worked examples."""
+    config = _only(bag_of_words, **FINE)
+    store = hand_made_store(tmp_path / "store", config)
+    qv = store.encoder.encode(["kettle water"])[0]
+    dense = [store.index("10sec", None).passages[int(i)].item_id
+             for i in np.argsort(-store.index("10sec", None).dense(qv), kind="stable")[:3]]
+    for reply, counted in (({"text": "I would keep the kettle facts."}, 1),
+                           ({"text": '{"fact": [["i", "fill", "kettle"], "kettle holds water"]}'}, 1),
+                           ({"error": "server down"}, 0)):
+        ask, sent = asker([{"match": "Fact filtering", **reply}], tmp_path)
+        tally = CallTally()
+        context = SearchContext(ask=ask, tally=tally)
+        found = store.search("kettle water", 3, memory_type="episodic", context=context)
+        assert [i.item_id for i in found] == dense
+        assert "10sec: dense passages (no fact kept)" in context.notes
+        assert tally.health.get("failed_search_calls", 0) == counted
+        assert "Query: where did i put the scissors after wrapping the present" in sent[0].messages[0].plain_text()
+    assert read_filter_reply({"fact": []}) == [] and read_filter_reply({"facts": []}) is None
+    assert read_filter_reply({"fact": [["a", "b"]]}) == [["a", "b"]]  # any length: matched to the closest
+
+
+def test_the_index_normalises_triples_as_hipporag_does(tmp_path, bag_of_words):
+    """HippoRAG lower-cases every triple part and makes each character other than a letter, digit or space a
+    space: "Red-Mug" and "red mug" are one entity, and the facts W8 sees are the normalised ones."""
+    assert hipporag_text(" The Red-Mug! ") == "the red mug"
+    passages = [item("10sec", 0, 10, "a"), item("10sec", 10, 20, "b")]
+    index = GranularityIndex.build(passages, {passages[0].item_id: [("I", "hold", "Red-Mug")],
+                                              passages[1].item_id: [("i", "wash", "red mug")]},
+                                   TextVectors(BagOfWords()), 0.8)
+    assert index.entities == ["i", "red mug"] and index.facts == [("i", "hold", "red mug"), ("i", "wash", "red mug")]
+    assert [len(p) for p in index.entity_passages] == [2, 2]
+
+
+def test_an_import_without_a_retriever_books_its_unindexed_captions_as_builder_losses(tmp_path, bag_of_words):
+    """Issue 34 item 4: the coarser levels a release has no OpenIE for stay out of the graph without a retriever
+    model; every question over the store books them as builder losses."""
+    root = write_release(tmp_path / "release")
+    request = import_request(tmp_path, bag_of_words)
+    WorldMMStore.import_release(root, request)
+    store = WorldMMStore.open(request.out_dir, bag_of_words, _Video())
+    assert store.question_counts() == {"failed_captions": 0, "truncated_captions": 0, "builder_losses": 3}
+
+
+def test_an_imported_visual_memory_answers_text_queries_with_the_configured_embedder(tmp_path, bag_of_words,
+                                                                                       tiny_clip):
+    """Issue 34 item 4: the release's clip vectors (a protocol-5 pickle, Python ≥ 3.14's default) answer text
+    queries through the text tower of the configured embedder; an embedder of another dimension is refused
+    naming the file and the role; without one only time-range queries are served, and the note says so."""
+    from senri.memory.clip_embedding import open_query_encoder
+
+    root = write_release(tmp_path / "release")
+    vectors = np.random.default_rng(0).normal(size=(3, 8)).astype(np.float32)
+    starts = ["00000000", "00001000", "00002000"]
+    with (root / "visual_memory" / VID / "visual_embeddings.pkl").open("wb") as handle:
+        pickle.dump({s: v for s, v in zip(starts, vectors)}, handle, protocol=5)
+    request = BuildRequest(video=_Video(), system="worldmm", system_config=bag_of_words, memory_config={},
+                           out_dir=tmp_path / "store", models={"embedder": ("tiny_clip", tiny_clip)})
+    WorldMMStore.import_release(root, request)
+    store = WorldMMStore.open(request.out_dir, bag_of_words, _Video())
+    context = SearchContext()
+    found = store.search("a red mug", 2, memory_type="visual", context=context)
+    q = open_query_encoder(tiny_clip)(["a red mug"])[0]
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    assert [c.start_s for c in found] == [10.0 * int(n) for n in np.argsort(-(unit @ q), kind="stable")[:2]]
+    assert context.notes == ["visual: text→clip similarity"]
+    record = yaml.safe_load((request.out_dir / "config.yaml").read_text())
+    assert record["embedder_model"]["name"] == "tiny_clip" and record["models"] == {"embedder": "tiny_clip"}
+    # An embedder whose text vectors have another dimension than the release's clips.
+    with (root / "visual_memory" / VID / "visual_embeddings.pkl").open("wb") as handle:
+        pickle.dump({s: np.ones(4, dtype=np.float32) for s in starts}, handle, protocol=5)
+    with pytest.raises(ValueError, match=r"visual_embeddings.pkl: the clip vectors have dimension 4.*models.embedder"):
+        WorldMMStore.import_release(root, replace_request(request, tmp_path / "other"))
+    # No embedder: the text search says why it has nothing.
+    WorldMMStore.import_release(root, import_request(tmp_path / "none", bag_of_words))
+    store = WorldMMStore.open(tmp_path / "none" / "store", bag_of_words, _Video())
+    context = SearchContext()
+    assert store.search("a red mug", 2, memory_type="visual", context=context) == []
+    assert "text→clip search unavailable" in context.notes[0]
+
+
+def replace_request(request: BuildRequest, out: Path) -> BuildRequest:
+    from dataclasses import replace
+
+    return replace(request, out_dir=out)
+
+
+def test_captions_and_summaries_cut_at_their_token_limit_are_kept_and_counted(tmp_path, clip, bag_of_words):
+    """Issue 34 item 5: a 10-s caption or a W3 summary cut at its token limit stays in the memory; the store
+    counts them and every question over it books them as ``truncated_captions``."""
+    rules = [{"match": "(30sec window)", "text": "I hold the red mug in the", "finish_reason": "length"}]
+    llm = _scripted(tmp_path, "llm", rules + BUILD_RULES)
+    request, captioner = build_request(tmp_path, clip, bag_of_words, {
+        "summariser": ("scripted_llm", llm), "extractor": ("scripted_llm", llm)})
+    Path(captioner["script"]).write_text(
+        json.dumps({"match": "from 50", "text": "I hold a red", "finish_reason": "length"}) + "\n"
+        + json.dumps({"text": "I hold a red mug."}) + "\n")
+    WorldMMStore.build(request)
+    counts = yaml.safe_load((request.out_dir / "config.yaml").read_text())["counts"]
+    assert (counts["truncated_captions"], counts["truncated_summaries_30sec"], counts["truncated_summaries_3min"]) \
+        == (1, 4, 0)
+    store = WorldMMStore.open(request.out_dir, bag_of_words, request.video)
+    assert store.items("10sec")[5].text == "I hold a red" and store.items("30sec")[0].text == "I hold the red mug in the"
+    assert store.question_counts() == {"failed_captions": 0, "truncated_captions": 5, "builder_losses": 0}
+
+
+def test_w8_and_w9_requests_are_sized_to_the_retriever_s_context(tmp_path, bag_of_words):
+    """Issue 34 item 5: before ``ask`` sends them, W8 leaves out worked examples (the last first) and W9 cuts
+    every caption text in its listing to one length, until the retriever's model holds them; each trimmed
+    request counted ``context_trims`` and noted, so an overflow no longer fails the call."""
+    store = hand_made_store(tmp_path / "store", bag_of_words)
+    ask, sent = asker([{"match": "Fact filtering", "text": '{"fact": [["i", "fill", "kettle"]]}'},
+                       {"match": "Caption ranking", "text": '["10sec@10-20"]'}], tmp_path)
+
+    def listing(request):
+        return json.loads(re.search(r"time span\):\n(.*)\n\nChoose", request.messages[0].plain_text(), re.S).group(1))
+
+    def over(request, role):
+        assert role == "retriever"
+        if request.purpose == "worldmm:fact_filter":
+            return "too long" if request.messages[0].plain_text().count("Query: ") > 3 else None
+        return "too long" if max(len(c["text"]) for c in listing(request)) > 20 else None
+
+    tally = CallTally()
+    context = SearchContext(ask=ask, tally=tally, overflow=over)
+    store.search("kettle water", 3, memory_type="episodic", context=context)
+    w8 = [r for r in sent if r.purpose == "worldmm:fact_filter"]
+    w9 = [r for r in sent if r.purpose == "worldmm:rank"]
+    assert len(w8) == 1 and w8[0].messages[0].plain_text().count("Query: ") == 3  # two examples and the query
+    texts = [c["text"] for c in listing(w9[0])]
+    assert max(len(t) for t in texts) <= 22 and any(t.endswith(" …") for t in texts)
+    assert tally.health == {"context_trims": 2}
+    assert sum("trimmed" in note for note in context.notes) == 2
+
+
+def test_the_controller_request_is_sized_so_an_overflow_spends_no_round(tmp_path, clip, bag_of_words):
+    """Issue 34 item 5: a controller request past the model's context leaves out the retrieved content of its
+    oldest rounds (their query stays) instead of failing the round; recorded and counted ``context_trims``."""
+    visual = {"start_s": np.arange(0, 50, 10.0), "end_s": np.arange(10, 60, 10.0),
+              "vectors": np.eye(5, dtype=np.float32), "embedder": "release", "model_config": None}
+    hand_made_store(tmp_path / "store", bag_of_words, visual=visual)
+    row, calls = run_workflow(tmp_path, clip, bag_of_words, WORKFLOW_RULES)
+
+    def size(call):  # the scripted backend's estimate of a request: what its context limit is checked against
+        messages = call["payload"]["messages"]
+        return (sum(estimate_text_tokens(p) for m in messages for p in m["content"] if isinstance(p, str))
+                + 8 * len(messages) + 32 + int(METHOD["max_tokens"]["controller"]))
+
+    sizes = [size(c) for c in calls if c["purpose"] == "control"]
+    assert sizes == sorted(sizes) and sizes[1] < sizes[2]
+    # A context that holds the third controller request but not the fourth as it is.
+    (tmp_path / "sized").mkdir()
+    hand_made_store(tmp_path / "sized" / "store", bag_of_words, visual=visual)
+    row, calls = run_workflow(tmp_path / "sized", clip, bag_of_words, WORKFLOW_RULES,
+                              model={"context_tokens": sizes[3] - 1})
+    trace = json.loads(row["trace"])
+    assert trace["actions"] == ["search", "search", "search", "answer"] and trace["errors"] == 0
+    assert trace["control_trims"] == [{"round": 4, "rounds_left_out": 1, "rule": "oldest round's retrieved content first"}]
+    assert row["context_trims"] >= 1 and row["error"] is None
+    fourth = _prompt_text([c for c in calls if c["purpose"] == "control"][3])
+    assert f"Search Query: hot water red mug\nRetrieved:\n{LEFT_OUT}" in fourth
+    assert "Memory: semantic\nSearch Query: red mug\nRetrieved:\n(" in fourth  # the newer rounds keep theirs
+
+
+def test_the_prompts_teach_by_worked_examples_of_their_own():
+    """Issue 34 item 6: as the release's W4-W8 and W10 do, each teaches by worked examples of the same kind and
+    number (one for W4-W7, ten for W8's filter, four turns of one question for W10), our own first-person
+    content; every example's reply is a valid reply of its role."""
+    for role in ("ner", "triples", "semantic", "consolidate"):
+        text = PROMPTS[role].text
+        assert text.count("Worked example.") == 1, role
+        reply = json.loads(re.search(r"Worked example\..*?\nReply:\n(\{.*?\})\n", text, re.S).group(1))
+        assert reply, role
+    ner = json.loads(re.search(r"Reply:\n(\{.*\})", PROMPTS["ner"].text).group(1))["named_entities"]
+    triples = json.loads(re.search(r"Reply:\n(\{.*\})", PROMPTS["triples"].text).group(1))["triples"]
+    assert all(len(t) == 3 and (t[0] in ner or t[2] in ner) for t in triples)
+
+    blocks = [b for b in PROMPTS["fact_filter_examples"].text.strip().split("\n\n")]
+    assert len(blocks) == 10
+    kept_counts = []
+    for block in blocks:
+        query, shown, reply = block.splitlines()
+        assert query.startswith("Query: ")
+        candidates = json.loads(shown.removeprefix("Candidate facts: "))["fact"]
+        kept = read_filter_reply(json.loads(reply.removeprefix("Reply: ")))
+        assert len(candidates) == 5 and all(f in candidates for f in kept)
+        assert all(hipporag_text(part) == part for f in candidates for part in f)  # HippoRAG's processed facts
+        kept_counts.append(len(kept))
+    assert 0 in kept_counts and 5 in kept_counts
+
+    replies = re.findall(r"^Reply: (.*)$", PROMPTS["controller_system"].text, re.M)
+    decisions = [parse_decision(r, ("episodic", "semantic", "visual")) for r in replies]
+    assert [d.get("memory_type", d["decision"]) for d in decisions] == ["episodic", "visual", "semantic", "answer"]
+    assert parse_time_range(decisions[1]["search_query"]) is not None
+
+
+def test_a_search_without_a_memory_type_reads_the_default_memory_type(tmp_path, bag_of_words):
+    """Issue 34 item 7: a search that names no memory type (SENRI-Agent's) reads ``default_memory_type``
+    (episodic; the release's searches always name one), as docs/protocol.md now says in both places."""
+    store = hand_made_store(tmp_path / "store", bag_of_words)
+    assert {i.kind for i in store.search("kettle water", 3)} == {"episodic"}
+    semantic = WorldMMStore.open(tmp_path / "store", {**bag_of_words, "default_memory_type": "semantic"}, None)
+    assert {i.kind for i in semantic.search("kettle water", 3)} == {"semantic"}
+    protocol = (REPO / "docs" / "protocol.md").read_text(encoding="utf-8")
+    assert "none searches them all" not in protocol and "a search that names none searches them all" not in protocol
+    assert protocol.count("default_memory_type") >= 2
+
+
+def _one_passage_level_store(folder: Path, config: dict) -> WorldMMStore:
+    """The hand-made memory with triples on its single 3min caption, so that level has facts to filter."""
+    episodic = [item("10sec", s, s + 10, text) for s, text, _ in PASSAGES]
+    episodic += [item(level, s, e, text) for level, s, e, text in COARSE]
+    triples = {item("10sec", s, s + 10, text).item_id: ts for s, text, ts in PASSAGES}
+    triples.update({"30sec@0-30": [], "30sec@30-60": [], "3min@0-180": [("I", "drink", "hot tea"), ("I", "read", "news")]})
+    encoder = wm.TEXT_ENCODERS[config["text_embedder"]]()
+    write_store(folder, config, episodic, {}, triples, [], None, TextVectors(encoder), {}, {}, "test", {})
+    return WorldMMStore.open(folder, config, None)
+
+
+def _eager(store: WorldMMStore, query: str, k: int, context: SearchContext) -> list[tuple[str, float]]:
+    """The released order of work, every level's W8 call made first: HippoRAG per level, W9 over the pool,
+    the first k new texts."""
+    episodic = store.config["episodic"]
+    qv = store.encoder.encode([query])[0]
+    pool = [entry for level in episodic["granularities"] for entry in store.index(level, None).retrieve(
+        query, qv, int(episodic["k"].get(level, episodic["default_k"])), episodic,
+        lambda q, facts: store.filter_facts(q, facts, context), [], level)]
+    out, seen = [], set()
+    for item_, score in store.rank_pool(query, pool, 2 * k, context):
+        if item_.text not in seen:
+            seen.add(item_.text)
+            out.append((item_.item_id, score))
+    return out[:k]
+
+
+def test_w8_is_skipped_on_a_one_passage_level_only_where_it_cannot_change_the_result(tmp_path, bag_of_words):
+    """Cost without changing results (a): a level holding one passage puts its W8 call off. When W9 names a
+    full 2k, no score is read and the call is skipped (noted); when W9 falls short, the pool is filled by score,
+    so the call is made then. Either way the items and their order are the release's (all W8 calls first)."""
+    store = _one_passage_level_store(tmp_path / "store", bag_of_words)
+    assert len(store.index("3min", None).passages) == 1 and store.index("3min", None).facts
+    full = '["10sec@20-30", "3min@0-180", "30sec@0-30", "10sec@10-20", "10sec@0-10", "30sec@30-60"]'
+    for w9, skipped in ((full, True), ('["3min@0-180"]', False)):
+        rules = [{"match": ["Fact filtering", "hot tea"], "text": '{"fact": [["i", "drink", "hot tea"]]}'},
+                 {"match": "Fact filtering", "text": '{"fact": [["i", "pour", "water"]]}'},
+                 {"match": "Caption ranking", "text": w9}]
+        ask, sent = asker(rules, tmp_path)
+        context = SearchContext(ask=ask)
+        found = store.search("hot water tea", 3, memory_type="episodic", context=context)
+        eager_ask, eager_sent = asker(rules, tmp_path)
+        expected = _eager(store, "hot water tea", 3, SearchContext(ask=eager_ask))
+        assert [i.item_id for i in found] == [i for i, _ in expected]
+        filters = [r for r in sent if r.purpose == "worldmm:fact_filter"]
+        assert len(filters) == sum(r.purpose == "worldmm:fact_filter" for r in eager_sent) - skipped
+        assert any(FILTER_SKIP_NOTE in n for n in context.notes) == skipped
+        if not skipped:  # the score was read, so it is the PPR score the eager order computed
+            assert [round(i.score, 9) for i in found] == [round(s, 9) for _, s in expected]
+
+
+def test_skipping_w8_on_every_level_that_fits_k_is_an_option_off_by_default(tmp_path, bag_of_words):
+    """``episodic.skip_filter_when_level_fits``: skip W8 wherever a level holds ≤ k_g passages (all of them are
+    returned whatever W8 keeps, but in dense order instead of PPR order, and the W9 listing and its shortfall
+    read that order and those scores: results can change, so it is off by default)."""
+    config = _only(bag_of_words, **FINE)
+    store = hand_made_store(tmp_path / "store", config)
+    rules = [{"match": "Fact filtering", "text": '{"fact": [["i", "fill", "kettle"]]}'}]
+    ask, sent = asker(rules, tmp_path)
+    store.search("kettle water", 3, memory_type="episodic", context=SearchContext(ask=ask))
+    assert [r.purpose for r in sent] == ["worldmm:fact_filter"]
+    skipping = _only(bag_of_words, **FINE, skip_filter_when_level_fits=True)
+    store = WorldMMStore.open(tmp_path / "store", skipping, None)
+    ask, sent = asker(rules, tmp_path)
+    context = SearchContext(ask=ask)
+    found = store.search("kettle water", 3, memory_type="episodic", context=context)
+    assert sent == [] and any(FILTER_SKIP_NOTE in n and "skip_filter_when_level_fits" in n for n in context.notes)
+    qv = store.encoder.encode(["kettle water"])[0]
+    index = store.index("10sec", None)
+    assert [i.item_id for i in found] == [index.passages[int(n)].item_id
+                                          for n in np.argsort(-index.dense(qv), kind="stable")[:3]]
+
+
+class _CutShort(ScriptedBackend):
+    """The scripted backend, whose replies are cut at their limit (``finish_reason: length``) whenever a request
+    allows fewer than ``room`` completion tokens: a JSON reply that needs more room than the role's limit."""
+
+    room = 2048
+
+    def complete(self, request):
+        self.sent = getattr(self, "sent", []) + [request]
+        if request.max_tokens < self.room:
+            return ChatResponse(text='{"named_entities": ["I", "red', finish_reason="length")
+        return super().complete(request)
+
+
+def _builder(tmp_path, config, model_extra=None) -> BuilderLLM:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    llm = {**_scripted(tmp_path, "llm", BUILD_RULES), **(model_extra or {})}
+    request = BuildRequest(video=_Video(), system="worldmm", system_config=config, memory_config={},
+                           out_dir=tmp_path / "store", models={"extractor": ("scripted_llm", llm)})
+    builder = BuilderLLM(request, PROMPTS, config["max_tokens"])
+    builder.backends["extractor"] = _CutShort(llm)
+    return builder
+
+
+def test_a_builder_reply_cut_at_its_limit_is_resent_with_a_higher_limit(tmp_path, bag_of_words):
+    """Cost without changing results (b): a JSON reply cut at its token limit is resent as the same request with
+    twice the limit (bounded by the model config's ``max_tokens_cap`` and context, and by MAX_RESENDS), not
+    repaired by a turn that quotes the cut reply; where the limit cannot grow, the repair turn follows."""
+    passages = [item("10sec", 0, 10, "I pick up the red mug.")]
+    builder = _builder(tmp_path, bag_of_words)
+    entities, triples, counts = openie(builder, "extractor", passages)
+    sent = builder.backends["extractor"].sent
+    assert entities == {"10sec@0-10": ["I", "red mug"]} and triples["10sec@0-10"] == [("I", "hold", "red mug")]
+    assert [(r.purpose, r.max_tokens) for r in sent] == [("worldmm:ner", 1024), ("worldmm:ner", 2048),
+                                                         ("worldmm:triples", 1024), ("worldmm:triples", 2048)]
+    assert sent[1].messages == sent[0].messages  # the original request, not a repair turn
+    assert (builder.stats["extractor"].resent, builder.stats["extractor"].cut) == (2, 2)
+    # A cap at the role's limit: the limit cannot grow, so the reply is repaired once (and stays cut: lost).
+    capped = _builder(tmp_path / "capped", bag_of_words, {"max_tokens_cap": 1024})
+    entities, _, counts = openie(capped, "extractor", passages)
+    assert [r.purpose for r in capped.backends["extractor"].sent][:2] == ["worldmm:ner", "worldmm:ner:repair"]
+    assert counts["ner_failed"] == 1 and capped.stats["extractor"].resent == 0
+    # A model that never stops: at most MAX_RESENDS resends, then the repair.
+    endless = _builder(tmp_path / "endless", bag_of_words)
+    endless.backends["extractor"].room = 10 ** 9
+    endless.json("extractor", [endless.fit("extractor", lambda body: PROMPTS.render("ner", passage=body), "x",
+                                           None, "worldmm:ner")], lambda obj: obj)
+    limits = [r.max_tokens for r in endless.backends["extractor"].sent]
+    assert limits == [1024 * 2 ** n for n in range(MAX_RESENDS + 1)] + [1024 * 2 ** MAX_RESENDS]

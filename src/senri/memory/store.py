@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Collection, Mapping, 
 from senri.registry import Registry
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from senri.backends.base import ChatRequest, ChatResponse
+    from senri.backends.base import ChatResponse
     from senri.methods.base import CallTally
     from senri.records import Question, VideoInfo
 
@@ -79,6 +79,10 @@ class SearchContext:
     query_time_s: float | None = None
     ask: "Callable[..., ChatResponse] | None" = None
     tally: "CallTally | None" = None
+    #: ``overflow(request, role)``: why ``request`` would not fit the model of retrieval role ``role`` (its
+    #: context and image limits, :func:`senri.backends.budget.overflow`), None when it fits — so a store sizes
+    #: its own calls (WorldMM's W8/W9) before ``ask`` sends them. None where there is no model to size against.
+    overflow: "Callable[..., str | None] | None" = None
     #: Free-form notes a store adds for the trace (which path served: PPR, dense fallback, time bypass, …).
     notes: list[str] = field(default_factory=list)
     #: What the search ranked before ``exclude`` was applied, best first, when the store ranks a fixed top k

@@ -287,7 +287,8 @@ class MemorySearch(Method):
         """What a store's retriever may use: the question, the question's tally, and ``ask(request, role)`` —
         one LLM call through the model of the store's retrieval ``role`` (:meth:`_search_model`; the job's
         response cache), booked in the question's tally and listed in the trace's calls with the model that
-        served it (issue 25 decision 6)."""
+        served it (issue 25 decision 6) — and ``overflow(request, role)``, to size such a call to that model
+        before sending it."""
         def ask(request: ChatRequest, role: str | None = None) -> ChatResponse:
             name, backend = self._search_model(role)
             response = backend.complete_many([request])[0]
@@ -300,8 +301,12 @@ class MemorySearch(Method):
                                       "error": response.error, "reply": response.text})
             return response
 
-        return SearchContext(question=ep.question, ask=ask if self.context.backend is not None else None,
-                             tally=ep.tally)
+        def fits(request: ChatRequest, role: str | None = None) -> str | None:
+            return overflow(self._search_model(role)[1], request)
+
+        has_model = self.context.backend is not None
+        return SearchContext(question=ep.question, ask=ask if has_model else None, tally=ep.tally,
+                             overflow=fits if has_model else None)
 
     def _round_context(self, ep: Episode) -> str:
         """Extra text the controller (and the updater) read this round below the retrieved memories — e.g.

@@ -15,9 +15,11 @@ round, then a separate QA call over everything retrieved.
   ``image_max_side`` pixels a side, JPEG quality ``jpeg_quality``), unlabelled, then the final instruction.
   Its reply, read by the project's answer parser, is the answer.
 
-Requests over the model's limits are trimmed before sending (the oldest retrieval first, frames before
-texts), each trim recorded in the trace and counted ``context_trims``; a text-only model gets no frames
-(recorded).
+Requests over the model's limits are trimmed before sending, each trim recorded in the trace and counted
+``context_trims``: a controller request leaves out the retrieved content of its oldest rounds first (their
+decision, memory type and query stay), the QA request the oldest retrieval first, frames before texts; a
+text-only model gets no frames (recorded). The store's W8 and W9 requests are sized to the retriever's model
+the same way (``SearchContext.overflow``, which every memory method hands its store).
 """
 
 from __future__ import annotations
@@ -30,9 +32,14 @@ from senri.answers import json_objects, parse_answer, split_reasoning
 from senri.backends.base import ChatRequest, ImagePart, Message, Part
 from senri.backends.budget import overflow
 from senri.memory.store import MemoryItem
+from senri.memory.worldmm.common import FILTER_SKIP_NOTE
 from senri.methods.agent import Episode, MemorySearch, _hit
 from senri.methods.base import MethodAnswer, RunContext
 from senri.records import LETTERS, Question
+
+#: What a controller request shows for a round whose retrieved content was left out to fit the model's context.
+LEFT_OUT = "[left out to fit the model's context]"
+
 
 #: Items per search, per memory type (the released code's episodic / semantic / visual top k).
 DEFAULT_TOP_K = {"episodic": 3, "semantic": 10, "visual": 3}
@@ -97,6 +104,28 @@ class WorldMMWorkflow(MemorySearch):
                                                                 history=rounds)))
         sampling = {**self.sampling(), "max_tokens": self.role_max_tokens("controller")}
         return ChatRequest(messages=messages, purpose="control", **sampling)
+
+    def _fitted_controller_request(self, ep: Episode, history: list[dict[str, Any]], round_no: int) -> ChatRequest:
+        """The controller request within the model's limits: the retrieved content of the oldest rounds is
+        replaced by :data:`LEFT_OUT`, one round at a time, until it fits (the QA call still gets all of it);
+        the trim recorded in the trace (``control_trims``) and counted ``context_trims``. Sent as it is when
+        even no content at all does not fit (the call's failure is then the round's error)."""
+        shown = [dict(entry) for entry in history]
+        request = self._controller_request(ep, shown)
+        backend = self.context.backend
+        left_out = 0
+        while backend is not None and overflow(backend, request) is not None:
+            victim = next((entry for entry in shown if entry["content"] != LEFT_OUT), None)
+            if victim is None:
+                break
+            victim["content"] = LEFT_OUT
+            left_out += 1
+            request = self._controller_request(ep, shown)
+        if left_out:
+            ep.tally.count("context_trims")
+            ep.trace.setdefault("control_trims", []).append(
+                {"round": round_no, "rounds_left_out": left_out, "rule": "oldest round's retrieved content first"})
+        return request
 
     def _qa_request(self, ep: Episode, context: list[list[Part]]) -> ChatRequest:
         parts: list[Part] = [f"{query_block(ep.question)}\n\nContext:\n"]
@@ -170,6 +199,10 @@ class WorldMMWorkflow(MemorySearch):
                                   "hits": [_hit(i) for i in items], "new": len(items)}
         if context.notes:
             record["notes"] = list(context.notes)
+        skipped = sum(FILTER_SKIP_NOTE in note for note in context.notes)
+        if skipped:
+            record["fact_filter_skipped"] = skipped
+            ep.trace["fact_filter_skipped"] = ep.trace.get("fact_filter_skipped", 0) + skipped
         if memory_type == "visual":
             images = self._frames(items)
             record["images"] = len(images)
@@ -189,7 +222,7 @@ class WorldMMWorkflow(MemorySearch):
         round_no = errors = 0
         while round_no < self.max_rounds and errors < self.max_errors:
             round_no += 1
-            request = self._controller_request(ep, history)
+            request = self._fitted_controller_request(ep, history, round_no)
             response = self.chat_many([request])[0]
             ep.tally.add(request, response)
             ep.tally.did("rounds")

@@ -21,9 +21,8 @@ import yaml
 from senri.memory.store import BuildRequest, MemoryItem
 from senri.memory.worldmm.common import (BASE_LEVEL, CONFIG, ENTITIES, ITEMS, KIND_EPISODIC, KIND_VISUAL, SNAPSHOTS,
                                          SYSTEM, TRIPLES, VECTORS, VISUAL, TextVectors, Triple, _string_list,
-                                         _triples_reply, clean_triples, entity_key, first_json, item_id,
-                                         open_text_encoder, semantic_item, system_prompts, triple_text,
-                                         window_batches)
+                                         _triples_reply, clean_triples, fact_text, first_json, hipporag_triple,
+                                         item_id, open_text_encoder, semantic_item, system_prompts, window_batches)
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +34,16 @@ class RoleStats:
     failed: int = 0
     malformed: int = 0
     trimmed: int = 0
+    #: Replies cut at their completion limit (``finish_reason: length``), and requests resent with a higher one.
+    cut: int = 0
+    resent: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+
+
+#: How many times one builder request cut at its completion limit is resent with a doubled limit (×8 at most),
+#: whatever the model config allows: a model that never stops must not make the build loop.
+MAX_RESENDS = 3
 
 
 #: The builder roles that are chat models (``embedder`` is an image-text model, opened by the visual builder).
@@ -46,7 +53,7 @@ LLM_ROLES = ("summariser", "extractor", "retriever")
 class BuilderLLM:
     """The build's model roles (summariser, extractor, retriever): one backend per model config, behind the
     build job's response cache, with WorldMM's prompts; structured replies are read with the project's JSON
-    reader and repaired once."""
+    reader, resent with a higher completion limit when cut at it, else repaired once."""
 
     def __init__(self, request: BuildRequest, prompts, max_tokens: Mapping[str, int]) -> None:
         from senri.backends import open_backend
@@ -104,28 +111,54 @@ class BuilderLLM:
         for response in responses:
             stats.calls += 1
             stats.failed += bool(response.error)
+            stats.cut += bool(not response.error and response.truncated)
             stats.prompt_tokens += response.prompt_tokens
             stats.completion_tokens += response.completion_tokens
         return responses
 
-    def texts(self, role: str, requests: list) -> list[str | None]:
-        """Free-text replies (None for a failed call or an empty reply), reasoning cut off."""
+    def texts(self, role: str, requests: list) -> list[tuple[str | None, bool]]:
+        """Free-text replies, reasoning cut off, each with whether it was cut at its completion limit (kept:
+        the caller counts it); None for a failed call or an empty reply."""
         from senri.answers import split_reasoning
 
-        return [None if r.error else (split_reasoning(r.text)[0].strip() or None) for r in self.send(role, requests)]
+        return [(None, False) if r.error else (split_reasoning(r.text)[0].strip() or None, r.truncated)
+                for r in self.send(role, requests)]
+
+    def raised_limit(self, role: str, request):
+        """``request`` with twice its completion limit, bounded by the model config's ``max_tokens_cap`` and by
+        the context its prompt leaves; None when the limit cannot grow."""
+        from senri.backends.budget import request_limits
+
+        backend = self.backends[role]
+        limit = 2 * int(request.max_tokens)
+        cap = backend.config.get("max_tokens_cap")
+        if cap:
+            limit = min(limit, int(cap))
+        context = request_limits(backend.config).context_tokens
+        if context is not None:
+            limit = min(limit, context - backend.count_tokens(request))
+        return replace(request, max_tokens=limit) if limit > int(request.max_tokens) else None
 
     def json(self, role: str, requests: list, validate: Callable[[Any], Any]) -> list[Any]:
-        """Structured replies: ``validate(obj)`` returns the value or None; a reply no object of which validates
-        is repaired once (the family's ``repair`` turn); None where both fail."""
+        """Structured replies: ``validate(obj)`` returns the value or None. A reply cut at its completion limit
+        (``finish_reason: length``) is sent again as the same request with a higher limit
+        (:meth:`raised_limit`, counted ``resent``) while the limit can grow, at most :data:`MAX_RESENDS` times; any
+        other reply no object of which
+        validates (or a cut one at the highest limit) is repaired once (the family's ``repair`` turn). None
+        where all that fails."""
         from senri.answers import split_reasoning
+        from senri.backends.base import Message
 
         replies: list[Any] = [None] * len(requests)
+        current = list(requests)
+        repaired = [False] * len(requests)
+        resends = [0] * len(requests)
+        stats = self.stats.setdefault(role, RoleStats())
         pending = list(range(len(requests)))
-        for attempt in range(2):
-            batch = [requests[i] for i in pending]
-            responses = self.send(role, batch)
+        while pending:
+            responses = self.send(role, [current[i] for i in pending])
             retry = []
-            for i, request, response in zip(pending, batch, responses):
+            for i, response in zip(pending, responses):
                 if response.error:
                     continue
                 body = split_reasoning(response.text)[0]
@@ -133,17 +166,22 @@ class BuilderLLM:
                 if value is not None:
                     replies[i] = value
                     continue
-                self.stats[role].malformed += 1
-                if attempt == 0:
-                    from senri.backends.base import Message
-
+                stats.malformed += 1
+                longer = (self.raised_limit(role, current[i]) if response.truncated and resends[i] < MAX_RESENDS
+                          else None)
+                if longer is not None:
+                    stats.resent += 1
+                    resends[i] += 1
+                    current[i] = longer
+                    retry.append(i)
+                elif not repaired[i]:
+                    repaired[i] = True
+                    request = current[i]
                     messages = request.messages + (Message.text("assistant", body),
                                                    Message.text("user", self.prompts.render("repair")))
-                    requests[i] = replace(request, messages=messages, purpose=f"{request.purpose}:repair")
+                    current[i] = replace(request, messages=messages, purpose=f"{request.purpose}:repair")
                     retry.append(i)
             pending = retry
-            if not pending:
-                break
         return replies
 
 
@@ -173,9 +211,10 @@ CONSOLIDATE_SCHEMA = {"type": "object", "properties": {
 def base_captions(request: BuildRequest, config: Mapping[str, Any], instruction: str
                   ) -> tuple[list[MemoryItem], list[tuple[float, float]], dict[str, int]]:
     """WorldMM's 10sec captions (W-C2) through the shared caption service: (captions, every clip's span,
-    counts). A clip whose caption failed leaves no caption (as a failed segment leaves no file)."""
+    counts). A clip whose caption failed leaves no caption (as a failed segment leaves no file); a caption cut at
+    the captioner's token limit is kept and counted ``truncated_captions``."""
     from senri.captioners.base import Clip
-    from senri.memory.hierarchy import open_service, split
+    from senri.memory.hierarchy import caption_health, open_service, split
 
     if request.media is None or request.caption_cache is None:
         raise ValueError(f"memory system worldmm: building {request.video.video_id} needs the video's media and the "
@@ -188,19 +227,22 @@ def base_captions(request: BuildRequest, config: Mapping[str, Any], instruction:
         rows = service.captions([Clip(s, e, fps, instruction, BASE_LEVEL) for s, e in spans])
     finally:
         service.close()
+    kept = [r for r in rows if r.error is None and r.text.strip()]
     captions = [MemoryItem(item_id(BASE_LEVEL, r.start_s, r.end_s), KIND_EPISODIC, r.text.strip(), r.start_s,
-                           r.end_s, level=BASE_LEVEL) for r in rows if r.error is None and r.text.strip()]
+                           r.end_s, level=BASE_LEVEL) for r in kept]
     counts = {"clips": len(spans), "captions": len(captions), "failed_captions": len(spans) - len(captions),
-              "caption_calls": service.stats.calls, "captions_reused": service.stats.reused}
+              "truncated_captions": caption_health(kept)[0], "caption_calls": service.stats.calls,
+              "captions_reused": service.stats.reused}
     return captions, spans, counts
 
 
 def summarise_levels(llm: BuilderLLM, base: list[MemoryItem], levels: Sequence[Mapping[str, Any]]
                      ) -> tuple[dict[str, list[MemoryItem]], dict[str, int]]:
     """Each coarser level from the level below it (W-C3): one W3 call per window; a failed call drops its
-    window (as WorldMM writes no entry for it)."""
+    window (as WorldMM writes no entry for it), counted ``summaries_dropped_<level>``; a summary cut at its
+    token limit is kept, counted ``truncated_summaries_<level>``."""
     out: dict[str, list[MemoryItem]] = {}
-    dropped: dict[str, int] = {}
+    counts: dict[str, int] = {}
     below = base
     for level in levels:
         name, window = str(level["name"]), int(level["window_s"])
@@ -210,13 +252,14 @@ def summarise_levels(llm: BuilderLLM, base: list[MemoryItem], levels: Sequence[M
         requests = [llm.fit("summariser", lambda body: llm.prompts.render(
             "summarise", level=name, word_limit=limit_line, descriptions=body),
             "\n".join(e.text for e in batch), None, f"worldmm:summarise:{name}") for batch, _, _ in batches]
-        texts = llm.texts("summariser", requests)
+        replies = llm.texts("summariser", requests)
         items = [MemoryItem(item_id(name, start, end), KIND_EPISODIC, text, float(start), float(end), level=name)
-                 for (batch, start, end), text in zip(batches, texts) if text]
-        dropped[name] = len(batches) - len(items)
+                 for (batch, start, end), (text, _) in zip(batches, replies) if text]
+        counts[f"summaries_dropped_{name}"] = len(batches) - len(items)
+        counts[f"truncated_summaries_{name}"] = sum(bool(text) and cut for text, cut in replies)
         out[name] = items
         below = items
-    return out, dropped
+    return out, counts
 
 
 def openie(llm: BuilderLLM, role: str, passages: Sequence[MemoryItem]
@@ -352,14 +395,17 @@ def consolidate(llm: BuilderLLM, accumulated: list[Accumulated], new: list[tuple
 #: The build counts (``config.yaml``'s ``counts``) that are builder outputs left out of the store: a 30sec/3min/
 #: 10min summary whose W3 call failed or came back empty (``summaries_dropped_<level>``), a passage whose W5
 #: triples call failed or stayed unreadable after the repair, so it has no triples in the graph
-#: (``triples_failed``; ``index_triples_failed`` for the coarser levels and imported captions), and a group of
-#: ten captions whose W6 call failed, so its semantic triples are missing (``semantic_calls_failed``). Not
-#: losses: ``ner_failed`` (the W5 call is still made, with no entity hint, and the entity table is not read at
-#: answer time), ``consolidations_failed`` (the new triple is kept as it is), ``triples_dropped`` /
-#: ``semantic_dropped`` (malformed or duplicate triples inside a readable reply) and the builder's ``trimmed``
-#: requests (their input shortened to fit the context, the item kept; one still too long fails and is counted
-#: above). Failed captions are ``failed_captions``, not builder losses.
-BUILDER_LOSS_COUNTS = ("triples_failed", "index_triples_failed", "semantic_calls_failed")
+#: (``triples_failed``; ``index_triples_failed`` for the coarser levels and imported captions), an imported
+#: caption that no model indexed because no retriever model was configured, so it has no triples either
+#: (``unindexed_captions``), and a group of ten captions whose W6 call failed, so its semantic triples are missing
+#: (``semantic_calls_failed``). Not losses: ``ner_failed`` (the W5 call is still made, with no entity hint, and
+#: the entity table is not read at answer time), ``consolidations_failed`` (the new triple is kept as it is),
+#: ``triples_dropped`` / ``semantic_dropped`` (malformed or duplicate triples inside a readable reply), the
+#: builder's ``trimmed`` requests (their input shortened to fit the context, the item kept; one still too long
+#: fails and is counted above) and replies cut at their token limit (kept: ``truncated_captions`` and
+#: ``truncated_summaries_<level>``, booked on every question as ``truncated_captions``). Failed captions are
+#: ``failed_captions``, not builder losses.
+BUILDER_LOSS_COUNTS = ("triples_failed", "index_triples_failed", "unindexed_captions", "semantic_calls_failed")
 
 
 def builder_losses(counts: Mapping[str, Any]) -> int:
@@ -367,6 +413,13 @@ def builder_losses(counts: Mapping[str, Any]) -> int:
     from the store's recorded ``counts``."""
     return sum(int(counts.get(name) or 0) for name in BUILDER_LOSS_COUNTS) + sum(
         int(n or 0) for name, n in counts.items() if name.startswith("summaries_dropped_"))
+
+
+def truncated_captions(counts: Mapping[str, Any]) -> int:
+    """The store's captions of any level kept although cut at their token limit (10sec captions and W3
+    summaries), from its recorded ``counts``: what every question over it books as ``truncated_captions``."""
+    return int(counts.get("truncated_captions") or 0) + sum(
+        int(n or 0) for name, n in counts.items() if name.startswith("truncated_summaries_"))
 
 
 # ================================================================================================ visual
@@ -433,8 +486,9 @@ def write_store(out_dir: Path, config: Mapping[str, Any], episodic: list[MemoryI
     write_table(to_frame(rows, WorldMMSnapshot), out_dir / SNAPSHOTS, WorldMMSnapshot)
     # Every text retrieval will compare against, embedded once here.
     vectors.matrix([i.text for i in episodic])
-    vectors.matrix([triple_text(t) for ts in triples.values() for t in ts])
-    vectors.matrix(list({entity_key(p) for ts in triples.values() for t in ts for p in (t[0], t[2])}))
+    facts = {hipporag_triple(t) for ts in triples.values() for t in ts}
+    vectors.matrix([fact_text(f) for f in facts])
+    vectors.matrix(list({part for f in facts for part in (f[0], f[2])}))
     vectors.matrix(list({" ".join(t) for _, ts in plain for t in ts}))
     vectors.save(out_dir / VECTORS)
     paper = dict(config.get("paper_models") or {})
@@ -468,7 +522,7 @@ def build_store(request: BuildRequest) -> None:
                              f"{role} role (it is null)")
     try:
         base, spans, caption_counts = base_captions(request, config, prompts.render("caption"))
-        levels, dropped = summarise_levels(llm, base, config.get("levels") or [])
+        levels, level_counts = summarise_levels(llm, base, config.get("levels") or [])
         episodic = [*base, *(item for level in levels.values() for item in level)]
         encoder = open_text_encoder(config)
         vectors = TextVectors(encoder)
@@ -482,7 +536,7 @@ def build_store(request: BuildRequest) -> None:
         snapshots, semantic_counts = semantic_memory(llm, base, {b.item_id: triples[b.item_id] for b in base},
                                                      vectors, config.get("semantic") or {})
         visual = build_visual(request, config, base, spans)
-        counts = {**caption_counts, **{f"summaries_dropped_{k}": v for k, v in dropped.items()},
+        counts = {**caption_counts, **level_counts,
                   **ie_counts, **{f"index_{k}": v for k, v in coarse_counts.items()}, **semantic_counts}
         write_store(request.out_dir, config, episodic, ner, triples, snapshots, visual, vectors, counts,
                     {role: vars(s) for role, s in llm.stats.items()}, source="built",

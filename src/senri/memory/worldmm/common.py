@@ -37,6 +37,16 @@ ITEMS, ENTITIES, TRIPLES, SNAPSHOTS, VECTORS, VISUAL, CONFIG = (
     "visual.npz", "config.yaml")
 
 
+#: The model role of the retrieval-side calls (W-C9's index OpenIE at build time, W8 and W9 at question time):
+#: ``memory_system.worldmm.models.retriever``, as the release runs them on its retriever model (gpt-5-mini)
+#: apart from the answering one (gpt-5).
+RETRIEVER_ROLE = "retriever"
+
+
+#: How a search's notes start where a level's W8 call was not made (counted per search in the workflow's trace).
+FILTER_SKIP_NOTE = "W8 skipped"
+
+
 #: The spec's generic setting: every memory is visible (W-R0, t = 123595999).
 SECONDS_PER_DAY = 86400
 
@@ -169,8 +179,32 @@ def triple_text(triple: Sequence[str]) -> str:
     return f"({triple[0]}, {triple[1]}, {triple[2]})"
 
 
-def entity_key(name: str) -> str:
-    return name.strip().lower()
+_NOT_WORD = re.compile(r"[^A-Za-z0-9 ]")
+
+
+def hipporag_text(text: str) -> str:
+    """HippoRAG-2's normalisation of every triple part before it indexes them: lower case, every character other
+    than an ASCII letter, digit or space made a space, the ends stripped. "Red-mug" and "red mug" become one entity
+    node, and the W8 filter sees (and its reply is matched against) the normalised facts, as in the release."""
+    return _NOT_WORD.sub(" ", str(text).lower()).strip()
+
+
+def hipporag_triple(triple: Sequence[str]) -> Triple:
+    """A triple with :func:`hipporag_text` applied to each part (HippoRAG's processed fact)."""
+    return tuple(hipporag_text(part) for part in triple)  # type: ignore[return-value]
+
+
+def fact_text(fact: Sequence[str]) -> str:
+    """What HippoRAG embeds for a processed fact and matches W8 replies against: the Python tuple's text,
+    ``('i', 'pour', 'water')``."""
+    return str(tuple(fact))
+
+
+def cut_text(text: str, limit: int | None) -> str:
+    """``text`` cut to at most ``limit`` characters (its head, then " …"); None or a longer limit: as it is."""
+    if limit is None or len(text) <= limit:
+        return text
+    return text[:max(0, limit)].rstrip() + " …"
 
 
 def min_max(scores: np.ndarray) -> np.ndarray:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -12,21 +13,50 @@ import numpy as np
 
 from senri.memory.ppr import personalized_pagerank
 from senri.memory.store import MemoryItem
-from senri.memory.worldmm.common import TextVectors, Triple, entity_key, min_max, triple_text
+from senri.memory.worldmm.common import TextVectors, Triple, fact_text, hipporag_triple, min_max
 
 log = logging.getLogger(__name__)
 
 
 # ========================================================================================= HippoRAG index
+#: HippoRAG-2 links an entity to at most this many others by synonymy: its loop over an entity's nearest
+#: neighbours stops once the count of edges added passes 100 (so 101 are added).
+SYNONYMS_PER_ENTITY = 101
+
+#: Only an entity with more than this many letters and digits gets synonymy edges of its own (HippoRAG-2's
+#: rule, so "i" or "tv" links to nothing by similarity; it may still be another entity's synonym).
+SYNONYM_MIN_CHARS = 2
+
+_NOT_ALNUM = re.compile(r"[^A-Za-z0-9]")
+
+
+@dataclass(frozen=True)
+class LevelSearch:
+    """One granularity's passages scored for a query, every passage best first, and how they were scored:
+    ``path`` ``ppr`` (the kept facts seeded the walk) or ``dense`` (no fact kept, or none to start from:
+    HippoRAG's dense passage retrieval); ``reason`` says why for the search's notes; ``reset`` is the weight
+    vector the walk started from (entities then passages, before normalisation; None on the dense path)."""
+
+    ranked: list[tuple[MemoryItem, float]]
+    path: str
+    reason: str
+    reset: np.ndarray | None = None
+
+    def note(self, label: str) -> str:
+        return f"{label}: {self.reason}" if self.path == "ppr" else f"{label}: dense passages ({self.reason})"
+
+
 @dataclass
 class GranularityIndex:
     """One granularity's HippoRAG-2 graph: entity nodes ``0..E-1`` then passage nodes ``E..E+P-1``.
 
-    Edges as HippoRAG-2 lists them (an ordered-pair table the undirected graph reads with every listing an edge
-    of its own, so a pair listed both ways weighs twice): a triple adds 1 to (subject, object) and to (object,
-    subject); a passage links to each entity of its triples with weight 1; every entity links to the entities
-    whose vectors have cosine ≥ the synonymy threshold, with the cosine as weight (replacing a fact count of
-    that ordered pair)."""
+    Triples are normalised first (:func:`hipporag_triple`), so entities and facts are HippoRAG's processed
+    text. Edges as HippoRAG-2 lists them (an ordered-pair table the undirected graph reads with every listing an
+    edge of its own, so a pair listed both ways weighs twice): a triple adds 1 to (subject, object) and to
+    (object, subject); a passage links to each entity of its triples with weight 1; an entity with more than
+    :data:`SYNONYM_MIN_CHARS` letters and digits links to up to :data:`SYNONYMS_PER_ENTITY` entities whose
+    vectors have cosine ≥ the synonymy threshold, with the cosine as weight (replacing a fact count of that
+    ordered pair)."""
 
     passages: list[MemoryItem]
     passage_vectors: np.ndarray
@@ -38,7 +68,7 @@ class GranularityIndex:
 
     @classmethod
     def build(cls, passages: list[MemoryItem], triples: Mapping[str, list[Triple]], vectors: TextVectors,
-              synonymy_threshold: float, max_synonyms: int = 100) -> "GranularityIndex":
+              synonymy_threshold: float, max_synonyms: int = SYNONYMS_PER_ENTITY) -> "GranularityIndex":
         entity_ids: dict[str, int] = {}
         facts: dict[Triple, None] = {}
         pairs: dict[tuple[int, int], float] = {}
@@ -46,11 +76,12 @@ class GranularityIndex:
         for passage in passages:
             linked: set[int] = set()
             for triple in triples.get(passage.item_id, []):
-                facts.setdefault(triple, None)
-                s = entity_ids.setdefault(entity_key(triple[0]), len(entity_ids))
-                o = entity_ids.setdefault(entity_key(triple[2]), len(entity_ids))
+                fact = hipporag_triple(triple)
+                facts.setdefault(fact, None)
+                s = entity_ids.setdefault(fact[0], len(entity_ids))
+                o = entity_ids.setdefault(fact[2], len(entity_ids))
                 linked.update((s, o))
-                if s != o:
+                if s != o:  # a self-loop is counted by HippoRAG but never becomes an edge
                     pairs[(s, o)] = pairs.get((s, o), 0.0) + 1.0
                     pairs[(o, s)] = pairs.get((o, s), 0.0) + 1.0
             passage_entities.append(linked)
@@ -63,16 +94,19 @@ class GranularityIndex:
                 pairs[(n_entities + p, e)] = 1.0
         if n_entities > 1:
             entity_vectors = vectors.matrix(entities)
+            entity_vectors = entity_vectors / np.maximum(np.linalg.norm(entity_vectors, axis=1, keepdims=True), 1e-8)
             for first in range(0, n_entities, 1024):  # in blocks: a long video has tens of thousands of entities
                 sims = entity_vectors[first:first + 1024] @ entity_vectors.T
                 for row, e in enumerate(range(first, min(first + 1024, n_entities))):
+                    if len(_NOT_ALNUM.sub("", entities[e])) <= SYNONYM_MIN_CHARS:
+                        continue
                     close = np.flatnonzero(sims[row] >= synonymy_threshold)
                     close = close[np.argsort(-sims[row][close], kind="stable")]
-                    for other in [int(o) for o in close if o != e][:max_synonyms]:
+                    for other in [int(o) for o in close if o != e and entities[int(o)]][:max_synonyms]:
                         pairs[(e, other)] = float(sims[row][other])
         fact_list = list(facts)
         return cls(passages=passages, passage_vectors=vectors.matrix([p.text for p in passages]),
-                   facts=fact_list, fact_vectors=vectors.matrix([triple_text(f) for f in fact_list]),
+                   facts=fact_list, fact_vectors=vectors.matrix([fact_text(f) for f in fact_list]),
                    entities=entities, entity_passages=entity_passages,
                    edges=[(u, v, w) for (u, v), w in pairs.items()])
 
@@ -80,31 +114,36 @@ class GranularityIndex:
         """Passage scores by cosine, min-max normalised (HippoRAG's dense passage retrieval)."""
         return min_max(self.passage_vectors @ query_vector)
 
-    def retrieve(self, query: str, query_vector: np.ndarray, k: int, config: Mapping[str, Any],
-                 filter_facts: Callable[[str, list[Triple]], list[Triple]], notes: list[str], label: str
-                 ) -> list[tuple[MemoryItem, float]]:
-        """The top ``k`` passages for ``query`` (W-R1): facts by cosine (min-max normalised) → the top
-        ``link_top_k`` → the W8 filter; no fact left → dense passages; else PPR (damping, passage weight)."""
-        if not self.passages:
+    def candidate_facts(self, query_vector: np.ndarray, link_top_k: int) -> list[tuple[Triple, float]]:
+        """The ``link_top_k`` facts nearest the query with their min-max normalised cosine, best first: what the
+        W8 filter is shown (HippoRAG's ``rerank_facts``); empty when the level has no facts."""
+        if not self.facts:
             return []
+        scores = min_max(self.fact_vectors @ query_vector)
+        return [(self.facts[int(i)], float(scores[int(i)]))
+                for i in np.argsort(-scores, kind="stable")[:int(link_top_k)]]
+
+    def search(self, query_vector: np.ndarray, candidates: Sequence[tuple[Triple, float]],
+               kept: Sequence[Triple], config: Mapping[str, Any]) -> LevelSearch:
+        """Every passage scored (W-R1) given the facts W8 kept of ``candidates``: none kept → dense passages;
+        else each kept fact's score, divided by the number of passages naming the entity, is added to its
+        subject and object and averaged per entity (a fact kept twice counts twice, as HippoRAG reads its
+        filter's list); only the ``link_top_k`` best entities keep their weight; the passages get their dense
+        score × ``passage_node_weight``; PPR (``damping``) over the graph from there."""
         dense = self.dense(query_vector)
-        kept: list[Triple] = []
-        if self.facts:
-            fact_scores = min_max(self.fact_vectors @ query_vector)
-            top = [int(i) for i in np.argsort(-fact_scores, kind="stable")[: int(config.get("link_top_k", 5))]]
-            candidates = [self.facts[i] for i in top]
-            kept = filter_facts(query, candidates)
-            score_of = {self.facts[i]: float(fact_scores[i]) for i in top}
         if not kept:
-            notes.append(f"{label}: dense passages ({'no facts' if not self.facts else 'no fact kept'})")
-            return self._top(dense, k)
+            return LevelSearch(self._order(dense), "dense", "no facts" if not candidates else "no fact kept")
+        score_of = dict(candidates)
+        stray = [fact for fact in kept if fact not in score_of]
+        if stray:
+            raise ValueError(f"kept facts {stray} are not among the candidates shown to W8")
         n_entities = len(self.entities)
         index = {name: i for i, name in enumerate(self.entities)}
         phrase = np.zeros(n_entities)
         occurs = np.zeros(n_entities)
         for fact in kept:
             for name in (fact[0], fact[2]):
-                e = index.get(entity_key(name))
+                e = index.get(name)
                 if e is None:
                     continue
                 weight = score_of[fact]
@@ -121,15 +160,26 @@ class GranularityIndex:
             phrase[~mask] = 0.0
         reset = np.concatenate([phrase, dense * float(config.get("passage_node_weight", 0.05))])
         if reset.sum() <= 0:
-            notes.append(f"{label}: dense passages (no weight to start the walk from)")
-            return self._top(dense, k)
+            return LevelSearch(self._order(dense), "dense", "no weight to start the walk from")
         scores = personalized_pagerank(n_entities + len(self.passages), self.edges, reset,
                                        damping=float(config.get("damping", 0.5)), duplicates="sum")
-        notes.append(f"{label}: PPR over {len(kept)} fact(s)")
-        return self._top(scores[n_entities:], k)
+        return LevelSearch(self._order(scores[n_entities:]), "ppr", f"PPR over {len(kept)} fact(s)", reset)
 
-    def _top(self, scores: np.ndarray, k: int) -> list[tuple[MemoryItem, float]]:
-        order = np.argsort(-scores, kind="stable")[:k]
+    def retrieve(self, query: str, query_vector: np.ndarray, k: int, config: Mapping[str, Any],
+                 filter_facts: Callable[[str, list[Triple]], list[Triple]], notes: list[str], label: str
+                 ) -> list[tuple[MemoryItem, float]]:
+        """The top ``k`` passages for ``query`` (W-R1): the top ``link_top_k`` facts → the W8 filter
+        (``filter_facts``, not called when the level has no facts) → :meth:`search`; the path taken noted."""
+        if not self.passages:
+            return []
+        candidates = self.candidate_facts(query_vector, int(config.get("link_top_k", 5)))
+        kept = filter_facts(query, [fact for fact, _ in candidates]) if candidates else []
+        found = self.search(query_vector, candidates, kept, config)
+        notes.append(found.note(label))
+        return found.ranked[:k]
+
+    def _order(self, scores: np.ndarray) -> list[tuple[MemoryItem, float]]:
+        order = np.argsort(-scores, kind="stable")
         return [(self.passages[int(i)], float(scores[int(i)])) for i in order]
 
 
@@ -153,3 +203,32 @@ def semantic_ranking(triples: Sequence[Triple], triple_vectors: np.ndarray, quer
     scored = [(t, float(ppr[names[t[0]]] + ppr[names[t[2]]])) for t in triples]
     order = sorted(range(len(scored)), key=lambda i: -scored[i][1])[:n]
     return [scored[i] for i in order]
+
+
+# ============================================================================================ W8 replies
+def read_filter_reply(obj: Any) -> list[list[str]] | None:
+    """The facts of a W8 reply read as HippoRAG reads its filter's output: an object whose ``fact`` is a list of
+    lists of strings (of any length). A reply with any other ``fact`` (one element that is not a list of
+    strings) is unreadable as a whole, as the release's validation then keeps nothing; None."""
+    facts = obj.get("fact") if isinstance(obj, dict) else None
+    if not isinstance(facts, list):
+        return None
+    if not all(isinstance(f, list) and all(isinstance(part, str) for part in f) for f in facts):
+        return None
+    return facts
+
+
+def match_filter_reply(reply: Sequence[Sequence[str]], candidates: Sequence[Triple], limit: int) -> list[Triple]:
+    """The candidates a W8 reply kept, in the reply's order: each reply fact is mapped to the candidate whose text
+    is closest to its own (difflib's ratio over ``str(list(fact))`` against ``str(tuple(candidate))``, closest
+    first, no cut-off: HippoRAG's DSPyFilter), so a fact copied with other case or spelling still counts and
+    every reply fact maps to some candidate; a candidate named twice is kept twice; the first ``limit``."""
+    import difflib
+
+    texts = [str(tuple(c)) for c in candidates]
+    kept: list[Triple] = []
+    for fact in reply:
+        closest = difflib.get_close_matches(str(list(fact)), texts, n=1, cutoff=0.0)
+        if closest:
+            kept.append(candidates[texts.index(closest[0])])
+    return kept[:max(0, int(limit))]

@@ -173,8 +173,12 @@ def read_visual_embeddings(path: Path, base: list[MemoryItem], config: Mapping[s
 
 
 def import_release(import_dir: Path, request: BuildRequest) -> None:
-    """A memory written by WorldMM's released code (:func:`read_release`) converted into ``request.out_dir``; the
-    levels the release has no OpenIE for are indexed with the retriever's model (W-C9)."""
+    """A memory written by WorldMM's released code (:func:`read_release`) converted into ``request.out_dir``.
+
+    The levels the release has no OpenIE for are indexed with the retriever's model (W-C9); without one they
+    stay unindexed, counted ``unindexed_captions`` (a builder loss: :data:`~senri.memory.worldmm.build.
+    BUILDER_LOSS_COUNTS`). The release's clip vectors answer text queries through the text tower of the configured
+    ``embedder`` model (:func:`attach_embedder`); without one, only time-range visual queries can be served."""
     release = read_release(Path(import_dir), request.video.video_id, request.system_config)
     config = request.system_config
     vectors = TextVectors(open_text_encoder(config))
@@ -183,6 +187,12 @@ def import_release(import_dir: Path, request: BuildRequest) -> None:
     counts: dict[str, int] = {"imported_captions": len(episodic)}
     llm_stats: dict[str, Any] = {}
     models: dict[str, str] = {}
+    visual = release.visual
+    if visual is not None:
+        pkl = Path(import_dir) / "visual_memory" / request.video.video_id / "visual_embeddings.pkl"
+        visual = attach_embedder(visual, request.models.get("embedder"), pkl)
+        if visual.get("model_config"):
+            models["embedder"] = visual["embedder"]
     missing = [item for item in episodic if item.item_id not in triples]
     if missing:  # W-C9: levels the release has no OpenIE for are indexed with the retriever's model
         llm = BuilderLLM(request, system_prompts(config), config.get("max_tokens") or {})
@@ -198,8 +208,28 @@ def import_release(import_dir: Path, request: BuildRequest) -> None:
             llm_stats = {role: vars(s) for role, s in llm.stats.items()}
         finally:
             llm.close()
-    write_store(request.out_dir, config, episodic, ner, triples, release.snapshots, release.visual, vectors,
+    write_store(request.out_dir, config, episodic, ner, triples, release.snapshots, visual, vectors,
                 counts, llm_stats, source=f"imported from {import_dir}", models=models)
+
+
+def attach_embedder(visual: dict[str, Any], model: tuple[str, Mapping[str, Any]] | None, path: Path
+                    ) -> dict[str, Any]:
+    """The imported visual memory with the configured ``embedder`` model (name, config) recorded as the one
+    whose text tower embeds its queries, after checking that the tower's vectors have the clips' dimension (a
+    ValueError naming ``path`` and ``models.embedder`` otherwise: the release's vectors would be compared with
+    another model's space). No embedder configured: the memory as read (text queries answered with a note)."""
+    if not model:
+        return visual
+    from senri.memory.clip_embedding import open_query_encoder
+
+    name, model_config = model
+    probe = np.asarray(open_query_encoder(model_config)(["a first-person video clip"]))
+    clip_dim = int(np.asarray(visual["vectors"]).shape[1])
+    if probe.ndim != 2 or probe.shape[1] != clip_dim:
+        raise ValueError(f"{path}: the clip vectors have dimension {clip_dim}, but memory_system.worldmm.models."
+                         f"embedder ({name}) embeds text queries with dimension {probe.shape[-1]}: configure the "
+                         f"embedder the release was built with")
+    return {**visual, "embedder": name, "model_config": dict(model_config)}
 
 
 def export_inputs(captions: Path, video: Any, out_dir: Path, system_config: Mapping[str, Any]) -> list[Path]:

@@ -12,39 +12,48 @@ Restated from ``shared/spec/memory_systems.md`` (the W-* statements; prompt role
   10sec captions (W6) and consolidates them into cumulative snapshots (W7), keyed by the last caption's end.
   Visual memory embeds each 10-s clip with an image-text embedder, only when one is configured.
 * **Retrieval** (W-R0…R4). Episodic: HippoRAG-2-style retrieval per granularity (fact cosine → top facts →
-  the W8 filter → personalized PageRank over entities and passages, or dense passages when no fact survives),
-  a pool ranked by W9, the seen texts dropped. Semantic: PPR over the entity graph of the snapshot visible at
+  the W8 filter, its reply matched to the closest candidates → personalized PageRank over entities and
+  passages, or dense passages when no fact survives or the reply cannot be read), a pool ranked by W9, the
+  texts earlier episodic searches returned dropped. Semantic: PPR over the entity graph of the snapshot visible at
   the question's time, seeded by the triples nearest the query. Visual: a time-range query returns the
   overlapping clips, any other query the clips nearest by text→clip similarity.
 
 Builder calls go through backends opened from the build's model configs with the build job's response cache;
-retrieval calls (W8, W9) through :attr:`SearchContext.ask`, so they are booked in the question's tally. The
-spec's Qwen3-Embedding-4B text embedder is replaced by MiniLM (:class:`senri.memory.retrieval.Embedder`),
-recorded in the store's ``config.yaml``.
+retrieval calls (W8, W9) through :attr:`SearchContext.ask` on the retriever role's model, so they are booked
+in the question's tally, and sized to that model's context where the context can say
+(``SearchContext.overflow``, given by every memory method). The spec's Qwen3-Embedding-4B text embedder is
+replaced by MiniLM (:class:`senri.memory.retrieval.Embedder`), recorded in the store's ``config.yaml``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
+import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Collection, Mapping, Sequence
+from typing import Any, Callable, ClassVar, Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 import polars as pl
 import yaml
 
 from senri.memory.store import BuildRequest, MemoryItem, MemoryStore, SearchContext
-from senri.memory.worldmm.build import build_store, builder_losses
+from senri.memory.worldmm.build import build_store, builder_losses, truncated_captions
 from senri.memory.worldmm.common import (BASE_LEVEL, ITEMS, KIND_EPISODIC, KIND_SEMANTIC, KIND_VISUAL, SNAPSHOTS,
-                                         SYSTEM, TRIPLES, VECTORS, VISUAL, CONFIG, TextEncoder, TextVectors, Triple,
-                                         _triples_reply, clock, day_of, entity_key, first_json, open_text_encoder,
-                                         parse_time_range, semantic_item, span_label, system_prompts)
-from senri.memory.worldmm.index import GranularityIndex, semantic_ranking
+                                         SYSTEM, TRIPLES, VECTORS, VISUAL, CONFIG, FILTER_SKIP_NOTE, RETRIEVER_ROLE,
+                                         TextEncoder, TextVectors, Triple, clock, cut_text, day_of, first_json,
+                                         open_text_encoder, parse_time_range, semantic_item, span_label,
+                                         system_prompts)
+from senri.memory.worldmm.index import GranularityIndex, match_filter_reply, read_filter_reply, semantic_ranking
 from senri.memory.worldmm.release import export_inputs, import_release
 
 log = logging.getLogger(__name__)
+
+
+#: W9's listing is cut no shorter than this many characters per caption (halving from the longest caption).
+MIN_CUT_CHARS = 16
 
 
 def _read(folder: Path, name: str, record: type) -> pl.DataFrame:
@@ -118,10 +127,14 @@ class WorldMMStore(MemoryStore):
 
     def question_counts(self) -> dict[str, int]:
         """Every question over this store books its 10-s clips that have no caption (``failed_captions``), as
-        questions over the caption store do, and what the builder left out (``builder_losses``,
-        :func:`builder_losses`): a memory with holes shows on every row that read it."""
+        questions over the caption store do, its captions of any level kept although cut at their token limit
+        (``truncated_captions``, :func:`truncated_captions`: a cut 10-s caption feeds every coarser level, the
+        graph and the semantic triples, so the whole memory carries it, like a failed one) and what the builder
+        left out (``builder_losses``, :func:`builder_losses`): a memory with holes shows on every row that read
+        it."""
         counts = self.record().get("counts") or {}
-        return {"failed_captions": int(counts.get("failed_captions", 0)), "builder_losses": builder_losses(counts)}
+        return {"failed_captions": int(counts.get("failed_captions", 0)),
+                "truncated_captions": truncated_captions(counts), "builder_losses": builder_losses(counts)}
 
     def items(self, level: str | None = None) -> list[MemoryItem]:
         chosen = [i for i in self._items if level is None or i.level == level]
@@ -166,89 +179,188 @@ class WorldMMStore(MemoryStore):
     def search_episodic(self, query: str, k: int, exclude: Collection[str], context: SearchContext
                         ) -> list[MemoryItem]:
         """W-R1/W-R2: per granularity the top k_g passages, a pool of them all; a pool larger than 2k is ranked
-        by W9 (the shortfall filled by score) down to 2k; texts retrieved before are dropped; the first k."""
+        by W9 (the shortfall filled by score) down to 2k; texts an episodic search returned before, or returned
+        earlier in this list, are dropped; the first k.
+
+        Only episodic texts are "seen": a visual clip retrieved before carries its 10-s caption as its text but
+        showed the model frames only, and the release keeps visual clips apart by their time-range label, so
+        the caption stays findable.
+
+        A level holding a single passage has its W8 call put off (:meth:`_put_off_filter`): that passage is in
+        the pool whatever W8 keeps, at the same place, and the W9 listing shows no scores, so only a ranking
+        that reads scores (a pool ranked by score, or W9's shortfall) needs its PPR score; then the call is
+        made, else it is skipped and noted (``FILTER_SKIP_NOTE``). The returned items and their order are the
+        same either way; only the trace's score of a skipped level's passage is its dense score."""
         config = self.config.get("episodic") or {}
         ks = config.get("k") or {}
+        link_top_k = int(config.get("link_top_k", 5))
+        skip_small = bool(config.get("skip_filter_when_level_fits", False))
         qv = self.vectors.encoder.encode([query])[0]
         pool: list[tuple[MemoryItem, float]] = []
-        for level in config.get("granularities") or [BASE_LEVEL]:
-            index = self.index(str(level), context.query_time_s)
+        put_off: dict[str, tuple[str, GranularityIndex, list[tuple[Triple, float]]]] = {}
+        for level in (str(name) for name in config.get("granularities") or [BASE_LEVEL]):
+            index = self.index(level, context.query_time_s)
+            if not index.passages:
+                continue
             k_level = int(ks.get(level, config.get("default_k", 5)))
-            pool += index.retrieve(query, qv, k_level, config, lambda q, facts: self.filter_facts(q, facts, context),
-                                   context.notes, str(level))
-        ranked = self.rank_pool(query, pool, 2 * k, context)
-        seen_texts = {self._by_id[i].text for i in exclude if i in self._by_id}
-        fresh = [replace(item, score=score) for item, score in ranked
-                 if item.item_id not in exclude and item.text not in seen_texts]
+            candidates = index.candidate_facts(qv, link_top_k)
+            if candidates and context.ask is not None and len(index.passages) == 1:
+                put_off[index.passages[0].item_id] = (level, index, candidates)
+                pool.append((index.passages[0], math.nan))
+                continue
+            if candidates and context.ask is not None and skip_small and len(index.passages) <= k_level:
+                found = index.search(qv, candidates, [], config)
+                context.notes.append(f"{level}: {FILTER_SKIP_NOTE} ({len(index.passages)} passage(s) ≤ k "
+                                     f"{k_level}, skip_filter_when_level_fits): dense passages")
+            else:
+                kept = self.filter_facts(query, [fact for fact, _ in candidates], context) if candidates else []
+                found = index.search(qv, candidates, kept, config)
+                context.notes.append(found.note(level))
+            pool += found.ranked[:k_level]
+
+        def scored(entries: list[tuple[MemoryItem, float]]) -> list[tuple[MemoryItem, float]]:
+            return [(item, self._put_off_filter(query, qv, put_off.pop(item.item_id), context, config)
+                     if item.item_id in put_off else score) for item, score in entries]
+
+        ranked = self.rank_pool(query, pool, 2 * k, context, scored)
+        dense = {item_id: float(index.dense(qv)[0]) for item_id, (_, index, _) in put_off.items()}
+        for level, _, _ in put_off.values():
+            context.notes.append(f"{level}: {FILTER_SKIP_NOTE}: its one passage is in the pool whatever W8 keeps "
+                                 f"and no ranking read its score (its dense score is shown)")
+        seen = {self._by_id[i].text for i in exclude if i in self._by_id and self._by_id[i].kind == KIND_EPISODIC}
+        fresh: list[MemoryItem] = []
+        for item, score in ranked:
+            if item.item_id in exclude or item.text in seen:
+                continue
+            seen.add(item.text)
+            fresh.append(replace(item, score=dense.get(item.item_id, score)))
         return fresh[:k]
 
-    def _ask_json(self, context: SearchContext, text: str, purpose: str, validate: Callable[[Any], Any]) -> Any:
-        """One retriever call through ``context.ask`` (booked in the question's tally), read as JSON; None when
-        it fails or does not parse (the caller falls back and notes it)."""
+    def _put_off_filter(self, query: str, qv: np.ndarray, held: tuple[str, GranularityIndex, list],
+                        context: SearchContext, config: Mapping[str, Any]) -> float:
+        """The PPR score of a one-passage level whose W8 call was put off, the call made now that a ranking
+        reads the score (the same request it would have been)."""
+        level, index, candidates = held
+        found = index.search(qv, candidates, self.filter_facts(query, [f for f, _ in candidates], context), config)
+        context.notes.append(f"{found.note(level)} (its W8 call made when the ranking read the score)")
+        return found.ranked[0][1]
+
+    def _fitted(self, context: SearchContext, requests: Iterable[Any], what: str) -> Any:
+        """The first of ``requests`` (the full one first, then ever smaller ones) that fits the retriever's
+        model by the context's ``overflow`` (:class:`senri.memory.store.SearchContext`); a trimmed one is counted
+        ``context_trims`` and noted; when none fits, the smallest is sent (its failure is the search's
+        fallback). A context that cannot size requests gets the full one."""
+        overflow = context.overflow
+        chosen, trims, why = None, -1, None
+        for chosen in requests:
+            trims += 1
+            why = overflow(chosen, RETRIEVER_ROLE) if overflow is not None else None
+            if why is None:
+                break
+        if trims > 0:
+            if context.tally is not None:
+                context.tally.count("context_trims")
+            context.notes.append(f"{what} trimmed {trims} step(s) to fit the retriever's context"
+                                 + (f"; still over it: {why}" if why else ""))
+        return chosen
+
+    def _ask_json(self, context: SearchContext, request: Any, validate: Callable[[Any], Any]
+                  ) -> tuple[Any, str | None]:
+        """One retriever call through ``context.ask`` (booked in the question's tally), read as JSON: (value,
+        None), or (None, why) when the call failed (the method's ``ask`` counts that) or the reply is
+        unreadable (counted here, ``failed_search_calls``: the search took its fallback)."""
         from senri.answers import split_reasoning
+
+        response = context.ask(request, RETRIEVER_ROLE)
+        if response.error:
+            return None, f"call failed ({response.error})"
+        value = first_json(split_reasoning(response.text)[0], validate)
+        if value is None:
+            if context.tally is not None:
+                context.tally.count("failed_search_calls")
+            return None, "reply unreadable"
+        return value, None
+
+    def _retriever_request(self, text: str, purpose: str) -> Any:
         from senri.backends.base import ChatRequest, Message
 
-        # No schema: the store does not know the method's backend; the prompt asks for JSON only.
-        request = ChatRequest(messages=(Message.text("user", text),),
-                              max_tokens=int((self.config.get("max_tokens") or {}).get("retriever", 512)),
-                              purpose=purpose)
-        response = context.ask(request, "retriever")
-        if response.error:
-            return None
-        return first_json(split_reasoning(response.text)[0], validate)
+        # No schema: the store does not know the retriever's backend; the prompt asks for JSON only.
+        return ChatRequest(messages=(Message.text("user", text),),
+                           max_tokens=int((self.config.get("max_tokens") or {}).get("retriever", 512)),
+                           purpose=purpose)
+
+    def _filter_examples(self) -> list[str]:
+        """W8's worked examples (``fact_filter_examples.txt``), one block each, blank lines between blocks."""
+        try:
+            text = self.prompts["fact_filter_examples"].render()
+        except (FileNotFoundError, ValueError):
+            return []
+        return [block.strip() for block in re.split(r"\n\s*\n", text) if block.strip()]
 
     def filter_facts(self, query: str, facts: list[Triple], context: SearchContext) -> list[Triple]:
-        """W8: the retriever keeps the facts relevant to the query (matched back to the candidates, in its
-        order). Without ``ask`` (or when the reply fails) every candidate is kept, and the note says so."""
+        """W8: the retriever keeps the facts relevant to the query; each fact of its reply is matched to the
+        closest candidate (:func:`match_filter_reply`, HippoRAG's rule), at most ``link_top_k``. A failed call
+        or an unreadable reply keeps no fact, so the level falls back to dense passages, as the release's
+        filter does. The request is sized to the retriever's context by leaving out worked examples, the last
+        first. Without ``ask`` every candidate is kept, and the note says so."""
         if context.ask is None:
             context.notes.append("W8 fact filter skipped (no retriever call available): top facts kept")
             return facts
-        known = {tuple(entity_key(p) for p in f): f for f in facts}
-        text = self.prompts.render("fact_filter", query=query, n=len(facts),
-                                   facts=json.dumps({"fact": [list(f) for f in facts]}, ensure_ascii=False))
+        examples = self._filter_examples()
+        listing = json.dumps({"fact": [list(f) for f in facts]}, ensure_ascii=False)
 
-        def valid(obj: Any) -> Any:
-            return _triples_reply(obj, "fact")
+        def requests() -> Iterable[Any]:
+            for shown in range(len(examples), -1, -1):
+                yield self._retriever_request(self.prompts.render(
+                    "fact_filter", query=query, n=len(facts), facts=listing,
+                    examples="\n\n".join(examples[:shown])), "worldmm:fact_filter")
 
-        reply = self._ask_json(context, text, "worldmm:fact_filter", valid)
+        request = self._fitted(context, requests(), "W8 fact filter (worked examples left out)")
+        reply, why = self._ask_json(context, request, read_filter_reply)
         if reply is None:
-            context.notes.append("W8 fact filter reply unreadable: top facts kept")
-            return facts
-        kept: list[Triple] = []
-        for fact in reply:
-            if isinstance(fact, list) and len(fact) == 3:
-                match = known.get(tuple(entity_key(str(p)) for p in fact))
-                if match is not None and match not in kept:
-                    kept.append(match)
-        return kept
+            context.notes.append(f"W8 fact filter {why}: no fact kept")
+            return []
+        return match_filter_reply(reply, facts, int((self.config.get("episodic") or {}).get("link_top_k", 5)))
 
-    def rank_pool(self, query: str, pool: list[tuple[MemoryItem, float]], n: int, context: SearchContext
-                  ) -> list[tuple[MemoryItem, float]]:
+    def rank_pool(self, query: str, pool: list[tuple[MemoryItem, float]], n: int, context: SearchContext,
+                  scored: Callable[[list], list] | None = None) -> list[tuple[MemoryItem, float]]:
         """W9 over a pool larger than ``n``: the retriever's ids first (unknown ids ignored), then the rest of
-        the pool by score until ``n``. A pool of ``n`` or fewer is kept in order."""
+        the pool by score until ``n``. A pool of ``n`` or fewer is kept in order. ``scored`` gives the pool with
+        every score known (a put-off W8 call made), called only where a score is read. The request is sized
+        to the retriever's context by cutting every caption text in the listing to one length."""
         if len(pool) <= n:
             return pool
-        by_score = sorted(pool, key=lambda entry: -entry[1])
+        scored = scored or (lambda entries: entries)
         if context.ask is None:
             context.notes.append("W9 ranking skipped (no retriever call available): pool ranked by score")
-            return by_score[:n]
-        listing = [{"id": item.item_id, "granularity": item.level, "start_time": f"DAY{day_of(item.start_s)} "
-                    f"{clock(item.start_s)}", "end_time": f"DAY{day_of(item.end_s)} {clock(item.end_s)}",
-                    "text": item.text} for item, _ in pool]
-        text = self.prompts.render("rank", query=query, n=n, captions=json.dumps(listing, ensure_ascii=False,
-                                                                                  indent=1))
+            return sorted(scored(pool), key=lambda entry: -entry[1])[:n]
+
+        def requests() -> Iterable[Any]:
+            longest = max(len(item.text) for item, _ in pool)
+            limits = [None] + [longest >> shift for shift in range(1, 16) if longest >> shift >= MIN_CUT_CHARS]
+            for limit in limits:
+                listing = [{"id": item.item_id, "granularity": item.level, "start_time": f"DAY{day_of(item.start_s)} "
+                            f"{clock(item.start_s)}", "end_time": f"DAY{day_of(item.end_s)} {clock(item.end_s)}",
+                            "text": cut_text(item.text, limit)} for item, _ in pool]
+                yield self._retriever_request(self.prompts.render(
+                    "rank", query=query, n=n, captions=json.dumps(listing, ensure_ascii=False, indent=1)),
+                    "worldmm:rank")
 
         def valid(obj: Any) -> Any:
             return [str(v) for v in obj] if isinstance(obj, list) else None
 
-        ids = self._ask_json(context, text, "worldmm:rank", valid)
+        request = self._fitted(context, requests(), "W9 ranking (caption texts cut)")
+        ids, why = self._ask_json(context, request, valid)
         if ids is None:
-            context.notes.append("W9 ranking reply unreadable: pool ranked by score")
+            context.notes.append(f"W9 ranking {why}: pool ranked by score")
             ids = []
+        in_pool = {item.item_id for item, _ in pool}
+        chosen = list(dict.fromkeys(i for i in ids if i in in_pool))[:n]
+        if len(chosen) < n:
+            pool = scored(pool)
         entry_of = {item.item_id: (item, score) for item, score in pool}
-        chosen = list(dict.fromkeys(i for i in ids if i in entry_of))[:n]
         ranked = [entry_of[i] for i in chosen]
-        for item, score in by_score:
+        for item, score in sorted(pool, key=lambda entry: -entry[1]):
             if len(ranked) >= n:
                 break
             if item.item_id not in chosen:
