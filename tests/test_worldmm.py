@@ -1180,6 +1180,37 @@ def test_w8_is_skipped_on_a_one_passage_level_only_where_it_cannot_change_the_re
             assert [round(i.score, 9) for i in found] == [round(s, 9) for _, s in expected]
 
 
+def test_putting_w8_off_can_be_turned_off_for_the_release_s_order_of_calls(tmp_path, bag_of_words):
+    """``episodic.put_off_single_passage_filter: false``: every level's W8 call is made up front, as the release
+    does (the memory-systems bench runs both side by side); the same items come back, one W8 call more."""
+    store = _one_passage_level_store(tmp_path / "store", bag_of_words)
+    full = '["10sec@20-30", "3min@0-180", "30sec@0-30", "10sec@10-20", "10sec@0-10", "30sec@30-60"]'
+    rules = [{"match": ["Fact filtering", "hot tea"], "text": '{"fact": [["i", "drink", "hot tea"]]}'},
+             {"match": "Fact filtering", "text": '{"fact": [["i", "pour", "water"]]}'},
+             {"match": "Caption ranking", "text": full}]
+    found = {}
+    for put_off in (True, False):
+        config = {**store.config, "episodic": {**store.config["episodic"], "put_off_single_passage_filter": put_off}}
+        opened = WorldMMStore.open(tmp_path / "store", config, None)
+        ask, sent = asker(rules, tmp_path)
+        context = SearchContext(ask=ask)
+        found[put_off] = ([i.item_id for i in opened.search("hot water tea", 3, memory_type="episodic",
+                                                              context=context)],
+                          sum(r.purpose == "worldmm:fact_filter" for r in sent))
+        assert any(FILTER_SKIP_NOTE in n for n in context.notes) == put_off
+    assert found[True][0] == found[False][0] and found[False][1] == found[True][1] + 1
+
+
+def test_resending_cut_builder_replies_can_be_turned_off(tmp_path, bag_of_words):
+    """``cut_reply_resends: 0``: a reply cut at its token limit gets the repair turn, as any unreadable one (the
+    build before the resend; the bench runs both side by side)."""
+    passages = [item("10sec", 0, 10, "I pick up the red mug.")]
+    builder = _builder(tmp_path, {**bag_of_words, "cut_reply_resends": 0})
+    openie(builder, "extractor", passages)
+    purposes = [r.purpose for r in builder.backends["extractor"].sent]
+    assert purposes[:2] == ["worldmm:ner", "worldmm:ner:repair"] and builder.stats["extractor"].resent == 0
+
+
 def test_skipping_w8_on_every_level_that_fits_k_is_an_option_off_by_default(tmp_path, bag_of_words):
     """``episodic.skip_filter_when_level_fits``: skip W8 wherever a level holds ≤ k_g passages (all of them are
     returned whatever W8 keeps, but in dense order instead of PPR order, and the W9 listing and its shortfall

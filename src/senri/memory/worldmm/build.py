@@ -59,6 +59,9 @@ class BuilderLLM:
         from senri.backends import open_backend
 
         self.prompts = prompts
+        #: How many times a reply cut at its completion limit is sent again with a higher limit (the system
+        #: config's ``cut_reply_resends``; 0: a cut reply gets the repair turn, as any unreadable one).
+        self.resends = int(request.system_config.get("cut_reply_resends", MAX_RESENDS))
         self.max_tokens = dict(max_tokens)
         self.backends: dict[str, Any] = {}
         self.role_model: dict[str, str] = {}
@@ -142,7 +145,8 @@ class BuilderLLM:
     def json(self, role: str, requests: list, validate: Callable[[Any], Any]) -> list[Any]:
         """Structured replies: ``validate(obj)`` returns the value or None. A reply cut at its completion limit
         (``finish_reason: length``) is sent again as the same request with a higher limit
-        (:meth:`raised_limit`, counted ``resent``) while the limit can grow, at most :data:`MAX_RESENDS` times; any
+        (:meth:`raised_limit`, counted ``resent``) while the limit can grow, at most ``cut_reply_resends`` times
+        (:data:`MAX_RESENDS` by default); any
         other reply no object of which
         validates (or a cut one at the highest limit) is repaired once (the family's ``repair`` turn). None
         where all that fails."""
@@ -167,7 +171,7 @@ class BuilderLLM:
                     replies[i] = value
                     continue
                 stats.malformed += 1
-                longer = (self.raised_limit(role, current[i]) if response.truncated and resends[i] < MAX_RESENDS
+                longer = (self.raised_limit(role, current[i]) if response.truncated and resends[i] < self.resends
                           else None)
                 if longer is not None:
                     stats.resent += 1

@@ -190,11 +190,13 @@ class WorldMMStore(MemoryStore):
         the pool whatever W8 keeps, at the same place, and the W9 listing shows no scores, so only a ranking
         that reads scores (a pool ranked by score, or W9's shortfall) needs its PPR score; then the call is
         made, else it is skipped and noted (``FILTER_SKIP_NOTE``). The returned items and their order are the
-        same either way; only the trace's score of a skipped level's passage is its dense score."""
+        same either way; only the trace's score of a skipped level's passage is its dense score.
+        ``put_off_single_passage_filter: false`` makes every level's W8 call up front, as the release does."""
         config = self.config.get("episodic") or {}
         ks = config.get("k") or {}
         link_top_k = int(config.get("link_top_k", 5))
         skip_small = bool(config.get("skip_filter_when_level_fits", False))
+        put_off_single = bool(config.get("put_off_single_passage_filter", True))
         qv = self.vectors.encoder.encode([query])[0]
         pool: list[tuple[MemoryItem, float]] = []
         put_off: dict[str, tuple[str, GranularityIndex, list[tuple[Triple, float]]]] = {}
@@ -204,7 +206,7 @@ class WorldMMStore(MemoryStore):
                 continue
             k_level = int(ks.get(level, config.get("default_k", 5)))
             candidates = index.candidate_facts(qv, link_top_k)
-            if candidates and context.ask is not None and len(index.passages) == 1:
+            if candidates and context.ask is not None and len(index.passages) == 1 and put_off_single:
                 put_off[index.passages[0].item_id] = (level, index, candidates)
                 pool.append((index.passages[0], math.nan))
                 continue
