@@ -22,7 +22,7 @@ refuses, with the status codes real servers use:
   does (``auto_tool_choice=False``).
 
 It answers from rules like the scripted backend's (the first rule whose ``match`` — a string or a list of
-strings, all required — occurs in the request's text): ``text`` (the reply), ``tool_call`` (``{name,
+strings, all required — occurs in the request's last user message): ``text`` (the reply), ``tool_call`` (``{name,
 arguments}``), ``finish_reason``, ``error`` (an HTTP status and message to return instead). ``tool_choice`` is
 honoured: under ``none`` no tool call is returned (the rule's text instead), under ``required`` or a named
 function a tool call must be (a rule without one is a 500: the test's script is wrong), under ``auto`` the
@@ -265,8 +265,23 @@ def validate(body: Any, model: str, *, family: str = "chat", video: bool = False
     _check_response_format(body.get("response_format"))
 
 
+def message_text(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return ""
+
+
+def last_user_text(body: Mapping[str, Any]) -> str:
+    """The text of the body's last user message: what the rules match, as the scripted backend's do."""
+    users = [m for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") == "user"]
+    return message_text(users[-1]) if users else ""
+
+
 def request_text(body: Mapping[str, Any]) -> str:
-    """Every text of the body's messages (and tool results), for the rules to match against."""
+    """Every text of the body's messages (and tool results), for the token count."""
     texts = []
     for message in body.get("messages") or []:
         content = message.get("content")
@@ -387,8 +402,9 @@ class StrictOpenAI:
 
     def _answer(self, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
         text = request_text(body)
-        rule = next((r for r in self.rules if all(m in text for m in ([r["match"]] if isinstance(r.get("match"), str)
-                                                                      else (r.get("match") or [])))), None)
+        asked = last_user_text(body)
+        rule = next((r for r in self.rules if all(m in asked for m in ([r["match"]] if isinstance(r.get("match"), str)
+                                                                       else (r.get("match") or [])))), None)
         if rule is None:
             return self._record(body, 500, "test server: no rule matches this request")
         if "error" in rule:

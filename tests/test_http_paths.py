@@ -12,12 +12,14 @@ import base64
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import make_probed_clip
 from strict_openai import Refused, StrictOpenAI, validate
 from test_agent import DEFAULT_CONTROLLER, QUESTION as SHOP_QUESTION, _rules, run_agent, shop  # noqa: F401
 from test_answer import _direct_inputs, demo_tables  # noqa: F401
+from test_worldmm import bag_of_words  # noqa: F401
 
 JPEG = "data:image/jpeg;base64," + base64.b64encode(b"\xff\xd8\xff\xe0" + b"\0" * 16).decode()
 
@@ -194,3 +196,88 @@ def test_a_served_vllm_model_s_answers_go_over_http_with_the_batch_key(tmp_path,
     assert server.refused() == [] and len(server.bodies) == 2
     assert predictions["error"].is_null().all() and (predictions["pred"] == "B").all()
     assert all(sum(p["type"] == "image_url" for p in _parts(e)) == 6 for e in server.bodies)
+
+
+# ------------------------------------------------------------------------------ WorldMM's builders and QA call
+def test_worldmm_s_builders_and_workflow_over_http(tmp_path, bag_of_words):  # noqa: F811
+    """WorldMM's store built over HTTP (the 10-s captioner, summariser, extractor and retriever roles) and its
+    workflow (controller, W8/W9 on the retriever role, the QA call with clip frames) answering over HTTP."""
+    from senri.memory.worldmm.store import WorldMMStore
+    from test_worldmm import BUILD_RULES, WORKFLOW_RULES, build_request, hand_made_store, run_workflow
+
+    clip = make_probed_clip(tmp_path, "wm")
+    with StrictOpenAI([*BUILD_RULES, {"text": "I hold a red mug."}]) as server:
+        model = ("strict", server.model_config())
+        (tmp_path / "build").mkdir()
+        request, _ = build_request(tmp_path / "build", clip, bag_of_words, {
+            "summariser": model, "extractor": model, "retriever": model, "embedder": None})
+        request = type(request)(**{**request.__dict__, "memory_config": {
+            **request.memory_config, "captioner_model": server.model_config(max_tokens=64)}})
+        WorldMMStore.build(request)
+    assert server.refused() == [], server.refused()[:1]
+    store = WorldMMStore.open(request.out_dir, bag_of_words, request.video)
+    assert [i.text for i in store.items("30sec")][0] == "I hold the red mug in the kitchen."
+    captions = [e for e in server.bodies if any(p["type"] == "image_url" for p in _parts(e))]
+    assert len(captions) == 12  # one 10-s caption per clip of the 120-s video, its frames as JPEG images
+    structured = [e for e in server.bodies if "response_format" in e["body"]]
+    assert structured and all(e["body"]["response_format"]["type"] == "json_schema" for e in structured)
+
+    visual = {"start_s": np.arange(0, 50, 10.0), "end_s": np.arange(10, 60, 10.0),
+              "vectors": np.eye(5, dtype=np.float32), "embedder": "release", "model_config": None}
+    (tmp_path / "answer").mkdir()
+    hand_made_store(tmp_path / "answer" / "store", bag_of_words, visual=visual)
+    with StrictOpenAI(WORKFLOW_RULES) as server:
+        row, _ = run_workflow(tmp_path / "answer", clip, bag_of_words, WORKFLOW_RULES, model=server.model_config())
+    assert server.refused() == [], server.refused()[:1]
+    assert row["pred"] == "B" and row["correct"] and row["error"] is None
+    [qa] = [e for e in server.bodies if "Give only the letter" in json.dumps(e["body"])]
+    assert sum(p["type"] == "image_url" for p in _parts(qa)) == 7
+
+
+# -------------------------------------------------------------------------- MAGIC-Video's builder and QA call
+def test_magic_video_s_builder_and_workflow_over_http(tmp_path):
+    """MAGIC-Video's builder roles (G4–G12) and its workflow (controller, G13 on the time-extractor role, the QA
+    call with the retrieved clips' frames) over HTTP."""
+    from types import SimpleNamespace
+
+    import yaml
+
+    from senri.answer import MemoryInputs, answer_video
+    from senri.memory.magic_video.build import build_store
+    from senri.memory.magic_video.release import import_release
+    from senri.memory.magic_video.store import MagicVideoStore
+    from senri.memory.store import BuildRequest
+    from senri.records import MemoryRow, Question, to_frame, write_table
+    from test_magic_video import MAGIC_RULES, QUESTION, ROLE_REPLIES, bag_encoder, request_for, write_release
+
+    rows = [MemoryRow("v1", "coarse", float(s), float(s + 10), 1.0, 10, "h", f"Anna fills the kettle at {s}",
+                      "perception", "t", None, None, None) for s in range(0, 240, 10)]
+    table = write_table(to_frame(rows, MemoryRow), tmp_path / "captions.parquet", MemoryRow)
+    cfg = {**yaml.safe_load(Path("config/memory_system/magic_video.yaml").read_text()), "topic_min_captions": 2}
+    with StrictOpenAI([{"match": m, "text": json.dumps(r)} for m, r in ROLE_REPLIES]) as server:
+        request = BuildRequest(video=SimpleNamespace(video_id="v1", duration_s=240.0, path="/videos/v1.mp4"),
+                               system="magic_video", system_config=cfg, memory_config={}, out_dir=tmp_path / "built",
+                               captions=table, models={"builder": ("strict", server.model_config())})
+        build_store(request, encoder=bag_encoder)
+    assert server.refused() == [], server.refused()[:1]
+    built = MagicVideoStore.open(request.out_dir, cfg, request.video, encoder=bag_encoder)
+    assert {n.node_id for n in built.nodes if n.node_type == "entity"} == {"ent_anna", "ent_kettle"}
+
+    video, info = make_probed_clip(tmp_path, "v1")
+    store = request_for(tmp_path / "answer")
+    import_release(write_release(tmp_path / "answer" / "release"), store)
+    captions = write_table(to_frame([MemoryRow("v1", "coarse", 0.0, 120.0, 1.0, 1, "h", "a kitchen", "perception", "t",
+                                               None, None, None)], MemoryRow), tmp_path / "memory.parquet", MemoryRow)
+    method = yaml.safe_load(Path("config/method/magic_video.yaml").read_text())
+    with StrictOpenAI(MAGIC_RULES) as server:
+        stage = {"seed": 0, "method": {"name": "magic_video", **method, "verifier_short_side": 64},
+                 "model": {"name": "vlm", **server.model_config()},
+                 "memory": {"memory": {"captioner": "perception"}},
+                 "memory_system": {"name": "magic_video", **store.system_config}}
+        inputs = MemoryInputs(captions, video, None, None, None, tmp_path / "cache", store=store.out_dir)
+        row = answer_video(to_frame([QUESTION], Question), info, stage, memory=inputs).row(0, named=True)
+    assert server.refused() == [], server.refused()[:1]
+    assert row["pred"] == "B" and row["error"] is None and row["qa_calls"] == 1
+    [qa] = [e for e in server.bodies if "Answer a question about a long first-person video" in json.dumps(e["body"])]
+    assert sum(p["type"] == "image_url" for p in _parts(qa)) > 0
+    assert any("Does this search query refer to a specific time" in json.dumps(e["body"]) for e in server.bodies)

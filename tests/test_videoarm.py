@@ -946,7 +946,7 @@ from strict_openai import StrictOpenAI  # noqa: E402
 
 ACTION = {"frame_ranges": [{"start_frame": 0, "end_frame": 119}], "num_frames": 30, "reason": "overview"}
 HTTP_RULES = [
-    {"match": "connectivity check", "text": "OK"},
+    {"match": "Reply with the single word OK", "text": "OK"},
     {"match": "sampled evenly from frames", "text": "Caption: a kitchen with a sink"},
     {"match": "a kitchen with a sink", "text": "The cup is in the sink: B."},
     {"match": "Hierarchical memory (HM3)", "text": json.dumps({"tool": "scene_snapper", "arguments": ACTION}),

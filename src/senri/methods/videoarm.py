@@ -227,8 +227,8 @@ class VideoARM(Method):
         backend = self.context.backend
         if backend.kind != "openai":
             return {"probed": False, "why": f"backend {backend.kind!r} is not an OpenAI-compatible server"}
-        messages = (Message.text("system", "This is a connectivity check of the tool-calling interface."),
-                    Message.text("user", "Reply with the single word OK and call no function."))
+        messages = (Message.text("system", self.templates.render("probe_system")),
+                    Message.text("user", self.templates.render("probe")))
         bare = ChatRequest(messages, max_tokens=16, temperature=0.0, seed=self.context.seed, purpose="controller:probe")
         request = ChatRequest(messages, max_tokens=16, temperature=0.0, seed=self.context.seed,
                               purpose="controller:probe", tools=tuple(self.tools), tool_choice="auto")
