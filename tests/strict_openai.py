@@ -22,7 +22,8 @@ refuses, with the status codes real servers use:
   does (``auto_tool_choice=False``).
 
 It answers from rules like the scripted backend's (the first rule whose ``match`` — a string or a list of
-strings, all required — occurs in the request's last user message): ``text`` (the reply), ``tool_call`` (``{name,
+strings, all required — occurs in the request's last user message; ``"in": "all"``: in any of its messages,
+tool results included): ``text`` (the reply), ``tool_call`` (``{name,
 arguments}``), ``finish_reason``, ``error`` (an HTTP status and message to return instead). ``tool_choice`` is
 honoured: under ``none`` no tool call is returned (the rule's text instead), under ``required`` or a named
 function a tool call must be (a rule without one is a 500: the test's script is wrong), under ``auto`` the
@@ -403,8 +404,13 @@ class StrictOpenAI:
     def _answer(self, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
         text = request_text(body)
         asked = last_user_text(body)
-        rule = next((r for r in self.rules if all(m in asked for m in ([r["match"]] if isinstance(r.get("match"), str)
-                                                                       else (r.get("match") or [])))), None)
+
+        def matches(rule: Mapping[str, Any]) -> bool:
+            where = text if rule.get("in") == "all" else asked
+            wanted = [rule["match"]] if isinstance(rule.get("match"), str) else (rule.get("match") or [])
+            return all(m in where for m in wanted)
+
+        rule = next((r for r in self.rules if matches(r)), None)
         if rule is None:
             return self._record(body, 500, "test server: no rule matches this request")
         if "error" in rule:

@@ -945,10 +945,14 @@ from strict_openai import StrictOpenAI  # noqa: E402
 
 
 ACTION = {"frame_ranges": [{"start_frame": 0, "end_frame": 119}], "num_frames": 30, "reason": "overview"}
+HTTP_CLIP = {"frame_range": {"start_frame": 30, "end_frame": 90}, "question": "Where is the cup?", "reason": "look closer"}
 HTTP_RULES = [
     {"match": "Reply with the single word OK", "text": "OK"},
     {"match": "sampled evenly from frames", "text": "Caption: a kitchen with a sink"},
-    {"match": "a kitchen with a sink", "text": "The cup is in the sink: B."},
+    {"match": "Question about these frames: Where is the cup?", "text": "Answer: in the sink\nConfidence: 0.9"},
+    {"match": "\"answer\": \"in the sink\"", "in": "all", "text": "The cup is in the sink: B."},
+    {"match": "a kitchen with a sink", "text": json.dumps({"tool": "clip_analyzer", "arguments": HTTP_CLIP}),
+     "tool_call": {"name": "clip_analyzer", "arguments": HTTP_CLIP}},
     {"match": "Hierarchical memory (HM3)", "text": json.dumps({"tool": "scene_snapper", "arguments": ACTION}),
      "tool_call": {"name": "scene_snapper", "arguments": ACTION}},
 ]
@@ -973,12 +977,21 @@ def test_a_server_with_tools_in_its_template_keeps_function_calling_over_http(cl
         result = method.answer(QUESTION)
         method.close()
     assert method.interface == "function_calling" and result.trace["interface_probe"]["outcome"] == "function calling"
-    assert result.pred == "B" and [e["tool_name"] for e in result.trace["tool_calls_log"]] == ["scene_snapper"]
+    assert result.pred == "B" and [e["tool_name"] for e in result.trace["tool_calls_log"]] == ["scene_snapper",
+                                                                                              "clip_analyzer"]
     assert server.refused() == []
     bodies = [b["body"] for b in server.bodies]
     assert bodies[0]["tool_choice"] == "auto" and "connectivity check" in bodies[0]["messages"][0]["content"]
     controller = [b for b in bodies if "Hierarchical memory" in json.dumps(b)]
-    assert [b["tool_choice"] for b in controller] == ["required", "auto"] and len(controller[0]["tools"]) == 3
+    assert [b["tool_choice"] for b in controller] == ["required", "auto", "auto"] and len(controller[0]["tools"]) == 3
+    # Both tools' model calls went over HTTP with the clip's frames as JPEG images; the controller's context is
+    # rebuilt each step (as the release rebuilds it) and carries the clip analysis.
+    tools = [b for b in bodies if "sampled evenly from frames" in json.dumps(b) or "Question about these frames" in json.dumps(b)]
+    assert len(tools) >= 2 and all(any(p.get("type") == "image_url" for m in b["messages"] if isinstance(m["content"], list)
+                                       for p in m["content"]) for b in tools)
+    from strict_openai import request_text
+
+    assert '"answer": "in the sink"' in request_text(controller[-1])
 
 
 @pytest.mark.parametrize("server_kind", ["no_auto_tool_choice", "template_without_tools"])
