@@ -1035,6 +1035,29 @@ def test_magic_video_always_ends_with_its_qa_call_and_has_no_forced_round(tmp_pa
     assert row["forced_answers"] == 0 and json.loads(row["trace"])["ended_by"] == "rounds"
 
 
+def test_failed_calls_empty_queries_and_unknown_actions_spend_a_round_as_the_release_s_errors(tmp_path):
+    """G-L1 (release memory.py _answer_unified): a failed controller call, a search without a query and an
+    unknown decision each add an error and spend the round; the loop goes on until 5 rounds or 5 errors, then
+    the QA call. A failed controller call is the trace's, not the row's error, when the QA call answers."""
+    rules = [MAGIC_RULES[0], MAGIC_RULES[1],
+             {"match": "Round 1 of 5", "error": "HTTP 503: overloaded"},
+             {"match": "Round 2 of 5", "text": json.dumps({"action": "search", "rationale": "r", "query": ""})},
+             {"match": "Round 3 of 5", "text": json.dumps({"action": "lookup", "rationale": "r"})},
+             {"match": "Round 4 of 5", "text": json.dumps({"action": "answer", "rationale": "enough"})}]
+    row, calls = answer_over_store(tmp_path, "magic_video", rules)
+    trace = json.loads(row["trace"])
+    assert [c["purpose"] for c in calls].count("control") == 4 and calls[-1]["purpose"] == "answer"
+    assert [r.get("read_as") for r in trace["rounds"][:3]] == ["error", "error", "error"]
+    assert trace["ended_by"] == "answer" and row["rounds"] == 4 and row["searches"] == 0
+    assert row["pred"] == "B" and row["error"] is None and "HTTP 503" in trace["controller_errors"][0]
+
+    many = [MAGIC_RULES[0], MAGIC_RULES[1], {"match": "search rounds", "text": json.dumps({"action": "lookup"})}]
+    config = {**yaml.safe_load(Path("config/method/magic_video.yaml").read_text()), "max_errors": 2}
+    row, calls = answer_over_store_with(tmp_path / "two", config, many)
+    assert [c["purpose"] for c in calls].count("control") == 2 and json.loads(row["trace"])["ended_by"] == "errors"
+    assert row["qa_calls"] == 1
+
+
 def test_an_unreadable_controller_reply_is_the_answer_decision_as_in_the_release(tmp_path):
     """Issue 34 items 1 and 13: MAGIC-Video's parser reads a reply it cannot parse as "answer" — the QA call runs at
     once, with no repair turn (before: repaired, the round went on; a forced round's bad reply skipped the QA call

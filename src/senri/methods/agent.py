@@ -169,6 +169,17 @@ def _what_was_wrong(reply: StructuredReply, names: list[str], memory_types: tupl
     return "a verify needs a list of checks"
 
 
+def release_reading(reply: StructuredReply) -> str:
+    """How the releases' controller parsers (WorldMM's, MAGIC-Video's) read a reply that is no valid action:
+    ``error`` — the call failed, or the reply holds a decision they know with a bad argument (a search without a
+    query) or a decision they do not know: the round is spent as an error (they stop at ``max_errors``);
+    ``answer`` — no JSON object, or one without a decision: they default to answering."""
+    if reply.error and reply.error.startswith("model call failed"):
+        return "error"
+    objects = json_objects(split_reasoning(reply.text)[0])
+    return "error" if objects and "action" in objects[0] else "answer"
+
+
 @dataclass
 class Episode:
     question: Question
@@ -235,6 +246,9 @@ class MemorySearch(Method):
         #: the next one says what was wrong (senri's protocol); ``answer`` — read as the answer decision, so the
         #: rounds end (the released parsers of WorldMM and MAGIC-Video default to answering).
         self.invalid_reply = str(config.get("invalid_reply", "feedback"))
+        #: Under ``invalid_reply: answer``, the error rounds (failed calls, bad or unknown actions) that end the
+        #: loop early, as the releases' ``max_errors``.
+        self.max_errors = int(config.get("max_errors", 5))
         if self.invalid_reply not in INVALID_REPLY_RULES:
             raise ValueError(f"method {context.method_name!r}: invalid_reply must be one of {INVALID_REPLY_RULES}, "
                              f"not {self.invalid_reply!r}")
@@ -442,7 +456,10 @@ class MemorySearch(Method):
             rationale = str(obj.get("rationale") or "").strip()
             if action == "answer":
                 letter = str(obj.get("answer", "")).strip().strip("().").upper()
-                return {"action": "answer", "answer": letter, "rationale": rationale} if letter in LETTERS else None
+                if letter in LETTERS or self.qa_call:  # a workflow's own QA call answers: the decision is enough
+                    return {"action": "answer", "answer": letter if letter in LETTERS else None,
+                            "rationale": rationale}
+                return None
             if action == "search":
                 query = str(obj.get("query", "")).strip()
                 if not query:
@@ -735,10 +752,14 @@ class MemorySearch(Method):
         letter, text = None, None
         last_round = self.max_rounds + (1 if self.forced_round else 0)
         ended_by = "rounds"
+        errors = 0
+        controller_errors: list[str] = []
         for round_no in range(1, last_round + 1):
             forced = self.forced_round and round_no == last_round
             ep.round_context = self._round_context(ep)
+            booked = len(ep.tally.errors)
             reply, trim = self._controller(ep, round_no, forced)
+            controller_errors += ep.tally.errors[booked:]
             ep.tally.did("rounds")
             entry = reply.record("control")
             if trim is not None:
@@ -764,10 +785,17 @@ class MemorySearch(Method):
                 step["action"] = "malformed"
                 ep.trace["rounds"].append(step)
                 text = reply.text
-                if self.invalid_reply == "answer":  # the releases' parser: an unreadable decision is "answer"
-                    step["read_as"] = "answer"
-                    ended_by = "invalid_reply"
-                    break
+                if self.invalid_reply == "answer":  # the releases' parsers (release_reading)
+                    reading = release_reading(reply)
+                    step["read_as"] = reading
+                    if reading == "answer":
+                        ended_by = "invalid_reply"
+                        break
+                    errors += 1
+                    if errors >= self.max_errors:
+                        ended_by = "errors"
+                        break
+                    continue
                 # The next round says what was wrong, so greedy decoding does not repeat it unchanged.
                 ep.feedback = [_what_was_wrong(reply, self._actions_text(forced, round_no)[0], self.store.memory_types)]
                 ep.feedback_action = "reply"
@@ -788,7 +816,13 @@ class MemorySearch(Method):
                         else self._verify(ep, reply.value["checks"]))
             ep.trace["rounds"].append(step)
         if self.qa_call:
+            booked = len(ep.tally.errors)
             letter, text = self._final_answer(ep, letter, text)
+            if controller_errors and len(ep.tally.errors) == booked:
+                # The QA call answered: a failed controller call only spent its round (the releases log it and
+                # go on), it is the trace's, not the question's error.
+                ep.tally.errors[:] = [e for e in ep.tally.errors if e not in controller_errors]
+                ep.trace["controller_errors"] = controller_errors
         for name, n in (("checks", ep.checks), ("cells", ep.cells), ("frames_seen", ep.frames_inspected),
                         ("answered_without_retrieval", int(not ep.retrieved))):
             ep.tally.did(name, n)
