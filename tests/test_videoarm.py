@@ -1011,7 +1011,7 @@ def test_a_server_that_refuses_auto_or_drops_the_tools_switches_to_the_json_form
     assert probe["outcome"].startswith("switched to the JSON action form")
     assert ("refused tool_choice auto" if server_kind == "no_auto_tool_choice" else
             "leaves the tools out of the prompt") in probe["outcome"]
-    assert result.pred == "B" and [e["tool_name"] for e in result.trace["tool_calls_log"]] == ["scene_snapper"]
+    assert result.pred == "B" and [e["tool_name"] for e in result.trace["tool_calls_log"]] == ["scene_snapper", "clip_analyzer"]
     after_probe = [b for b in server.bodies if "connectivity check" not in json.dumps(b["body"])]
     assert all(b["status"] == 200 and "tools" not in b["body"] for b in after_probe)
 
