@@ -231,7 +231,7 @@ def test_worldmm_s_builders_and_workflow_over_http(tmp_path, bag_of_words):  # n
     assert server.refused() == [], server.refused()[:1]
     assert row["pred"] == "B" and row["correct"] and row["error"] is None
     [qa] = [e for e in server.bodies if "Give only the letter" in json.dumps(e["body"])]
-    assert sum(p["type"] == "image_url" for p in _parts(qa)) == 7
+    assert sum(p["type"] == "image_url" for p in _parts(qa)) == 9  # 1 fps over 5–10 s and 10–12 s, ends included
 
 
 # -------------------------------------------------------------------------- MAGIC-Video's builder and QA call

@@ -177,7 +177,8 @@ def test_build_on_a_generated_clip_with_scripted_models(tmp_path, clip, bag_of_w
 
     store = WorldMMStore.open(request.out_dir, bag_of_words, request.video)
     # 120 s: twelve 10sec captions; 30sec windows 0-30 … 90-120; one 3min window 0-180 and one 10min 0-600.
-    spans = {level: [(i.start_s, i.end_s) for i in store.items(level)] for level in ("10sec", "30sec", "3min", "10min")}
+    spans = {level: [(i.start_s, i.end_s) for i in store.items(level) if i.kind == "episodic"]
+             for level in ("10sec", "30sec", "3min", "10min")}
     assert spans["10sec"] == [(s, s + 10) for s in range(0, 120, 10)]
     assert spans["30sec"] == [(s, s + 30) for s in range(0, 120, 30)]
     assert spans["3min"] == [(0, 180)] and spans["10min"] == [(0, 600)]
@@ -194,7 +195,9 @@ def test_build_on_a_generated_clip_with_scripted_models(tmp_path, clip, bag_of_w
     # The second group's reply names an id outside its group (dropped); the removed triple's evidence carries over.
     assert json.loads(snap["evidence"][1]) == ["10sec@0-10#0"]
     record = yaml.safe_load((request.out_dir / "config.yaml").read_text())
-    assert record["visual"] == "skipped (no embedder configured)"
+    assert record["visual"] == "time ranges only (no embedder configured: text queries return nothing)"
+    # Without an embedder the 10-s clips are still visual items (time-range queries read frames only).
+    assert [(i.start_s, i.end_s) for i in store.items() if i.kind == "visual"] == spans["10sec"]
     assert record["substitutions"]["text_embedder"] == {"paper": "Qwen3-Embedding-4B", "used": "bag-of-words-test"}
     assert record["substitutions"]["summariser"] == {"paper": "gpt-5-mini", "used": "scripted_llm"}
     assert record["counts"]["triples_dropped"] == 24 and record["counts"]["failed_captions"] == 0
@@ -234,7 +237,7 @@ def test_a_failed_clip_leaves_no_caption_and_every_question_books_it(tmp_path, c
                                          + json.dumps({"text": "I hold a red mug."}) + "\n")
     WorldMMStore.build(request)
     store = WorldMMStore.open(request.out_dir, bag_of_words, request.video)
-    starts = [i.start_s for i in store.items("10sec")]
+    starts = [i.start_s for i in store.items("10sec") if i.kind == "episodic"]
     assert len(starts) == 11 and 50 not in starts
     assert store.question_counts() == {"failed_captions": 1, "truncated_captions": 0,
                                        "builder_losses": 0}  # a caption is not the builder's
@@ -463,7 +466,7 @@ def test_semantic_retrieval_ranks_triples_by_entity_ppr_against_the_reference(tm
     expected = sorted(triples, key=lambda t: -(ppr[t[0]] + ppr[t[2]]))[:k]
     assert [i.text for i in found] == [wm.triple_text(t) for t in expected]
     assert all(i.kind == "semantic" and not i.anchored for i in found)
-    assert store.render(found) == "\n\n".join(wm.triple_text(t) for t in expected)
+    assert store.render(found) == "\n".join(wm.triple_text(t) for t in expected)  # one a line, as the release
     # Seen triples are dropped; an earlier query time reads the earlier snapshot.
     rest = store.search(query, k, exclude=[i.item_id for i in found], memory_type="semantic")
     assert not {i.item_id for i in rest} & {i.item_id for i in found}
@@ -482,10 +485,17 @@ def test_semantic_seeds_are_the_nearest_triples(tmp_path, bag_of_words):
 
 
 def test_visual_memory_is_skipped_without_an_embedder(tmp_path, bag_of_words):
+    """Reviewer finding 7: without an embedder the 10-s clips are still visual items, so a time-range query is
+    served (the release's range path reads frames only); a text query returns nothing and says why."""
     store = hand_made_store(tmp_path / "store", bag_of_words)
     context = SearchContext()
-    assert store.search("DAY1 00:00:05 - DAY1 00:00:15", 3, memory_type="visual", context=context) == []
-    assert context.notes == ["visual memory skipped (no embedder configured)"]
+    clips = store.search("DAY1 00:00:05 - DAY1 00:00:15", 3, memory_type="visual", context=context)
+    assert [(c.item_id, c.start_s, c.end_s) for c in clips] == [("visual@0-10", 5, 10), ("visual@10-20", 10, 15)]
+    assert context.notes == ["visual: time range DAY1 00:00:05 - DAY1 00:00:15 → 2 clip(s)"]
+    context = SearchContext()
+    assert store.search("the red mug", 3, memory_type="visual", context=context) == []
+    assert "text→clip search unavailable" in context.notes[0] and "no embedder" in context.notes[0]
+    assert store.summary()["visual"].startswith("time ranges only")
     with pytest.raises(ValueError, match="memory_type 'audio' is not one of"):
         store.search("x", 3, memory_type="audio")
 
@@ -776,18 +786,18 @@ def test_the_workflow_searches_each_memory_type_then_answers_from_texts_and_fram
     assert row["pred"] == "B" and row["correct"] and row["error"] is None
     assert trace["actions"] == ["search", "search", "search", "answer"]
     assert [r.get("memory_type") for r in trace["rounds"][:3]] == ["episodic", "semantic", "visual"]
-    assert trace["rounds"][2]["images"] == 7  # 1 fps over 5–10 s and 10–12 s
+    assert trace["rounds"][2]["images"] == 9  # 1 fps over 5–10 s and 10–12 s, both ends included (6 + 3)
     controller = [c for c in calls if c["purpose"] == "control"]
     assert len(controller) == 4
     assert all(not any(isinstance(p, dict) for m in c["payload"]["messages"] for p in m["content"]) for c in controller)
     last = _prompt_text(controller[-1])
     assert "### Round 3\nDecision: search\nMemory: visual\nSearch Query: DAY1 00:00:05 - DAY1 00:00:12\n" \
-           "Retrieved:\n[7 images from 2 clips]" in last
+           "Retrieved:\n[9 images from 1 clips]" in last  # a range's frames are one "clip", as in the release
     assert "Memory: episodic\nSearch Query: hot water red mug\nRetrieved:\n[DAY1 00:00:20 - DAY1 00:00:30]\n" \
            "I pour hot water into the red mug." in last
     qa = [c for c in calls if c["purpose"] == "answer"][0]
     user = qa["payload"]["messages"][1]["content"]
-    assert sum(isinstance(p, dict) and "image" in p for p in user) == 7
+    assert sum(isinstance(p, dict) and "image" in p for p in user) == 9
     text = "".join(p for p in user if isinstance(p, str))
     assert text.startswith(query_block(QUESTION) + "\n\nContext:\n[DAY1 00:00:20 - DAY1 00:00:30]")
     assert "(red mug, belongs to, I)" in text and text.rstrip().endswith(PROMPTS["qa_final"].text.strip())
@@ -1023,7 +1033,8 @@ def test_captions_and_summaries_cut_at_their_token_limit_are_kept_and_counted(tm
     assert (counts["truncated_captions"], counts["truncated_summaries_30sec"], counts["truncated_summaries_3min"]) \
         == (1, 4, 0)
     store = WorldMMStore.open(request.out_dir, bag_of_words, request.video)
-    assert store.items("10sec")[5].text == "I hold a red" and store.items("30sec")[0].text == "I hold the red mug in the"
+    episodic = [i for i in store.items("10sec") if i.kind == "episodic"]
+    assert episodic[5].text == "I hold a red" and store.items("30sec")[0].text == "I hold the red mug in the"
     assert store.question_counts() == {"failed_captions": 0, "truncated_captions": 5, "builder_losses": 0}
 
 
@@ -1281,3 +1292,282 @@ def test_a_builder_reply_cut_at_its_limit_is_resent_with_a_higher_limit(tmp_path
                                            None, "worldmm:ner")], lambda obj: obj)
     limits = [r.max_tokens for r in endless.backends["extractor"].sent]
     assert limits == [1024 * 2 ** n for n in range(MAX_RESENDS + 1)] + [1024 * 2 ** MAX_RESENDS]
+
+
+# ------------------------------------------- issue 34, reviewer's findings: the workflow and store as released
+from senri.memory.worldmm.common import is_time_range  # noqa: E402
+from senri.memory.worldmm.index import parse_rank_reply, read_filter_body  # noqa: E402
+from senri.methods.worldmm import clip_frame_times  # noqa: E402
+
+TYPES = ("episodic", "semantic", "visual")
+NESTED = '{"decision": "search", "selected_memory": {"memory_type": "episodic", "search_query": "red mug"}}'
+
+
+def test_w10_text_around_the_json_is_read_as_the_release_reads_it():
+    """Finding 1: the released parser reads the span from the first ``{`` to the last ``}``, so a reply with
+    text before or after its nested object is a search; a span that is not JSON (two objects) is an answer."""
+    search = {"decision": "search", "memory_type": "episodic", "search_query": "red mug"}
+    for reply in (f"Reply: {NESTED}", f"### Response:\n{NESTED}", f"{NESTED}\nThis finds when I held the mug.",
+                  f"```json\n{NESTED}\n```", f"<think>maybe {{x}}</think>{NESTED}"):
+        assert parse_decision(reply, TYPES) == search, reply
+    assert parse_decision(f'{NESTED} {{"decision": "answer"}}', TYPES) == {"decision": "answer", "parsed": False}
+    assert parse_decision('Reply: {"decision": "Answer"}', TYPES) == {"decision": "answer", "parsed": True}
+    # Nothing is stripped: a memory type with a space is unknown (an error, as the release's unknown type).
+    assert "unknown memory type ' episodic'" in parse_decision(
+        '{"decision": "search", "selected_memory": {"memory_type": " episodic", "search_query": "x"}}', TYPES)["error"]
+
+
+def test_an_unknown_decision_spends_its_round_without_an_error(tmp_path, clip, bag_of_words):
+    """Finding 3: the release answers on "answer" and searches on "search"; any other decision spends the
+    round with no error and no history entry. What the released parser raises on (JSON that is not an object,
+    a null or non-string decision, a selected_memory that is not an object) is its loop's error."""
+    assert parse_decision('{"decision": "retrieve"}', TYPES) == {"decision": "none", "value": "retrieve"}
+    assert parse_decision('{"decision": "search "}', TYPES) == {"decision": "none", "value": "search "}
+    for raised in ('{"decision": null}', '{"decision": 3}', '["search"]', '"answer"',
+                   '{"decision": "search", "selected_memory": "episodic"}',
+                   '{"decision": "search", "selected_memory": {"memory_type": null}}'):
+        assert "error" in parse_decision(raised, TYPES), raised
+    hand_made_store(tmp_path / "store", bag_of_words)
+    rules = [{"match": "Give only the letter", "text": "C"},
+             {"match": "Round history", "text": '{"decision": "retrieve", "memory": "episodic"}'}]
+    row, calls = run_workflow(tmp_path, clip, bag_of_words, rules)
+    trace = json.loads(row["trace"])
+    assert trace["actions"] == ["no_decision"] * 5 and trace["errors"] == 0 and row["pred"] == "C"
+    assert [c["purpose"] for c in calls] == ["control"] * 5 + ["answer"]
+    assert all("Round history:\n[]" in _prompt_text(c) for c in calls if c["purpose"] == "control")
+
+
+def test_the_workflow_s_roles_get_4096_tokens_bounded_by_the_model_cap(tmp_path, clip, bag_of_words):
+    """Finding 4: controller, answer and the store's W8/W9 calls get SENRI-Agent's 4096 completion tokens (the
+    release sends no limit); a model config's ``max_tokens_cap`` bounds every one of them."""
+    assert METHOD["max_tokens"] == {"controller": 4096, "answer": 4096}
+    assert CONFIG["max_tokens"]["retriever"] == 4096
+    hand_made_store(tmp_path / "store", bag_of_words)
+    row, calls = run_workflow(tmp_path, clip, bag_of_words, WORKFLOW_RULES)
+    limits = {c["purpose"]: c["payload"]["max_tokens"] for c in calls}
+    assert limits == {"control": 4096, "worldmm:fact_filter": 4096, "worldmm:rank": 4096, "answer": 4096}
+    (tmp_path / "capped").mkdir()
+    hand_made_store(tmp_path / "capped" / "store", bag_of_words)
+    row, calls = run_workflow(tmp_path / "capped", clip, bag_of_words, WORKFLOW_RULES, model={"max_tokens_cap": 300})
+    assert {c["payload"]["max_tokens"] for c in calls} == {300}
+    # A retriever model config of its own (resolved into model_configs) bounds the store's requests itself.
+    store = WorldMMStore.open(tmp_path / "store", {**bag_of_words, "model_configs": {
+        "retriever": {"name": "small", "config": {"max_tokens_cap": 200}}}}, None)
+    assert store._retriever_request("x", "worldmm:rank").max_tokens == 200
+
+
+def _pool(store: WorldMMStore, query: str = "kettle water"):
+    episodic = store.config["episodic"]
+    qv = store.encoder.encode([query])[0]
+    return [entry for level in episodic["granularities"] for entry in store.index(level, None).retrieve(
+        query, qv, int(episodic["k"].get(level, episodic["default_k"])), episodic, lambda q, facts: [], [], level)]
+
+
+def test_w9_replies_are_read_as_the_release_reads_them(tmp_path, bag_of_words):
+    """Finding 6: the first non-greedy ``[...]`` as JSON, its pool ids in order with repeats; no list or bad JSON:
+    the pool ids found in the text (ordered by position here; the release's set order); a list naming no pool
+    id gives none (no substring fallback)."""
+    pool = ["10sec@0-10", "10sec@10-20", "30sec@0-30", "3min@0-180"]
+    assert parse_rank_reply('Ranked: ["3min@0-180", "x", "3min@0-180", "10sec@0-10"] and ["10sec@10-20"]', pool) \
+        == (["3min@0-180", "3min@0-180", "10sec@0-10"], "list")
+    assert parse_rank_reply("Best: 30sec@0-30, then 10sec@10-20; [not json]", pool) \
+        == (["30sec@0-30", "10sec@10-20"], "substring")
+    assert parse_rank_reply('[["10sec@0-10"], "3min@0-180"]', pool) == (["10sec@0-10", "3min@0-180"], "substring")
+    assert parse_rank_reply('["nope"] but 10sec@0-10 is best', pool) == ([], "list")
+    assert parse_rank_reply("", pool) == ([], "substring")
+
+
+def test_w9_repeats_take_slots_and_a_reply_naming_no_pool_id_is_a_failed_search_call(tmp_path, bag_of_words):
+    """Finding 6 and 16: an id named twice takes two of the 2k slots (the search then drops the repeated text),
+    as the release's ``selected_ids[:final_top_k]`` does; the shortfall is filled by score. A reply that yields
+    no pool id (all unknown, an empty list, garbage) is counted ``failed_search_calls`` and ranked by score.
+    ``episodic.rank_unique_ids: true`` (a named option) gives each id one slot."""
+    store = hand_made_store(tmp_path / "store", bag_of_words)
+    pool = _pool(store)
+    assert len(pool) == 8
+    by_score = [i.item_id for i, _ in sorted(pool, key=lambda e: -e[1])]
+    twice = '["3min@0-180", "3min@0-180", "10sec@30-40"]'
+    ask, _ = asker([{"match": "Caption ranking", "text": twice}], tmp_path)
+    tally = CallTally()
+    ranked = store.rank_pool("kettle water", pool, 4, SearchContext(ask=ask, tally=tally))
+    rest = [i for i in by_score if i not in ("3min@0-180", "10sec@30-40")]
+    assert [i.item_id for i, _ in ranked] == ["3min@0-180", "3min@0-180", "10sec@30-40", rest[0]]
+    assert tally.health.get("failed_search_calls", 0) == 0
+    unique = WorldMMStore.open(tmp_path / "store", _only(bag_of_words, rank_unique_ids=True), None)
+    ranked = unique.rank_pool("kettle water", pool, 4, SearchContext(ask=ask))
+    assert [i.item_id for i, _ in ranked] == ["3min@0-180", "10sec@30-40", *rest[:2]]
+    for reply in ('["nonsense", "10sec@99-109"]', "[]", "I cannot tell.", '{"ids": ["x"]}'):
+        ask, _ = asker([{"match": "Caption ranking", "text": reply}], tmp_path)
+        tally = CallTally()
+        context = SearchContext(ask=ask, tally=tally)
+        ranked = store.rank_pool("kettle water", pool, 4, context)
+        assert [i.item_id for i, _ in ranked] == by_score[:4], reply
+        assert tally.health == {"failed_search_calls": 1}, reply
+        assert any("names no caption id" in n for n in context.notes)
+    # A reply with no JSON list is read for the ids in its text.
+    ask, _ = asker([{"match": "Caption ranking", "text": "Use 10sec@30-40 first, then 30sec@0-30."}], tmp_path)
+    ranked = store.rank_pool("kettle water", pool, 2, SearchContext(ask=ask))
+    assert [i.item_id for i, _ in ranked] == ["10sec@30-40", "30sec@0-30"]
+
+
+def test_w8_python_literal_replies_are_read_as_hipporag_reads_them(tmp_path, bag_of_words):
+    """Finding 10: after JSON, HippoRAG's filter reads its field with ``ast.literal_eval`` (tuples as lists), so
+    a Python-literal reply keeps its facts: PPR, not the dense fallback, and no failed call. Only literals are
+    evaluated: a reply with a call in it is unreadable."""
+    assert read_filter_body("{'fact': [('I', 'hold', 'cup')]}") == [["I", "hold", "cup"]]
+    assert read_filter_body("Reply: {'fact': (['i', 'fill', 'kettle'],)} done") == [["i", "fill", "kettle"]]
+    assert read_filter_body('{"fact": [["a", "b", "c"]]}') == [["a", "b", "c"]]
+    assert read_filter_body("{'fact': [__import__('os').getcwd()]}") is None
+    assert read_filter_body("{'fact': [('i', 3, 'kettle')]}") is None  # not strings: unreadable, as pydantic's
+    store = hand_made_store(tmp_path / "store", _only(bag_of_words, **FINE))
+    ask, _ = asker([{"match": "Fact filtering", "text": "{'fact': [('i', 'fill', 'kettle')]}"}], tmp_path)
+    tally = CallTally()
+    context = SearchContext(ask=ask, tally=tally)
+    store.search("kettle water", 3, memory_type="episodic", context=context)
+    assert "10sec: PPR over 1 fact(s)" in context.notes and tally.health.get("failed_search_calls", 0) == 0
+
+
+def test_visual_range_queries_are_served_without_embeddings_built_or_imported(tmp_path, clip, bag_of_words):
+    """Finding 7: the 10-s clips are written as visual items whether or not an embedder is configured, so the
+    range path (the release's reads frames only) works on CPU, for a built store and an imported one without
+    ``visual_embeddings.pkl``; a text query returns nothing, noted, and the workflow shows "[No results]"."""
+    root = write_release(tmp_path / "release")
+    (root / "visual_memory" / VID / "visual_embeddings.pkl").unlink()
+    request = import_request(tmp_path, bag_of_words)
+    WorldMMStore.import_release(root, request)
+    store = WorldMMStore.open(request.out_dir, bag_of_words, _Video())
+    assert [(c.start_s, c.end_s) for c in store.search("DAY1 00:00:15 - DAY1 00:00:25", 3, memory_type="visual")] \
+        == [(15, 20), (20, 25)]
+    assert yaml.safe_load((request.out_dir / "config.yaml").read_text())["visual"].startswith("time ranges only")
+    # The workflow over a store without embeddings: frames for the range, "[No results]" for a text query.
+    (tmp_path / "wf").mkdir()
+    hand_made_store(tmp_path / "wf" / "store", bag_of_words)
+    rules = [{"match": "Give only the letter", "text": "B"},
+             {"match": "Memory: episodic", "text": '{"decision": "answer"}'},
+             {"match": "Memory: visual\nSearch Query: the red mug", "text": _search("episodic", "red mug")},
+             {"match": "Memory: visual", "text": _search("visual", "the red mug")},
+             {"match": "Round history:\n[]", "text": _search("visual", "DAY1 00:00:05 - DAY1 00:00:12")}]
+    row, calls = run_workflow(tmp_path / "wf", clip, bag_of_words, rules)
+    trace = json.loads(row["trace"])
+    assert trace["actions"][:2] == ["search", "search"] and trace["rounds"][0]["images"] == 9
+    last = _prompt_text([c for c in calls if c["purpose"] == "control"][2])
+    assert "Search Query: DAY1 00:00:05 - DAY1 00:00:12\nRetrieved:\n[9 images from 1 clips]" in last
+    assert "Search Query: the red mug\nRetrieved:\n[No results]" in last
+
+
+def test_frames_include_the_clip_s_end_and_a_touching_clip_gives_none(tmp_path, clip, bag_of_words):
+    """Finding 12: the release's frame range includes its end frame: a 10-s clip is 11 frames at 1 fps, and a
+    clip that only touches the range (an empty overlap) gives none."""
+    assert clip_frame_times(20.0, 30.0, 1.0) == [float(t) for t in range(20, 31)]
+    assert clip_frame_times(30.0, 30.0, 1.0) == [] and clip_frame_times(5.0, 6.5, 2.0) == [5.0, 5.5, 6.0, 6.5]
+    visual = {"start_s": np.arange(0, 50, 10.0), "end_s": np.arange(10, 60, 10.0),
+              "vectors": np.eye(5, dtype=np.float32), "embedder": "release", "model_config": None}
+    store = hand_made_store(tmp_path / "store", bag_of_words, visual=visual)
+    # A whole clip and its neighbours, which only touch the range (empty overlaps): 11 frames, "1 clips".
+    assert [(c.start_s, c.end_s) for c in store.search("DAY1 00:00:20 - DAY1 00:00:30", 3, memory_type="visual")] \
+        == [(20, 20), (20, 30), (30, 30)]
+    rules = [{"match": "Give only the letter", "text": "B"},
+             {"match": "Memory: visual", "text": '{"decision": "answer"}'},
+             {"match": "Round history:\n[]", "text": _search("visual", "DAY1 00:00:20 - DAY1 00:00:30")}]
+    row, calls = run_workflow(tmp_path, clip, bag_of_words, rules)
+    qa = [c for c in calls if c["purpose"] == "answer"][0]
+    assert sum(isinstance(p, dict) and "image" in p for p in qa["payload"]["messages"][1]["content"]) == 11
+    assert "[11 images from 1 clips]" in _prompt_text([c for c in calls if c["purpose"] == "control"][1])
+
+
+def test_the_frame_budget_is_spread_as_each_released_path_spreads_it(tmp_path, clip, bag_of_words, monkeypatch):
+    """Findings 12/15: over ``max_images``, a time-range retrieval keeps frames spread evenly over all of them; a
+    text retrieval keeps a share of every clip (at least one each), as the release's two paths sample; the
+    text path's history counts the clips that gave frames."""
+    from senri.methods import worldmm as workflow
+
+    class Stub:
+        visual_fps, max_images, image_max_side, jpeg_quality = 1.0, 6, 512, 85
+
+    times: list[list[float]] = []
+
+    def frames(path, targets, short_side=None):
+        times.append(list(targets))
+        from senri.decode import SampledFrame
+        return [SampledFrame(t, image=np.zeros((4, 4, 3), dtype=np.uint8)) for t in targets]
+
+    import senri.decode
+    monkeypatch.setattr(senri.decode, "read_frames", frames)
+    stub = Stub()
+    stub.context = type("C", (), {"video": type("V", (), {"duration_s": 120.0, "width": 160, "height": 120})(),
+                                  "media": type("M", (), {"video": "v.mp4"})()})()
+    clips = [MemoryItem("visual@0-10", "visual", "", 0.0, 10.0), MemoryItem("visual@40-50", "visual", "", 40.0, 50.0)]
+    from senri.methods.agent import Episode
+
+    images, shown = workflow.WorldMMWorkflow._frames(stub, Episode(QUESTION), clips, True)
+    assert (len(images), shown) == (6, 2) and times[-1] == [0.0, 4.0, 8.0, 41.0, 45.0, 50.0]
+    images, shown = workflow.WorldMMWorkflow._frames(stub, Episode(QUESTION), clips, False)
+    assert (len(images), shown) == (6, 2) and times[-1] == [0.0, 5.0, 10.0, 40.0, 45.0, 50.0]
+
+
+def test_duplicate_semantic_triples_stay_as_the_release_keeps_them(tmp_path, bag_of_words):
+    """Finding 13: a snapshot's repeated triple keeps its own id and its own (parallel) edge: the PageRank walks a
+    multigraph with that pair twice, and both copies can be returned."""
+    triples = [("I", "drink", "tea"), ("cat", "likes", "sofa"), ("I", "drink", "tea"), ("kettle", "is in", "kitchen"),
+               ("I", "sit on", "sofa")]
+    snapshots = [(50.0, [Accumulated(t, []) for t in triples])]
+    store = hand_made_store(tmp_path / "store", bag_of_words, snapshots=snapshots)
+    query = "what do I drink"
+    found = store.search(query, 3, memory_type="semantic")
+    graph = networkx.Graph()
+    for s, _, o in triples:  # parallel edges add up (igraph's multigraph, undirected)
+        w = graph.get_edge_data(s, o, {"weight": 0.0})["weight"]
+        graph.add_edge(s, o, weight=w + 1.0)
+    enc = store.encoder
+    sims = enc.encode([" ".join(t) for t in triples]) @ enc.encode([query])[0]
+    seeds = {e for i in np.argsort(-sims, kind="stable")[:6] for e in (triples[i][0], triples[i][2])}
+    ppr = networkx.pagerank(graph, alpha=0.85, personalization={n: float(n in seeds) for n in graph},
+                            weight="weight", tol=1e-14, max_iter=10000)
+    order = sorted(range(len(triples)), key=lambda i: -(ppr[triples[i][0]] + ppr[triples[i][2]]))[:3]
+    assert [i.text for i in found] == [wm.triple_text(triples[i]) for i in order]
+    assert [i.item_id for i in found].count("semantic:(I, drink, tea)") <= 1
+    both = [i for i in store.search(query, 10, memory_type="semantic") if i.text == "(I, drink, tea)"]
+    assert [i.item_id for i in both] == ["semantic:(I, drink, tea)", "semantic:(I, drink, tea)#1"]
+    assert sum(i.text == "(I, drink, tea)" for i in store.items() if i.kind == "semantic") == 2
+
+
+def test_a_time_range_needs_the_a_dash_b_pattern(tmp_path, bag_of_words):
+    """Finding 14: as the released visual memory decides it, a range is two stamps joined by "-"; two stamps in
+    other words make a text query. The bounds are the first two stamps; a range ending before it starts is still a
+    range, one that overlaps no frame."""
+    assert parse_time_range("between DAY1 00:00:05 and DAY1 00:00:09") is None
+    assert not is_time_range("DAY1 00:00:05, DAY1 00:00:09")
+    assert parse_time_range("from DAY1 00:00:05 - DAY1 00:00:09 please") == (5.0, 9.0)
+    assert parse_time_range("DAY1 00:00:09 - DAY1 00:00:05") == (9.0, 5.0)
+    visual = {"start_s": np.arange(0, 50, 10.0), "end_s": np.arange(10, 60, 10.0),
+              "vectors": np.eye(5, dtype=np.float32), "embedder": "release", "model_config": None}
+    store = hand_made_store(tmp_path / "store", bag_of_words, visual=visual)
+    assert store.search("DAY1 00:00:09 - DAY1 00:00:05", 3, memory_type="visual") == []
+    context = SearchContext()
+    store.search("between DAY1 00:00:05 and DAY1 00:00:09", 3, memory_type="visual", context=context)
+    assert "visual: text→clip" in context.notes[-1]
+
+
+def test_qa_frames_that_fail_to_decode_are_counted_black_frames(tmp_path, clip, bag_of_words, monkeypatch):
+    """Finding 16: a QA frame that fails to decode is left out of the QA call and counted in the run-health
+    count ``black_frames``."""
+    import senri.decode
+    from senri.decode import SampledFrame
+
+    real = senri.decode.read_frames
+
+    def flaky(path, targets, **kwargs):
+        for frame in real(path, targets, **kwargs):
+            yield SampledFrame(frame.target_s, error="damaged") if frame.target_s in (6.0, 11.0) else frame
+
+    monkeypatch.setattr(senri.decode, "read_frames", flaky)
+    hand_made_store(tmp_path / "store", bag_of_words)
+    rules = [{"match": "Give only the letter", "text": "B"},
+             {"match": "Memory: visual", "text": '{"decision": "answer"}'},
+             {"match": "Round history:\n[]", "text": _search("visual", "DAY1 00:00:05 - DAY1 00:00:12")}]
+    row, calls = run_workflow(tmp_path, clip, bag_of_words, rules)
+    qa = [c for c in calls if c["purpose"] == "answer"][0]
+    assert sum(isinstance(p, dict) and "image" in p for p in qa["payload"]["messages"][1]["content"]) == 7
+    assert row["black_frames"] == 2 and json.loads(row["trace"])["frames_not_decoded"] == 2
+    from senri.records import HEALTH_COUNTS
+    assert "black_frames" in HEALTH_COUNTS

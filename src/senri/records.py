@@ -164,7 +164,7 @@ class Prediction:
 #: an unreadable tool call); ``rejected_tool_calls`` tool calls refused as invalid (unknown tool, unreadable or
 #: missing arguments, a bad frame range); ``truncated_replies`` model replies cut at their token limit
 #: (``finish_reason: length``) other than the memory captions of ``truncated_captions``; ``black_frames``
-#: frames that failed to decode and were sent black.
+#: frames that failed to decode (sent black by VideoARM, left out of the memory workflows' QA calls).
 HEALTH_COUNTS: tuple[str, ...] = (
     "forced_answers", "forced_recovered", "timeouts", "context_trims", "truncated_captions", "failed_captions",
     "builder_losses", "capped_cells", "cell_s_requested", "cell_s_seen", "failed_memory_updates", "stripped_checks",

@@ -47,7 +47,7 @@ from __future__ import annotations
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, ClassVar
 
 from senri.answers import json_objects, parse_answer, question_block, split_reasoning
@@ -303,8 +303,14 @@ class MemorySearch(Method):
         response cache), booked in the question's tally and listed in the trace's calls with the model that
         served it (issue 25 decision 6) — and ``overflow(request, role)``, to size such a call to that model
         before sending it."""
+        def capped(request: ChatRequest, backend: Any) -> ChatRequest:
+            """The request within the serving model's ``max_tokens_cap`` (the answering model's, for a null role)."""
+            cap = (getattr(backend, "config", None) or {}).get("max_tokens_cap")
+            return replace(request, max_tokens=min(int(request.max_tokens), int(cap))) if cap else request
+
         def ask(request: ChatRequest, role: str | None = None) -> ChatResponse:
             name, backend = self._search_model(role)
+            request = capped(request, backend)
             response = backend.complete_many([request])[0]
             booked = len(ep.tally.errors)
             ep.tally.add(request, response)
@@ -316,7 +322,8 @@ class MemorySearch(Method):
             return response
 
         def fits(request: ChatRequest, role: str | None = None) -> str | None:
-            return overflow(self._search_model(role)[1], request)
+            backend = self._search_model(role)[1]
+            return overflow(backend, capped(request, backend))
 
         has_model = self.context.backend is not None
         return SearchContext(question=ep.question, ask=ask if has_model else None, tally=ep.tally,

@@ -3,17 +3,23 @@ round, then a separate QA call over everything retrieved.
 
 * **Controller** (W10; W-L1…L3): at most ``max_rounds`` (5) calls, each seeing the question with its choices
   ("Query: …\\nChoices: (A) … (B) …") and the round history (decision, memory type, search query, what was
-  retrieved; a visual search shows "[N images from M clips]", never the images). It replies
-  ``{"decision": "search", "selected_memory": {"memory_type", "search_query"}}`` or ``{"decision": "answer"}``.
-  An unreadable reply counts as ``answer`` (the released parser's default); a failed call, a search without a
-  memory, or an unknown memory type is an error and spends its round; the loop stops on an answer, at
-  ``max_rounds`` calls, or at ``max_errors`` errors.
+  retrieved; a visual search shows "[N images from M clips]", never the images: a time-range search always
+  "from 1 clips", as the release keys its frames by the range). It replies
+  ``{"decision": "search", "selected_memory": {"memory_type", "search_query"}}`` or ``{"decision": "answer"}``,
+  read as the released parser reads it (:func:`parse_decision`): a reply that is not JSON counts as
+  ``answer``; any other decision spends its round silently (no error, no history entry); a failed call, a
+  search without a memory, an unknown memory type or a reply the released parser would raise on is an error
+  and spends its round; the loop stops on an answer, at ``max_rounds`` calls, or at ``max_errors`` errors.
 * **Search**: the store's retrieval of that type (:class:`senri.memory.worldmm.store.WorldMMStore`), ``memory_top_k``
   items per type (episodic 3, semantic 10, visual 3), leaving out what the question already holds.
 * **QA** (W11; W-L4): one call with the question, "Context:", every retrieved text in order and the frames of
-  the visual retrievals (1 fps over each clip, at most ``max_images`` per retrieval, spread evenly; at most
-  ``image_max_side`` pixels a side, JPEG quality ``jpeg_quality``), unlabelled, then the final instruction.
-  Its reply, read by the project's answer parser, is the answer.
+  the visual retrievals (:meth:`WorldMMWorkflow._frames`: 1 fps over each clip, both ends included, at most
+  ``max_images`` per retrieval; at most ``image_max_side`` pixels a side, JPEG quality ``jpeg_quality``),
+  unlabelled, then the final instruction. Its reply, read by the project's answer parser, is the answer. A
+  frame that fails to decode is left out of the call and counted ``black_frames``.
+* **Completion limits**: ``max_tokens`` per role (controller, answer: 4096, as SENRI-Agent's roles; the
+  release sends none), bounded by the model config's ``max_tokens_cap``; the store's W8/W9 calls get its
+  ``max_tokens.retriever``, bounded here by the cap of the model that serves them.
 
 Requests over the model's limits are trimmed before sending, each trim recorded in the trace and counted
 ``context_trims``: a controller request leaves out the retrieved content of its oldest rounds first (their
@@ -24,15 +30,17 @@ the same way (``SearchContext.overflow``, which every memory method hands its st
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import time
 from typing import Any, ClassVar, Mapping
 
-from senri.answers import json_objects, parse_answer, split_reasoning
+from senri.answers import parse_answer, split_reasoning
 from senri.backends.base import ChatRequest, ImagePart, Message, Part
 from senri.backends.budget import overflow
 from senri.memory.store import MemoryItem
-from senri.memory.worldmm.common import FILTER_SKIP_NOTE
+from senri.memory.worldmm.common import FILTER_SKIP_NOTE, is_time_range
 from senri.methods.agent import Episode, MemorySearch, _hit
 from senri.methods.base import MethodAnswer, RunContext
 from senri.records import LETTERS, Question
@@ -45,26 +53,65 @@ LEFT_OUT = "[left out to fit the model's context]"
 DEFAULT_TOP_K = {"episodic": 3, "semantic": 10, "visual": 3}
 
 
+#: The released parser's reading of a W10 reply: the span from its first ``{`` to its last ``}``.
+_DECISION_SPAN = re.compile(r"\{.*\}", re.DOTALL)
+
+
 def parse_decision(text: str | None, memory_types: tuple[str, ...]) -> dict[str, Any]:
-    """A W10 reply as ``{"decision": "answer"}`` or ``{"decision": "search", "memory_type", "search_query"}``;
-    ``{"decision": "search", "error": …}`` for a search the loop must count as an error. Unreadable JSON or a
-    missing decision is ``answer``, as the released parser defaults."""
+    """A W10 reply read as the released parser reads it (``_parse_reasoning_response``): the span from the
+    reply's first ``{`` to its last ``}`` (the whole reply where it has none) as JSON, so text around the
+    object (``Reply: {…}``, a heading, a closing sentence) and nested objects are read.
+
+    * ``{"decision": "answer", "parsed": …}``: the span is not JSON (the release's parse failure is an
+      answer), or its decision is ``answer`` (any case) or missing (``parsed``: whether it said so);
+    * ``{"decision": "search", "memory_type", "search_query"}``: a search of a known memory type (both words
+      lower-cased, nothing stripped, as the release);
+    * ``{"decision": "none", "value"}``: any other decision ("retrieve", "Search " …): the release neither
+      answers nor searches, so the round is spent with no error and no history entry;
+    * ``{"decision": …, "error": …}``: what the loop counts as an error — a search without ``selected_memory``,
+      an unknown memory type, and a reply the released parser raises on (JSON that is not an object, a
+      decision, ``selected_memory`` or memory type that is not a string / object, ``null`` included), which
+      the release's loop catches as a failed round."""
     body = split_reasoning(text)[0]
-    objects = json_objects(body)
-    if not objects:
+    match = _DECISION_SPAN.search(body)
+    try:
+        data = json.loads(match.group() if match else body)
+    except (ValueError, RecursionError):
         return {"decision": "answer", "parsed": False}
-    data = objects[0]
-    decision = str(data.get("decision", "answer")).strip().lower()
+    if not isinstance(data, dict):
+        return {"decision": "error", "error": f"reply is JSON {type(data).__name__}, not an object"}
+    decision = data.get("decision", "answer")
+    if not isinstance(decision, str):
+        return {"decision": "error", "error": f"decision {decision!r} is not a string"}
+    decision = decision.lower()
+    if decision == "answer":
+        return {"decision": "answer", "parsed": "decision" in data}
     if decision != "search":
-        return {"decision": "answer", "parsed": decision == "answer" and "decision" in data}
-    selected = data.get("selected_memory")
-    if not isinstance(selected, Mapping):
+        return {"decision": "none", "value": decision}
+    if "selected_memory" not in data:
         return {"decision": "search", "error": "search decision without selected_memory"}
-    memory_type = str(selected.get("memory_type", "")).strip().lower()
-    query = str(selected.get("search_query", "")).strip()
+    selected = data["selected_memory"]
+    if not isinstance(selected, Mapping):
+        return {"decision": "search", "error": f"selected_memory {selected!r} is not an object"}
+    memory_type = selected.get("memory_type", "")
+    if not isinstance(memory_type, str):
+        return {"decision": "search", "error": f"memory_type {memory_type!r} is not a string"}
+    memory_type = memory_type.lower()
+    query = selected.get("search_query", "")
+    query = "" if query is None else str(query)
     if memory_type not in memory_types:
         return {"decision": "search", "error": f"unknown memory type {memory_type!r}"}
     return {"decision": "search", "memory_type": memory_type, "search_query": query}
+
+
+def clip_frame_times(start_s: float, end_s: float, fps: float) -> list[float]:
+    """The release's frame times over one clip or overlap (``_extract_frames``): every 1/fps from its start up
+    to and including its end, so a 10-s clip gives 11 frames at 1 fps; an empty span (a clip that only touches
+    a range) gives none."""
+    if end_s <= start_s or fps <= 0:
+        return []
+    steps = int(math.floor((end_s - start_s) * fps + 1e-6))
+    return [round(start_s + n / fps, 6) for n in range(steps + 1)]
 
 
 def query_block(question: Question) -> str:
@@ -166,24 +213,47 @@ class WorldMMWorkflow(MemorySearch):
         return request
 
     # ------------------------------------------------------------------------------------------- search
-    def _frames(self, clips: list[MemoryItem]) -> list[ImagePart]:
-        """1-fps frames over each clip (W-R4), at most ``max_images`` in all, spread evenly, each at most
-        ``image_max_side`` pixels a side, JPEG at ``jpeg_quality``."""
+    def _frames(self, ep: Episode, clips: list[MemoryItem], time_range: bool) -> tuple[list[ImagePart], int]:
+        """The frames of one visual retrieval as the release extracts them, and how many clips gave one:
+        1 fps over each clip, both ends included (:func:`clip_frame_times`, times past the video's end read at
+        its end); over ``max_images`` in all, a time-range retrieval keeps ``max_images`` spread evenly over
+        all its frames, a text retrieval a share of each clip's (at least one per clip, spread evenly inside
+        it), as the release samples the two paths. Each frame at most ``image_max_side`` pixels a side, JPEG
+        at ``jpeg_quality``. A frame that fails to decode is left out and counted ``black_frames``."""
         import numpy as np
 
         from senri.decode import encode_jpeg, read_frames
 
-        times = [round(clip.start_s + n / self.visual_fps, 6) for clip in clips
-                 for n in range(max(1, math.ceil((clip.end_s - clip.start_s) * self.visual_fps)))]
-        if len(times) > self.max_images:
-            times = [times[int(i)] for i in np.linspace(0, len(times) - 1, self.max_images).astype(int)]
-        if not times:
-            return []
+        per_clip = [clip_frame_times(clip.start_s, clip.end_s, self.visual_fps) for clip in clips]
+        total = sum(len(times) for times in per_clip)
+        if total > self.max_images and time_range:
+            flat = [(n, t) for n, times in enumerate(per_clip) for t in times]
+            keep = [flat[int(i)] for i in np.linspace(0, total - 1, self.max_images).astype(int)]
+            per_clip = [[t for m, t in keep if m == n] for n in range(len(clips))]
+        elif total > self.max_images:
+            ratio = self.max_images / total
+            per_clip = [[times[int(i)] for i in np.linspace(0, len(times) - 1, max(1, int(len(times) * ratio)))
+                         .astype(int)] if times else [] for times in per_clip]
         video = self.context.video
+        duration = float(getattr(video, "duration_s", 0) or 0)
+        wanted = [(n, min(t, duration) if duration > 0 else t) for n, times in enumerate(per_clip) for t in times]
+        if not wanted:
+            return [], 0
         short, long = sorted((int(video.width or 0), int(video.height or 0)))
         short_side = max(1, int(self.image_max_side * short / long)) if long > self.image_max_side else None
-        frames = read_frames(self.context.media.video, times, short_side=short_side)
-        return [ImagePart(encode_jpeg(f.image, quality=self.jpeg_quality)) for f in frames if f.image is not None]
+        frames = list(read_frames(self.context.media.video, [t for _, t in wanted], short_side=short_side))
+        images, shown = [], set()
+        failed = 0
+        for (n, _), frame in zip(wanted, frames):
+            if frame.image is None:
+                failed += 1
+                continue
+            images.append(ImagePart(encode_jpeg(frame.image, quality=self.jpeg_quality)))
+            shown.add(n)
+        if failed:
+            ep.tally.count("black_frames", failed)
+            ep.trace["frames_not_decoded"] = ep.trace.get("frames_not_decoded", 0) + failed
+        return images, len(shown)
 
     def _retrieve(self, ep: Episode, memory_type: str, query: str) -> tuple[str, list[Part], dict[str, Any]]:
         """One search of one memory type: (what the controller's history shows, the QA context parts, the
@@ -204,9 +274,13 @@ class WorldMMWorkflow(MemorySearch):
             record["fact_filter_skipped"] = skipped
             ep.trace["fact_filter_skipped"] = ep.trace.get("fact_filter_skipped", 0) + skipped
         if memory_type == "visual":
-            images = self._frames(items)
+            time_range = is_time_range(query)
+            images, clips_shown = self._frames(ep, items, time_range)
             record["images"] = len(images)
-            content = f"[{len(images)} images from {len(items)} clips]" if images else "[No results]"
+            if time_range:  # the release keys a range's frames by the range: one "clip", even with no frame
+                content = f"[{len(images)} images from 1 clips]"
+            else:
+                content = f"[{len(images)} images from {clips_shown} clips]" if images else "[No results]"
             return content, list(images), record
         text = self.store.render(items)
         return (text or "[No results]"), ([text] if text else []), record
@@ -239,6 +313,9 @@ class WorldMMWorkflow(MemorySearch):
             if decision["decision"] == "answer":
                 step.update(action="answer", parsed=decision["parsed"])
                 break
+            if decision["decision"] == "none":  # neither answer nor search: the release spends the round
+                step.update(action="no_decision", decision=decision["value"])
+                continue
             if "error" in decision:
                 errors += 1
                 step.update(action="error", error=decision["error"])

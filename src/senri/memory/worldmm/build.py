@@ -1,6 +1,7 @@
 """Building a WorldMM store (W-C2…C8): 10-s captions through the shared caption service, coarser levels
-summarised level on level (W3), OpenIE (W4/W5) of every level, cumulative semantic snapshots (W6/W7), clip
-embeddings when an embedder is configured, and the store folder with its ``config.yaml`` record.
+summarised level on level (W3), OpenIE (W4/W5) of every level, cumulative semantic snapshots (W6/W7), the 10-s
+clips of visual memory (embedded when an embedder is configured), and the store folder with its ``config.yaml``
+record.
 
 Builder calls go through backends opened from the build's model configs with the build job's response cache,
 so a killed build repeats no finished call.
@@ -22,7 +23,8 @@ from senri.memory.store import BuildRequest, MemoryItem
 from senri.memory.worldmm.common import (BASE_LEVEL, CONFIG, ENTITIES, ITEMS, KIND_EPISODIC, KIND_VISUAL, SNAPSHOTS,
                                          SYSTEM, TRIPLES, VECTORS, VISUAL, TextVectors, Triple, _string_list,
                                          _triples_reply, clean_triples, fact_text, first_json, hipporag_triple,
-                                         item_id, open_text_encoder, semantic_item, system_prompts, window_batches)
+                                         item_id, occurrences, open_text_encoder, semantic_item, system_prompts,
+                                         window_batches)
 
 log = logging.getLogger(__name__)
 
@@ -427,9 +429,17 @@ def truncated_captions(counts: Mapping[str, Any]) -> int:
 
 
 # ================================================================================================ visual
+def visual_status(embedded: bool) -> str:
+    """How a store's visual memory serves queries, for its ``config.yaml`` (``visual``) and its summary: its
+    10-s clips always serve time-range queries (the release's range path reads frames only); text queries
+    need the clip embeddings."""
+    return "on" if embedded else "time ranges only (no embedder configured: text queries return nothing)"
+
+
 def build_visual(request: BuildRequest, config: Mapping[str, Any], base: list[MemoryItem],
                  spans: list[tuple[float, float]]) -> dict[str, Any] | None:
-    """W-C8: one embedding per 10-s clip when an ``embedder`` model is configured; None (skipped) otherwise."""
+    """W-C8: one embedding per 10-s clip when an ``embedder`` model is configured; None (no embeddings: the
+    clips themselves are written by :func:`write_store` either way) otherwise."""
     model = request.models.get("embedder")
     if not model:
         return None
@@ -454,10 +464,15 @@ def write_store(out_dir: Path, config: Mapping[str, Any], episodic: list[MemoryI
                 ner: Mapping[str, list[str]], triples: Mapping[str, list[Triple]],
                 snapshots: list[tuple[float, list[Accumulated]]] | list[tuple[float, list[Triple]]],
                 visual: dict[str, Any] | None, vectors: TextVectors, counts: Mapping[str, int],
-                llm_stats: Mapping[str, Any], source: str, models: Mapping[str, str]) -> None:
+                llm_stats: Mapping[str, Any], source: str, models: Mapping[str, str],
+                clips: Sequence[tuple[float, float]] | None = None) -> None:
     """The store folder: items (episodic, the latest semantic snapshot, visual clips), OpenIE entities and
     triples, every snapshot, the text vectors, visual vectors when built, and ``config.yaml`` with the slice,
-    the substitutions of the paper's models and the build's counts."""
+    the substitutions of the paper's models and the build's counts.
+
+    Visual items are the 10-s ``clips`` (default: the embedded clips, and without embeddings the 10sec
+    captions' spans), written with or without embeddings, so a time-range visual query is served on any
+    store (text queries need ``visual``'s vectors); each is described by its 10sec caption where it has one."""
     from senri.records import WorldMMEntity, WorldMMSnapshot, WorldMMTriple, to_frame, write_table
 
     out_dir = Path(out_dir)
@@ -471,13 +486,19 @@ def write_store(out_dir: Path, config: Mapping[str, Any], episodic: list[MemoryI
         rows += [WorldMMSnapshot(float(key), n, t[0], t[1], t[2], json.dumps(ev)) for n, (t, ev)
                  in enumerate(zip(listed, evidence))]
     latest = plain[-1][1] if plain else []
-    items = list(episodic) + [semantic_item(t) for t in dict.fromkeys(latest)]
+    items = list(episodic) + [semantic_item(t, occurrence=n) for t, n in zip(latest, occurrences(latest))]
+    captions = {(b.start_s, b.end_s): b.text for b in episodic if b.level == BASE_LEVEL}
+    if clips is None:
+        clips = (list(zip(visual["start_s"], visual["end_s"])) if visual is not None
+                 else sorted(captions))
+    spans = dict.fromkeys((float(start), float(end)) for start, end in clips)
     if visual is not None:
-        captions = {(b.start_s, b.end_s): b.text for b in episodic if b.level == BASE_LEVEL}
-        for start, end in zip(visual["start_s"], visual["end_s"]):
-            text = captions.get((float(start), float(end)), "")
-            items.append(MemoryItem(item_id(KIND_VISUAL, float(start), float(end)), KIND_VISUAL, text, float(start),
-                                    float(end), description=text[:160], level=BASE_LEVEL))
+        spans.update(dict.fromkeys((float(s), float(e)) for s, e in zip(visual["start_s"], visual["end_s"])))
+    for start, end in sorted(spans):
+        text = captions.get((start, end), "")
+        items.append(MemoryItem(item_id(KIND_VISUAL, start, end), KIND_VISUAL, text, start, end,
+                                description=text[:160], level=BASE_LEVEL))
+    if visual is not None:
         np.savez(out_dir / VISUAL, start_s=np.asarray(visual["start_s"], dtype=float),
                  end_s=np.asarray(visual["end_s"], dtype=float),
                  vectors=np.asarray(visual["vectors"], dtype=np.float32), embedder=np.array(visual["embedder"]))
@@ -501,7 +522,7 @@ def write_store(out_dir: Path, config: Mapping[str, Any], episodic: list[MemoryI
         "models": dict(models),
         "substitutions": {"text_embedder": {"paper": paper.get("text_embedder"), "used": vectors.encoder.name},
                           **{role: {"paper": paper.get(role), "used": models.get(role)} for role in models}},
-        "visual": "on" if visual is not None else "skipped (no embedder configured)",
+        "visual": visual_status(visual is not None),
         "embedder_model": ({"name": visual["embedder"], "config": visual.get("model_config")}
                            if visual is not None else None),
         "counts": dict(counts), "llm": dict(llm_stats),
@@ -544,6 +565,6 @@ def build_store(request: BuildRequest) -> None:
                   **ie_counts, **{f"index_{k}": v for k, v in coarse_counts.items()}, **semantic_counts}
         write_store(request.out_dir, config, episodic, ner, triples, snapshots, visual, vectors, counts,
                     {role: vars(s) for role, s in llm.stats.items()}, source="built",
-                    models={role: name for role, name in llm.role_model.items()})
+                    models={role: name for role, name in llm.role_model.items()}, clips=spans)
     finally:
         llm.close()

@@ -1,6 +1,6 @@
 """What every part of WorldMM's store shares: its constants and folder layout, WorldMM's time encodings
 (``HHMMSSFF``, ``DAYn``, ``TS9``), item ids, the windowing of its coarser levels (W-C3), triples, the text encoder
-and the per-store text vectors, and the tolerant JSON reader of builder and retriever replies.
+and the per-store text vectors, and the tolerant JSON (and Python-literal) readers of builder and retriever replies.
 
 The package's modules import downward only: ``store`` → ``release`` → ``build`` → ``index``/``common``.
 """
@@ -109,18 +109,29 @@ def span_label(start_s: float, end_s: float) -> str:
     return f"DAY{day_of(start_s)} {clock(start_s)} - DAY{day_of(end_s)} {clock(end_s)}"
 
 
-_RANGE = re.compile(r"DAY\s*(\d+)\s+(\d{1,2}):(\d{2}):(\d{2})", re.IGNORECASE)
+_STAMP = r"DAY\s*(\d+)\s+(\d{1,2}):(\d{2}):(\d{2})"
+_RANGE = re.compile(_STAMP, re.IGNORECASE)
+#: The released test of a time-range query: a ``DAY d HH:MM:SS - DAY d HH:MM:SS`` pattern anywhere in it.
+_RANGE_PATTERN = re.compile(r"DAY\s*\d+\s+\d{1,2}:\d{2}:\d{2}\s*-\s*DAY\s*\d+\s+\d{1,2}:\d{2}:\d{2}", re.IGNORECASE)
+
+
+def is_time_range(query: str) -> bool:
+    """Whether a visual query is a time range, as the released visual memory decides it: two stamps joined by
+    ``-`` (``DAY d HH:MM:SS - DAY d HH:MM:SS``) somewhere in the query; two stamps written any other way
+    ("between DAY1 00:00:05 and DAY1 00:00:09") make a text query."""
+    return bool(_RANGE_PATTERN.search(query))
 
 
 def parse_time_range(query: str) -> tuple[float, float] | None:
-    """``(start_s, end_s)`` of a visual query written as ``DAY d HH:MM:SS - DAY d HH:MM:SS`` (W-R4), else None."""
-    found = _RANGE.findall(query)
-    if len(found) < 2:
+    """``(start_s, end_s)`` of a time-range visual query (:func:`is_time_range`), else None. As the release reads
+    it, the bounds are the query's first two stamps, and a range that ends before it starts is still a range
+    (it overlaps no frame: the release's range path then returns no images)."""
+    if not is_time_range(query):
         return None
-    (d1, h1, m1, s1), (d2, h2, m2, s2) = found[:2]
+    (d1, h1, m1, s1), (d2, h2, m2, s2) = _RANGE.findall(query)[:2]
     start = (int(d1) - 1) * SECONDS_PER_DAY + int(h1) * 3600 + int(m1) * 60 + int(s1)
     end = (int(d2) - 1) * SECONDS_PER_DAY + int(h2) * 3600 + int(m2) * 60 + int(s2)
-    return (float(start), float(end)) if end >= start else None
+    return float(start), float(end)
 
 
 # ====================================================================================== pure build steps
@@ -315,6 +326,38 @@ def first_json(body: str, validate: Callable[[Any], Any]) -> Any:
     return None
 
 
+def _as_lists(value: Any) -> Any:
+    """A Python literal with its tuples made lists (all the way down), as pydantic's lax list validation reads them."""
+    if isinstance(value, (list, tuple)):
+        return [_as_lists(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _as_lists(v) for k, v in value.items()}
+    return value
+
+
+def literal_value(body: str, validate: Callable[[Any], Any]) -> Any:
+    """The reply read as a Python literal (``ast.literal_eval`` only: no name is looked up, nothing is called),
+    its tuples made lists, for a reply that is not JSON: the whole reply, then the span from its first ``{`` to
+    its last ``}``, then from its first ``[`` to its last ``]``; the first that ``validate`` accepts, or None.
+    HippoRAG reads its fact filter's field this way after JSON (``{'fact': [('i', 'hold', 'cup')]}``)."""
+    import ast
+
+    spans = [body.strip()]
+    for open_, close in ("{}", "[]"):
+        first, last = body.find(open_), body.rfind(close)
+        if 0 <= first < last:
+            spans.append(body[first:last + 1])
+    for span in dict.fromkeys(spans):
+        try:
+            value = ast.literal_eval(span)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+        checked = validate(_as_lists(value))
+        if checked is not None:
+            return checked
+    return None
+
+
 def _string_list(obj: Any, key: str) -> list[str] | None:
     value = obj.get(key) if isinstance(obj, dict) else None
     if not isinstance(value, list):
@@ -327,9 +370,22 @@ def _triples_reply(obj: Any, key: str) -> list | None:
     return value if isinstance(value, list) else None
 
 
-def semantic_item(triple: Triple, score: float = 0.0) -> MemoryItem:
+def semantic_item(triple: Triple, score: float = 0.0, occurrence: int = 0) -> MemoryItem:
+    """A semantic triple as an item; the ``occurrence``-th repeat of one triple in a snapshot (0: its first) gets
+    an id of its own (``…#n``), as the release gives every snapshot entry its own id."""
     text = triple_text(triple)
-    return MemoryItem(f"semantic:{text}", KIND_SEMANTIC, text, level=KIND_SEMANTIC, score=score)
+    suffix = f"#{occurrence}" if occurrence else ""
+    return MemoryItem(f"semantic:{text}{suffix}", KIND_SEMANTIC, text, level=KIND_SEMANTIC, score=score)
+
+
+def occurrences(triples: Sequence[Triple]) -> list[int]:
+    """For each triple of a snapshot, how many equal ones come before it (0 for a first occurrence)."""
+    seen: dict[Triple, int] = {}
+    out = []
+    for triple in triples:
+        out.append(seen.get(triple, 0))
+        seen[triple] = out[-1] + 1
+    return out
 
 
 def system_prompts(config: Mapping[str, Any]):

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from dataclasses import dataclass
@@ -13,7 +14,8 @@ import numpy as np
 
 from senri.memory.ppr import personalized_pagerank
 from senri.memory.store import MemoryItem
-from senri.memory.worldmm.common import TextVectors, Triple, fact_text, hipporag_triple, min_max
+from senri.memory.worldmm.common import (TextVectors, Triple, fact_text, first_json, hipporag_triple,
+                                         literal_value, min_max)
 
 log = logging.getLogger(__name__)
 
@@ -184,10 +186,13 @@ class GranularityIndex:
 
 
 def semantic_ranking(triples: Sequence[Triple], triple_vectors: np.ndarray, query_vector: np.ndarray, n: int,
-                     damping: float) -> list[tuple[Triple, float]]:
+                     damping: float, positions: bool = False) -> list[tuple[Any, float]]:
     """W-R3: the ``n`` triples nearest the query seed a uniform reset over their entities; PPR on the entity
     graph (one unweighted, undirected edge per triple between distinct subject and object, repeated pairs
-    adding up as igraph's multigraph does) scores every triple PPR(subject) + PPR(object); the top ``n``."""
+    adding up as igraph's multigraph does) scores every triple PPR(subject) + PPR(object); the top ``n``, ties
+    in the snapshot's order. A triple listed twice is two entries (two seed candidates, two edges), as the
+    release indexes a snapshot. Each result is (triple, score), or (its position in ``triples``, score) with
+    ``positions``."""
     if not triples:
         return []
     sims = triple_vectors @ query_vector
@@ -200,9 +205,9 @@ def semantic_ranking(triples: Sequence[Triple], triple_vectors: np.ndarray, quer
     edges = [(names[s], names[o], 1.0) for s, _, o in triples if names[s] != names[o]]
     reset = {e: 1.0 for e in seed_entities}
     ppr = personalized_pagerank(len(names), edges, reset, damping=damping, duplicates="sum")
-    scored = [(t, float(ppr[names[t[0]]] + ppr[names[t[2]]])) for t in triples]
-    order = sorted(range(len(scored)), key=lambda i: -scored[i][1])[:n]
-    return [scored[i] for i in order]
+    scores = [float(ppr[names[t[0]]] + ppr[names[t[2]]]) for t in triples]
+    order = sorted(range(len(scores)), key=lambda i: -scores[i])[:n]
+    return [((i if positions else triples[i]), scores[i]) for i in order]
 
 
 # ============================================================================================ W8 replies
@@ -216,6 +221,14 @@ def read_filter_reply(obj: Any) -> list[list[str]] | None:
     if not all(isinstance(f, list) and all(isinstance(part, str) for part in f) for f in facts):
         return None
     return facts
+
+
+def read_filter_body(body: str) -> list[list[str]] | None:
+    """The facts of a W8 reply's text, read as HippoRAG reads its filter's field: JSON first (the reply's
+    objects, :func:`first_json`), then a Python literal (:func:`literal_value`: ``{'fact': [('i', 'hold',
+    'cup')]}``, tuples read as lists), each through :func:`read_filter_reply`; None where neither reads."""
+    found = first_json(body, read_filter_reply)
+    return found if found is not None else literal_value(body, read_filter_reply)
 
 
 def match_filter_reply(reply: Sequence[Sequence[str]], candidates: Sequence[Triple], limit: int) -> list[Triple]:
@@ -232,3 +245,30 @@ def match_filter_reply(reply: Sequence[Sequence[str]], candidates: Sequence[Trip
         if closest:
             kept.append(candidates[texts.index(closest[0])])
     return kept[:max(0, int(limit))]
+
+
+# ============================================================================================ W9 replies
+_FIRST_LIST = re.compile(r"\[.*?\]", re.DOTALL)
+
+
+def parse_rank_reply(body: str, pool_ids: Sequence[str]) -> tuple[list[str], str]:
+    """The caption ids of a W9 reply, read as the release's ``_parse_filter_response`` reads them, and how:
+
+    * ``list``: the reply's first ``[...]`` span (non-greedy: up to the first ``]``) read as JSON; its ids that
+      are in the pool, in the reply's order, repeats kept (an id named twice takes two of the ranking's slots);
+      a list naming no pool id gives none (no other reading is tried);
+    * ``substring``: no such span, or one that is not JSON: every pool id that occurs anywhere in the reply.
+      The release lists them in its set's order (not reproducible from run to run); here by their first
+      position in the reply, ties in pool order;
+    * an empty result is the caller's to count (``failed_search_calls``) and to fill by score."""
+    valid = set(pool_ids)
+    match = _FIRST_LIST.search(body)
+    if match:
+        try:
+            ids = json.loads(match.group())
+        except ValueError:
+            ids = None
+        if isinstance(ids, list):
+            return [str(i) for i in ids if str(i) in valid], "list"
+    found = [(body.find(i), n, i) for n, i in enumerate(dict.fromkeys(pool_ids)) if i in body]
+    return [i for _, _, i in sorted(found)], "substring"

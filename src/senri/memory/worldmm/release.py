@@ -177,8 +177,10 @@ def import_release(import_dir: Path, request: BuildRequest) -> None:
 
     The levels the release has no OpenIE for are indexed with the retriever's model (W-C9); without one they
     stay unindexed, counted ``unindexed_captions`` (a builder loss: :data:`~senri.memory.worldmm.build.
-    BUILDER_LOSS_COUNTS`). The release's clip vectors answer text queries through the text tower of the configured
-    ``embedder`` model (:func:`attach_embedder`); without one, only time-range visual queries can be served."""
+    BUILDER_LOSS_COUNTS`). Every 10sec caption's span becomes a visual clip, so time-range visual queries are
+    served with or without ``visual_embeddings.pkl``; the release's clip vectors answer text queries through the
+    text tower of the configured ``embedder`` model (:func:`attach_embedder`); without one, only time-range
+    visual queries are served."""
     release = read_release(Path(import_dir), request.video.video_id, request.system_config)
     config = request.system_config
     vectors = TextVectors(open_text_encoder(config))
@@ -208,8 +210,11 @@ def import_release(import_dir: Path, request: BuildRequest) -> None:
             llm_stats = {role: vars(s) for role, s in llm.stats.items()}
         finally:
             llm.close()
+    # Every 10sec caption's span is a visual clip (the release's clip list is its 10sec caption file), embedded
+    # or not: time-range queries read frames only.
+    clips = [(item.start_s, item.end_s) for item in release.captions.get(BASE_LEVEL, [])]
     write_store(request.out_dir, config, episodic, ner, triples, release.snapshots, visual, vectors,
-                counts, llm_stats, source=f"imported from {import_dir}", models=models)
+                counts, llm_stats, source=f"imported from {import_dir}", models=models, clips=clips)
 
 
 def attach_embedder(visual: dict[str, Any], model: tuple[str, Mapping[str, Any]] | None, path: Path

@@ -10,13 +10,15 @@ Restated from ``shared/spec/memory_systems.md`` (the W-* statements; prompt role
   entities, then W5 triples; malformed and duplicate triples dropped): the 10sec triples feed semantic memory,
   all of them index HippoRAG's graph. Semantic memory extracts lasting triples from every 10 consecutive
   10sec captions (W6) and consolidates them into cumulative snapshots (W7), keyed by the last caption's end.
-  Visual memory embeds each 10-s clip with an image-text embedder, only when one is configured.
+  Visual memory holds every 10-s clip (what its time-range queries read, no embedding needed) and embeds each
+  with an image-text embedder when one is configured (what its text queries need).
 * **Retrieval** (W-R0…R4). Episodic: HippoRAG-2-style retrieval per granularity (fact cosine → top facts →
   the W8 filter, its reply matched to the closest candidates → personalized PageRank over entities and
   passages, or dense passages when no fact survives or the reply cannot be read), a pool ranked by W9, the
   texts earlier episodic searches returned dropped. Semantic: PPR over the entity graph of the snapshot visible at
   the question's time, seeded by the triples nearest the query. Visual: a time-range query returns the
-  overlapping clips, any other query the clips nearest by text→clip similarity.
+  overlapping clips (with or without clip embeddings), any other query the clips nearest by text→clip
+  similarity (none without embeddings, noted).
 
 Builder calls go through backends opened from the build's model configs with the build job's response cache;
 retrieval calls (W8, W9) through :attr:`SearchContext.ask` on the retriever role's model, so they are booked
@@ -40,13 +42,14 @@ import polars as pl
 import yaml
 
 from senri.memory.store import BuildRequest, MemoryItem, MemoryStore, SearchContext
-from senri.memory.worldmm.build import build_store, builder_losses, truncated_captions
+from senri.memory.worldmm.build import build_store, builder_losses, truncated_captions, visual_status
 from senri.memory.worldmm.common import (BASE_LEVEL, ITEMS, KIND_EPISODIC, KIND_SEMANTIC, KIND_VISUAL, SNAPSHOTS,
                                          SYSTEM, TRIPLES, VECTORS, VISUAL, CONFIG, FILTER_SKIP_NOTE, RETRIEVER_ROLE,
-                                         TextEncoder, TextVectors, Triple, clock, cut_text, day_of, first_json,
+                                         TextEncoder, TextVectors, Triple, clock, cut_text, day_of, occurrences,
                                          open_text_encoder, parse_time_range, semantic_item, span_label,
                                          system_prompts)
-from senri.memory.worldmm.index import GranularityIndex, match_filter_reply, read_filter_reply, semantic_ranking
+from senri.memory.worldmm.index import (GranularityIndex, match_filter_reply, parse_rank_reply, read_filter_body,
+                                        semantic_ranking)
 from senri.memory.worldmm.release import export_inputs, import_release
 
 log = logging.getLogger(__name__)
@@ -141,15 +144,23 @@ class WorldMMStore(MemoryStore):
         return sorted(chosen, key=lambda i: (not i.anchored, i.start_s or 0.0, i.end_s or 0.0, i.level, i.item_id))
 
     def render(self, items: Sequence[MemoryItem]) -> str:
-        """Episodic items as ``[DAY1 HH:MM:SS - DAY1 HH:MM:SS]`` + newline + text; semantic triples as
-        ``(s, p, o)`` (no time); visual clips not at all (their frames are the content, W-R4)."""
-        blocks = []
+        """Episodic items as ``[DAY1 HH:MM:SS - DAY1 HH:MM:SS]`` + newline + text, a blank line between them;
+        semantic triples as ``(s, p, o)`` (no time), one a line, as the release lists them; visual clips not at
+        all (their frames are the content, W-R4)."""
+        out = ""
+        previous = None
         for item in items:
             if item.kind == KIND_EPISODIC:
-                blocks.append(f"[{span_label(item.start_s, item.end_s)}]\n{item.text}")
+                block = f"[{span_label(item.start_s, item.end_s)}]\n{item.text}"
             elif item.kind == KIND_SEMANTIC:
-                blocks.append(item.text)
-        return "\n\n".join(blocks)
+                block = item.text
+            else:
+                continue
+            if previous is not None:
+                out += "\n" if previous == item.kind == KIND_SEMANTIC else "\n\n"
+            out += block
+            previous = item.kind
+        return out
 
     def search(self, query: str, k: int, exclude: Collection[str] = (), memory_type: str | None = None,
                context: SearchContext | None = None) -> list[MemoryItem]:
@@ -266,30 +277,35 @@ class WorldMMStore(MemoryStore):
                                  + (f"; still over it: {why}" if why else ""))
         return chosen
 
-    def _ask_json(self, context: SearchContext, request: Any, validate: Callable[[Any], Any]
-                  ) -> tuple[Any, str | None]:
-        """One retriever call through ``context.ask`` (booked in the question's tally), read as JSON: (value,
-        None), or (None, why) when the call failed (the method's ``ask`` counts that) or the reply is
-        unreadable (counted here, ``failed_search_calls``: the search took its fallback)."""
+    def _ask(self, context: SearchContext, request: Any) -> tuple[str | None, str | None]:
+        """One retriever call through ``context.ask`` (booked in the question's tally): (the reply's text,
+        reasoning cut off, None), or (None, why) when the call failed (the method's ``ask`` counts that)."""
         from senri.answers import split_reasoning
 
         response = context.ask(request, RETRIEVER_ROLE)
         if response.error:
             return None, f"call failed ({response.error})"
-        value = first_json(split_reasoning(response.text)[0], validate)
-        if value is None:
-            if context.tally is not None:
-                context.tally.count("failed_search_calls")
-            return None, "reply unreadable"
-        return value, None
+        return split_reasoning(response.text)[0], None
+
+    @staticmethod
+    def _failed(context: SearchContext) -> None:
+        """A retriever reply the search could not use (counted ``failed_search_calls``: it took its fallback)."""
+        if context.tally is not None:
+            context.tally.count("failed_search_calls")
 
     def _retriever_request(self, text: str, purpose: str) -> Any:
+        """A W8/W9 request: completion limit ``max_tokens.retriever`` (the release sends none; 4096 as
+        SENRI-Agent's roles get), bounded by the retriever model config's ``max_tokens_cap`` where the store
+        knows it (``model_configs.retriever``; the answering model's cap, where it stands in, is the method's)."""
         from senri.backends.base import ChatRequest, Message
 
+        limit = int((self.config.get("max_tokens") or {}).get("retriever", 4096))
+        spec = (self.config.get("model_configs") or {}).get(RETRIEVER_ROLE)
+        cap = (spec.get("config") or {}).get("max_tokens_cap") if isinstance(spec, Mapping) else None
+        if cap:
+            limit = min(limit, int(cap))
         # No schema: the store does not know the retriever's backend; the prompt asks for JSON only.
-        return ChatRequest(messages=(Message.text("user", text),),
-                           max_tokens=int((self.config.get("max_tokens") or {}).get("retriever", 512)),
-                           purpose=purpose)
+        return ChatRequest(messages=(Message.text("user", text),), max_tokens=limit, purpose=purpose)
 
     def _filter_examples(self) -> list[str]:
         """W8's worked examples (``fact_filter_examples.txt``), one block each, blank lines between blocks."""
@@ -301,8 +317,9 @@ class WorldMMStore(MemoryStore):
 
     def filter_facts(self, query: str, facts: list[Triple], context: SearchContext) -> list[Triple]:
         """W8: the retriever keeps the facts relevant to the query; each fact of its reply is matched to the
-        closest candidate (:func:`match_filter_reply`, HippoRAG's rule), at most ``link_top_k``. A failed call
-        or an unreadable reply keeps no fact, so the level falls back to dense passages, as the release's
+        closest candidate (:func:`match_filter_reply`, HippoRAG's rule), at most ``link_top_k``. The reply is
+        read as JSON, then as a Python literal (:func:`read_filter_body`). A failed call or an unreadable reply
+        (counted ``failed_search_calls``) keeps no fact, so the level falls back to dense passages, as the release's
         filter does. The request is sized to the retriever's context by leaving out worked examples, the last
         first. Without ``ask`` every candidate is kept, and the note says so."""
         if context.ask is None:
@@ -318,18 +335,27 @@ class WorldMMStore(MemoryStore):
                     examples="\n\n".join(examples[:shown])), "worldmm:fact_filter")
 
         request = self._fitted(context, requests(), "W8 fact filter (worked examples left out)")
-        reply, why = self._ask_json(context, request, read_filter_reply)
+        body, why = self._ask(context, request)
+        reply = read_filter_body(body) if body is not None else None
         if reply is None:
+            if body is not None:
+                self._failed(context)
+                why = "reply unreadable"
             context.notes.append(f"W8 fact filter {why}: no fact kept")
             return []
         return match_filter_reply(reply, facts, int((self.config.get("episodic") or {}).get("link_top_k", 5)))
 
     def rank_pool(self, query: str, pool: list[tuple[MemoryItem, float]], n: int, context: SearchContext,
                   scored: Callable[[list], list] | None = None) -> list[tuple[MemoryItem, float]]:
-        """W9 over a pool larger than ``n``: the retriever's ids first (unknown ids ignored), then the rest of
-        the pool by score until ``n``. A pool of ``n`` or fewer is kept in order. ``scored`` gives the pool with
-        every score known (a put-off W8 call made), called only where a score is read. The request is sized
-        to the retriever's context by cutting every caption text in the listing to one length."""
+        """W9 over a pool larger than ``n``, as the release ranks it: the ids of the retriever's reply
+        (:func:`parse_rank_reply`: its first JSON list, else the pool ids found in the reply's text), in its
+        order, unknown ids ignored and a repeated id kept (it takes a second slot; the search then drops the
+        repeated text), the first ``n``; then the rest of the pool by score until ``n``. A reply giving no pool
+        id (a list of unknown ids, an empty list, text naming none) is counted ``failed_search_calls``; it, and
+        a failed call, leave the whole ranking to the score. ``episodic.rank_unique_ids: true`` drops an id's
+        repeats first (each id then takes one slot). A pool of ``n`` or fewer is kept in order. ``scored``
+        gives the pool with every score known (a put-off W8 call made), called only where a score is read. The
+        request is sized to the retriever's context by cutting every caption text in the listing to one length."""
         if len(pool) <= n:
             return pool
         scored = scored or (lambda entries: entries)
@@ -348,16 +374,21 @@ class WorldMMStore(MemoryStore):
                     "rank", query=query, n=n, captions=json.dumps(listing, ensure_ascii=False, indent=1)),
                     "worldmm:rank")
 
-        def valid(obj: Any) -> Any:
-            return [str(v) for v in obj] if isinstance(obj, list) else None
-
         request = self._fitted(context, requests(), "W9 ranking (caption texts cut)")
-        ids, why = self._ask_json(context, request, valid)
-        if ids is None:
+        body, why = self._ask(context, request)
+        ids: list[str] = []
+        if body is not None:
+            ids, how = parse_rank_reply(body, [item.item_id for item, _ in pool])
+            if not ids:
+                self._failed(context)
+                why = f"reply names no caption id of the pool (read as a {how})"
+            elif how == "substring":
+                context.notes.append(f"W9 ranking: no JSON list in the reply; {len(ids)} pool id(s) found in its text")
+        if why is not None:
             context.notes.append(f"W9 ranking {why}: pool ranked by score")
-            ids = []
-        in_pool = {item.item_id for item, _ in pool}
-        chosen = list(dict.fromkeys(i for i in ids if i in in_pool))[:n]
+        if bool((self.config.get("episodic") or {}).get("rank_unique_ids", False)):
+            ids = list(dict.fromkeys(ids))
+        chosen = ids[:n]
         if len(chosen) < n:
             pool = scored(pool)
         entry_of = {item.item_id: (item, score) for item, score in pool}
@@ -377,18 +408,21 @@ class WorldMMStore(MemoryStore):
 
     def search_semantic(self, query: str, k: int, exclude: Collection[str], context: SearchContext
                         ) -> list[MemoryItem]:
-        """W-R3: 2k triples ranked by entity PPR, those retrieved before dropped, the first k."""
+        """W-R3: 2k triples ranked by entity PPR, those retrieved before dropped, the first k. A triple the
+        snapshot holds twice stays twice, as in the release: each copy a seed candidate, an edge and an item
+        of its own (:func:`~senri.memory.worldmm.common.semantic_item`'s occurrence id)."""
         found = self.snapshot(context.query_time_s)
         if found is None or not found[1]:
             context.notes.append("semantic: no snapshot visible at the query time")
             return []
-        triples = list(dict.fromkeys(found[1]))
+        triples = list(found[1])
         config = self.config.get("semantic_retrieval") or {}
         qv = self.vectors.encoder.encode([query])[0]
         ranked = semantic_ranking(triples, self.vectors.matrix([" ".join(t) for t in triples]), qv, 2 * k,
-                                  float(config.get("damping", 0.85)))
+                                  float(config.get("damping", 0.85)), positions=True)
         context.notes.append(f"semantic: PPR over snapshot {found[0]:g} s ({len(triples)} triples)")
-        items = [semantic_item(t, score) for t, score in ranked]
+        nth = occurrences(triples)
+        items = [semantic_item(triples[i], score, nth[i]) for i, score in ranked]
         return [i for i in items if i.item_id not in exclude][:k]
 
     # ------------------------------------------------------------------------------------------ visual
@@ -402,13 +436,13 @@ class WorldMMStore(MemoryStore):
 
     def search_visual(self, query: str, k: int, exclude: Collection[str], context: SearchContext
                       ) -> list[MemoryItem]:
-        """W-R4: a ``DAY d HH:MM:SS - DAY d HH:MM:SS`` query returns every clip overlapping the range (the
-        interval cut to the overlap); any other query the k clips nearest by text→clip similarity. Clips are
-        not dropped when seen before (WorldMM does not)."""
+        """W-R4: a time-range query (:func:`~senri.memory.worldmm.common.parse_time_range`: ``DAY d HH:MM:SS -
+        DAY d HH:MM:SS``) returns every clip overlapping the range (the interval cut to the overlap; a clip that
+        only touches it has an empty overlap and shows no frame), whether or not the clips were embedded: the
+        release's range path reads frames only. Any other query returns the k clips nearest by text→clip
+        similarity, which needs the clip embeddings (none built: nothing, noted). Clips are not dropped when
+        seen before (WorldMM does not)."""
         config = self.config.get("visual") or {}
-        if self.visual is None:
-            context.notes.append("visual memory skipped (no embedder configured)")
-            return []
         clips = [i for i in self.items() if i.kind == KIND_VISUAL and self._visible(i, context.query_time_s)]
         bounds = parse_time_range(query)
         if bounds is not None:
@@ -416,13 +450,17 @@ class WorldMMStore(MemoryStore):
             relative = str(config.get("range_offsets", "absolute")) == "clip_relative"
             out = []
             for clip in clips:
-                if clip.start_s <= end and clip.end_s >= start:
-                    lo, hi = max(start, clip.start_s), min(end, clip.end_s)
+                lo, hi = max(start, clip.start_s), min(end, clip.end_s)
+                if clip.start_s <= end and clip.end_s >= start and lo <= hi:
                     if relative:  # W-R5 replicated: offsets from the clip's start, read from the whole video
                         lo, hi = lo - clip.start_s, hi - clip.start_s
                     out.append(replace(clip, start_s=lo, end_s=hi, score=1.0))
             context.notes.append(f"visual: time range {span_label(start, end)} → {len(out)} clip(s)")
             return out
+        if self.visual is None:
+            context.notes.append("visual: text→clip search unavailable (no clip embeddings: no embedder was "
+                                 "configured); time-range queries are served")
+            return []
         try:
             encode = self._text_tower()
         except ValueError as exc:
@@ -448,5 +486,5 @@ class WorldMMStore(MemoryStore):
     def summary(self) -> dict[str, Any]:
         summary = super().summary()
         summary["snapshots"] = len(self.snapshots)
-        summary["visual"] = "on" if self.visual is not None else "skipped (no embedder configured)"
+        summary["visual"] = visual_status(self.visual is not None)
         return summary
