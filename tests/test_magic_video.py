@@ -521,7 +521,7 @@ ROLE_REPLIES = [
     ("In one pass:", {"named_entities": ["Anna", "kettle"], "triples": [["Anna", "fills", "kettle"],
                                                                         ["Anna", "fills", "kettle"], ["bad"]]}),
     ("Extract the lasting knowledge", {"semantic_triples": [["Anna", "drinks", "tea"], ["Anna", "likes", "tea"]],
-                                       "episodic_evidence": ["Anna pours tea"]}),
+                                       "episodic_evidence": [[0], [0]]}),
     ("Merge the ones that say the", {"triples": [["Anna", "likes", "tea"]]}),
     ("Keep the ones that are a specific", {"keep": ["Anna"]}),
     ("Write the facts they", {"facts": [{"time": "00:00:10", "fact": "the kettle is filled"}]}),
@@ -615,9 +615,9 @@ def test_build_follows_the_release_on_its_inputs_and_failures(tmp_path):
     # G6 reads the OpenIE triples of its chunk, numbered; never the caption
     assert sent["semantic"] and all("0. (Anna, fills, kettle)" in t and "kettle at" not in t for t in sent["semantic"])
     # G8: the candidates "anna" and "kettle" (each in ≥ 2 captions; "i" is a skip word, "tea"/"water" unseen),
-    # sorted; the failed call keeps both, so each gets its facts
-    [g8] = sent["entity_filter"]
-    assert "anna\nkettle" in g8 and "\ni\n" not in g8
+    # sorted; the failed call (asked 3 times, the release's call_llm) keeps both, so each gets its facts
+    g8, *again = sent["entity_filter"]
+    assert again == [g8, g8] and "anna\nkettle" in g8 and "\ni\n" not in g8
     assert {r.label for r in store.chains if r.chain_type == "topic"} == {"anna", "kettle"}
     # the failed first 3-min summary keeps its span with the captions joined; the 10-min span does not shift
     three = sorted((n for n in store.nodes if n.level == "3min"), key=lambda n: n.start_s)
@@ -626,15 +626,128 @@ def test_build_follows_the_release_on_its_inputs_and_failures(tmp_path):
     [ten] = [n for n in store.nodes if n.level == "10min"]
     assert (ten.start_s, ten.end_s) == (0.0, 240.0)
     # G12: asked for the first step only (no caption starts in 10:00-11:00), with the captions starting in
-    # [0, 60] — 60-90 included; it fails, and both steps keep G11's descriptions
-    [g12] = sent["step_detail"]
+    # [0, 60] — 60-90 included; it fails (3 times), and both steps keep G11's descriptions
+    g12, *again = sent["step_detail"]
+    assert again == [g12, g12]
     assert "[00:01:00 - 00:01:30]" in g12 and "[00:01:30" not in g12
     events = sorted((r.start_s, r.end_s, r.text) for r in store.chains if r.chain_type == "event")
     assert events == [(0.0, 60.0, "Anna puts the kettle on."), (600.0, 660.0, "Anna drinks tea.")]
     built = yaml.safe_load((request.out_dir / "config.yaml").read_text())
     assert built["event_chains_dropped"] == 1  # "lonely": one step
-    # lost: only the failed summary (its span kept, its summary missing); G8 and G12 lost nothing
+    # lost: only the failed summary (its span kept, its summary missing, asked once as the release asks G4); G8
+    # and G12 lost nothing; each of them was sent twice more
     assert built["builder"]["failed"] == 3 and built["builder"]["left_out"] == 1
+    assert built["builder"]["retries"] == 4 and sent["summary"].count(sent["summary"][0]) == 1
+
+
+def test_builder_replies_are_read_as_the_release_reads_each_role():
+    """Issue 34 (review 11): each builder role's reply read as the released preprocessing reads it — G8-G12
+    (``call_llm``): code fences and think blocks cut, the whole reply, else the first balanced object or array
+    (G10-G12: array) — nested JSON and prose around it included, where the old flat reader lost G9's
+    ``{"facts": [{…}]}`` and G11's ``{"chains": [...]}``; G5/G6 the whole reply checked as their pydantic models
+    check it; G7 the first "[" to the last "]"; G4 the reply itself. ``builder_reader: lenient`` scans every
+    role's reply."""
+    from senri.answers import json_objects
+    from senri.memory.magic_video.build import BuilderLLM, read_reply, shaped
+
+    def release(role, key, text):
+        reader = BuilderLLM(None, None, 1).reading(role)[0]
+        value = read_reply(text, reader)
+        found = None if value is None or value is read_reply("", reader) else shaped(value, key, role, reader)
+        return found
+
+    facts = 'Here are the facts:\n{"facts": [{"time": "00:00:10", "fact": "the kettle is filled"}]}\nHope it helps.'
+    assert not any("facts" in o for o in json_objects(facts))  # the old reader found only the inner object
+    assert release("entity_facts", "facts", facts) == {"facts": [{"time": "00:00:10", "fact": "the kettle is filled"}]}
+    chains = 'Sure! {"chains": [{"name": "tea", "steps": [{"start_time": "00:00:00"}]}]} Done.'
+    assert release("event_chains", "chains", chains) == {"chains": [{"name": "tea", "steps": [
+        {"start_time": "00:00:00"}]}]}  # G11's reader scans for the array: the chains themselves
+    fenced = '<think>{"keep": []}</think>```json\n{"keep": ["anna"]}\n```'
+    assert release("entity_filter", "keep", fenced) == {"keep": ["anna"]}
+    assert release("entity_filter", "keep", '["anna", "kettle"]') == {"keep": ["anna", "kettle"]}  # a bare array
+    assert release("step_detail", "description", 'It is: {"description": "x"}') is None  # G12: arrays only
+    assert release("step_detail", "description", '{"description": "x"}') == {"description": "x"}
+    openie = '{"named_entities": ["Anna"], "triples": [["Anna", "fills", "kettle"]]}'
+    assert release("openie", "triples", openie) == json.loads(openie)
+    assert release("openie", "triples", "Sure: " + openie) is None  # the whole reply or nothing
+    assert release("openie", "triples", "```json\n" + openie + "\n```") == json.loads(openie)
+    semantic = {"semantic_triples": [["Anna", "likes", "tea"]], "episodic_evidence": [[0]]}
+    assert release("semantic", "semantic_triples", json.dumps(semantic)) == semantic
+    bad = {**semantic, "episodic_evidence": ["Anna pours tea"]}  # fails the release's List[List[int]]
+    assert release("semantic", "semantic_triples", json.dumps(bad)) is None
+    assert release("semantic", "semantic_triples", json.dumps({**semantic, "semantic_triples": [["a", "b"]]})) is None
+    assert release("dedupe", "triples", 'Merged: {"triples": [["a", "b", "c"], ["x"]]}') == {
+        "triples": [["a", "b", "c"]]}
+    assert release("summary", "summary", '{"summary": "Tea."}') == {"summary": "Tea."}
+    lenient = BuilderLLM(None, None, 1, reader="lenient")
+    assert lenient.reading("openie") == ("scan", 5, False) and lenient.reading("semantic")[0] == "scan"
+    assert BuilderLLM(None, None, 1, attempts=2).reading("summary") == ("text", 2, True)
+    assert [BuilderLLM(None, None, 1).reading(r)[1] for r in ("summary", "openie", "semantic", "dedupe",
+                                                               "entity_facts", "event_chains")] == [1, 5, 1, 1, 3, 3]
+    with pytest.raises(ValueError, match="builder_reader"):
+        BuilderLLM(None, None, 1, reader="loose")
+    with pytest.raises(ValueError, match="builder_attempts"):
+        BuilderLLM(None, None, 1, attempts=0)
+
+
+def test_builder_calls_are_retried_as_the_release_retries_them(tmp_path, monkeypatch):
+    """Issue 34 (review 11): G8-G12 are asked up to 3 times on an empty reply, a failed call or no JSON, G5 up to 5
+    times (any unreadable reply), G4/G6/G7 once; the retries are counted (``builder.retries``), a reply still
+    unreadable after them is ``left_out``. A retry goes past the response cache and a readable one replaces the
+    cached reply, so a second build over the same cache reads it without a call. G4's reply is its summary where
+    it is no JSON (the release's prompt asks for plain text); G9's and G11's prose-wrapped nested JSON is read."""
+    from senri.backends.scripted import ScriptedBackend
+
+    rows = [MemoryRow("v1", "coarse", float(s), float(s + 10), 1.0, 10, "h", f"Anna fills the kettle at {s}",
+                      "perception", "t", None, None, None) for s in range(0, 240, 10)]
+    table = write_table(to_frame(rows, MemoryRow), tmp_path / "captions.parquet", MemoryRow)
+    rules = [{"match": ["Write one summary of this", "3min stretch", "kettle at 0"], "text": "Anna makes tea."},
+             {"match": ["In one pass:", "kettle at 30"], "text": "I cannot read this caption."},  # G5: 5 times
+             {"match": "Write the facts they", "text": "Facts: " + json.dumps(
+                 {"facts": [{"time": "00:00:10", "fact": "the kettle is filled"}]}) + " (from the captions)"},
+             {"match": "Group them into chains", "text": "Chains follow. " + json.dumps(dict(ROLE_REPLIES)[
+                 "Group them into chains"])}]
+    rules += [{"match": m, "text": json.dumps(r)} for m, r in ROLE_REPLIES]
+    script, record = tmp_path / "script.jsonl", tmp_path / "record.jsonl"
+    script.write_text("".join(json.dumps(r) + "\n" for r in rules))
+    model = {"backend": "scripted", "script": str(script), "record": str(record)}
+    cfg = {**yaml.safe_load(Path("config/memory_system/magic_video.yaml").read_text()), "topic_min_captions": 2}
+    scripted, seen = ScriptedBackend.complete, defaultdict(int)
+
+    def flaky(self, request):  # the first G10 call of a prompt comes back empty
+        prompt = request.messages[-1].plain_text()
+        seen[prompt] += 1
+        if "write one log entry" in prompt and seen[prompt] == 1:
+            return ChatResponse(text="  ")
+        return scripted(self, request)
+
+    monkeypatch.setattr(ScriptedBackend, "complete", flaky)
+    video = SimpleNamespace(video_id="v1", duration_s=240.0, path="/videos/v1.mp4")
+
+    def build(out):
+        request = BuildRequest(video=video, system="magic_video", system_config=cfg, memory_config={},
+                               out_dir=tmp_path / out, captions=table, models={"builder": ("scripted", model)},
+                               response_cache=tmp_path / "responses.sqlite")
+        build_store(request, encoder=bag_encoder)
+        return MagicVideoStore.open(request.out_dir, cfg, video, encoder=bag_encoder), yaml.safe_load(
+            (request.out_dir / "config.yaml").read_text())["builder"]
+
+    store, built = build("store")
+    sent = [json.loads(line)["purpose"] for line in record.read_text().splitlines()]
+    assert sent.count("magic_video:openie") == 7 + 5 and sent.count("magic_video:event_log") == 1  # + the empty one
+    assert sum(n for p, n in seen.items() if "write one log entry" in p) == 2
+    # G5: 4 retries of one caption; G10: 1 retry; nothing lost but that OpenIE reply
+    assert built["retries"] == 4 + 1 and built["unparsed"] == 1 and built["left_out"] == 1
+    three = sorted((n for n in store.nodes if n.level == "3min"), key=lambda n: n.start_s)
+    assert three[0].text == "Anna makes tea."  # G4: a plain-text reply is the summary, as the release keeps it
+    assert {(r.chain_type, r.label, r.text) for r in store.chains} >= {
+        ("event", "tea routine", "Anna makes tea."), ("topic", "anna", "the kettle is filled")}
+    before = sum(n for p, n in seen.items() if "write one log entry" in p)
+    _, again = build("again")  # the retried G10 reply is the cached one now: no G10 call reaches the model
+    assert sum(n for p, n in seen.items() if "write one log entry" in p) == before and again["retries"] == 4
+    cfg["builder_attempts"] = 1
+    _, once = build("once")
+    assert once["retries"] == 0 and once["left_out"] == 1
 
 
 def test_topic_candidates_use_the_release_s_skip_words():
@@ -709,6 +822,10 @@ def test_builder_losses_reach_every_question_and_the_run_health_table(tmp_path):
     # the OpenIE one and the fact without a clock time; lost: OpenIE, the 3-min and 1-h summaries, the fact and
     # the chain step that ends without a description.
     assert (built["failed"], built["unparsed"], built["over_limits"], built["left_out"]) == (2, 2, 0, 5)
+    sent = [json.loads(line) for line in (tmp_path / "builder_calls.jsonl").read_text().splitlines()]
+    unreadable = [e for e in sent if "kettle at 30" in e["payload"]["messages"][0]["content"][0]
+                  and e["purpose"] == "magic_video:openie"]
+    assert len(unreadable) == 5 and built["retries"] == 4  # G5 is asked 5 times (the release's tenacity)
     store = MagicVideoStore.open(request.out_dir, cfg, request.video)
     assert store.question_counts() == {"builder_losses": 5}
     assert {n.text for n in store.nodes if n.node_type == "semantic"} == {"Anna drinks tea", "Anna likes tea"}
@@ -870,16 +987,21 @@ def test_every_magic_video_prompt_phrase_reaches_its_request(tmp_path):
         ask=lambda r, role=None: asked.append(r) or ChatResponse(text="null")))
     sent["time_range"] = [asked[0].messages[0].plain_text()]
     sent["clip_caption"] = [prompt_set("magic_video").render("clip_caption")]  # the instruction the service sends
-    repeat = [{"match": "[No new results]", "text": json.dumps({"action": "answer", "rationale": "r", "answer": "B"})},
+    enough = json.dumps({"action": "answer", "rationale": "r", "answer": "B"})
+    repeat = [{"match": "Retrieved:\n[No new results]", "text": enough},  # the history (default)
+              {"match": "[No new results] for", "text": enough},  # the feedback (controller_view: combined)
               *MAGIC_RULES[:3],
               {"match": "Round 2 of 5", "text": MAGIC_RULES[2]["text"]}]  # the same search again: nothing new
     _, calls = answer_over_store(tmp_path / "workflow", "magic_video", repeat)
-    for call in calls:
+    config = yaml.safe_load(Path("config/method/magic_video.yaml").read_text())
+    _, combined = answer_over_store_with(tmp_path / "combined", {**config, "controller_view": "combined"}, repeat)
+    for call in calls + combined:
         for message in call["payload"]["messages"]:
             text = "".join(p for p in message["content"] if isinstance(p, str))
-            role = {("control", "system"): "controller_system", ("answer", "user"): "answer",
-                    ("control", "user"): "search_nothing_new"}.get((call["purpose"], message["role"]))
-            if role:
+            roles = {("control", "system"): ["controller_system"], ("answer", "user"): ["answer"],
+                     ("control", "user"): ["history", "round", "search_nothing_new"]}.get(
+                         (call["purpose"], message["role"]), [])
+            for role in roles:
                 sent[role].append(text)
     for row in rows:
         role = Path(row["carried by"].rsplit(":", 1)[0]).stem
@@ -903,18 +1025,21 @@ def answer_over_store(tmp_path, method: str, rules: list[dict], model_extra=None
     return frame.row(0, named=True), calls
 
 
-def answer_over_store_with(tmp_path, method_config: dict, rules: list[dict]):
-    """:func:`answer_over_store` of the magic_video workflow under another method config."""
+def answer_over_store_with(tmp_path, method_config: dict | None, rules: list[dict], model_extra=None,
+                           info_edit: dict | None = None, system_extra: dict | None = None):
+    """:func:`answer_over_store` of the magic_video workflow under another method config (None: its own), model
+    config, probe facts (``info_edit``) or system config (``system_extra``)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     request = request_for(tmp_path)
     import_release(write_release(tmp_path / "release"), request)
-    frame, calls = answer_over(tmp_path, request.out_dir, request.system_config, "magic_video", rules, [QUESTION],
-                               method_config=method_config)
+    frame, calls = answer_over(tmp_path, request.out_dir, {**request.system_config, **(system_extra or {})},
+                               "magic_video", rules, [QUESTION], model_extra, method_config=method_config,
+                               info_edit=info_edit)
     return frame.row(0, named=True), calls
 
 
 def answer_over(tmp_path, store: Path, system_config, method: str, rules: list[dict], questions, model_extra=None,
-                method_config: dict | None = None):
+                method_config: dict | None = None, info_edit: dict | None = None):
     """The prediction rows and sent requests of ``method`` over the magic_video store in ``store``, on a generated
     120-s clip "v1", through the answer stage (``answer_video``)."""
     from conftest import make_probed_clip
@@ -922,6 +1047,8 @@ def answer_over(tmp_path, store: Path, system_config, method: str, rules: list[d
 
     tmp_path.mkdir(parents=True, exist_ok=True)
     video, info = make_probed_clip(tmp_path, "v1")
+    if info_edit:
+        info = replace(info, **info_edit)
     table = write_table(to_frame([MemoryRow("v1", "coarse", 0.0, 120.0, 1.0, 1, "h", "a kitchen", "perception", "t",
                                             None, None, None)], MemoryRow), tmp_path / "memory.parquet", MemoryRow)
     script, record = tmp_path / "script.jsonl", tmp_path / "calls.jsonl"
@@ -955,13 +1082,26 @@ def images_of(call):
     return [p for m in call["payload"]["messages"] for p in m["content"] if isinstance(p, dict) and "image" in p]
 
 
+def qa_layout(call) -> list:
+    """The QA request's user content as text lines and image counts: consecutive images as their number."""
+    out: list = []
+    for part in call["payload"]["messages"][-1]["content"]:
+        if isinstance(part, str):
+            out += [line for line in part.split("\n") if line]
+        elif isinstance(out[-1] if out else None, int):
+            out[-1] += 1
+        else:
+            out.append(1)
+    return out
+
+
 def test_magic_video_workflow_searches_then_asks_its_qa_call_with_clip_frames(tmp_path):
     row, calls = answer_over_store(tmp_path, "magic_video", MAGIC_RULES)
     assert row["pred"] == "B" and row["correct"] and row["error"] is None  # the QA call's letter, not the proposal
     purposes = [c["purpose"] for c in calls]
     assert purposes == ["control", "magic_video:G13", "control", "answer"]
     controller = texts_of(calls[2])
-    assert "[00:00:00 - 00:00:30] (30sec) Anna fills the kettle" in controller
+    assert "[Retrieved episode] [00:00:00 - 00:00:30] (30sec) Anna fills the kettle" in controller
     assert "Round 2 of 5 search rounds" in controller and '"query": "<one complete sentence>"' in controller
     assert "Every new search takes a new angle" in texts_of(calls[0])  # G14 in the system prompt
     qa = calls[3]
@@ -970,27 +1110,69 @@ def test_magic_video_workflow_searches_then_asks_its_qa_call_with_clip_frames(tm
     search = trace["rounds"][0]
     assert search["retriever"] == "ppr" and any(n.startswith("ppr:") for n in search["notes"])
     frames = images_of(qa)
+    assert len(frames) == 64 and trace["qa_images"] == 64
+    # Issue 34 (review 9): each clip's frames right after its caption, in time order, unlabelled (before: all
+    # frames after all text, in retrieval order, each labelled [t=…s]); the clip's line sorts after the episodes
+    # that start with it (the release's time key: the clip's start + 0.5)
+    assert all(f["time_s"] is None for f in frames) and "[t=" not in texts_of(qa)
+    layout = qa_layout(qa)
+    start = layout.index("Memory:") + 1
+    assert layout[start:start + 21] == [
+        "[Retrieved episode] [00:00:00 - 00:00:30] (30sec) Anna fills the kettle",
+        "[Retrieved episode] [00:00:00 - 00:02:10] (10min) Tea time in the kitchen",
+        "[Retrieved episode] [00:00:00 - 00:01:30] (3min) Making tea with Anna",
+        "[Visual frames of above episode]", 16,
+        "[Retrieved episode] [00:00:30 - 00:01:00] (30sec) I pour tea for Anna",
+        "[Visual frames of above episode]", 16,
+        "[Retrieved episode] [00:01:00 - 00:01:30] (30sec) I wash the cup",
+        "[Visual frames of above episode]", 16,
+        "[Retrieved episode] [00:01:40 - 00:02:10] (30sec) The cup dries on the rack",
+        "[Retrieved episode] [00:01:40 - 00:02:10] (3min) Cleaning up",
+        "[Visual frames of above episode]", 16,
+        "[Semantic Knowledge]", "[Retrieved semantic] (Anna, owns, cup)", "[Retrieved semantic] (cup, is, cup)",
+        "[Retrieved semantic] (Bob, likes, tea)", "Question: Who fills the kettle?", "Options:"]
     # G-R5 as the release picks them: the four retrieved clips in retrieval order (vis_0, vis_30, vis_100, vis_60
     # by their hybrid scores), 16 frames spread over each whole clip (1 fps would give 31 on this 4-fps video:
     # frames linspace(first, last, 16)), read at frame / 4 fps — the 64-frame cap
-    assert len(frames) == 64 and trace["qa_images"] == 64
-    times = [f["time_s"] for f in frames]
-    assert times[:16] == [2.0 * i for i in range(16)]  # 0:00-0:30, both ends: frames 0, 8, …, 120
-    assert times[16:32] == [30.0 + 2.0 * i for i in range(16)]
+    planned = [(f["clip"], f["times"]) for f in trace["qa_frames"]]
+    assert [clip for clip, _ in planned] == [[0.0, 30.0], [30.0, 60.0], [100.0, 130.0], [60.0, 90.0]]
+    assert planned[0][1] == [2.0 * i for i in range(16)]  # 0:00-0:30, both ends: frames 0, 8, …, 120
+    assert planned[1][1] == [30.0 + 2.0 * i for i in range(16)]
     # 1:40-2:10 runs past the 120-s video's end: frames 400..479 (its last), linspace truncated to int
-    assert times[32:48] == [i / 4 for i in np.linspace(400, 479, 16, dtype=int)] and times[47] == 119.75
-    assert times[48:] == [60.0 + 2.0 * i for i in range(16)]
-    assert row["forced_answers"] == 0
+    assert planned[2][1] == [i / 4 for i in np.linspace(400, 479, 16, dtype=int)] and planned[2][1][-1] == 119.75
+    assert planned[3][1] == [60.0 + 2.0 * i for i in range(16)]
+    assert row["forced_answers"] == 0 and row["black_frames"] == 0
     # What it did, as columns: two controller rounds, one search returning its items, one QA call.
     assert (row["rounds"], row["searches"], row["qa_calls"], row["bypasses"]) == (2, 1, 1, 0)
     assert row["memories_returned"] == search["new"] > 0 and row["answered_without_retrieval"] == 0
 
 
+def test_magic_video_qa_frames_are_at_the_video_s_resolution_as_the_release_sends_them(tmp_path):
+    """Issue 34 (review 8): the QA frames at the video's own resolution, JPEG quality 90 (the release's; before:
+    the verifier's 448-px short side — here the tests' verifier_short_side 64); ``qa_short_side`` is the
+    option."""
+    from senri.decode import encode_jpeg, read_frames
+
+    video = tmp_path / "v1.mp4"
+    row, calls = answer_over_store(tmp_path, "magic_video", MAGIC_RULES)
+    [frame] = list(read_frames(video, [0.0]))
+    assert frame.image.shape[:2] == (120, 160)  # the generated clip
+    first = images_of(calls[-1])[0]["image"]
+    assert first == hashlib.sha256(encode_jpeg(frame.image, quality=90)).hexdigest()
+    config = yaml.safe_load(Path("config/method/magic_video.yaml").read_text())
+    _, calls = answer_over_store_with(tmp_path / "small", {**config, "qa_short_side": 60}, MAGIC_RULES)
+    [small] = list(read_frames(tmp_path / "small" / "v1.mp4", [0.0], short_side=60))
+    assert small.image.shape[:2] == (60, 80)
+    assert images_of(calls[-1])[0]["image"] == hashlib.sha256(encode_jpeg(small.image, quality=90)).hexdigest()
+
+
 def test_magic_video_qa_frames_are_sized_to_the_model_limits(tmp_path):
     row, calls = answer_over_store(tmp_path, "magic_video", MAGIC_RULES, {"max_images": 5})
     [qa] = [c for c in calls if c["purpose"] == "answer"]
-    assert [f["time_s"] for f in images_of(qa)] == [0.0, 2.0, 4.0, 6.0, 8.0]  # the first retrieved clip's first frames
     trace = json.loads(row["trace"])
+    assert len(images_of(qa)) == 5
+    assert trace["qa_frames"] == [{"clip": [0.0, 30.0], "times": [0.0, 2.0, 4.0, 6.0, 8.0]}]  # the first clip's first
+    assert qa_layout(qa).count("[Visual frames of above episode]") == 1  # a clip with no frame sent has no line
     assert trace["qa_trim"]["frames_left_out"] == 59 and row["context_trims"] == 1 and row["pred"] == "B"
 
 
@@ -1076,6 +1258,202 @@ def test_an_unreadable_controller_reply_is_the_answer_decision_as_in_the_release
     purposes = [c["purpose"] for c in calls]
     assert purposes[:2] == ["control", "control:repair"] and purposes.count("control") == 5
     assert purposes[-1] == "answer" and row["rounds"] == 5
+
+
+def search_action(query: str) -> str:
+    return json.dumps({"action": "search", "rationale": "r", "query": query})
+
+
+HISTORY_RULES = [
+    {"match": ["Does this search query refer to a specific time", "at 0:45"], "text": '{"start": 30, "end": 60}'},
+    *MAGIC_RULES[:2],
+    {"match": "(nothing retrieved yet)", "text": search_action("What happens at 0:45?")},
+    {"match": "Round 2 of 5", "text": json.dumps({"action": "lookup"})},  # an error round: no history entry
+    {"match": "Round 3 of 5", "text": search_action("Who fills the kettle in the kitchen?")},
+    {"match": "Round 4 of 5", "text": search_action("Who fills the kettle in the kitchen?")},  # nothing new
+    {"match": "Round 5 of 5", "text": json.dumps({"action": "answer", "rationale": "enough", "answer": "A"})}]
+
+
+def test_the_controller_reads_the_release_s_round_history(tmp_path):
+    """Issue 34 (review 5), G-L2: each round the controller reads the release's round history
+    (``_format_round_history``): per search round (numbered as the loop counts, error rounds included) its query
+    and what it retrieved as the release writes it — a time-bypass round the overlapping captions, a PPR round
+    ``[Retrieved episode]`` lines, a clip's caption where its 30-s episode is not among the round's results and
+    ``[N visual frames of above episode]``, ``[Retrieved semantic]`` triples last, ``[No new results]`` for a
+    round that found nothing new, kept in later rounds. Before: only the combined render and the last round's
+    feedback. ``controller_view: combined`` keeps that as a named option."""
+    row, calls = answer_over_store(tmp_path, "magic_video", HISTORY_RULES)
+    controls = [texts_of(c) for c in calls if c["purpose"] == "control"]
+    assert len(controls) == 5 and row["pred"] == "B" and row["searches"] == 3 and row["bypasses"] == 1
+    assert "(nothing retrieved yet)" in controls[0]
+    last = controls[-1]
+    history = last[last.index("### Round 1"):last.index("Question:")].strip()
+    assert history.split("\n\n### ") == [
+        "### Round 1\nSearch query: What happens at 0:45?\nRetrieved:\n"
+        "[00:00:30 - 00:01:00] (30sec)\nI pour tea for Anna\n\n[00:00:00 - 00:01:30] (3min)\nMaking tea with Anna",
+        "Round 3\nSearch query: Who fills the kettle in the kitchen?\nRetrieved:\n"
+        "[Retrieved episode] [00:00:00 - 00:00:30] (30sec) Anna fills the kettle\n"
+        "[Retrieved episode] [00:00:00 - 00:02:10] (10min) Tea time in the kitchen\n"
+        "[00:00:00] [16 visual frames of above episode]\n"
+        "[Retrieved episode] [00:00:30 - 00:01:00] (30sec) I pour tea for Anna\n"  # its episode came in round 1
+        "[00:00:30] [16 visual frames of above episode]\n"
+        "[Retrieved episode] [00:01:00 - 00:01:30] (30sec) I wash the cup\n"
+        "[00:01:00] [16 visual frames of above episode]\n"
+        "[Retrieved episode] [00:01:40 - 00:02:10] (30sec) The cup dries on the rack\n"
+        "[Retrieved episode] [00:01:40 - 00:02:10] (3min) Cleaning up\n"
+        "[00:01:40] [16 visual frames of above episode]\n"
+        "[Retrieved semantic] (Anna, owns, cup)\n[Retrieved semantic] (cup, is, cup)\n"
+        "[Retrieved semantic] (Bob, likes, tea)\n[64 image frames retrieved]",
+        "Round 4\nSearch query: Who fills the kettle in the kitchen?\nRetrieved:\n[No new results]"]
+    assert "[No new results] for" not in last and "About your previous" not in last  # the history says it
+    assert "### Round 1" in controls[3] and "[No new results]" not in controls[3].split("marks a round")[1]
+
+    config = yaml.safe_load(Path("config/method/magic_video.yaml").read_text())
+    row, calls = answer_over_store_with(tmp_path / "combined", {**config, "controller_view": "combined"},
+                                        HISTORY_RULES)
+    last = [texts_of(c) for c in calls if c["purpose"] == "control"][-1]
+    assert "### Round" not in last and "Memory retrieved so far" in last
+    assert '[No new results] for "Who fills the kettle in the kitchen?"' in last
+    assert "[00:00:00 - 00:00:30] (30sec) Anna fills the kettle" in last
+    with pytest.raises(ValueError, match="controller_view must be one of"):
+        answer_over_store_with(tmp_path / "bad", {**config, "controller_view": "rounds"}, HISTORY_RULES)
+
+
+def bare_workflow(store):
+    """A MAGIC-Video workflow over ``store`` with only what its renderers read (no run context)."""
+    from senri.methods.magic_video import MagicVideoWorkflow
+
+    workflow = MagicVideoWorkflow.__new__(MagicVideoWorkflow)
+    workflow.store, workflow.prompt_set = store, prompt_set("magic_video")
+    return workflow
+
+
+def test_a_round_s_retrieved_text_follows_the_release_s_order():
+    """The release's round text (memory.py ``_answer_unified``): items sorted by time (a clip's frames line at
+    its start + 0.5, so after the episodes starting with it), triples last, then the chain facts mixed in by
+    time; the release's DAYn key is the minute, so two captions within one minute keep the store's order."""
+    from senri.memory.magic_video.search import chain_item
+    from senri.methods.magic_video import SearchRound
+
+    fact = chain_item(ChainRow("topic", "cup", 45.0, None, "the cup is blue"))
+    store = hand_store(chains=[ChainRow("topic", "cup", 45.0, None, "the cup is blue")])
+    by_id = {i.item_id: i for i in store.items()}
+    workflow = bare_workflow(store)
+    items = [by_id["sem_0_0"], by_id[C], by_id["vis_30"], fact, by_id[A]]
+    text = workflow._round_retrieved(SearchRound(1, "q", False, items), {"vis_30": [30.0] * 16})
+    assert text.splitlines() == [
+        "[Retrieved episode] [00:00:00 - 00:00:30] (30sec) Anna fills the kettle",
+        "[Retrieved episode] [00:00:30 - 00:01:00] (30sec) I pour tea for Anna",  # the clip's caption
+        "[00:00:30] [16 visual frames of above episode]",
+        "[Topic: cup] [00:00:45] the cup is blue",
+        "[Retrieved episode] [00:01:00 - 00:01:30] (30sec) I wash the cup",
+        "[Retrieved semantic] (Anna, owns, cup)",
+        "[16 image frames retrieved]"]
+    with_episode = workflow._round_retrieved(SearchRound(1, "q", False, [by_id[B], by_id["vis_30"]]), {})
+    assert with_episode == "[Retrieved episode] [00:00:30 - 00:01:00] (30sec) I pour tea for Anna"  # no frames
+    assert workflow._round_retrieved(SearchRound(2, "q", False, []), {}) == "[No new results]"
+    assert workflow._round_retrieved(SearchRound(2, "q", True, []), {}) == "[No results]"
+    late_first = [by_id[B], by_id[A]]
+    assert bare_workflow(hand_store({"clock": "day"}))._round_retrieved(
+        SearchRound(1, "q", False, late_first), {}).splitlines() == [
+        "[Retrieved episode] [DAY1 00:00:30 - DAY1 00:01:00] (30sec) I pour tea for Anna",
+        "[Retrieved episode] [DAY1 00:00:00 - DAY1 00:00:30] (30sec) Anna fills the kettle"]
+    assert workflow._round_retrieved(SearchRound(1, "q", False, late_first), {}).splitlines()[0].endswith("kettle")
+
+
+def test_the_text_only_retry_reads_the_release_s_other_rendering(tmp_path, monkeypatch):
+    """Issue 34 (review 9): the text-only QA retry is rendered as the release renders it
+    (``_render_retrieved_items_for_qa`` over its text items): episodes and triples as stored, untagged, in
+    retrieval order, no chain facts, no "[Visual frames …]" lines. ``qa_retry_context: interleaved`` retries with
+    the first call's text instead."""
+    from senri.backends.scripted import ScriptedBackend
+
+    scripted = ScriptedBackend.complete
+    monkeypatch.setattr(ScriptedBackend, "complete", lambda self, request: ChatResponse(text="") if (
+        request.purpose == "answer" and request.n_images()) else scripted(self, request))
+    row, calls = answer_over_store(tmp_path, "magic_video", MAGIC_RULES)
+    [retry] = [c for c in calls if c["purpose"] == "answer"]  # the call with images was refused before recording
+    assert not images_of(retry) and row["qa_calls"] == 2 and row["pred"] == "B"
+    layout = qa_layout(retry)
+    assert layout[layout.index("Memory:") + 1:layout.index("Question: Who fills the kettle?")] == [
+        "[00:00:00 - 00:00:30] (30sec) Anna fills the kettle",  # the store's order (its hits in the trace)
+        "[00:00:30 - 00:01:00] (30sec) I pour tea for Anna",
+        "[00:00:00 - 00:02:10] (10min) Tea time in the kitchen",
+        "[00:00:00 - 00:01:30] (3min) Making tea with Anna",
+        "[00:01:00 - 00:01:30] (30sec) I wash the cup",
+        "[00:01:40 - 00:02:10] (30sec) The cup dries on the rack",
+        "[00:01:40 - 00:02:10] (3min) Cleaning up",
+        "(Anna, owns, cup)", "(cup, is, cup)", "(Bob, likes, tea)"]
+    from senri.methods.magic_video import MagicVideoWorkflow, QAEntry
+
+    entries = [QAEntry("episodic", "[00:01:00 - 00:01:30] (30sec) e", 60.0),
+               QAEntry("chain", "[Topic: x] [00:00:05] f", 5.0), QAEntry("visual", "", 60.5, "vis_60"),
+               QAEntry("semantic", "(a, b, c)", 0.0)]
+    assert MagicVideoWorkflow.qa_retry_text(entries) == "[00:01:00 - 00:01:30] (30sec) e\n(a, b, c)"  # no chain fact
+
+    config = yaml.safe_load(Path("config/method/magic_video.yaml").read_text())
+    row, calls = answer_over_store_with(tmp_path / "interleaved", {**config, "qa_retry_context": "interleaved"},
+                                        MAGIC_RULES)
+    [retry] = [c for c in calls if c["purpose"] == "answer"]
+    layout = qa_layout(retry)
+    assert not images_of(retry) and "[Semantic Knowledge]" in layout
+    assert "[Visual frames of above episode]" not in layout
+    assert layout[layout.index("Memory:") + 1] == (
+        "[Retrieved episode] [00:00:00 - 00:00:30] (30sec) Anna fills the kettle")
+
+
+def test_qa_frames_that_fail_to_decode_are_counted_black_frames(tmp_path, monkeypatch):
+    """Issue 34 (review 16): a QA frame that does not decode is left out and counted ``black_frames`` (before:
+    dropped without a count); the clip keeps the frames that did decode."""
+    import senri.decode
+
+    read_frames = senri.decode.read_frames
+
+    def damaged(path, targets, *args, **kwargs):
+        for frame in read_frames(path, targets, *args, **kwargs):
+            yield replace(frame, image=None, error="damaged") if frame.target_s in (2.0, 4.0, 6.0) else frame
+
+    monkeypatch.setattr(senri.decode, "read_frames", damaged)
+    row, calls = answer_over_store(tmp_path, "magic_video", MAGIC_RULES)
+    trace = json.loads(row["trace"])
+    assert row["black_frames"] == 3 and trace["qa_black_frames"] == 3 and trace["qa_images"] == 61
+    assert len(images_of(calls[-1])) == 61 and qa_layout(calls[-1]).count(13) == 1 and row["pred"] == "B"
+
+
+def test_a_video_without_a_frame_rate_gets_the_qa_call_without_frames(tmp_path):
+    """Issue 34 (review 17): without ``avg_fps`` the QA frames are planned on the nominal rate, else on frames /
+    duration (what the release's decoder would report); with none of them the QA call goes without frames (the
+    release's reader returns none), noted in the trace — before, the question failed."""
+    row, calls = answer_over_store_with(tmp_path, None, MAGIC_RULES, info_edit={"avg_fps": 0.0, "r_fps": 0.0})
+    assert row["error"] is None and json.loads(row["trace"])["qa_images"] == 64  # 480 frames / 120 s = 4 fps
+    row, calls = answer_over_store_with(tmp_path / "none", None, MAGIC_RULES,
+                                        info_edit={"avg_fps": 0.0, "r_fps": 0.0, "n_frames": 0})
+    trace = json.loads(row["trace"])
+    assert row["error"] is None and row["pred"] == "B" and row["qa_calls"] == 1 and not images_of(calls[-1])
+    assert trace["qa_images"] == 0 and "no frame rate" in trace["qa_no_frames"]
+    assert "] [16 visual frames of above episode]" not in texts_of(calls[2])  # the history promises no frames
+    from senri.methods.magic_video import video_rate
+
+    assert video_rate(SimpleNamespace(avg_fps=None, r_fps=25.0, n_frames=None, duration_s=10.0)) == (25.0, 250)
+
+
+def test_the_workflow_s_completion_limits_are_senri_s_4096_bounded_by_the_model_s_cap(tmp_path):
+    """Issue 34 (review 4): the release sends no completion limit; the controller, the QA call and G13 get 4096
+    (SENRI-Agent's roles' limit; before: QA 512, G13 128), bounded by the model config's ``max_tokens_cap`` — the
+    answering model's for the method's roles and for G13 served by it, the time extractor's own where it has a
+    model config."""
+    row, calls = answer_over_store(tmp_path, "magic_video", MAGIC_RULES)
+    assert {c["purpose"]: c["payload"]["max_tokens"] for c in calls} == {
+        "control": 4096, "magic_video:G13": 4096, "answer": 4096}
+    row, calls = answer_over_store(tmp_path / "capped", "magic_video", MAGIC_RULES, {"max_tokens_cap": 300})
+    assert {c["payload"]["max_tokens"] for c in calls} == {300} and row["pred"] == "B"
+    asked = []
+    store = hand_store({"time_bypass": True, "model_configs": {"time_extractor": {
+        "name": "small", "config": {"backend": "scripted", "max_tokens_cap": 64}}}})
+    store.search("at 0:45", 16, context=SearchContext(ask=lambda r, role=None: asked.append(r) or ChatResponse(
+        text="null")))
+    assert asked[0].max_tokens == 64
+    assert hand_store({"time_bypass": True}).time_range_max_tokens() == 4096
 
 
 def test_senri_agent_reads_the_magic_video_store_unchanged(tmp_path):

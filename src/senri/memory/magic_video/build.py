@@ -93,51 +93,220 @@ def system_record(cfg: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
     return {"system": {k: v for k, v in cfg.items() if k != "model_configs"}, **extra}
 
 
+#: How each builder role's reply is read, and how many times it is asked, as the released preprocessing does it
+#: (``builder_reader: release``, ``builder_attempts: release``): (reader, attempts).
+#:   ``text``  — G4 (preprocess/common.py ``aggregate_captions``): the reply itself is the summary (our prompt asks
+#:               for ``{"summary"}``: read from the JSON where the reply is JSON, else the reply's text), one call;
+#:   ``whole`` — G5/G6 (the OpenIE and semantic-extraction classes): the whole reply (a leading code fence cut) is
+#:               the JSON object, checked field by field as their pydantic models check it; G5 gets 5 attempts
+#:               (its tenacity decorator: any failure, an unreadable or invalid reply included), G6 one;
+#:   ``array`` — G7 (``batch_consolidate_group``): the text from the first "[" to the last "]", one call;
+#:   ``scan``  — G8/G9 (extract_topic_chains ``call_llm``): code fences and think blocks cut, the whole reply,
+#:               else the first balanced {…}, then the first balanced […]; 3 attempts on an empty reply, a failed
+#:               call or no JSON (a JSON reply of the wrong shape is not asked again);
+#:   ``scan_array`` — G10/G11/G12 (extract_event_chains ``call_llm``): the same, scanning only for […].
+RELEASE_READING: dict[str, tuple[str, int]] = {
+    "summary": ("text", 1), "openie": ("whole", 5), "semantic": ("whole", 1), "dedupe": ("array", 1),
+    "entity_filter": ("scan", 3), "entity_facts": ("scan", 3),
+    "event_log": ("scan_array", 3), "event_chains": ("scan_array", 3), "step_detail": ("scan_array", 3)}
+#: ``builder_reader``: ``release`` (per role, :data:`RELEASE_READING`) or ``lenient`` (``scan`` for every role).
+BUILDER_READERS = ("release", "lenient")
+#: The keys whose value is a list: a bare JSON array is read as that key's value (the release's prompts ask
+#: for bare arrays where ours ask for an object holding one).
+LIST_KEYS = frozenset({"triples", "semantic_triples", "keep", "facts", "events", "chains"})
+_FENCES = re.compile(r"```json\s*|```\s*")
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
+_NOTHING = object()
+
+
+def balanced(text: str, opener: str) -> Any:
+    """The JSON value of the first balanced ``opener``…closer span of ``text`` (brackets counted as the release
+    counts them: one kind, strings not skipped), or :data:`_NOTHING` when there is none or it does not parse."""
+    closer = "}" if opener == "{" else "]"
+    start = text.find(opener)
+    if start < 0:
+        return _NOTHING
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] == opener:
+            depth += 1
+        elif text[i] == closer:
+            depth -= 1
+            if depth == 0:
+                try:
+                    return json.loads(text[start:i + 1])
+                except ValueError:
+                    return _NOTHING
+    return _NOTHING
+
+
+def read_reply(text: str | None, reader: str) -> Any:
+    """A builder reply's JSON value as the release's reader ``reader`` finds it (:data:`RELEASE_READING`), or
+    :data:`_NOTHING`. A reasoning model's thinking is cut first (:func:`senri.answers.split_reasoning`: the
+    release's server returns the reply without it)."""
+    from senri.answers import split_reasoning
+
+    raw = split_reasoning(text or "")[0]
+    if not raw.strip():
+        return _NOTHING
+    if reader == "whole":
+        body = raw.strip()
+        if body.startswith("```"):
+            lines = body.splitlines()
+            if len(lines) >= 3:
+                body = "\n".join(lines[1:-1]).strip()
+        try:
+            return json.loads(body)
+        except ValueError:
+            return _NOTHING
+    if reader == "array":
+        match = re.search(r"\[.*\]", raw, re.DOTALL)
+        try:
+            return json.loads(match.group()) if match else _NOTHING
+        except ValueError:
+            return _NOTHING
+    clean = _THINK.sub("", _FENCES.sub("", raw)).strip()
+    try:
+        return json.loads(clean)
+    except ValueError:
+        pass
+    for opener in ("[",) if reader == "scan_array" else ("{", "["):
+        value = balanced(raw, opener)
+        if value is not _NOTHING:
+            return value
+    return _NOTHING
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(x, str) for x in value)
+
+
+def release_valid(role: str, value: dict) -> bool:
+    """G5's and G6's replies as their pydantic models accept them (the whole reply fails otherwise): G5
+    ``named_entities`` strings and ``triples`` lists of strings; G6 ``semantic_triples`` of exactly three strings
+    each and ``episodic_evidence`` lists of integers."""
+    if role == "openie":
+        return _strings(value.get("named_entities")) and isinstance(value.get("triples"), list) \
+            and all(_strings(t) for t in value["triples"])
+    if role == "semantic":
+        triples, evidence = value.get("semantic_triples"), value.get("episodic_evidence")
+        return isinstance(triples, list) and all(_strings(t) and len(t) == 3 for t in triples) \
+            and isinstance(evidence, list) and all(isinstance(e, list) and all(
+                isinstance(i, int) and not isinstance(i, bool) for i in e) for e in evidence)
+    return True
+
+
+def shaped(value: Any, key: str, role: str, reader: str) -> dict | None:
+    """The reply value as the caller reads it: an object holding ``key``, or a bare array for a list-valued key;
+    G7's array is its triples (those of ≥ 3 items, the release's); G4's text reply is its summary."""
+    if reader == "array":
+        if not isinstance(value, list):
+            return None
+        kept = [t for t in value if isinstance(t, list) and len(t) >= 3]
+        return {key: kept} if kept else None
+    if isinstance(value, dict) and key in value:
+        return value if reader != "whole" or release_valid(role, value) else None
+    if isinstance(value, list) and key in LIST_KEYS and reader != "whole":
+        return {key: value}
+    return None
+
+
 class BuilderLLM:
-    """The ``builder`` role (G4–G12): renders a prompt, sends a batch through the backend, parses the JSON.
+    """The ``builder`` role (G4–G12): renders a prompt, sends a batch through the backend, reads the JSON.
+
+    Each role's reply is read and retried as the released preprocessing reads and retries it
+    (:data:`RELEASE_READING`; ``reader: lenient`` scans every reply for nested JSON; ``attempts``: an integer asks
+    every role that many times, on a failed call or any unreadable reply). A retry is sent past the response
+    cache (a cached reply would only come back again); a readable retry replaces the cached reply, so a resumed
+    build reads it at once. ``retries`` counts the calls sent again.
 
     Besides the calls it counts ``left_out``: builder outputs missing from the store because a call failed, its
-    reply was unreadable or empty, or its request was over the model's limits — one per such call, and one per
-    unreadable fact or chain step inside a readable reply (:meth:`leave_out`). A failed G7 merge is not one (the
-    subject's triples are kept as they were). Every question over the store books it as ``builder_losses``."""
+    reply was unreadable or empty (after its attempts), or its request was over the model's limits — one per such
+    call, and one per unreadable fact or chain step inside a readable reply (:meth:`leave_out`). A failed G7
+    merge is not one (the subject's triples are kept as they were). Every question over the store books it as
+    ``builder_losses``."""
 
-    def __init__(self, backend: Any, prompts: Any, max_tokens: int, purpose: str = "magic_video") -> None:
+    def __init__(self, backend: Any, prompts: Any, max_tokens: int, purpose: str = "magic_video",
+                 reader: str = "release", attempts: int | str = "release") -> None:
+        if reader not in BUILDER_READERS:
+            raise ValueError(f"memory_system.magic_video.builder_reader: {reader!r} is not one of "
+                             f"{list(BUILDER_READERS)}")
+        if attempts != "release" and (isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1):
+            raise ValueError(f"memory_system.magic_video.builder_attempts: {attempts!r} is neither 'release' nor a "
+                             f"positive integer")
         self.backend, self.prompts, self.max_tokens, self.purpose = backend, prompts, max_tokens, purpose
-        self.calls = self.failed = self.unparsed = self.over_limits = self.left_out = 0
+        self.reader, self.attempts = reader, attempts
+        self.calls = self.failed = self.unparsed = self.over_limits = self.left_out = self.retries = 0
+
+    def reading(self, role: str) -> tuple[str, int, bool]:
+        """(reader, attempts, whether a reply of the wrong shape is asked again) of ``role``."""
+        reader, attempts = RELEASE_READING.get(role, ("scan", 3))
+        if self.reader == "lenient":
+            reader = "scan"
+        if self.attempts != "release":
+            return reader, int(self.attempts), True
+        return reader, attempts, reader == "whole"  # tenacity retries a failed validation; call_llm does not
+
+    def _send(self, requests: list[Any], fresh: bool) -> list[Any]:
+        """``requests`` through the backend; ``fresh``: past the response cache (a retry)."""
+        from senri.backends.cache import CachedBackend
+
+        if fresh and isinstance(self.backend, CachedBackend):
+            return self.backend.inner.complete_many(requests)
+        return self.backend.complete_many(requests)
+
+    def _remember(self, request: Any, response: Any) -> None:
+        """A readable retry's reply in the response cache, in place of the reply that was asked again."""
+        from senri.backends.cache import CachedBackend, request_key
+
+        if isinstance(self.backend, CachedBackend):
+            self.backend.cache.put(request_key(self.backend.identity, request), response, request.purpose)
 
     def ask_many(self, role: str, key: str, fields: Sequence[Mapping[str, Any]], kept_on_failure: bool = False
                  ) -> list[dict | None]:
-        """One request per field set; each reply's first JSON object that has ``key`` (None: failed/unparsed).
-        A request past the model config's limits is not sent (sized first, :func:`overflow`): it counts as
-        ``over_limits`` and its item is left out like a failed call (smaller ``*_batch``/``*_chunk`` settings
-        make such requests fit). Each None is counted ``left_out`` unless ``kept_on_failure`` (the caller keeps
-        what it had, as G7 does)."""
-        from senri.answers import json_objects, split_reasoning
-        from senri.backends.base import ChatRequest, ChatResponse, Message
+        """One request per field set; each reply's JSON holding ``key`` as the role's reader reads it
+        (:meth:`reading`, None: failed or unreadable after the role's attempts). A request past the model
+        config's limits is not sent (sized first, :func:`overflow`): it counts as ``over_limits`` and its item is
+        left out like a failed call (smaller ``*_batch``/``*_chunk`` settings make such requests fit). Each None
+        is counted ``left_out`` unless ``kept_on_failure`` (the caller keeps what it had, as G7 does)."""
+        from senri.backends.base import ChatRequest, Message
         from senri.backends.budget import overflow
 
+        reader, attempts, retry_shape = self.reading(role)
         requests = [ChatRequest((Message.text("user", self.prompts.render(role, **f)),), max_tokens=self.max_tokens,
                                 temperature=0.0, purpose=f"{self.purpose}:{role}") for f in fields]
         too_big = [overflow(self.backend, r) for r in requests]
         for reason in filter(None, too_big):
             log.warning("magic_video %s request not sent: %s", role, reason)
-        sent = [r for r, why in zip(requests, too_big) if why is None]
-        answers = iter(self.backend.complete_many(sent) if sent else [])
-        responses = [next(answers) if why is None else ChatResponse(text="", error=f"over limits: {why}")
-                     for why in too_big]
+        self.over_limits += sum(why is not None for why in too_big)
+        last: dict[int, tuple[Any, dict | None]] = {}
+        pending = [i for i, why in enumerate(too_big) if why is None]
+        for attempt in range(attempts):
+            if not pending:
+                break
+            responses = self._send([requests[i] for i in pending], fresh=attempt > 0)
+            self.calls += len(pending)
+            self.retries += len(pending) if attempt else 0
+            again = []
+            for i, response in zip(pending, responses):
+                value = _NOTHING if response.error else read_reply(response.text, reader)
+                found = None if value is _NOTHING else shaped(value, key, role, reader)
+                if found is None and reader == "text" and not response.error:
+                    found = {key: split_reasoning_text(response.text)}  # G4: the reply itself is the summary
+                last[i] = (response, found)
+                if attempt and found is not None:
+                    self._remember(requests[i], response)
+                if found is None and (response.error or value is _NOTHING or retry_shape):
+                    again.append(i)
+            pending = again
         out: list[dict | None] = []
-        for response, why in zip(responses, too_big):
-            if why is not None:
-                self.over_limits += 1
+        for i in range(len(requests)):
+            if i not in last:
                 out.append(None)
                 continue
-            self.calls += 1
-            if response.error:
-                self.failed += 1
-                out.append(None)
-                continue
-            found = next((o for o in json_objects(split_reasoning(response.text)[0]) if key in o), None)
-            self.unparsed += found is None
+            response, found = last[i]
+            self.failed += bool(response.error)
+            self.unparsed += found is None and not response.error
             out.append(found)
         if not kept_on_failure:
             self.left_out += sum(reply is None for reply in out)
@@ -150,7 +319,14 @@ class BuilderLLM:
 
     def record(self) -> dict[str, int]:
         return {"calls": self.calls, "failed": self.failed, "unparsed": self.unparsed,
-                "over_limits": self.over_limits, "left_out": self.left_out}
+                "over_limits": self.over_limits, "left_out": self.left_out, "retries": self.retries}
+
+
+def split_reasoning_text(text: str | None) -> str:
+    """A reply's text without a reasoning model's thinking or a code fence around it, stripped."""
+    from senri.answers import split_reasoning
+
+    return _FENCES.sub("", split_reasoning(text or "")[0]).strip()
 
 
 def open_builder(request: BuildRequest) -> BuilderLLM:
@@ -167,7 +343,8 @@ def open_builder(request: BuildRequest) -> BuilderLLM:
         raise ValueError("memory_system.magic_video.models.builder: the model config has no backend")
     cfg = request.system_config
     prompts = prompt_set(cfg.get("prompts") or "magic_video", cfg.get("prompts_dir"))
-    return BuilderLLM(backend, prompts, int(cfg.get("builder_max_tokens", 1024)))
+    return BuilderLLM(backend, prompts, int(cfg.get("builder_max_tokens", 1024)),
+                      reader=str(cfg.get("builder_reader", "release")), attempts=cfg.get("builder_attempts", "release"))
 
 
 def bin_rows(rows: Sequence[Mapping[str, Any]], duration_s: float, window_s: float = BASE_S) -> list[Episode]:

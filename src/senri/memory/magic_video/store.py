@@ -43,6 +43,15 @@ from senri.memory.store import BuildRequest, MemoryItem, MemoryStore, SearchCont
 log = logging.getLogger(__name__)
 
 
+#: How a search's note ends when the time bypass served it (:func:`took_bypass`).
+BYPASS_TAKEN = "no PPR"
+
+
+def took_bypass(notes: Sequence[str]) -> bool:
+    """Whether a search's notes say the time bypass (G-R6) served it instead of the PPR pass."""
+    return any(n.startswith("time bypass:") and n.endswith(BYPASS_TAKEN) for n in notes)
+
+
 def _rows(df: pl.DataFrame, record: type, source: str) -> list[Any]:
     """A store table's records; a missing column or bad type raises ``TableError`` (a ValueError) naming the
     file and the column."""
@@ -280,6 +289,17 @@ class MagicVideoStore(MemoryStore):
         order = np.argsort(-hybrid, kind="stable")
         return [(self.nodes[keep[i]], float(hybrid[i])) for i in order if self.nodes[keep[i]].node_type in types]
 
+    def time_range_max_tokens(self) -> int:
+        """G13's completion limit: ``time_range_max_tokens`` (4096, as senri's roles get; the release sends none),
+        bounded by the time extractor's model config's ``max_tokens_cap`` where the role names one (a null role's
+        stand-in, the answering model, is bounded by the method:
+        :class:`senri.methods.magic_video.MagicVideoWorkflow`)."""
+        limit = int(self.config.get("time_range_max_tokens", 4096))
+        role = ((self.config.get("model_configs") or {}).get("time_extractor")) or {}  # {"name", "config"}
+        model = role.get("config") if isinstance(role, Mapping) else None
+        cap = model.get("max_tokens_cap") if isinstance(model, Mapping) else None
+        return min(limit, int(cap)) if cap else limit
+
     def time_range(self, query: str, context: SearchContext) -> tuple[float, float] | None:
         """G13 through ``context.ask``: the query's time range in seconds, or None — no range, no model, a failed
         call (the method books it), or an unreadable reply (read by ``time_range_reply``, :func:`parse_time_range`;
@@ -293,7 +313,7 @@ class MagicVideoStore(MemoryStore):
             return None
         prompts = prompt_set(self.config.get("prompts") or "magic_video", self.config.get("prompts_dir"))
         request = ChatRequest((Message.text("user", prompts.render("time_range", query=query)),),
-                              max_tokens=int(self.config.get("time_range_max_tokens", 128)), purpose="magic_video:G13")
+                              max_tokens=self.time_range_max_tokens(), purpose="magic_video:G13")
         response = context.ask(request, "time_extractor")
         if response.error:
             context.notes.append(f"time bypass: G13 call failed ({response.error}); PPR serves")
@@ -323,7 +343,7 @@ class MagicVideoStore(MemoryStore):
                         and n.start_s < end and n.end_s > start and n.node_id not in excluded and n.text.strip()
                         and (context.query_time_s is None or n.end_s <= context.query_time_s)]
                 hits.sort(key=lambda n: (n.start_s, GRANULARITIES.index(n.level)))
-                context.notes.append(f"time bypass: {start:g}-{end:g} s → {len(hits)} episode(s), no PPR")
+                context.notes.append(f"time bypass: {start:g}-{end:g} s → {len(hits)} episode(s), {BYPASS_TAKEN}")
                 if context.tally is not None:
                     context.tally.did("bypasses")
                 return [node_item(n) for n in hits]
