@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
@@ -94,30 +95,50 @@ def local_run(tmp_path_factory, small_demo) -> Path:
     return local
 
 
-def test_a_failed_job_names_its_rule_and_log_the_rerun_resumes_and_every_job_ran_inside_slurm_as_locally(
-        cluster, tmp_path, small_demo, local_run):
-    videos = tmp_path / "videos"
+@dataclass
+class ClusterRun:
+    """A run on the cluster with one broken video, then the rerun after the video is repaired."""
+
+    work: Path
+    videos: Path
+    failed: subprocess.CompletedProcess
+    resumed: subprocess.CompletedProcess
+    finished_mtime_ns: int
+
+
+@pytest.fixture(scope="module")
+def cluster_run(cluster, tmp_path_factory, small_demo) -> ClusterRun:
+    """The run of the first test below, whose finished results the served test starts from (only its serving
+    batch then runs on the cluster, not every upstream stage again)."""
+    root = tmp_path_factory.mktemp("slurm_run")
+    videos = root / "videos"
     videos.mkdir()
     shutil.copy(small_demo["videos"]["demo_01"], videos / "demo_01.mp4")
     (videos / "demo_02.mp4").write_bytes(b"not a video at all")
     overrides = fast_overrides(small_demo, videos)
-    work = tmp_path / "work"
-
+    work = root / "work"
     failed = on_slurm(cluster, work, "--config", overrides)
+    finished = work / "results/predictions/random/none/demo_01.parquet"
+    before = finished.stat().st_mtime_ns if finished.exists() else -1
+    shutil.copy(small_demo["videos"]["demo_02"], videos / "demo_02.mp4")
+    resumed = on_slurm(cluster, work, "--config", overrides)
+    return ClusterRun(work, videos, failed, resumed, before)
+
+
+def test_a_failed_job_names_its_rule_and_log_the_rerun_resumes_and_every_job_ran_inside_slurm_as_locally(
+        cluster_run, local_run):
+    failed, resumed, work = cluster_run.failed, cluster_run.resumed, cluster_run.work
     assert failed.returncode != 0
     assert "Error in rule anonymize" in failed.stdout  # the first stage that reads the video's pixels
     assert re.search(r"\.snakemake/slurm_logs/rule_anonymize/demo_02/\d+\.log", failed.stdout), failed.stdout[-4000:]
     finished = work / "results/predictions/random/none/demo_01.parquet"
-    assert finished.exists()  # keep-going: the healthy video's jobs ran to the end
-    before = finished.stat().st_mtime_ns
+    assert cluster_run.finished_mtime_ns > 0  # keep-going: the healthy video's jobs ran to the end
 
-    shutil.copy(small_demo["videos"]["demo_02"], videos / "demo_02.mp4")
-    resumed = on_slurm(cluster, work, "--config", overrides)
     assert resumed.returncode == 0, resumed.stdout[-6000:]
     ran = re.findall(r"^(?:local)?rule (\w+):", resumed.stdout, re.MULTILINE)
     assert sorted(ran) == ["aggregate", "all", "anonymize", *["answer"] * 3, "frames", "probe", "report",
                            "videos_table"], ran
-    assert finished.stat().st_mtime_ns == before
+    assert finished.stat().st_mtime_ns == cluster_run.finished_mtime_ns
     assert pl.read_parquet(work / "results/tables/main.parquet")["n"].to_list() == [32] * 3
 
     # Every job of the two runs, the healthy video's from the first and the repaired one's from the second, ran
@@ -144,15 +165,21 @@ def test_a_failed_job_names_its_rule_and_log_the_rerun_resumes_and_every_job_ran
 
 
 def test_served_answers_come_from_one_slurm_job_with_one_server_start_and_scancel_leaves_nothing_listening(
-        cluster, tmp_path, small_demo, local_run):
+        cluster, tmp_path, small_demo, local_run, cluster_run):
     import json
     import socket
     import time
 
-    fast = fast_overrides(small_demo, small_demo["videos_dir"])
+    fast = fast_overrides(small_demo, cluster_run.videos)  # the cluster run's config: nothing upstream reruns
     targets = [f"results/predictions/{run}/{video}.parquet" for video in ("demo_01", "demo_02")
                for run in ("random/none", "blind/smollm2", "blind_letter/smollm2")]
+    # The cluster run's results without its model answers: what is left to run is the serving batch.
     served = tmp_path / "served"
+    shutil.copytree(cluster_run.work, served, symlinks=True)
+    shutil.rmtree(served / "results/cache/answer", ignore_errors=True)
+    for path in targets:
+        if "smollm2" in path:
+            (served / path).unlink()
     proc = on_slurm(cluster, served, *targets, "--config", fast + " serving.models=[smollm2]")
     assert proc.returncode == 0, proc.stdout[-6000:]
 
