@@ -59,6 +59,8 @@ $(VENV)/.reading-model: $(VENV)/.installed config/model/qwen15_coder.yaml
 
 demo: install
 	snakemake -c2
+	@echo "report: $(CURDIR)/results/report.html"
+	@echo "question browser: $(CURDIR)/results/report/questions/index.html"
 
 # The memory methods vs blind on the reading model: demo questions and the CPU needle benchmark, with their
 # reports under results/evidence/ and a summary of numbers and where the time went (bench/evidence.py).

@@ -105,13 +105,13 @@ def test_schema_lists_exactly_the_registered_backends():
 
 
 def test_a_list_of_frame_budgets_is_one_run_and_one_plan_per_budget():
-    cfg = cfgmod.compose(["method=[direct]", "method.direct.frames=[32,64]"])
-    assert cfgmod.runs(cfg) == [("direct_32", "smollm2"), ("direct_64", "smollm2")]
+    cfg = cfgmod.compose(["method=[direct]", "method.direct.frames=[32,64]", "model=[qwen25vl3b_hf]"])
+    assert cfgmod.runs(cfg) == [("direct_32", "qwen25vl3b_hf"), ("direct_64", "qwen25vl3b_hf")]
     assert cfg["method"]["direct_64"]["plan"] == "uniform_64" and cfg["method"]["direct_64"]["frames"] == 64
     assert cfg["sampling"]["plans"]["uniform_32"] == {"kind": "uniform", "n": 32, "placement": "center",
                                                       "accuracy": "auto"}
-    single = cfgmod.compose(["method=[direct]"])
-    assert cfgmod.runs(single) == [("direct", "smollm2")] and single["method"]["direct"]["plan"] == "uniform_512"
+    single = cfgmod.compose(["method=[direct]", "model=[qwen25vl3b_hf]"])
+    assert cfgmod.runs(single) == [("direct", "qwen25vl3b_hf")] and single["method"]["direct"]["plan"] == "uniform_512"
 
 
 def test_method_that_needs_a_model_without_one_is_rejected():
@@ -128,3 +128,73 @@ def test_sidecar_next_to_output(tmp_path):
     assert cfgmod.sidecar_path(tmp_path / "tables") == tmp_path / "tables" / "config.yaml"
     path = cfgmod.write_sidecar(tmp_path / "x.parquet", "probe", {"probe": {"keyframe_scan_s": 5}})
     assert "keyframe_scan_s: 5" in path.read_text()
+
+
+#: A text-only model (smollm2) and an OpenAI-compatible server without tool parsing (tools: false) under the
+#: methods that need frames or function calling; VideoARM's caption tool on the text-only model.
+IMPOSSIBLE = ["model=[smollm2]",
+              "+model.toolless={backend:openai,base_url:'http://127.0.0.1:9/v1',model:m,images:true,tools:false}",
+              "method=[random,blind,senri_agent,videoarm,direct,videoarm_text_only]",
+              "method.videoarm.tool_interface=function_calling", "method.videoarm.tool_models.caption=smollm2"]
+IMPOSSIBLE_RUNS = [
+    "run senri_agent × smollm2: method 'senri_agent': its verifiers look at frames, but model 'smollm2' takes "
+    "neither images nor video",
+    "run videoarm × smollm2: method 'videoarm': tool_interface function_calling, but model 'smollm2' has no "
+    "function-calling interface",
+    "run videoarm × smollm2: method 'videoarm': the controller model 'smollm2' takes no images",
+    "run videoarm × toolless: method 'videoarm': tool_interface function_calling, but model 'toolless' has no "
+    "function-calling interface",
+    "run videoarm × toolless: method 'videoarm': the caption model 'smollm2' takes no images",
+    "run direct × smollm2: method 'direct': model 'smollm2' takes no images",
+]
+
+
+def test_a_plan_with_runs_that_cannot_work_is_refused_listing_every_run_once():
+    """Issue 40: the check runs where the config turns into runs, on the model configs alone (nothing is
+    loaded), so `senri config`, the Snakefile and the served batches refuse the plan before any job."""
+    cfg = cfgmod.compose(IMPOSSIBLE)
+    lines = [line.split(";")[0] for line in cfgmod.capability_problems(cfg)]
+    assert lines == [next(p for p in IMPOSSIBLE_RUNS if line.startswith(p)) for line in lines]
+    assert len(lines) == len(IMPOSSIBLE_RUNS) == len(set(lines))
+    with pytest.raises(cfgmod.ConfigError, match=r"6 planned run\(s\) cannot work") as refused:
+        cfgmod.runs(cfg)
+    assert all(p in str(refused.value) for p in IMPOSSIBLE_RUNS)
+    # The same methods on models that have what they need plan every run.
+    fine = cfgmod.compose(["model=[]", "+model.vlm={backend:scripted,script:x.jsonl,images:true,tools:true}",
+                           "method=[senri_agent,videoarm,direct,videoarm_text_only]",
+                           "method.videoarm.tool_interface=function_calling"])
+    assert cfgmod.capability_problems(fine) == [] and len(cfgmod.runs(fine)) == 4
+
+
+def test_senri_config_and_a_dry_run_refuse_the_plan_before_any_job(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    overrides = " ".join(IMPOSSIBLE)
+    shown = subprocess.run([sys.executable, "-m", "senri", "config", *IMPOSSIBLE], capture_output=True, text=True)
+    assert shown.returncode != 0 and shown.stdout == ""
+    dry = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "-n",
+                          "--config", f"overrides={overrides}"], capture_output=True, text=True)
+    assert dry.returncode != 0
+    for output in (shown.stderr, dry.stdout + dry.stderr):
+        assert all(output.count(p) == 1 for p in IMPOSSIBLE_RUNS), output[-3000:]
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_job_refuses_its_model_by_the_plan_time_rule():
+    """The method's own check on the backend its job opened is the same rule and the same words."""
+    from senri.backends.base import Capabilities
+    from senri.methods.agent import SenriAgent
+    from senri.methods.videoarm import VideoARM, VideoARMTextOnly
+
+    text_only = Capabilities(json_schema=True)
+    (line,) = SenriAgent.capability_problems("senri_agent", {}, "m", text_only)
+    assert "takes neither images nor video" in line
+    assert SenriAgent.capability_problems("a", {"verifier_input": "video"}, "m", Capabilities(images=True)) == [
+        "method 'a': verifier_input video, but model 'm' takes no video; use verifier_input images or auto"]
+    assert SenriAgent.capability_problems("a", {}, "m", Capabilities(video=True)) == []
+    assert VideoARMTextOnly.capability_problems("v", {}, "m", text_only) == []
+    # a tool role on the run's own model is named once
+    assert len(VideoARM.capability_problems("v", {}, "m", text_only, {"caption": ("m", text_only)})) == 1

@@ -423,7 +423,7 @@ def test_each_memory_method_runs_once_per_selected_system_named_method_at_system
     from senri import config as senri_config
 
     cfg = _compose(FAKE)
-    assert senri_config.runs(cfg) == [("random", "none"), ("memory_search", "smollm2"),
+    assert senri_config.run_pairs(cfg) == [("random", "none"), ("memory_search", "smollm2"),
                                       ("memory_search@fake", "smollm2"), ("senri_agent", "smollm2"),
                                       ("senri_agent@fake", "smollm2")]
     assert cfg["method"]["senri_agent@fake"]["memory_system"] == "fake"
@@ -438,7 +438,7 @@ def test_switching_a_system_s_config_changes_only_its_runs_and_its_store_slices(
     from senri import config as senri_config
 
     before, after = _compose(FAKE), _compose(FAKE.replace("k:3", "k:5"))
-    runs = senri_config.runs(before)
+    runs = senri_config.run_pairs(before)
     changed = [run for run in runs if senri_config.stage_slice(before, "answer", method=run[0], model=run[1])
                != senri_config.stage_slice(after, "answer", method=run[0], model=run[1])]
     assert changed == [("memory_search@fake", "smollm2"), ("senri_agent@fake", "smollm2")]
@@ -446,7 +446,7 @@ def test_switching_a_system_s_config_changes_only_its_runs_and_its_store_slices(
             != senri_config.stage_slice(after, "memory_system", system="fake"))
     # Adding a system adds runs and leaves the captions runs' slices as they were.
     alone = _compose()
-    for run in senri_config.runs(alone):
+    for run in senri_config.run_pairs(alone):
         assert (senri_config.stage_slice(alone, "answer", method=run[0], model=run[1])
                 == senri_config.stage_slice(before, "answer", method=run[0], model=run[1]))
 
@@ -547,16 +547,19 @@ def test_experiments_select_their_paper_table_s_runs_and_report_entries(tmp_path
     config_dir = _with_stand_ins(tmp_path)
     models = "model=[smollm2,qwen15_coder]"
     table3 = senri_config.compose(["experiment=table3", models], config_dir=config_dir)
-    assert sorted(senri_config.runs(table3)) == sorted(
+    assert sorted(senri_config.run_pairs(table3)) == sorted(
         (run, model) for run in ("worldmm", "magic_video", "senri_agent@worldmm", "senri_agent@magic_video")
         for model in ("smollm2", "qwen15_coder"))
+    # ... which are named, but not planned: SENRI-Agent's verifiers need a model that takes images or video.
+    with pytest.raises(senri_config.ConfigError, match=r"(?s)4 planned run.*senri_agent@worldmm × smollm2"):
+        senri_config.runs(table3)
     assert [(p["group"], p["baseline"], p["treatment"]) for p in table3["report"]["pairs"]] == [
         ("WorldMM · smollm2", "worldmm/smollm2", "senri_agent@worldmm/smollm2"),
         ("WorldMM · qwen15_coder", "worldmm/qwen15_coder", "senri_agent@worldmm/qwen15_coder"),
         ("MAGIC-Video · smollm2", "magic_video/smollm2", "senri_agent@magic_video/smollm2"),
         ("MAGIC-Video · qwen15_coder", "magic_video/qwen15_coder", "senri_agent@magic_video/qwen15_coder")]
     table4 = senri_config.compose(["experiment=table4", "model=[smollm2]"], config_dir=config_dir)
-    assert [run for run, _ in senri_config.runs(table4)] == [
+    assert [run for run, _ in senri_config.run_pairs(table4)] == [
         "senri_agent@magic_video", "senri_agent_no_tg@magic_video", "senri_agent_no_pv@magic_video",
         "senri_agent_no_wm@magic_video"]
     (ablation,) = table4["report"]["ablations"]
@@ -564,12 +567,12 @@ def test_experiments_select_their_paper_table_s_runs_and_report_entries(tmp_path
     assert [v["label"] for v in ablation["variants"]] == [  # a list: the paper's row order survives the slice
         "w/o Target Guidance", "w/o Parallel Verifiers", "w/o Working Memory"]
     table2 = senri_config.compose(["experiment=table2_memory", "model=[smollm2]"], config_dir=config_dir)
-    assert senri_config.runs(table2) == [("worldmm", "smollm2"), ("magic_video", "smollm2")]
+    assert senri_config.run_pairs(table2) == [("worldmm", "smollm2"), ("magic_video", "smollm2")]
     table11 = senri_config.compose(["experiment=table11", models], config_dir=config_dir)
     labels = [s["label"] for s in table11["report"]["no_visual_input"]]
     assert labels[:3] == ["Random guessing (seeded run)", "Question and options only (smollm2)",
                           "Question and options only (qwen15_coder)"]
-    assert {run for run, _ in senri_config.runs(table11)} == {"random", "blind", "direct", "senri_agent@magic_video",
+    assert {run for run, _ in senri_config.run_pairs(table11)} == {"random", "blind", "direct", "senri_agent@magic_video",
                                                               "senri_agent@worldmm"}
 
 

@@ -364,8 +364,9 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 def cmd_config(args: argparse.Namespace) -> None:
     cfg = cfgmod.compose(args.overrides)
+    planned = cfgmod.runs(cfg)  # refuses a plan with a run that cannot work, before printing anything
     print(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True), end="")
-    print("# runs (method, model): " + ", ".join(f"{m}/{mo}" for m, mo in cfgmod.runs(cfg)))
+    print("# runs (method, model): " + ", ".join(f"{m}/{mo}" for m, mo in planned))
     from senri.memory.hierarchy import describe_preset_rule
 
     memory = cfg["memory"]

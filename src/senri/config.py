@@ -342,7 +342,21 @@ def validate(cfg: Mapping[str, Any], schema: Mapping[str, Any] | None = None) ->
 
 
 def runs(cfg: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The (method, model) pairs to run: model-free methods run once, under the model name ``none``."""
+    """The (method, model) pairs to run: model-free methods run once, under the model name ``none``.
+
+    Every pair is first held to what its method needs of its models (:func:`capability_problems`): a plan with
+    a run that cannot work raises :class:`ConfigError` listing every such run, so ``senri config``, the
+    Snakefile (``snakemake -n`` included) and the served batches refuse it before any job starts."""
+    pairs = run_pairs(cfg)
+    problems = capability_problems(cfg, pairs)
+    if problems:
+        raise ConfigError(f"{len(problems)} planned run(s) cannot work with their models:\n  " + "\n  ".join(problems)
+                          + "\n(change the model or the method; config.model and config.method name them)")
+    return pairs
+
+
+def run_pairs(cfg: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The (method, model) pairs a config names, whether or not they can work (:func:`runs` checks them)."""
     models = [m for m in cfg["model"] if m != NO_MODEL]
     pairs: list[tuple[str, str]] = []
     for method, spec in cfg["method"].items():
@@ -351,6 +365,26 @@ def runs(cfg: Mapping[str, Any]) -> list[tuple[str, str]]:
         else:
             pairs.append((method, NO_MODEL))
     return pairs
+
+
+def capability_problems(cfg: Mapping[str, Any], pairs: list[tuple[str, str]] | None = None) -> list[str]:
+    """Every planned run's problems with its models, one line each (``run <method> × <model>: …``), from the
+    model configs' declared capabilities (:func:`senri.backends.declared_capabilities`) and each method's
+    :meth:`senri.methods.base.Method.capability_problems`: images or video for frames, function calling for a
+    tool-calling controller, every tool role's model."""
+    from senri.backends import declared_capabilities
+    from senri.methods import METHODS
+
+    problems: list[str] = []
+    for method, model in run_pairs(cfg) if pairs is None else pairs:
+        spec = cfg["method"][method]
+        implementation = METHODS.load(spec.get("implementation", method))
+        capabilities = None if model == NO_MODEL else declared_capabilities(cfg["model"].get(model, {}))
+        roles = {role: (entry["name"], declared_capabilities(entry["config"]))
+                 for role, entry in (spec.get("tool_model_configs") or {}).items()}
+        problems += [f"run {method} × {model}: {line}"
+                     for line in implementation.capability_problems(method, spec, model, capabilities, roles)]
+    return list(dict.fromkeys(problems))
 
 
 def stage_slice(cfg: Mapping[str, Any], stage: str, method: str | None = None, model: str | None = None,

@@ -26,6 +26,15 @@ BACKENDS.register("scripted", "senri.backends.scripted:ScriptedBackend")
 NO_BACKEND = "none"
 
 
+def declared_capabilities(model_config: Mapping[str, Any]):
+    """What a model config accepts by its backend's rule (:meth:`Backend.declared_capabilities`), without
+    loading the model; None for the model-free slot."""
+    kind = model_config.get("backend", NO_BACKEND)
+    if kind == NO_BACKEND:
+        return None
+    return BACKENDS.load(kind).declared_capabilities(model_config)
+
+
 def open_backend(model_config: Mapping[str, Any], cache_path: str | Path | None):
     """The configured backend, wrapped in the durable response cache when ``cache_path`` is given."""
     from senri.backends.cache import CachedBackend, ResponseCache

@@ -278,9 +278,15 @@ class Backend:
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.config = dict(config)
 
+    @classmethod
+    def declared_capabilities(cls, config: Mapping[str, Any]) -> Capabilities:
+        """What a model config of this backend says it accepts, without loading the model: what the plan-time
+        check (:func:`senri.config.capability_problems`) holds every run to before any job starts."""
+        return Capabilities()
+
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities()
+        return self.declared_capabilities(self.config)
 
     @property
     def identity(self) -> dict[str, Any]:

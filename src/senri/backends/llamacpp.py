@@ -166,9 +166,9 @@ class LlamaCppBackend(Backend):
         log.info("llama.cpp loaded %s (sha256 %s…) in %.2f s", self.model_path.name, self.sha256[:12],
                  time.perf_counter() - started)
 
-    @property
-    def capabilities(self) -> Capabilities:
-        return model_capabilities(self.config)
+    @classmethod
+    def declared_capabilities(cls, config: Mapping[str, Any]) -> Capabilities:
+        return model_capabilities(config)
 
     @property
     def identity(self) -> dict[str, Any]:

@@ -112,18 +112,18 @@ class OpenAIBackend(Backend):
             raise BackendError(f"model config transport_failure: {mode!r} is not one of record, raise")
         self.raise_on_transport = mode == "raise"
 
-    @property
-    def capabilities(self) -> Capabilities:
+    @classmethod
+    def declared_capabilities(cls, config: Mapping[str, Any]) -> Capabilities:
         return Capabilities(
-            images=bool(self.config.get("images", True)),
-            video=bool(self.config.get("video", False)),
-            json_schema=bool(self.config.get("json_schema", True)),
+            images=bool(config.get("images", True)),
+            video=bool(config.get("video", False)),
+            json_schema=bool(config.get("json_schema", True)),
             # OpenAI's reasoning (o-series) models return no log-probabilities.
-            logprobs=bool(self.config.get("logprobs", not openai_reasoning(self.config))),
-            tools=bool(self.config.get("tools", True)),
+            logprobs=bool(config.get("logprobs", not openai_reasoning(config))),
+            tools=bool(config.get("tools", True)),
             # A server started with a reasoning parser (vllm serve --reasoning-parser) applies the schema after
             # the thinking; the model config says so with reasoning: true and reasoning_parser.
-            schema_after_reasoning=reasoning_parser(self.config) is not None,
+            schema_after_reasoning=reasoning_parser(config) is not None,
         )
 
     @property

@@ -43,11 +43,11 @@ class ScriptedBackend(Backend):
         self.concurrency = max(1, int(config.get("concurrency", 1)))
         self._record_lock = threading.Lock()
 
-    @property
-    def capabilities(self) -> Capabilities:
-        return Capabilities(images=bool(self.config.get("images", True)), video=bool(self.config.get("video", False)),
-                            json_schema=True, logprobs=True, tools=bool(self.config.get("tools", False)),
-                            schema_after_reasoning=reasoning_parser(self.config) is not None)
+    @classmethod
+    def declared_capabilities(cls, config: Mapping[str, Any]) -> Capabilities:
+        return Capabilities(images=bool(config.get("images", True)), video=bool(config.get("video", False)),
+                            json_schema=True, logprobs=True, tools=bool(config.get("tools", False)),
+                            schema_after_reasoning=reasoning_parser(config) is not None)
 
     @property
     def identity(self) -> dict[str, Any]:

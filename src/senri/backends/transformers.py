@@ -20,6 +20,7 @@ import io
 import logging
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -104,10 +105,16 @@ class TransformersBackend(Backend):
         self.tokenizer = getattr(self.processor, "tokenizer", self.processor)
         log.info("transformers loaded %s on %s in %.1f s", config["path"], self.device, time.perf_counter() - started)
 
+    @classmethod
+    def declared_capabilities(cls, config: Mapping[str, Any]) -> Capabilities:
+        return Capabilities(images=True, video=bool(config.get("video")), json_schema=False, logprobs=True)
+
     @property
     def capabilities(self) -> Capabilities:
-        video = bool(self.config.get("video")) and getattr(self.processor, "video_processor", None) is not None
-        return Capabilities(images=True, video=video, json_schema=False, logprobs=True)
+        """The declared ones, less video where the loaded processor has no video processor."""
+        declared = self.declared_capabilities(self.config)
+        video = declared.video and getattr(self.processor, "video_processor", None) is not None
+        return replace(declared, video=video)
 
     @property
     def identity(self) -> dict[str, Any]:

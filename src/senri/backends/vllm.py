@@ -112,9 +112,9 @@ class VLLMBackend(Backend):
         self.template_kwargs = chat_template_kwargs(config)
         log.info("vLLM loaded %s in %.1f s", config["model"], time.perf_counter() - started)
 
-    @property
-    def capabilities(self) -> Capabilities:
-        return model_capabilities(self.config)
+    @classmethod
+    def declared_capabilities(cls, config: Mapping[str, Any]) -> Capabilities:
+        return model_capabilities(config)
 
     def count_tokens(self, request: ChatRequest) -> int:
         """The prompt's tokens by the engine's own tokenizer and chat template (the text exactly; images and

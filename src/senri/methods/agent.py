@@ -48,10 +48,10 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Mapping
 
 from senri.answers import json_objects, parse_answer, question_block, split_reasoning
-from senri.backends.base import ChatRequest, ChatResponse, ImagePart, Message, Part, VideoPart
+from senri.backends.base import Capabilities, ChatRequest, ChatResponse, ImagePart, Message, Part, VideoPart
 from senri.backends.budget import overflow
 from senri.memory.store import MemoryItem, MemoryStore, SearchContext, store_class
 from senri.methods.base import CallTally, Method, MethodAnswer, RoleModels, RunContext
@@ -864,14 +864,24 @@ class SenriAgent(MemorySearch):
 
     def __init__(self, context: RunContext) -> None:
         super().__init__(context)
-        capabilities = context.backend.capabilities if context.backend is not None else None
+        self.refuse_missing_capabilities()
+
+    @classmethod
+    def capability_problems(cls, method: str, spec: Mapping[str, Any], model: str,
+                            capabilities: Capabilities | None,
+                            roles: Mapping[str, tuple[str, Capabilities | None]] | None = None) -> list[str]:
+        """The verifiers look at frames: images, or video under ``verifier_input`` auto / video."""
         if capabilities is None or not (capabilities.images or capabilities.video):
-            raise ValueError(f"method {context.method_name!r}: its verifiers look at frames, but model "
-                             f"{context.model_name!r} takes neither images nor video; run it with a "
-                             f"vision-language model (memory_search is the text-only workflow)")
-        if not self._as_video() and not capabilities.images:
-            raise ValueError(f"method {context.method_name!r}: verifier_input images, but model "
-                             f"{context.model_name!r} takes no images")
+            return [f"method {method!r}: its verifiers look at frames, but model {model!r} takes neither images "
+                    f"nor video; run it with a vision-language model (memory_search is the text-only workflow)"]
+        wanted = str(spec.get("verifier_input", "auto"))
+        if wanted == "video" and not capabilities.video:
+            return [f"method {method!r}: verifier_input video, but model {model!r} takes no video; use "
+                    f"verifier_input images or auto"]
+        if not capabilities.images and not (wanted != "images" and capabilities.video):
+            return [f"method {method!r}: verifier_input images, but model {model!r} takes no images; use "
+                    f"verifier_input video or auto"]
+        return []
 
 
 class SenriAgentNoTargetGuidance(SenriAgent):

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
-from senri.backends.base import DEFAULT_MAX_TOKENS, Backend, ChatRequest, ChatResponse
+from senri.backends.base import DEFAULT_MAX_TOKENS, Backend, Capabilities, ChatRequest, ChatResponse
 from senri.captioners.base import VideoMedia
 from senri.records import BEHAVIOUR_COUNTS, HEALTH_COUNTS, Question, VideoInfo
 
@@ -186,6 +186,29 @@ class Method:
 
     def __init__(self, context: RunContext) -> None:
         self.context = context
+
+    @classmethod
+    def capability_problems(cls, method: str, spec: Mapping[str, Any], model: str,
+                            capabilities: Capabilities | None,
+                            roles: Mapping[str, tuple[str, Capabilities | None]] | None = None) -> list[str]:
+        """What ``model`` (with ``capabilities``; None: no model) and the models of the method's other roles
+        (``roles``: role → (model name, capabilities)) lack for this method configured as ``spec``: one line
+        per problem, naming what is missing and what to use instead; [] when the run can work.
+
+        Asked at plan time of every run on its model configs' declared capabilities
+        (:func:`senri.config.capability_problems`, before any job) and by the method itself on the backends its
+        job opened, so both refuse a run by the same rule."""
+        return []
+
+    def refuse_missing_capabilities(self, roles: Mapping[str, tuple[str, Capabilities | None]] | None = None
+                                    ) -> None:
+        """Raise the first of :meth:`capability_problems` on the job's own backends."""
+        context = self.context
+        capabilities = context.backend.capabilities if context.backend is not None else None
+        problems = self.capability_problems(context.method_name, context.method_config, context.model_name,
+                                            capabilities, roles)
+        if problems:
+            raise ValueError(problems[0])
 
     def answer(self, question: Question) -> MethodAnswer:
         raise NotImplementedError

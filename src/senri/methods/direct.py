@@ -13,10 +13,11 @@ A list of budgets in the config (``frames: [32, 64, ...]``) becomes one run per 
 from __future__ import annotations
 
 import logging
+from typing import Any, Mapping
 
 import polars as pl
 
-from senri.backends.base import ImagePart, Part, VideoPart
+from senri.backends.base import Capabilities, ImagePart, Part, VideoPart
 from senri.methods.base import MethodAnswer, RunContext
 from senri.methods.prompted import PromptedChoice
 from senri.records import FrameRow, Question, read_table
@@ -36,6 +37,23 @@ class DirectPerception(PromptedChoice):
     approach = "direct_perception"
     uses_model = True
     uses_frames = True
+
+    @classmethod
+    def capability_problems(cls, method: str, spec: Mapping[str, Any], model: str,
+                            capabilities: Capabilities | None,
+                            roles: Mapping[str, tuple[str, Capabilities | None]] | None = None) -> list[str]:
+        """The frames go as images or as one video (``visual_input``); auto takes either. Whether a video fits
+        (``max_video_frames``) and has its carrier is the job's to check."""
+        wanted = str(spec.get("visual_input", "auto"))
+        images = capabilities is not None and capabilities.images
+        video = capabilities is not None and capabilities.video
+        if wanted == "video" and not video:
+            return [f"method {method!r}: visual_input video, but model {model!r} takes no video (model config "
+                    f"video: true); use visual_input images or auto"]
+        if not images and not (wanted == "auto" and video):
+            return [f"method {method!r}: model {model!r} takes no images; direct perception needs a "
+                    f"vision-language model"]
+        return []
 
     def __init__(self, context: RunContext) -> None:
         super().__init__(context)

@@ -60,8 +60,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generator, Mapping, Sequence, TypeVar
 
 from senri.answers import parse_answer, question_block, split_reasoning
-from senri.backends.base import (DEFAULT_MAX_TOKENS, Backend, ChatRequest, ChatResponse, ImagePart, Message,
-                                 estimate_text_tokens)
+from senri.backends.base import (DEFAULT_MAX_TOKENS, Backend, Capabilities, ChatRequest, ChatResponse, ImagePart,
+                                 Message, estimate_text_tokens)
 from senri.backends.budget import overflow
 from senri.backends.transcription import SAMPLE_RATE, Transcriber, wav_bytes
 from senri.decode import encode_jpeg
@@ -185,9 +185,6 @@ class VideoARM(Method):
         self.transcriber: Transcriber | None = None
         wanted = self._choice("tool_interface", TOOL_INTERFACES)
         native = context.backend.capabilities.tools
-        if wanted == "function_calling" and not native:
-            raise ValueError(f"method {context.method_name!r}: tool_interface function_calling, but model "
-                             f"{context.model_name!r} has no function-calling interface; use auto or json")
         self.interface = "function_calling" if wanted == "function_calling" or (wanted == "auto" and native) else "json"
         self.tools = json.loads(self.templates.render(self.tools_role, audio_max_frames=self.audio_max_frames,
                                                       clip_max_frames=self.clip_max_frames))
@@ -263,15 +260,34 @@ class VideoARM(Method):
         return record
 
     def _check_models(self) -> None:
-        """VideoARM reads pixels: every role's model must take images (the text-only variant's need not)."""
-        context = self.context
-        for role, (name, backend) in [("controller", (context.model_name, context.backend)),
-                                      *self.tool_models.items()]:
-            if self.reads_frames and not backend.capabilities.images:
-                raise ValueError(f"method {context.method_name!r}: the {role} model {name!r} takes no images; "
-                                 f"VideoARM's tools read frames and its controller sees snapshot mosaics, so it "
-                                 f"needs a vision-language model for every role (method videoarm_text_only is a "
-                                 f"labelled text-only variant over the caption memory, never reported as VideoARM)")
+        """The plan-time rule (:meth:`capability_problems`) on the backends the job opened for every role."""
+        self.refuse_missing_capabilities({role: (name, backend.capabilities)
+                                          for role, (name, backend) in self.tool_models.items()})
+
+    @classmethod
+    def capability_problems(cls, method: str, spec: Mapping[str, Any], model: str,
+                            capabilities: Capabilities | None,
+                            roles: Mapping[str, tuple[str, Capabilities | None]] | None = None) -> list[str]:
+        """``tool_interface: function_calling`` needs a controller with function calling; VideoARM reads pixels,
+        so every role's model must take images (the text-only variant's need not). A tool role without a model
+        of its own (``tool_models.<role>: null``) is the run's model, named once."""
+        problems: list[str] = []
+        if str(spec.get("tool_interface") or TOOL_INTERFACES[0]) == "function_calling" and not (
+                capabilities is not None and capabilities.tools):
+            problems.append(f"method {method!r}: tool_interface function_calling, but model {model!r} has no "
+                            f"function-calling interface; use auto or json")
+        if not cls.reads_frames:
+            return problems
+        named: set[str] = set()
+        for role, (name, role_capabilities) in [("controller", (model, capabilities)), *(roles or {}).items()]:
+            if name in named or (role_capabilities is not None and role_capabilities.images):
+                continue
+            named.add(name)
+            problems.append(f"method {method!r}: the {role} model {name!r} takes no images; VideoARM's tools read "
+                            f"frames and its controller sees snapshot mosaics, so it needs a vision-language model "
+                            f"for every role (method videoarm_text_only is a labelled text-only variant over the "
+                            f"caption memory, never reported as VideoARM)")
+        return problems
 
     def _tool_backend(self, role: str) -> tuple[str, Backend]:
         """A tool role's model: its own config (``tool_models``), or the run's model standing in for it (caption
