@@ -6,7 +6,7 @@ Runs the workflow once on the CPU needle benchmark (dataset=needle) with the rea
 - ``blind``: question and options only (the baseline);
 - ``memory_search``: the original-workflow controller over senri's caption memory (``memory_system=captions``);
 - ``worldmm``: WorldMM's original workflow (W-L1..L4) over the WorldMM store the pipeline builds
-  (multiscale episodic, semantic triples; no visual memory without an image-text embedder);
+  (multiscale episodic, semantic triples; visual memory by time range only without an image-text embedder);
 - ``magic_video``: MAGIC-Video's original workflow (G-L1..L3) over its graph store.
 
 Every store's builder roles run on the same reading model (``memory_system.*.models``), with the perception
