@@ -547,3 +547,27 @@ def test_a_scripted_rule_with_a_list_matches_only_prompts_holding_every_text(tmp
     assert reply("Where was I at noon?\n[r1] a sign") == "C"
     assert reply("What did I hold?\n[r1] a sign") == "A"
     assert reply("Where was I at noon?") == "none"
+
+
+def test_served_vllm_gets_the_in_process_engine_s_arguments_false_flags_and_vllm_s_sampling_defaults(monkeypatch):
+    """Issue 36 item 2: `vllm serve` fills omitted sampling fields from the model's generation_config.json
+    unless told `--generation-config vllm` (the in-process engine, given explicit sampling parameters, does
+    not); a false engine argument must reach the server as its --no- flag."""
+    from senri.backends.vllm import VLLMBackend, server_command
+
+    config = {"model": "Qwen/Qwen2.5-VL-7B-Instruct", "name": "qwen25vl7b_vllm",
+              "engine_args": {"enable_prefix_caching": False, "enforce_eager": True, "max_num_seqs": 4}}
+    command = server_command(config, "VLLM_API_KEY")
+    assert command[:3] == ["vllm", "serve", "Qwen/Qwen2.5-VL-7B-Instruct"]
+    flags = " ".join(command)
+    assert "--generation-config vllm" in flags and "--no-enable-prefix-caching" in command
+    assert "--enforce-eager" in command and "--max-num-seqs 4" in flags
+    assert "--enable-prefix-caching" not in command
+    seen = _fake_vllm(monkeypatch)
+    VLLMBackend(config)
+    assert seen["engine"]["generation_config"] == "vllm" and seen["engine"]["enable_prefix_caching"] is False
+    # a model config may ask for the model's own defaults: both engines then get them
+    own = {**config, "engine_args": {"generation_config": "auto"}}
+    assert "--generation-config auto" in " ".join(server_command(own, "VLLM_API_KEY"))
+    VLLMBackend(own)
+    assert seen["engine"]["generation_config"] == "auto"

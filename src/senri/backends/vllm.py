@@ -48,7 +48,12 @@ def reasoning_engine_args(config: Mapping[str, Any]) -> dict[str, Any]:
 
 def engine_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
     """The engine's arguments for a model config: what ``vllm.LLM`` gets in process, and (as flags,
-    :func:`server_command`) what the served batch's ``vllm serve`` gets, so both run the same engine."""
+    :func:`server_command`) what the served batch's ``vllm serve`` gets, so both run the same engine.
+
+    ``generation_config: vllm``: ``vllm serve`` would otherwise fill every sampling field a request leaves out
+    from the model's generation_config.json (Qwen2.5-VL's ``repetition_penalty`` 1.05, ``top_k`` 1), which the
+    in-process engine, given explicit sampling parameters, never applies — two answers under one cache key.
+    ``engine_args.generation_config`` overrides it for both."""
     engine_args = dict(config.get("engine_args") or {})
     if config.get("video"):
         # vLLM's video loader keeps 32 frames of a video by default; a carrier must pass whole (the paper's
@@ -63,11 +68,14 @@ def engine_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
             "gpu_memory_utilization": float(config.get("gpu_memory_utilization", 0.9)),
             "limit_mm_per_prompt": {"image": int(config.get("max_images", 512)), "video": 1},
             "seed": int(config.get("engine_seed", 0)),
+            "generation_config": "vllm",
             **engine_args}
 
 
 def server_command(config: Mapping[str, Any], api_key_env: str) -> list[str]:
-    """``vllm serve`` with :func:`engine_kwargs` as its flags (a dict as JSON, ``True`` as a bare flag), on
+    """``vllm serve`` with :func:`engine_kwargs` as its flags (a dict as JSON, ``True`` as a bare flag,
+    ``False`` as its ``--no-`` form, which vLLM's boolean engine arguments take: ``enable_prefix_caching: false``
+    must reach the server, not vanish), on
     ``{host}:{port}``, the model served under its config name. The key travels in ``VLLM_API_KEY`` (the
     batch sets it from ``api_key_env``), never on a command line that ``ps`` shows."""
     kwargs = engine_kwargs(config)
@@ -77,7 +85,9 @@ def server_command(config: Mapping[str, Any], api_key_env: str) -> list[str]:
         flag = "--" + key.replace("_", "-")
         if value is True:
             command.append(flag)
-        elif value is not False and value is not None:
+        elif value is False:
+            command.append("--no-" + flag[2:])
+        elif value is not None:
             command += [flag, json.dumps(value) if isinstance(value, (dict, list)) else str(value)]
     return command
 
