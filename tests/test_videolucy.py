@@ -124,6 +124,7 @@ def test_the_needle_is_found_only_after_backtracking_to_ultra_fine(hall, tmp_pat
     assert trace["iterations"][1]["captions"][:2] == ["fine 60–65s", "ultra_fine 60–61s"]
     assert "ultra_fine 64–65s" in trace["final_memory"]
     assert not trace["forced"] and row["n_llm_calls"] == 6  # localize, answer, 2 × (search, answer)
+    assert row["forced_answers"] == 0
     # 1 + 6 and 1 + 5 captions by backtracking; the re-caption of fine 60–65 s with the same instruction is the
     # caption its split already made (a cache hit, no call).
     assert trace["captions"]["computed"] == 12 and trace["captions"]["reused"] == 1
@@ -191,6 +192,7 @@ def test_the_forced_call_sees_the_full_coarse_memory_and_every_deeper_caption(ha
     row, calls, _ = run(hall, tmp_path, script_rules(LOCALIZE_60_90, SEARCH_PATH[:1]), max_iterations=1)
     trace = json.loads(row["trace"])
     assert trace["forced"] and row["pred"] == "A" and not row["correct"]
+    assert row["forced_answers"] == 1  # the run-health table counts it as every method's forced answer
     assert [c["call"] for c in trace["calls"]] == ["localize", "answer", "search", "answer", "answer:forced"]
     answers = [texts(c)[1] for c in agent_calls(calls, "answer")]
     assert "[0, 30]" not in answers[0]  # sparse init kept 30–120 s

@@ -619,7 +619,10 @@ class VideoLucy(Method):
         return self._force(question, forced_memory, tally, trace)
 
     def _force(self, question: Question, memory: list[Entry], tally: CallTally, trace: dict) -> StructuredReply:
+        """The forced answering call, booked as ``forced_answers`` (the answer came from a forced call, as
+        every method counts it)."""
         reply = self._forced(question, memory, tally)
+        tally.count("forced_answers")
         trace["calls"].append(reply.record("answer:forced"))
         trace.update(forced=True, forced_memory=[e.label() for e in memory])
         return reply
