@@ -162,7 +162,8 @@ def test_a_plan_with_runs_that_cannot_work_is_refused_listing_every_run_once():
     # The same methods on models that have what they need plan every run.
     fine = cfgmod.compose(["model=[]", "+model.vlm={backend:scripted,script:x.jsonl,images:true,tools:true}",
                            "method=[senri_agent,videoarm,direct,videoarm_text_only]",
-                           "method.videoarm.tool_interface=function_calling"])
+                           "method.videoarm.tool_interface=function_calling",
+                           "method.videoarm.tool_models.audio=openai_asr"])  # the transcriber reads no frames
     assert cfgmod.capability_problems(fine) == [] and len(cfgmod.runs(fine)) == 4
 
 

@@ -269,8 +269,9 @@ class VideoARM(Method):
                             capabilities: Capabilities | None,
                             roles: Mapping[str, tuple[str, Capabilities | None]] | None = None) -> list[str]:
         """``tool_interface: function_calling`` needs a controller with function calling; VideoARM reads pixels,
-        so every role's model must take images (the text-only variant's need not). A tool role without a model
-        of its own (``tool_models.<role>: null``) is the run's model, named once."""
+        so every frame-reading role's model must take images (the text-only variant's need not; the audio
+        transcriber reads sound). A tool role without a model of its own (``tool_models.<role>: null``) is the
+        run's model, named once."""
         problems: list[str] = []
         if str(spec.get("tool_interface") or TOOL_INTERFACES[0]) == "function_calling" and not (
                 capabilities is not None and capabilities.tools):
@@ -279,7 +280,8 @@ class VideoARM(Method):
         if not cls.reads_frames:
             return problems
         named: set[str] = set()
-        for role, (name, role_capabilities) in [("controller", (model, capabilities)), *(roles or {}).items()]:
+        frame_roles = [(role, entry) for role, entry in (roles or {}).items() if role in TOOL_ROLES]
+        for role, (name, role_capabilities) in [("controller", (model, capabilities)), *frame_roles]:
             if name in named or (role_capabilities is not None and role_capabilities.images):
                 continue
             named.add(name)
