@@ -34,6 +34,14 @@ def request_limits(model_config: Mapping[str, Any]) -> RequestLimits:
     return RequestLimits(context, int(images) if images else None)
 
 
+def within_cap(limit: int, model_config: Mapping[str, Any] | None) -> int:
+    """A completion limit bounded by the model config's ``max_tokens_cap`` (a small model with a short context
+    cannot use thousands of tokens and would only ramble until the limit); ``limit`` where the config states no
+    cap or there is no config."""
+    cap = model_config.get("max_tokens_cap") if isinstance(model_config, Mapping) else None
+    return min(int(limit), int(cap)) if cap else int(limit)
+
+
 def overflow(backend: Any, request: Any) -> str | None:
     """Why ``request`` would exceed ``backend``'s limits (prompt tokens plus its ``max_tokens`` against the
     context window; images and videos against ``max_images``), or None when it fits."""

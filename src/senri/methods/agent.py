@@ -52,7 +52,7 @@ from typing import Any, Callable, ClassVar, Mapping
 
 from senri.answers import json_objects, parse_answer, question_block, split_reasoning
 from senri.backends.base import Capabilities, ChatRequest, ChatResponse, ImagePart, Message, Part, VideoPart
-from senri.backends.budget import overflow
+from senri.backends.budget import overflow, within_cap
 from senri.memory.store import MemoryItem, MemoryStore, SearchContext, store_class
 from senri.methods.base import CallTally, Method, MethodAnswer, RoleModels, RunContext
 from senri.methods.structured import StructuredReply, ask_json, ask_json_many, request_schema
@@ -305,8 +305,8 @@ class MemorySearch(Method):
         before sending it."""
         def capped(request: ChatRequest, backend: Any) -> ChatRequest:
             """The request within the serving model's ``max_tokens_cap`` (the answering model's, for a null role)."""
-            cap = (getattr(backend, "config", None) or {}).get("max_tokens_cap")
-            return replace(request, max_tokens=min(int(request.max_tokens), int(cap))) if cap else request
+            limit = within_cap(request.max_tokens, getattr(backend, "config", None))
+            return replace(request, max_tokens=limit) if limit != int(request.max_tokens) else request
 
         def ask(request: ChatRequest, role: str | None = None) -> ChatResponse:
             name, backend = self._search_model(role)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
 from senri.backends.base import DEFAULT_MAX_TOKENS, Backend, Capabilities, ChatRequest, ChatResponse
+from senri.backends.budget import within_cap
 from senri.captioners.base import VideoMedia
 from senri.records import BEHAVIOUR_COUNTS, HEALTH_COUNTS, Question, VideoInfo
 
@@ -244,8 +245,7 @@ class Method:
             limit = int(limits[role])
         else:
             limit = int(model.get("max_tokens", DEFAULT_MAX_TOKENS))
-        cap = model.get("max_tokens_cap")
-        return min(limit, int(cap)) if cap else limit
+        return within_cap(limit, model)
 
     def prompts(self, variant: str | None = None):
         """This method's prompt templates (``prompts:`` family, its ``variant`` subfolder's wording where given,

@@ -62,7 +62,7 @@ from typing import Any, ClassVar, Generator, Mapping, Sequence, TypeVar
 from senri.answers import parse_answer, question_block, split_reasoning
 from senri.backends.base import (DEFAULT_MAX_TOKENS, Backend, Capabilities, ChatRequest, ChatResponse, ImagePart,
                                  Message, estimate_text_tokens)
-from senri.backends.budget import overflow
+from senri.backends.budget import overflow, within_cap
 from senri.backends.transcription import SAMPLE_RATE, Transcriber, wav_bytes
 from senri.decode import encode_jpeg
 from senri.methods.base import CallTally, Method, MethodAnswer, RoleModels, RunContext
@@ -688,9 +688,7 @@ class VideoARM(Method):
         name, backend = self.tool_models[role]
         model = backend.config
         limits = self.context.method_config.get("max_tokens") or {}
-        limit = int(limits.get(role, model.get("max_tokens", DEFAULT_MAX_TOKENS)))
-        if model.get("max_tokens_cap"):
-            limit = min(limit, int(model["max_tokens_cap"]))
+        limit = within_cap(int(limits.get(role, model.get("max_tokens", DEFAULT_MAX_TOKENS))), model)
         trims: list[str] = []
 
         def build(parts: list[ImagePart]) -> ChatRequest:

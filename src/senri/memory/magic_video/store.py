@@ -294,11 +294,11 @@ class MagicVideoStore(MemoryStore):
         bounded by the time extractor's model config's ``max_tokens_cap`` where the role names one (a null role's
         stand-in, the answering model, is bounded by the method:
         :class:`senri.methods.magic_video.MagicVideoWorkflow`)."""
-        limit = int(self.config.get("time_range_max_tokens", 4096))
+        from senri.backends.budget import within_cap
+
         role = ((self.config.get("model_configs") or {}).get("time_extractor")) or {}  # {"name", "config"}
-        model = role.get("config") if isinstance(role, Mapping) else None
-        cap = model.get("max_tokens_cap") if isinstance(model, Mapping) else None
-        return min(limit, int(cap)) if cap else limit
+        return within_cap(int(self.config.get("time_range_max_tokens", 4096)),
+                          role.get("config") if isinstance(role, Mapping) else None)
 
     def time_range(self, query: str, context: SearchContext) -> tuple[float, float] | None:
         """G13 through ``context.ask``: the query's time range in seconds, or None — no range, no model, a failed

@@ -19,6 +19,7 @@ import numpy as np
 import polars as pl
 import yaml
 
+from senri.backends.budget import within_cap
 from senri.memory.store import BuildRequest, MemoryItem
 from senri.memory.worldmm.common import (BASE_LEVEL, CONFIG, ENTITIES, ITEMS, KIND_EPISODIC, KIND_VISUAL, SNAPSHOTS,
                                          SYSTEM, TRIPLES, VECTORS, VISUAL, TextVectors, Triple, _string_list,
@@ -90,9 +91,7 @@ class BuilderLLM:
         from senri.methods.structured import request_schema
 
         backend = self.backends[role]
-        limit = int(self.max_tokens.get(role, backend.config.get("max_tokens", 512)))
-        cap = backend.config.get("max_tokens_cap")
-        limit = min(limit, int(cap)) if cap else limit
+        limit = within_cap(int(self.max_tokens.get(role, backend.config.get("max_tokens", 512))), backend.config)
         return ChatRequest(messages=(Message.text("user", text),), max_tokens=limit,
                            temperature=float(backend.config.get("temperature", 0.0)),
                            json_schema=request_schema(backend, schema) if schema else None, purpose=purpose)
@@ -135,10 +134,7 @@ class BuilderLLM:
         from senri.backends.budget import request_limits
 
         backend = self.backends[role]
-        limit = 2 * int(request.max_tokens)
-        cap = backend.config.get("max_tokens_cap")
-        if cap:
-            limit = min(limit, int(cap))
+        limit = within_cap(2 * int(request.max_tokens), backend.config)
         context = request_limits(backend.config).context_tokens
         if context is not None:
             limit = min(limit, context - backend.count_tokens(request))

@@ -299,11 +299,11 @@ class WorldMMStore(MemoryStore):
         knows it (``model_configs.retriever``; the answering model's cap, where it stands in, is the method's)."""
         from senri.backends.base import ChatRequest, Message
 
-        limit = int((self.config.get("max_tokens") or {}).get("retriever", 4096))
+        from senri.backends.budget import within_cap
+
         spec = (self.config.get("model_configs") or {}).get(RETRIEVER_ROLE)
-        cap = (spec.get("config") or {}).get("max_tokens_cap") if isinstance(spec, Mapping) else None
-        if cap:
-            limit = min(limit, int(cap))
+        limit = within_cap(int((self.config.get("max_tokens") or {}).get("retriever", 4096)),
+                           spec.get("config") if isinstance(spec, Mapping) else None)
         # No schema: the store does not know the retriever's backend; the prompt asks for JSON only.
         return ChatRequest(messages=(Message.text("user", text),), max_tokens=limit, purpose=purpose)
 
