@@ -526,11 +526,11 @@ class MemorySearch(Method):
         return record
 
     def _as_video(self) -> bool:
+        """Whether the verifiers get a carrier video (``verifier_input`` video, or auto on a model that takes
+        video); a model that cannot take what is asked was refused when the method opened
+        (:meth:`SenriAgent.capability_problems`)."""
         capabilities = self._capabilities
         takes_video = capabilities is not None and capabilities.video
-        if self.verifier_input == "video" and not takes_video:
-            raise ValueError(f"method {self.context.method_name!r}: verifier_input video, but model "
-                             f"{self.context.model_name!r} takes no video")
         return self.verifier_input == "video" or (self.verifier_input == "auto" and takes_video)
 
     def _verifier_visual(self, jpegs: list[bytes], as_video: bool, times: list[float]) -> list[Part]:
@@ -878,7 +878,7 @@ class SenriAgent(MemorySearch):
         if wanted == "video" and not capabilities.video:
             return [f"method {method!r}: verifier_input video, but model {model!r} takes no video; use "
                     f"verifier_input images or auto"]
-        if not capabilities.images and not (wanted != "images" and capabilities.video):
+        if wanted == "images" and not capabilities.images:
             return [f"method {method!r}: verifier_input images, but model {model!r} takes no images; use "
                     f"verifier_input video or auto"]
         return []
