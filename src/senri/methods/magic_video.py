@@ -213,15 +213,19 @@ class MagicVideoWorkflow(MemorySearch):
                              self.frames_per_clip, self.max_frames)
         return {c.item_id: [i / video_fps for i in indices] for c, indices in zip(clips, plan) if indices}
 
+    @staticmethod
+    def _bypass_episodes(r: SearchRound) -> list[MemoryItem]:
+        """A time-bypass round's episodes as the release lists its time-range text: 30-s captions, then 3-min
+        ones (then any coarser), each in time order."""
+        return sorted((i for i in r.items if i.kind == EPISODE),
+                      key=lambda i: (GRANULARITIES.index(i.level) if i.level in GRANULARITIES else 99, i.start_s))
+
     def _round_retrieved(self, r: SearchRound, frames: dict[str, list[float]]) -> str:
         """What one round retrieved, as the release's history writes it."""
         clock = self.store.clock
-        if r.bypass:  # the release's time-range text: 30-s captions, then 3-min ones, each in time order
-            episodes = sorted((i for i in r.items if i.kind == EPISODE),
-                              key=lambda i: (GRANULARITIES.index(i.level) if i.level in GRANULARITIES else 99,
-                                             i.start_s))
+        if r.bypass:
             return "\n\n".join(f"[{clock(i.start_s)} - {clock(i.end_s)}] ({i.level})\n{i.text}"
-                               for i in episodes) or "[No results]"
+                               for i in self._bypass_episodes(r)) or "[No results]"
         if not r.items:
             return "[No new results]"
         shown = {i.item_id for i in r.items}
@@ -275,9 +279,7 @@ class MagicVideoWorkflow(MemorySearch):
         for r in self._rounds(ep):
             if r.bypass:
                 out += [QAEntry("episodic", self._episode_text(i), self._key(i.start_s))
-                        for i in sorted((i for i in r.items if i.kind == EPISODE),
-                                        key=lambda i: (GRANULARITIES.index(i.level)
-                                                       if i.level in GRANULARITIES else 99, i.start_s))]
+                        for i in self._bypass_episodes(r)]
                 continue
             shown = {i.item_id for i in r.items}
             for item in r.items:
