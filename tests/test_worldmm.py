@@ -1455,6 +1455,19 @@ def test_visual_range_queries_are_served_without_embeddings_built_or_imported(tm
     assert "Search Query: the red mug\nRetrieved:\n[No results]" in last
 
 
+def _visual_search_then_answer(query: str) -> list[dict]:
+    """Controller rules: round 1 searches the visual memory with ``query``, round 2 answers; the QA call says B."""
+    return [{"match": "Give only the letter", "text": "B"},
+            {"match": "Memory: visual", "text": '{"decision": "answer"}'},
+            {"match": "Round history:\n[]", "text": _search("visual", query)}]
+
+
+def _qa_images(calls: list[dict]) -> int:
+    """How many images the QA call sent."""
+    qa = next(c for c in calls if c["purpose"] == "answer")
+    return sum(isinstance(p, dict) and "image" in p for p in qa["payload"]["messages"][1]["content"])
+
+
 def test_frames_include_the_clip_s_end_and_a_touching_clip_gives_none(tmp_path, clip, bag_of_words):
     """Finding 12: the release's frame range includes its end frame: a 10-s clip is 11 frames at 1 fps, and a
     clip that only touches the range (an empty overlap) gives none."""
@@ -1466,12 +1479,8 @@ def test_frames_include_the_clip_s_end_and_a_touching_clip_gives_none(tmp_path, 
     # A whole clip and its neighbours, which only touch the range (empty overlaps): 11 frames, "1 clips".
     assert [(c.start_s, c.end_s) for c in store.search("DAY1 00:00:20 - DAY1 00:00:30", 3, memory_type="visual")] \
         == [(20, 20), (20, 30), (30, 30)]
-    rules = [{"match": "Give only the letter", "text": "B"},
-             {"match": "Memory: visual", "text": '{"decision": "answer"}'},
-             {"match": "Round history:\n[]", "text": _search("visual", "DAY1 00:00:20 - DAY1 00:00:30")}]
-    row, calls = run_workflow(tmp_path, clip, bag_of_words, rules)
-    qa = [c for c in calls if c["purpose"] == "answer"][0]
-    assert sum(isinstance(p, dict) and "image" in p for p in qa["payload"]["messages"][1]["content"]) == 11
+    row, calls = run_workflow(tmp_path, clip, bag_of_words, _visual_search_then_answer("DAY1 00:00:20 - DAY1 00:00:30"))
+    assert _qa_images(calls) == 11
     assert "[11 images from 1 clips]" in _prompt_text([c for c in calls if c["purpose"] == "control"][1])
 
 
@@ -1562,12 +1571,8 @@ def test_qa_frames_that_fail_to_decode_are_counted_black_frames(tmp_path, clip, 
 
     monkeypatch.setattr(senri.decode, "read_frames", flaky)
     hand_made_store(tmp_path / "store", bag_of_words)
-    rules = [{"match": "Give only the letter", "text": "B"},
-             {"match": "Memory: visual", "text": '{"decision": "answer"}'},
-             {"match": "Round history:\n[]", "text": _search("visual", "DAY1 00:00:05 - DAY1 00:00:12")}]
-    row, calls = run_workflow(tmp_path, clip, bag_of_words, rules)
-    qa = [c for c in calls if c["purpose"] == "answer"][0]
-    assert sum(isinstance(p, dict) and "image" in p for p in qa["payload"]["messages"][1]["content"]) == 7
+    row, calls = run_workflow(tmp_path, clip, bag_of_words, _visual_search_then_answer("DAY1 00:00:05 - DAY1 00:00:12"))
+    assert _qa_images(calls) == 7
     assert row["black_frames"] == 2 and json.loads(row["trace"])["frames_not_decoded"] == 2
     from senri.records import HEALTH_COUNTS
     assert "black_frames" in HEALTH_COUNTS
