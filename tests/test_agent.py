@@ -835,3 +835,39 @@ def test_memory_search_never_retrieves_a_failed_caption_and_counts_cut_and_faile
     assert calls and not any("CUDA" in json.dumps(c["payload"]) for c in calls)
     assert "I pick up a figure from a shelf." in json.dumps(_controller_calls(calls)[1]["payload"])
     assert (row["truncated_captions"], row["failed_captions"]) == (1, 1)
+
+
+def test_the_text_only_variant_s_verifiers_read_the_window_s_text_memory_at_the_sampled_moments(shop, tmp_path):
+    """senri_agent_text_only (issue 40): a text-only model runs SENRI-Agent's loop; each choice-blind verifier
+    gets the caption memory in force at its cell's sampled moments on the offset timeline (no frames), and its
+    citations map back to source time as a frame verifier's do."""
+    row, calls = run_agent(shop, tmp_path, "senri_agent_text_only", model={"images": False})
+    assert row["pred"] == "C" and row["correct"] and row["error"] is None
+    trace = json.loads(row["trace"])
+    assert trace["variant"] == "text_only" and trace["memory_captioner"] == "perception"
+    assert trace["actions"] == ["verify", "answer"] and trace["verifier_calls"] == 2
+    assert trace["frames_inspected"] == 0 and row["n_vlm_calls"] == 0
+    verify = trace["rounds"][0]
+    assert verify["verifier_input"] == "text" and verify["cells"] == [[60, 66.667], [63.333, 70]]
+    # REPORT cites offsets 1 and 2.4: the first cell's sampled moments 1 and 2, one a second from 60 s.
+    assert verify["report_records"][0]["evidence_s"] == [61.0, 62.0]
+    verifiers = [c for c in calls if c["purpose"] == "verify"]
+    assert len(verifiers) == 2
+    for call in verifiers:
+        payload = json.dumps(call["payload"], ensure_ascii=False)
+        assert QUESTION.question not in payload and '"Four' not in payload
+        assert not [p for m in call["payload"]["messages"] for p in m["content"] if isinstance(p, dict)]
+        user = _texts(call, "user")
+        # The 60-90 s caption covers every sampled moment (1 a second) of both cells: one line over all of them.
+        n = re.search(r"at (\d+) sampled moments", user).group(1)
+        last = int(n) - 1
+        assert f"offset_sec 0–{last}: [coarse caption of 60–90 s] I pick up a figure from a shelf." in user
+        assert f"moment k at offset_sec k (0 to {last})" in user and f"gave moments 0–{last}" in user
+        assert "text memory" in _texts(call, "system") and "frames" not in _texts(call, "system")
+
+
+def test_the_text_only_variant_takes_a_text_only_model_that_senri_agent_refuses(shop, tmp_path):
+    with pytest.raises(ValueError, match="verifiers look at frames"):
+        run_agent(shop, tmp_path, "senri_agent", model={"images": False})
+    row, _ = run_agent(shop, tmp_path, "senri_agent_text_only", model={"images": False})
+    assert row["error"] is None

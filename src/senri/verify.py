@@ -357,10 +357,11 @@ def _seconds(value: float) -> str:
     return f"{round(value, 2):g}"
 
 
-def source_timing(cell: Cell, frame_times: Sequence[float], fps: float) -> str:
+def source_timing(cell: Cell, frame_times: Sequence[float], fps: float, unit: str = "frame") -> str:
     """Where a cell's frames come from in the source video, for the verifier's orientation (the paper: it sees
     the timestamps): per sampled span, its absolute interval, which carrier frames it gave and the sampling
-    interval, so frame k ≈ source time a + (k − k0)·Δ. Citations stay on the carrier timeline (V4)."""
+    interval, so frame k ≈ source time a + (k − k0)·Δ. Citations stay on the carrier timeline (V4). ``unit``
+    names what was sampled (``moment`` for a text-only verifier, which reads no frames)."""
     parts = []
     first = 0
     for a, b in cell.intervals():
@@ -370,8 +371,8 @@ def source_timing(cell: Cell, frame_times: Sequence[float], fps: float) -> str:
         last = first + len(inside) - 1
         step = (inside[-1] - inside[0]) / (len(inside) - 1) if len(inside) > 1 else 1 / fps
         index = "k" if first == 0 else f"(k − {first})"
-        parts.append(f"[{_seconds(a)}, {_seconds(b)}] s gave frames {first}–{last}, about one every "
-                     f"{_seconds(step)} s (frame k ≈ source time {_seconds(inside[0])} + {index} × "
+        parts.append(f"[{_seconds(a)}, {_seconds(b)}] s gave {unit}s {first}–{last}, about one every "
+                     f"{_seconds(step)} s ({unit} k ≈ source time {_seconds(inside[0])} + {index} × "
                      f"{_seconds(step)} s)")
         first = last + 1
     return "; ".join(parts)

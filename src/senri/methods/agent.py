@@ -220,6 +220,14 @@ class MemorySearch(Method):
     target_guided: ClassVar[bool] = True
     split_cells: ClassVar[bool] = True
     working_memory: ClassVar[bool] = True
+    #: Whether the verifiers look at decoded frames (False: the text-only variant reads the window's text
+    #: memory at the sampled moments, :class:`senri.methods.senri_agent_text_only.SenriAgentTextOnly`).
+    reads_frames: ClassVar[bool] = True
+    #: The verifier's prompt files: its system prompt and the reply form below its input.
+    verifier_system_role: ClassVar[str] = "verifier_system"
+    verifier_reply_role: ClassVar[str] = "verifier_reply"
+    #: What a cell's samples are, as the verifier's source timing names them.
+    sample_unit: ClassVar[str] = "frame"
     default_prompts: ClassVar[str] = "memory_search"
     #: Whether a workflow ends with its own QA call (:meth:`_answer_request`), run whatever ended the rounds.
     qa_call: ClassVar[bool] = False
@@ -533,6 +541,19 @@ class MemorySearch(Method):
         takes_video = capabilities is not None and capabilities.video
         return self.verifier_input == "video" or (self.verifier_input == "auto" and takes_video)
 
+    def _verifier_input_name(self) -> str:
+        """What the verifiers were given, as the verify's trace record names it."""
+        return "video" if self._as_video() else "images"
+
+    def _verifier_timeline(self, n_samples: int, as_video: bool) -> str:
+        """The line that tells the verifier how its input maps to the offset_sec timeline it cites."""
+        return self.prompt_set.render("verifier_video" if as_video else "verifier_images", n_frames=n_samples,
+                                      last_offset=n_samples - 1)
+
+    def _evidence_of(self, report: Report, pts: list[float], samples: list[Any]) -> list[tuple[float, bytes]]:
+        """The frames a report cited (source time, JPEG), as working memory keeps them."""
+        return [(pts[i], samples[i]) for i in report.evidence_frames]
+
     def _verifier_visual(self, jpegs: list[bytes], as_video: bool, times: list[float]) -> list[Part]:
         """The cell's frames as the verifier sees them: a 1 frame/s carrier (frame k at offset k s, the
         timeline its citations use; the frames' source ``times`` travel with it) for backends that take video,
@@ -560,17 +581,17 @@ class MemorySearch(Method):
             ids = []
             task = self.prompt_set.render("verifier_general")
         as_video = self._as_video()
-        timeline = self.prompt_set.render("verifier_video" if as_video else "verifier_images", n_frames=len(jpegs),
-                                          last_offset=len(jpegs) - 1)
+        timeline = self._verifier_timeline(len(jpegs), as_video)
         reply = self.prompt_set.render(
-            "verifier_reply", timeline=timeline, source_timing=source_timing(cell, times, check.fps),
+            self.verifier_reply_role, timeline=timeline,
+            source_timing=source_timing(cell, times, check.fps, self.sample_unit),
             finding_form=", ".join(f'"{rid}": "<finding>"' for rid, _ in ids),
             moment_form=", ".join(f'"{rid}": [{{"offset_sec": <seconds>}}]' for rid, _ in ids))
         sampling = self.sampling()
         sampling["max_tokens"] = self.role_max_tokens("verifier")
         return ChatRequest(
             messages=(Message.text("system", self.prompt_set.render(
-                          "verifier_system" if self.target_guided else "verifier_system_general")),
+                          self.verifier_system_role if self.target_guided else "verifier_system_general")),
                       Message("user", (task + "\n", *self._verifier_visual(jpegs, as_video, times), "\n" + reply))),
             json_schema=request_schema(self.context.backend, REPORT_SCHEMA),
             purpose="verify", **sampling)
@@ -634,7 +655,7 @@ class MemorySearch(Method):
                 empty += 1
                 continue
             jobs.append((cell, checks[cell.check], pts, jpegs))
-            ep.frames_inspected += len(jpegs)
+            ep.frames_inspected += len(jpegs) if self.reads_frames else 0
         # Carriers are H.264-encoded per cell; encoding runs outside the GIL, so threads overlap it (3x on 2 cores).
         with ThreadPoolExecutor(max_workers=max(1, min(8, len(jobs), os.cpu_count() or 1))) as pool:
             requests = list(pool.map(lambda job: self._verifier_request(job[1], job[0], job[2], job[3]), jobs))
@@ -645,7 +666,7 @@ class MemorySearch(Method):
             report_id = f"r{len(ep.reports) + 1}"
             report = read_report(report_id, cell.check, check, cell, reply.value, pts, reply.error,
                                  guided=self.target_guided)
-            evidence = Evidence(report, [(pts[i], jpegs[i]) for i in report.evidence_frames])
+            evidence = Evidence(report, self._evidence_of(report, pts, jpegs))
             ep.reports.append(evidence)
             new.append(evidence)
             if reply.error:
@@ -675,7 +696,7 @@ class MemorySearch(Method):
                         "adjustments": list(c.adjustments)} for c in checks],
             "problems": problems, "cell_caps": caps, "cells_asked": len(all_cells), "coverage": coverage,
             "cells": [[round(c.start_s, 3), round(c.end_s, 3)] for c in cells],
-            "verifier_input": ("video" if self._as_video() else "images") if requests else None,
+            "verifier_input": self._verifier_input_name() if requests else None,
             "repairs": sum(1 for r in results if r.attempts > 1), "failures": failures,
             "reports": [e.report.summary() for e in new], "report_records": [e.report.record() for e in new],
             "verifier_calls": [reply.record("verify") for reply in results], "feedback": feedback}
