@@ -167,6 +167,32 @@ def test_a_plan_with_runs_that_cannot_work_is_refused_listing_every_run_once():
     assert cfgmod.capability_problems(fine) == [] and len(cfgmod.runs(fine)) == 4
 
 
+def test_the_laptop_table3_plans_on_a_text_only_model_that_table3_refuses():
+    """Issue 40 item 2: Table 3 with SENRI-Agent on SmolLM2 is refused at plan time; its labelled text-only
+    variant plans every run."""
+    with pytest.raises(cfgmod.ConfigError, match="verifiers look at frames"):
+        cfgmod.runs(cfgmod.compose(["experiment=table3", "model=[smollm2]"]))
+    runs = cfgmod.runs(cfgmod.compose(["experiment=table3_text_only", "builders=demo", "model=[smollm2]"]))
+    assert len(runs) == 4
+
+
+def test_the_demo_builder_preset_changes_only_the_builders():
+    """builders=demo (issue 40 item 3) changes the memory systems' builder settings and nothing else: the
+    methods, models, dataset and every other slice compose as without it."""
+    plain = cfgmod.compose(["experiment=table3_text_only", "model=[smollm2]"])
+    demo = cfgmod.compose(["experiment=table3_text_only", "model=[smollm2]", "builders=demo"])
+    assert {k: v for k, v in plain.items() if k != "memory_system"} == {
+        k: v for k, v in demo.items() if k != "memory_system"}
+    worldmm, magic = demo["memory_system"]["worldmm"], demo["memory_system"]["magic_video"]
+    assert set(worldmm["models"].values()) - {None} == {"smollm2"} and magic["models"]["builder"] == "smollm2"
+    assert [level["name"] for level in worldmm["levels"]] == ["30sec"] and magic["builder_max_tokens"] == 64
+    # the full-size configs build as before
+    full = plain["memory_system"]
+    assert full["worldmm"]["models"]["extractor"] == "qwen15_coder" and len(full["worldmm"]["levels"]) == 3
+    changed = {k for k in full["worldmm"] if full["worldmm"][k] != worldmm[k]}
+    assert changed <= {"models", "levels", "episodic", "max_tokens", "cut_reply_resends", "model_configs"}, changed
+
+
 def test_senri_config_and_a_dry_run_refuse_the_plan_before_any_job(tmp_path):
     import subprocess
     import sys

@@ -1,7 +1,9 @@
 """The paper's Table 3 and Table 4 end to end on the demo (issues #25, #26 "done when"): ``experiment=table3``
 builds the WorldMM and MAGIC-Video stores with the memory_system rule, answers the four Table 3 rows per model
 and prints the pairs table keyed by memory system; ``experiment=table4`` in the same directory runs SENRI-Agent's
-three ablations on MAGIC-Video over the store already built.
+three ablations on MAGIC-Video over the store already built; ``experiment=table3_text_only`` (the README's CPU
+command, issue 40) then answers Table 3 on a text-only model with SENRI-Agent's labelled text-only variant over
+the same stores, labelled "SENRI-Agent (text only)" in the pairs table.
 
 One scripted model plays every role — the builders' LLM roles, the retrievers' W8/W9/G13 calls, the original
 workflows' controllers and QA calls, SENRI-Agent's controller, verifiers and updater — each answered by its
@@ -14,7 +16,6 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import polars as pl
 import pytest
@@ -145,3 +146,24 @@ def test_table3_then_table4_on_the_demo_through_the_dag(tmp_path, prepared_demo)
     main = pl.read_parquet(tmp_path / "results/tables/main.parquet")
     assert sorted(main["method"]) == sorted(["senri_agent@magic_video", *variants])  # table4's run set only
     print(f"table3 {table3_s:.0f} s, table4 {time.monotonic() - started - table3_s:.0f} s")
+
+    # ------------------------------------------- Table 3 on a text-only model (the README's CPU command, issue 40)
+    reader = f"+model.reader={{backend:scripted,script:{script},concurrency:4,images:false}}"
+    proc = _snakemake(tmp_path, f"experiment=table3_text_only {DEMO}{models} {reader}")
+    log = proc.stdout + proc.stderr
+    assert "rule memory_system:" not in log and "localrule memory_system:" not in log, log[-3000:]
+    for run in ("senri_agent_text_only@worldmm", "senri_agent_text_only@magic_video"):
+        predictions = pl.read_parquet(tmp_path / f"results/predictions/{run}/reader/demo_01.parquet")
+        assert predictions["error"].is_null().all() and (predictions["frames_seen"] == 0).all(), run
+        traces = [json.loads(t) for t in predictions["trace"]]
+        assert {t["variant"] for t in traces} == {"text_only"}, run
+        assert {tuple(t["actions"]) for t in traces} == {("search", "verify", "answer")}, run
+        assert {r.get("verifier_input") for t in traces for r in t["rounds"] if r["action"] == "verify"} == {"text"}
+    pairs = pl.read_parquet(tmp_path / "results/report/tables/pairs.parquet")
+    assert _rows(pairs.filter((pl.col("run") != "") & pl.col("group").str.ends_with("reader")),
+                 "group", "run", "label", "total") == [
+        ("WorldMM · reader", "worldmm/reader", "Original", original),
+        ("WorldMM · reader", "senri_agent_text_only@worldmm/reader", "SENRI-Agent (text only)", agent),
+        ("MAGIC-Video · reader", "magic_video/reader", "Original", original),
+        ("MAGIC-Video · reader", "senri_agent_text_only@magic_video/reader", "SENRI-Agent (text only)", agent)]
+    assert "SENRI-Agent (text only)" in (tmp_path / "results/report/tables/pairs.md").read_text()

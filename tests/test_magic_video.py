@@ -573,6 +573,13 @@ def test_build_with_scripted_builder(tmp_path):
     assert built["builder"]["failed"] == 0 and built["builder"]["left_out"] == 0
     assert store.question_counts() == {}  # nothing failed, nothing left out
     assert store.search("who fills the kettle", 16)
+    # The store's cost table: one row per G-role, its calls those the model got (issue 40 item 3).
+    cost = pl.read_parquet(request.out_dir / "cost.parquet")
+    assert sorted(cost["role"]) == sorted(roles) and set(cost["model"]) == {"scripted"}
+    assert set(cost["video_id"]) == {"v1"} and set(cost["system"]) == {"magic_video"}
+    assert dict(zip(cost["role"], cost["calls"])) == {
+        role: sum(e["purpose"] == f"magic_video:{role}" for e in sent) for role in roles}
+    assert cost["calls"].sum() == built["builder"]["calls"] and (cost["prompt_tokens"] > 0).all()
 
 
 def test_build_follows_the_release_on_its_inputs_and_failures(tmp_path):
@@ -784,6 +791,28 @@ def test_builder_requests_past_the_model_limits_are_not_sent(tmp_path):
     store = MagicVideoStore.open(request.out_dir, cfg, request.video, encoder=bag_encoder)
     assert store.question_counts() == {"builder_losses": built["over_limits"]}
     assert "magic_video:summary" not in sent and "magic_video:openie" in sent  # 6 captions do not fit, 1 does
+
+
+def test_the_builder_s_completion_limit_is_bounded_by_its_model_s_cap(tmp_path):
+    """builder_max_tokens (1024) within the builder model config's max_tokens_cap, as every role's limit is:
+    on the demo's SmolLM2 (cap 128) a summary call had run on to 1,024 tokens, 38 s each on 2 cores."""
+    rows = [MemoryRow("v1", "coarse", float(s), float(s + 30), 1.0, 30, "h", f"Anna fills the kettle at {s}",
+                      "perception", "t", None, None, None) for s in range(0, 90, 30)]
+    table = write_table(to_frame(rows, MemoryRow), tmp_path / "captions.parquet", MemoryRow)
+    script = tmp_path / "script.jsonl"
+    script.write_text("\n".join(json.dumps({"match": m, "text": json.dumps(r)}) for m, r in ROLE_REPLIES) + "\n")
+    sent = {}
+    for name, cap in (("uncapped", None), ("capped", 128)):
+        record = tmp_path / f"{name}.jsonl"
+        model = {"backend": "scripted", "script": str(script), "record": str(record),
+                 **({"max_tokens_cap": cap} if cap else {})}
+        cfg = yaml.safe_load(Path("config/memory_system/magic_video.yaml").read_text())
+        request = BuildRequest(video=SimpleNamespace(video_id="v1", duration_s=90.0, path="/v.mp4"),
+                               system="magic_video", system_config=cfg, memory_config={}, out_dir=tmp_path / name,
+                               captions=table, models={"builder": ("scripted", model)})
+        build_store(request, encoder=bag_encoder)
+        sent[name] = {json.loads(line)["payload"]["max_tokens"] for line in record.read_text().splitlines()}
+    assert sent == {"uncapped": {1024}, "capped": {128}}
 
 
 #: A builder that fails some of its calls: each rule ahead of ROLE_REPLIES answers one request badly.

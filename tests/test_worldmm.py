@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 import yaml
 
@@ -222,6 +223,11 @@ def test_build_on_a_generated_clip_with_scripted_models(tmp_path, clip, bag_of_w
     assert any("under 300 words" in s and "(3min window)" in s for s in summaries)
     assert any("under 1500 words" in s and "(10min window)" in s for s in summaries)
     assert not any("words." in s and "(30sec window)" in s for s in summaries)
+    # The store's cost table: one row per builder role, as config.yaml's llm record counts it (issue 40 item 3).
+    cost = pl.read_parquet(request.out_dir / "cost.parquet")
+    assert {r["role"]: (r["model"], r["calls"], r["prompt_tokens"]) for r in cost.iter_rows(named=True)} == {
+        role: ("scripted_llm", stats["calls"], stats["prompt_tokens"]) for role, stats in record["llm"].items()}
+    assert cost["calls"].sum() == len(calls) and set(cost["video_id"]) == {request.video.video_id}
 
     # A rebuild replays every call from the response cache and the captions from the caption cache.
     before = len(calls)

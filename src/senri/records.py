@@ -437,6 +437,24 @@ class MemoryCost:
     caption_s: float = 0.0
 
 
+@dataclass(frozen=True)
+class StoreCost:
+    """One row of a memory system store's cost table (``cost.parquet`` in the store's folder,
+    :mod:`senri.memory.cost`): one builder role of one video's store, as :class:`MemoryCost` is for the caption
+    memory. ``model_s``: the seconds its replies took when first made (a cached rebuild reports the same)."""
+
+    system: str
+    video_id: str
+    role: str
+    model: str
+    calls: int
+    failed: int
+    cut: int
+    prompt_tokens: int
+    completion_tokens: int
+    model_s: float
+
+
 # ------------------------------------------------------------------------------------ WorldMM store tables
 @dataclass(frozen=True)
 class WorldMMEntity:

@@ -26,6 +26,8 @@ import numpy as np
 import polars as pl
 import yaml
 
+from senri.backends.budget import within_cap
+from senri.memory.cost import RoleCost, write_cost
 from senri.memory.magic_video.graph import (CHAINS_FILE, CONFIG_FILE, EDGES_FILE, ENTITY, EPISODE, ITEMS_FILE,
                                             NODES_FILE, SEMANTIC, VECTORS_FILE, VISUAL, VISUAL_FILE, ChainRow,
                                             Episode, Graph, GraphEdge, GraphNode, TextEncoder, build_graph,
@@ -45,12 +47,15 @@ BASE_S = 30.0
 
 
 def write_store(out_dir: Path, graph: Graph, chains: Sequence[ChainRow], vectors: np.ndarray,
-                record: Mapping[str, Any], visual: tuple[Sequence[str], np.ndarray] | None = None) -> None:
+                record: Mapping[str, Any], visual: tuple[Sequence[str], np.ndarray] | None = None,
+                costs: Mapping[str, tuple[str, RoleCost]] | None = None, video_id: str = "") -> None:
     """The store folder: nodes, edges, chain facts, node text vectors, the items view, the clip embeddings
-    (``visual.npz``, only with an embedder) and ``config.yaml``."""
+    (``visual.npz``, only with an embedder), ``config.yaml`` and the builder's cost table per G-role
+    (``cost.parquet``, :mod:`senri.memory.cost`; empty for an import; ``video_id`` defaults to the folder's name)."""
     from senri.records import to_frame, write_table
 
     out_dir.mkdir(parents=True, exist_ok=True)
+    write_cost(out_dir, "magic_video", video_id or out_dir.name, costs or {})
     nodes = list(graph.nodes.values())
     write_table(to_frame(nodes, GraphNode), out_dir / NODES_FILE, GraphNode)
     write_table(to_frame(graph.edges, GraphEdge), out_dir / EDGES_FILE, GraphEdge)
@@ -237,6 +242,8 @@ class BuilderLLM:
         self.backend, self.prompts, self.max_tokens, self.purpose = backend, prompts, max_tokens, purpose
         self.reader, self.attempts = reader, attempts
         self.calls = self.failed = self.unparsed = self.over_limits = self.left_out = self.retries = 0
+        #: Per G-role (summary, openie, …): its calls, cut replies, tokens and model seconds, retries included.
+        self.costs: dict[str, RoleCost] = {}
 
     def reading(self, role: str) -> tuple[str, int, bool]:
         """(reader, attempts, whether a reply of the wrong shape is asked again) of ``role``."""
@@ -285,6 +292,8 @@ class BuilderLLM:
             if not pending:
                 break
             responses = self._send([requests[i] for i in pending], fresh=attempt > 0)
+            for response in responses:
+                self.costs.setdefault(role, RoleCost()).add(response)
             self.calls += len(pending)
             self.retries += len(pending) if attempt else 0
             again = []
@@ -343,7 +352,9 @@ def open_builder(request: BuildRequest) -> BuilderLLM:
         raise ValueError("memory_system.magic_video.models.builder: the model config has no backend")
     cfg = request.system_config
     prompts = prompt_set(cfg.get("prompts") or "magic_video", cfg.get("prompts_dir"))
-    return BuilderLLM(backend, prompts, int(cfg.get("builder_max_tokens", 1024)),
+    # The builder's completion limit, bounded by its model config's max_tokens_cap as every other role's is
+    # (a 135M model would only ramble on to 1,024 tokens: 38 s a call on 2 cores).
+    return BuilderLLM(backend, prompts, within_cap(int(cfg.get("builder_max_tokens", 1024)), model),
                       reader=str(cfg.get("builder_reader", "release")), attempts=cfg.get("builder_attempts", "release"))
 
 
@@ -629,7 +640,9 @@ def build_store(request: BuildRequest, encoder: TextEncoder | None = None) -> No
                               event_chains_dropped=dropped,
                               text_encoder=cfg.get("text_encoder", "all-MiniLM-L6-v2 (for Qwen3-Embedding-4B)"),
                               models={r: m[0] for r, m in request.models.items()},
-                              **({"embedder": embedder} if embedder else {})), clips)
+                              **({"embedder": embedder} if embedder else {})), clips,
+                costs={role: (request.models["builder"][0], cost) for role, cost in llm.costs.items()},
+                video_id=request.video.video_id)
 
 
 def visual_setting(request: BuildRequest) -> str:

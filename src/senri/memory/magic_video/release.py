@@ -227,7 +227,8 @@ def import_release(import_dir: Path, request: BuildRequest, encoder: TextEncoder
     write_store(Path(request.out_dir), graph, sorted(chains, key=lambda r: (r.start_s, r.label)), vectors,
                 system_record(cfg, source=f"imported from {import_dir}", graph=source, notes=notes, visual=visual,
                               skipped=skipped, semantic_snapshots=len(snapshots),
-                              **({"embedder": embedder} if embedder else {})), clips)
+                              **({"embedder": embedder} if embedder else {})), clips,
+                video_id=request.video.video_id)
 
 
 def release_visual(import_dir: Path, mode: Path, graph: Graph, request: BuildRequest

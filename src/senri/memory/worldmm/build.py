@@ -20,6 +20,7 @@ import polars as pl
 import yaml
 
 from senri.backends.budget import within_cap
+from senri.memory.cost import RoleCost, role_cost, write_cost
 from senri.memory.store import BuildRequest, MemoryItem
 from senri.memory.worldmm.common import (BASE_LEVEL, CONFIG, ENTITIES, ITEMS, KIND_EPISODIC, KIND_VISUAL, SNAPSHOTS,
                                          SYSTEM, TRIPLES, VECTORS, VISUAL, TextVectors, Triple, _string_list,
@@ -32,16 +33,14 @@ log = logging.getLogger(__name__)
 
 # =============================================================================================== builder LLM
 @dataclass
-class RoleStats:
-    calls: int = 0
-    failed: int = 0
+class RoleStats(RoleCost):
+    """A builder role's calls, failures, replies cut at their completion limit (``finish_reason: length``),
+    tokens and model seconds (:class:`senri.memory.cost.RoleCost`), and WorldMM's own: unreadable replies,
+    requests shortened to fit the context, and cut replies resent with a higher limit."""
+
     malformed: int = 0
     trimmed: int = 0
-    #: Replies cut at their completion limit (``finish_reason: length``), and requests resent with a higher one.
-    cut: int = 0
     resent: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
 
 
 #: How many times one builder request cut at its completion limit is resent with a doubled limit (×8 at most),
@@ -113,11 +112,7 @@ class BuilderLLM:
         stats = self.stats.setdefault(role, RoleStats())
         responses = self.backends[role].complete_many(requests) if requests else []
         for response in responses:
-            stats.calls += 1
-            stats.failed += bool(response.error)
-            stats.cut += bool(not response.error and response.truncated)
-            stats.prompt_tokens += response.prompt_tokens
-            stats.completion_tokens += response.completion_tokens
+            stats.add(response)
         return responses
 
     def texts(self, role: str, requests: list) -> list[tuple[str | None, bool]]:
@@ -461,10 +456,11 @@ def write_store(out_dir: Path, config: Mapping[str, Any], episodic: list[MemoryI
                 snapshots: list[tuple[float, list[Accumulated]]] | list[tuple[float, list[Triple]]],
                 visual: dict[str, Any] | None, vectors: TextVectors, counts: Mapping[str, int],
                 llm_stats: Mapping[str, Any], source: str, models: Mapping[str, str],
-                clips: Sequence[tuple[float, float]] | None = None) -> None:
+                clips: Sequence[tuple[float, float]] | None = None, video_id: str = "") -> None:
     """The store folder: items (episodic, the latest semantic snapshot, visual clips), OpenIE entities and
     triples, every snapshot, the text vectors, visual vectors when built, and ``config.yaml`` with the slice,
-    the substitutions of the paper's models and the build's counts.
+    the substitutions of the paper's models and the build's counts, and the cost table of its builder roles
+    (``cost.parquet``, :mod:`senri.memory.cost`; ``video_id`` defaults to the folder's name).
 
     Visual items are the 10-s ``clips`` (default: the embedded clips, and without embeddings the 10sec
     captions' spans), written with or without embeddings, so a time-range visual query is served on any
@@ -530,6 +526,8 @@ def write_store(out_dir: Path, config: Mapping[str, Any], episodic: list[MemoryI
     if existing.get("stage") == "memory_system":
         record.pop("config")
     path.write_text(yaml.safe_dump({**existing, **record}, sort_keys=True, allow_unicode=True))
+    write_cost(out_dir, SYSTEM, video_id or Path(out_dir).name,
+               {role: (models.get(role, ""), role_cost(stats)) for role, stats in llm_stats.items()})
 
 
 def build_store(request: BuildRequest) -> None:
@@ -561,6 +559,7 @@ def build_store(request: BuildRequest) -> None:
                   **ie_counts, **{f"index_{k}": v for k, v in coarse_counts.items()}, **semantic_counts}
         write_store(request.out_dir, config, episodic, ner, triples, snapshots, visual, vectors, counts,
                     {role: vars(s) for role, s in llm.stats.items()}, source="built",
-                    models={role: name for role, name in llm.role_model.items()}, clips=spans)
+                    models={role: name for role, name in llm.role_model.items()}, clips=spans,
+                    video_id=request.video.video_id)
     finally:
         llm.close()

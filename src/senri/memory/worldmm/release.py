@@ -214,7 +214,8 @@ def import_release(import_dir: Path, request: BuildRequest) -> None:
     # or not: time-range queries read frames only.
     clips = [(item.start_s, item.end_s) for item in release.captions.get(BASE_LEVEL, [])]
     write_store(request.out_dir, config, episodic, ner, triples, release.snapshots, visual, vectors,
-                counts, llm_stats, source=f"imported from {import_dir}", models=models, clips=clips)
+                counts, llm_stats, source=f"imported from {import_dir}", models=models, clips=clips,
+                video_id=request.video.video_id)
 
 
 def attach_embedder(visual: dict[str, Any], model: tuple[str, Mapping[str, Any]] | None, path: Path
