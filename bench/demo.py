@@ -49,6 +49,16 @@ ROOT = Path(__file__).resolve().parents[1]
 TARGET_S = 300.0
 
 
+def fresh_workdir(workdir: Path | None, prefix: str, script: str) -> Path:
+    """The folder a timed run starts in: ``workdir`` (its results/ absent or empty), or a fresh temporary one."""
+    workdir = workdir or Path(tempfile.mkdtemp(prefix=prefix))
+    results = workdir / "results"
+    if results.is_dir() and any(results.iterdir()):
+        raise SystemExit(f"{script}: {results} is not empty; the run is timed from an empty results folder")
+    workdir.mkdir(parents=True, exist_ok=True)
+    return workdir
+
+
 def run_demo(workdir: Path, cores: int, overrides: str) -> tuple[float, float]:
     """Run the demo's Snakemake command in ``workdir``; return (wall s, CPU s of Snakemake and all its jobs)."""
     command = ["snakemake", f"-c{cores}", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir)]
@@ -100,11 +110,8 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--overrides", default="", help="Hydra overrides, as `snakemake --config overrides=...`")
     args = parser.parse_args()
-    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="senri-demo-"))
+    workdir = fresh_workdir(args.workdir, "senri-demo-", "bench/demo.py")
     results = workdir / "results"
-    if results.is_dir() and any(results.iterdir()):
-        raise SystemExit(f"bench/demo.py: {results} is not empty; the demo is timed from an empty results folder")
-    workdir.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()[0]
     wall, cpu = run_demo(workdir, args.cores, args.overrides)
     text = summarize(workdir, wall, cpu, args.cores, (load_before, os.getloadavg()[0]))

@@ -18,13 +18,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from demo import run_demo, summarize  # noqa: E402  (bench/ is a folder of scripts, not a package)
+from demo import fresh_workdir, run_demo, summarize  # noqa: E402  (bench/ is a folder of scripts, not a package)
 
 #: The README's Table 3 CPU command (README "Table 3 / Table 4").
 COMMAND = "experiment=table3_text_only builders=demo model=[smollm2]"
@@ -56,11 +55,8 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--overrides", default=COMMAND, help="the Table 3 command's Hydra overrides")
     args = parser.parse_args()
-    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="senri-table3-"))
+    workdir = fresh_workdir(args.workdir, "senri-table3-", "bench/table3_laptop.py")
     results = workdir / "results"
-    if results.is_dir() and any(results.iterdir()):
-        raise SystemExit(f"bench/table3_laptop.py: {results} is not empty; the run starts from an empty folder")
-    workdir.mkdir(parents=True, exist_ok=True)
     demo_wall, demo_cpu = run_demo(workdir, args.cores, "")
     # Only the Table 3 command's jobs count below: the demo's benchmark files are set aside first.
     bench = results / "benchmarks"

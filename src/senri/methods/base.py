@@ -145,6 +145,24 @@ class RoleModels:
         self.opened.clear()
 
 
+def caption_memory(context: RunContext) -> tuple[list[dict[str, Any]], str]:
+    """The video's caption memory as a method that reads it in place of frames gets it (the text-only variants
+    of VideoARM and SENRI-Agent): its captions without an error, in time order, as row dicts, and the name of
+    the captioner that wrote them ("unknown" where the memory config does not say). A missing or empty memory
+    is refused, naming the file."""
+    import polars as pl
+
+    from senri.records import MemoryRow, read_table
+
+    if context.memory is None:
+        raise ValueError(f"method {context.method_name!r} reads the caption memory; none was given")
+    table = read_table(context.memory, MemoryRow).filter(pl.col("error").is_null()).sort("start_s")
+    if table.is_empty():
+        raise ValueError(f"{context.memory}: the memory holds no caption")
+    captioner = str((context.memory_config or {}).get("memory", {}).get("captioner", "unknown"))
+    return list(table.iter_rows(named=True)), captioner
+
+
 @dataclass
 class MethodAnswer:
     """A method's answer to one question. ``pred`` is a letter A–D, or None when the output did not parse;

@@ -16,16 +16,22 @@ paper's Table 3 is SENRI-Agent on a vision-language model.
 
 from __future__ import annotations
 
+import bisect
 from typing import Any, Mapping
 
 from senri.backends.base import Capabilities, Part
 from senri.methods.agent import SenriAgent
-from senri.methods.base import MethodAnswer, RunContext
+from senri.methods.base import MethodAnswer, RunContext, caption_memory
 from senri.records import Question
 from senri.verify import Report
 
 #: Caption levels from the finest to the coarsest: a moment reads the finest level that covers it.
 LEVELS_FINEST_FIRST = ("ultra_fine", "fine", "coarse")
+
+
+def _finest_first(level: str) -> tuple[int, str]:
+    """Sort key of a caption level: the known levels finest first, any other after them."""
+    return (LEVELS_FINEST_FIRST.index(level) if level in LEVELS_FINEST_FIRST else len(LEVELS_FINEST_FIRST), level)
 
 
 class SenriAgentTextOnly(SenriAgent):
@@ -35,19 +41,18 @@ class SenriAgentTextOnly(SenriAgent):
     sample_unit = "moment"
 
     def __init__(self, context: RunContext) -> None:
-        import polars as pl
-
-        from senri.records import MemoryRow, read_table
-
         super().__init__(context)
-        table = read_table(context.memory, MemoryRow).filter(pl.col("error").is_null()).sort("start_s")
-        rank = {level: n for n, level in enumerate(LEVELS_FINEST_FIRST)}
-        #: (rank of the level, start, end, level, text): the caption rows a moment can read.
-        self.text_rows = [(rank.get(row["level"], len(rank)), row["start_s"], row["end_s"], row["level"], row["text"])
-                          for row in table.iter_rows(named=True) if str(row["text"] or "").strip()]
-        if not self.text_rows:
+        rows, self.captioner = caption_memory(context)
+        #: Per level, finest first: its captions with text as (start, end, text), in time order, their starts
+        #: (for bisection) and the longest period (how far back a caption covering a moment can start).
+        self.levels: list[tuple[str, list[tuple[float, float, str]], list[float], float]] = []
+        for level in sorted({row["level"] for row in rows}, key=_finest_first):
+            periods = [(row["start_s"], row["end_s"], row["text"]) for row in rows
+                       if row["level"] == level and str(row["text"] or "").strip()]
+            if periods:
+                self.levels.append((level, periods, [a for a, _, _ in periods], max(b - a for a, b, _ in periods)))
+        if not self.levels:
             raise ValueError(f"{context.memory}: the caption memory holds no text for the verifiers to read")
-        self.captioner = str((context.memory_config or {}).get("memory", {}).get("captioner", "unknown"))
 
     @classmethod
     def capability_problems(cls, method: str, spec: Mapping[str, Any], model: str,
@@ -58,13 +63,20 @@ class SenriAgentTextOnly(SenriAgent):
 
     def text_at(self, t: float) -> tuple[str, float, float, str] | None:
         """(level, start, end, text) of the finest caption whose period [start, end) holds ``t`` (the last
-        period also holds its end, so the video's last moment is covered); None when no caption covers it."""
-        covering = [row for row in self.text_rows
-                    if row[1] <= t < row[2] or (t == row[2] and row[2] >= self.duration_s)]
-        if not covering:
-            return None
-        _, start, end, level, text = min(covering, key=lambda row: (row[0], row[1]))
-        return level, start, end, text
+        period also holds its end, so the video's last moment is covered), the earliest-starting one where a
+        level's periods overlap; None when no caption covers it. Bisected: a verify asks this for every sampled
+        moment of up to 600 cells."""
+        for level, periods, starts, longest in self.levels:
+            covering = None
+            j = bisect.bisect_right(starts, t) - 1  # the last period starting at or before t
+            while j >= 0 and starts[j] >= t - longest:  # earlier ones end before t
+                start, end, text = periods[j]
+                if start <= t < end or (t == end and end >= self.duration_s):
+                    covering = (level, start, end, text)
+                j -= 1
+            if covering is not None:
+                return covering
+        return None
 
     def _cells_frames(self, wanted: list[list[float]]) -> list[tuple[list[float], list[Any]]]:
         """Per cell, its sampled moments (source seconds) and the text memory in force at each: nothing is

@@ -65,7 +65,7 @@ from senri.backends.base import (DEFAULT_MAX_TOKENS, Backend, Capabilities, Chat
 from senri.backends.budget import overflow, within_cap
 from senri.backends.transcription import SAMPLE_RATE, Transcriber, wav_bytes
 from senri.decode import encode_jpeg
-from senri.methods.base import CallTally, Method, MethodAnswer, RoleModels, RunContext
+from senri.methods.base import CallTally, Method, MethodAnswer, RoleModels, RunContext, caption_memory
 from senri.methods.videoarm_tools import (CLIP_PARSERS, SNAPPER_COUNTS, FrameClock, TextCalls,
                                           audio_segments_to_frames, clip_range, first_caption_line, is_error_like,
                                           mosaics, parse_arguments, parse_clip_reply, read_indexed_frames,
@@ -842,18 +842,9 @@ class VideoARMTextOnly(VideoARM):
     tool_list_role = "text_tool_list"
 
     def __init__(self, context: RunContext) -> None:
-        import polars as pl
-
-        from senri.records import MemoryRow, read_table
-
         super().__init__(context)
-        if context.memory is None:
-            raise ValueError(f"method {context.method_name!r} reads the caption memory; none was given")
-        table = read_table(context.memory, MemoryRow).filter(pl.col("error").is_null()).sort("start_s")
-        self.captions = [(row["start_s"], row["end_s"], row["text"]) for row in table.iter_rows(named=True)]
-        if not self.captions:
-            raise ValueError(f"{context.memory}: the memory holds no caption")
-        self.captioner = str((context.memory_config or {}).get("memory", {}).get("captioner", "unknown"))
+        rows, self.captioner = caption_memory(context)
+        self.captions = [(row["start_s"], row["end_s"], row["text"]) for row in rows]
 
     def memory_text(self, ranges: list[tuple[int, int]]) -> str:
         """The captions of every memory period that overlaps one of the frame ranges, once each, in time order,
