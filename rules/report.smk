@@ -48,11 +48,14 @@ rule report:
         videos="results/videos.parquet",
     output:
         html=report("results/report.html", caption="../workflow/report/report.rst", category="Report"),
+        # The same page beside the question browser, so that copying results/report/ keeps every link.
+        page="results/report/index.html",
         tables=report(directory("results/report/tables"), patterns=["{name}.csv"],
                       caption="../workflow/report/tables.rst", category="Tables"),
         # Named inside the tables folder so that a run without them fails (the run-health table, issue 24).
         run_health=multiext("results/report/tables/run_health", ".parquet", ".csv", ".md"),
         chance=multiext("results/report/tables/chance", ".parquet", ".csv", ".md"),
+        stores=multiext("results/report/tables/stores", ".parquet", ".csv", ".md"),
         figures=report(directory("results/report/figures"), patterns=["{name}.png"],
                        caption="../workflow/report/figures.rst", category="Figures"),
         questions=report(directory("results/report/questions"), htmlindex="index.html",

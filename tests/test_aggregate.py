@@ -161,7 +161,7 @@ def test_the_memory_captioner_is_part_of_a_runs_identity(tmp_path):
 
 def test_run_health_sums_each_runs_prediction_columns_and_counts_its_failed_questions(tmp_path):
     from senri.aggregate import RUN_HEALTH_COLUMNS, load_predictions, run_health_table, score
-    from senri.records import BEHAVIOUR_COUNTS, HEALTH_COUNTS
+    from senri.records import BEHAVIOUR_COUNTS, HEALTH_COUNTS, STORE_COUNTS
 
     questions = _questions({"L": 2, "RR": 2, "OC": 2, "NP": 2, "RER": 2, "TER": 2}, n_videos=2)
     agent = _predictions(questions, "senri_agent", "x", {"L": 2, "RR": 2, "OC": 1}, parse_fail={"NP-0"},
@@ -177,13 +177,17 @@ def test_run_health_sums_each_runs_prediction_columns_and_counts_its_failed_ques
                  "rejected_tool_calls": 3, "truncated_replies": 1, "black_frames": 4},
         "TER-1": {"truncated_captions": 4, "failed_captions": 1, "context_trims": 1, "rounds": 1,
                   "answered_without_retrieval": 1},
-        # a store's builder losses are repeated on each question over it: two questions, 3 each
-        "OC-0": {"builder_losses": 3, "failed_search_calls": 2}, "OC-1": {"builder_losses": 3},
+        # a store's builder losses are repeated on each question over it, 3 on each of two questions, and
+        # marked as the store's (issue 39 item 6): counted once per store (video) the run read
+        "OC-0": {"builder_losses": 3, "store_builder_losses": 3, "failed_search_calls": 2},
+        "OC-1": {"builder_losses": 3, "store_builder_losses": 3},
     }
     agent = agent.with_columns(
         pl.col("qid").replace_strict({q: c.get(name, 0) for q, c in counts.items()}, default=0,
-                                     return_dtype=pl.Int64).alias(name) for name in (*HEALTH_COUNTS, *BEHAVIOUR_COUNTS)
+                                     return_dtype=pl.Int64).alias(name)
+        for name in (*HEALTH_COUNTS, *BEHAVIOUR_COUNTS, *STORE_COUNTS.values())
     ).filter(pl.col("qid") != "TER-0")  # one missing prediction
+    store_videos = agent.filter(pl.col("qid").is_in(["OC-0", "OC-1"]))["video_id"].n_unique()
     perception = _predictions(questions, "senri_agent", "x", {"L": 1}).with_columns(
         memory=pl.lit("perception"), context_trims=pl.lit(1, dtype=pl.Int64))
     predictions = pl.concat([agent, perception])
@@ -196,12 +200,36 @@ def test_run_health_sums_each_runs_prediction_columns_and_counts_its_failed_ques
     assert {k: vlm[k] for k in RUN_HEALTH_COLUMNS} == {
         "questions": 12, "correct": 5, "accuracy": 41.7, "forced_answers": 2, "forced_recovered": 1,
         "parse_failures": 1, "errors": 1, "timeouts": 3, "context_trims": 3, "truncated_captions": 4,
-        "failed_captions": 1, "builder_losses": 6, "capped_cells": 5, "cell_s_requested": 1000, "cell_s_seen": 520, "seen_share": 52.0,
+        "failed_captions": 1, "builder_losses": 3 * store_videos, "capped_cells": 5, "cell_s_requested": 1000, "cell_s_seen": 520, "seen_share": 52.0,
         "failed_memory_updates": 1, "stripped_checks": 1, "refused_checks": 2, "repeated_queries": 2,
         "failed_search_calls": 3, "unparsed_tool_calls": 1, "spent_steps": 2, "rejected_tool_calls": 3,
         "truncated_replies": 1, "black_frames": 4, "missing": 1,
         # behaviour: means over the 11 answered questions (rounds 9, searches 6, memories 9, QA calls 1), totals
         "rounds_per_q": 0.8, "searches_per_q": 0.5, "memories_per_q": 0.8, "qa_calls_per_q": 0.1, "bypasses": 2,
-        "checks": 3, "cells": 40, "frames_seen": 320, "no_retrieval": 1}
+        "checks": 3, "cells": 40, "frames_seen": 320, "tool_calls": 0, "no_retrieval": 1}
     assert (text["questions"], text["correct"], text["context_trims"], text["missing"]) == (12, 1, 12, 0)
     assert text["seen_share"] is None  # no check asked for any seconds: no share, not 0 %
+
+
+def test_a_store_s_counts_are_counted_once_per_store_not_once_per_question():
+    """Issue 39 item 6: three questions over one WorldMM store that lost 4 items, and one that also had a caption
+    of its own fail, give the run 4 builder losses and 2 failed captions (1 the store's, 1 the question's), and
+    the per-store table one row with the store's own counts."""
+    from senri.aggregate import run_health_table, score, store_health_table, with_defaults
+
+    questions = _questions({"L": 3}, n_videos=1)
+    preds = with_defaults(_predictions(questions, "worldmm", "m", {"L": 2})).with_columns(
+        memory=pl.lit("worldmm/perception"), builder_losses=pl.lit(4, pl.Int64), store_builder_losses=pl.lit(4, pl.Int64),
+        failed_captions=pl.lit(1, pl.Int64), store_failed_captions=pl.lit(1, pl.Int64))
+    preds = preds.with_columns(pl.when(pl.col("qid") == preds["qid"][0]).then(2).otherwise(1).cast(pl.Int64)
+                               .alias("failed_captions"))
+    health = run_health_table(preds, score(preds, questions)).row(0, named=True)
+    assert (health["builder_losses"], health["failed_captions"]) == (4, 2)
+    stores = store_health_table(preds)
+    assert stores.rows(named=True) == [{"memory": "worldmm/perception", "video_id": preds["video_id"][0], "runs": 1,
+                                        "questions": 3, "failed_captions": 1, "truncated_captions": 0,
+                                        "builder_losses": 4}]
+    # Files written before the store columns read them as 0: the old sum over questions.
+    old = preds.drop("store_builder_losses", "store_failed_captions", "store_truncated_captions")
+    again = run_health_table(with_defaults(old), score(preds, questions)).row(0, named=True)
+    assert again["builder_losses"] == 12

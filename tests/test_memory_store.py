@@ -30,6 +30,11 @@ from test_agent import DEFAULT_CONTROLLER, QUESTION, _rules  # noqa: E402
 GOLDEN = Path(__file__).parent / "data" / "captions_golden.json"
 #: Fields that measure this run's clock, not what the method decided.
 CLOCK_FIELDS = {"wall_s", "latency_s"}
+#: Fields added to rows and traces after the golden was written, which it cannot hold and the comparison leaves
+#: out (additions only; the requests are compared whole): the VideoARM tool-call count (0 here) and the attempts
+#: a repair replaced and the store's share of the health counts (issue 39).
+LATER_FIELDS = {"tool_calls", "rejected_attempts", "store_failed_captions", "store_truncated_captions",
+                "store_builder_losses"}
 SECOND = Question(video_id="shop", qid="shop_2", task_type="TR", direction="ES",
                   question="What did I do right after looking at the shelves?",
                   option_a="Paid", option_b="Picked up a figure", option_c="Left", option_d="Sat down", answer="B")
@@ -78,12 +83,16 @@ def _memories(out: Path) -> dict[str, Path]:
     return {"plain": plain, "health": cut}
 
 
-def _without_clock(value: Any) -> Any:
+def _without(value: Any, fields: set[str]) -> Any:
     if isinstance(value, dict):
-        return {k: _without_clock(v) for k, v in value.items() if k not in CLOCK_FIELDS}
+        return {k: _without(v, fields) for k, v in value.items() if k not in fields}
     if isinstance(value, list):
-        return [_without_clock(v) for v in value]
+        return [_without(v, fields) for v in value]
     return value
+
+
+def _without_clock(value: Any) -> Any:
+    return _without(value, CLOCK_FIELDS)
 
 
 def run_scenarios(out: Path) -> dict[str, Any]:
@@ -124,7 +133,7 @@ def test_captions_store_keeps_every_memory_method_s_requests_and_rows_unchanged(
         assert len(now[name]["calls"]) == len(golden[name]["calls"]), name
         for i, (new, old) in enumerate(zip(now[name]["calls"], golden[name]["calls"])):
             assert new == old, f"{name}: request {i} differs"
-        assert now[name]["rows"] == golden[name]["rows"], name
+        assert _without(now[name]["rows"], LATER_FIELDS) == golden[name]["rows"], name
 
 
 if __name__ == "__main__" and "--write" in sys.argv:

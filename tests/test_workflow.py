@@ -154,6 +154,44 @@ def assert_report_has_run_health_and_chance(results: Path) -> None:
     assert chance.height == main.filter(pl.col("method") != "random").height
     assert ("cannot be told apart from chance" in page) == chance["covers_zero"].any()
     assert ("make evidence" in page) == chance["covers_zero"].any()
+    # Issue 39: a memory run that mostly answered without retrieval is marked beside the main table, with its count.
+    for row in health.filter((pl.col("memory") != "none")
+                             & (pl.col("no_retrieval") * 2 > pl.col("questions"))).iter_rows(named=True):
+        assert f"answered {row['no_retrieval']} of its {row['questions']} questions without retrieving" in page, row
+        assert "‡" in page
+    # The same page beside the browser, its links inside report/ (copying report/ keeps them).
+    inside = (results / "report/index.html").read_text()
+    assert 'href="questions/index.html"' in inside and 'href="report/questions/index.html"' in page
+
+
+def recorded_calls(value) -> int:
+    """Model calls a trace records: every entry with a ``call`` name, counting the attempts a repair replaced."""
+    if isinstance(value, dict):
+        own = max(1, int(value.get("attempts") or 1)) if "call" in value else 0
+        return own + sum(recorded_calls(v) for k, v in value.items() if k != "rejected_attempts")
+    if isinstance(value, list):
+        return sum(recorded_calls(v) for v in value)
+    return 0
+
+
+def test_every_demo_call_is_in_its_trace_with_its_prompt(demo_run):
+    """Issue 39 item 2: every model call of every demo method is recorded (prompt and reply), and the question
+    page of blind_debiased shows its four orderings with their letter mapping."""
+    files = sorted((demo_run / "results/predictions").glob("*/*/*.parquet"))
+    preds = pl.concat([pl.read_parquet(f) for f in files if not f.name.endswith(".config.parquet")],
+                      how="diagonal_relaxed")
+    for row in preds.iter_rows(named=True):
+        trace = json.loads(row["trace"]) if row["trace"] else {}
+        made = row["n_llm_calls"] + row["n_vlm_calls"]
+        assert recorded_calls(trace) == made, (row["method"], row["qid"], made)
+        calls = [c for c in trace.get("calls", [])]
+        assert all(c.get("prompt") for c in calls), (row["method"], row["qid"])
+    debiased = preds.filter(pl.col("method") == "blind_debiased").row(0, named=True)
+    page = (demo_run / "results/report/questions/q" / f"{debiased['qid']}.html").read_text()
+    section = re.search(r'data-run="blind_debiased/smollm2">(.*?)</section>', page, re.S).group(1)
+    assert all(f"answer:shift{k}" in section for k in range(4)) and section.count("options shown as:") == 4
+    assert "A = option B, B = option C, C = option D, D = option A" in section  # shift 1
+    assert "how the prediction follows" in section and "score per original option" in section
 
 
 def test_a_rerun_answers_from_the_response_cache_byte_for_byte(demo_run):

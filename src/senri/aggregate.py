@@ -13,7 +13,7 @@ from typing import Iterable, Sequence
 
 import polars as pl
 
-from senri.records import BEHAVIOUR_COUNTS, HEALTH_COUNTS, LETTERS, TASK_TYPES, Prediction, Question, check_frame, schema_of
+from senri.records import BEHAVIOUR_COUNTS, HEALTH_COUNTS, LETTERS, STORE_COUNTS, TASK_TYPES, Prediction, Question, check_frame, schema_of
 
 #: Column order of the paper's main table.
 CATEGORIES: tuple[str, ...] = ("total", "es", "l", "np", "oc", "rr", "se", "rer", "ter")
@@ -168,7 +168,7 @@ RUN_HEALTH_COLUMNS: tuple[str, ...] = (
         # What the method did (BEHAVIOUR_COUNTS): per-question means of its steps, totals of the rare ones, and
         # the questions answered with nothing retrieved — a memory method that never searched shows here.
         "rounds_per_q", "searches_per_q", "memories_per_q", "qa_calls_per_q", "bypasses", "checks", "cells",
-        "frames_seen", "no_retrieval"),
+        "frames_seen", "tool_calls", "no_retrieval"),
 )
 #: Behaviour columns shown as per-question means (the rest of BEHAVIOUR_COUNTS are run totals).
 BEHAVIOUR_MEANS = {"rounds_per_q": "rounds", "searches_per_q": "searches", "memories_per_q": "memories_returned",
@@ -188,13 +188,15 @@ RUN_HEALTH_LABELS = {**RUN_LABELS, "questions": "Questions", "correct": "Correct
                      "black_frames": "Black frames",
                      "missing": "Missing", "rounds_per_q": "Rounds / q", "searches_per_q": "Searches / q",
                      "memories_per_q": "Memories / q", "qa_calls_per_q": "QA calls / q", "bypasses": "Bypasses",
-                     "checks": "Checks", "cells": "Cells", "frames_seen": "Frames seen",
+                     "checks": "Checks", "cells": "Cells", "frames_seen": "Frames seen", "tool_calls": "Tool calls",
                      "no_retrieval": "Answered without retrieval"}
 RUN_HEALTH_NOTE = ("Counts are summed from the prediction files' columns, never from logs. Parse failures, errors "
                    "and missing count questions (each counted wrong); timed-out calls and the other counts are "
-                   "events, several per question possible. Failed captions and builder losses (items a "
-                   "persistent memory's builder left out: failed, unreadable or over-limit builder calls) are "
-                   "per memory store, repeated on each question that read it. Seen % = cell seconds seen / cell "
+                   "events, several per question possible. Failed captions, truncated captions and builder losses (items a "
+                   "persistent memory's builder left out: failed, unreadable or over-limit builder calls) count "
+                   "what each memory store carries once per store the run read, plus what each question added "
+                   "itself (VideoLucy's backtracking, a retrieved caption cut at its limit); the per-store table "
+                   "lists every store's own counts. Seen % = cell seconds seen / cell "
                    "seconds requested by the checks (– when no check asked for any). Failed search calls are a "
                    "memory retriever's own model calls (fact filter, ranking, time range) that failed or came "
                    "back unreadable, so the search took its fallback. Unparsed tool calls are replies holding a "
@@ -203,7 +205,7 @@ RUN_HEALTH_NOTE = ("Counts are summed from the prediction files' columns, never 
                    "at their token limit; black frames failed to decode and were sent black. "
                    "The last columns say what the method did: "
                    "controller rounds, searches, memories returned and QA calls per answered question, time "
-                   "bypasses, checks, verifier cells and frames seen in all, and the questions answered with no "
+                   "bypasses, checks, verifier cells, frames seen and tool calls in all, and the questions answered with no "
                    "memory retrieved (a memory method that never searched, or found nothing).")
 
 
@@ -214,9 +216,19 @@ def run_health_table(predictions: pl.DataFrame, scored: pl.DataFrame, decimals: 
     BEHAVIOUR_COUNTS columns; files written before a column was added read it as 0);
     ``scored`` is :func:`score`'s grid, whose question counts include missing predictions.
     """
+    per_store = {name: column for name, column in STORE_COUNTS.items() if column in predictions.columns}
     sums = predictions.group_by(RUN_KEYS).agg(
-        *(pl.col(name).sum().cast(pl.Int64) for name in (*HEALTH_COUNTS, *BEHAVIOUR_COUNTS)),
+        *(pl.col(name).sum().cast(pl.Int64) for name in (*HEALTH_COUNTS, *BEHAVIOUR_COUNTS) if name not in per_store),
+        # A store's share once per store the run read (one per video), the questions' own part summed.
+        *((pl.col(name) - pl.col(column)).sum().cast(pl.Int64).alias(f"_own_{name}") for name, column in per_store.items()),
         answered=pl.len().cast(pl.Int64))
+    if per_store:
+        once = predictions.group_by(*RUN_KEYS, "video_id").agg(
+            pl.col(column).max().alias(f"_store_{name}") for name, column in per_store.items()
+        ).group_by(RUN_KEYS).agg(pl.col(f"_store_{name}").sum() for name in per_store)
+        sums = sums.join(once, on=RUN_KEYS, how="left").with_columns(
+            (pl.col(f"_own_{name}") + pl.col(f"_store_{name}").fill_null(0)).cast(pl.Int64).alias(name)
+            for name in per_store).drop(*(f"_{part}_{name}" for name in per_store for part in ("own", "store")))
     per_run = scored.group_by(RUN_KEYS, maintain_order=True).agg(
         questions=pl.len().cast(pl.Int64),
         correct=pl.col("correct").sum().cast(pl.Int64),
@@ -233,6 +245,29 @@ def run_health_table(predictions: pl.DataFrame, scored: pl.DataFrame, decimals: 
         seen_share=display_percent(pl.col("cell_s_seen"), pl.col("cell_s_requested"), decimals),
         no_retrieval=pl.col("answered_without_retrieval"), **means,
     ).select(*RUN_KEYS, *RUN_HEALTH_COLUMNS).sort(RUN_KEYS)
+
+
+#: The per-store table's columns after the memory and video: the counts each store carries once.
+STORE_HEALTH_COLUMNS = ("runs", "questions", "failed_captions", "truncated_captions", "builder_losses")
+STORE_HEALTH_LABELS = {"memory": "Memory", "video_id": "Video", "runs": "Runs reading it",
+                       "questions": "Questions asked of it", "failed_captions": "Failed captions",
+                       "truncated_captions": "Truncated captions", "builder_losses": "Builder losses"}
+
+
+def store_health_table(predictions: pl.DataFrame) -> pl.DataFrame:
+    """One row per memory store (memory × video) that a run read: the failed and cut captions and the builder
+    losses it carries, counted once — the run-health table's per-store share, not multiplied by questions."""
+    columns = [c for c in STORE_COUNTS.values() if c in predictions.columns]
+    reading = predictions.filter(pl.col("memory") != "none") if "memory" in predictions.columns else predictions.clear()
+    schema = {"memory": pl.String, "video_id": pl.String, **{c: pl.Int64 for c in STORE_HEALTH_COLUMNS}}
+    if reading.is_empty() or not columns:
+        return pl.DataFrame(schema=schema)
+    return reading.group_by("memory", "video_id").agg(
+        runs=pl.struct("method", "model").n_unique().cast(pl.Int64),
+        questions=pl.col("qid").n_unique().cast(pl.Int64),
+        **{name: pl.col(column).max().cast(pl.Int64) for name, column in STORE_COUNTS.items() if column in columns},
+    ).with_columns(pl.lit(0, pl.Int64).alias(n) for n in STORE_COUNTS if STORE_COUNTS[n] not in columns
+                   ).select(list(schema)).sort("memory", "video_id")
 
 
 def answer_positions(scored: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:

@@ -24,7 +24,7 @@ from senri.backends.cache import CachedBackend
 from senri.backends.served import Endpoint, serving_through
 from senri.methods import METHODS
 from senri.methods.base import Method, MethodAnswer, RunContext
-from senri.records import BEHAVIOUR_COUNTS, HEALTH_COUNTS, LETTERS, Prediction, Question, VideoInfo, from_frame, to_frame
+from senri.records import BEHAVIOUR_COUNTS, HEALTH_COUNTS, LETTERS, STORE_COUNTS, Prediction, Question, VideoInfo, from_frame, to_frame
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,7 @@ def _prediction(question: Question, context: RunContext, result: MethodAnswer | 
         caption_s=round(tally.caption_s, 6) if tally else 0.0,
         **{name: tally.health.get(name, 0) if tally else 0 for name in HEALTH_COUNTS},
         **{name: tally.behaviour.get(name, 0) if tally else 0 for name in BEHAVIOUR_COUNTS},
+        **{column: tally.store.get(name, 0) if tally else 0 for name, column in STORE_COUNTS.items()},
     )
 
 

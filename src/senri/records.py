@@ -22,6 +22,17 @@ import polars as pl
 TASK_DIRECTION: dict[str, str] = {"L": "ES", "RR": "ES", "OC": "ES", "NP": "ES", "RER": "SE", "TER": "SE"}
 TASK_TYPES: tuple[str, ...] = tuple(TASK_DIRECTION)
 DIRECTIONS: tuple[str, ...] = ("ES", "SE")
+#: What each task type and direction code means (SENRI-Bench's taxonomy), for glossaries next to tables.
+TASK_NAMES: dict[str, str] = {
+    "L": "localization: where an event happened",
+    "RR": "relation reasoning: spatial relations among entities and places at an event",
+    "OC": "object counting: distinct entities in the context of an event",
+    "NP": "navigation planning: recover or plan a route",
+    "RER": "region-conditioned event retrieval: what happened at a place",
+    "TER": "trajectory event retrieval: what happened along a route",
+}
+DIRECTION_NAMES: dict[str, str] = {"ES": "Event→Space: an event tied to a place",
+                                   "SE": "Space→Event: a place or route tied to an event"}
 LETTERS: tuple[str, ...] = ("A", "B", "C", "D")
 
 
@@ -141,7 +152,14 @@ class Prediction:
     checks: int = 0
     cells: int = 0
     frames_seen: int = 0
+    tool_calls: int = 0
     answered_without_retrieval: int = 0
+    # Per memory store (STORE_COUNTS): of the failed_captions, truncated_captions and builder_losses above, what
+    # the store the question read carries as a whole (the same on each of its questions), so that a run's
+    # table counts each store once instead of once per question.
+    store_failed_captions: int = 0
+    store_truncated_captions: int = 0
+    store_builder_losses: int = 0
 
 
 #: The run-health counts of a prediction row, in the order the run-health table prints them:
@@ -178,13 +196,22 @@ HEALTH_COUNTS: tuple[str, ...] = (
 #: ``memories_returned`` items those searches returned that the question did not hold yet; ``qa_calls`` final
 #: answer calls of a workflow with its own QA step (a text-only retry is a second one); ``bypasses`` searches a
 #: store served by a shortcut instead of its retrieval (MAGIC-Video's time bypass); ``checks`` / ``cells`` /
-#: ``frames_seen`` SENRI-Agent's visual checks, their verifier cells and the frames those looked at;
+#: ``frames_seen`` SENRI-Agent's visual checks, their verifier cells and the frames those looked at
+#: (``frames_seen`` is also the frames direct perception sends and those VideoARM's tools decoded);
+#: ``tool_calls`` an evidence seeker's tool calls (VideoARM's, rejected ones included);
 #: ``answered_without_retrieval`` 1 when the answer was given with no memory item retrieved (a memory method
 #: that answered at once, or whose searches all came back empty), else 0.
 BEHAVIOUR_COUNTS: tuple[str, ...] = (
     "rounds", "searches", "memories_returned", "qa_calls", "bypasses", "checks", "cells", "frames_seen",
-    "answered_without_retrieval",
+    "tool_calls", "answered_without_retrieval",
 )
+
+#: The run-health counts a memory store books on every question that reads it (its
+#: :meth:`~senri.memory.store.MemoryStore.question_counts`), each with the prediction column that says how much
+#: of the question's count is the store's: the report counts a store's share once per store and video.
+STORE_COUNTS: dict[str, str] = {"failed_captions": "store_failed_captions",
+                                "truncated_captions": "store_truncated_captions",
+                                "builder_losses": "store_builder_losses"}
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ STAGE_CODE: dict[str, tuple[str, ...]] = {
                       "backends/cache.py"),
     "aggregate": ("aggregate.py", "records.py"),
     "report": ("aggregate.py", "records.py", "stats.py", "report/__init__.py", "report/tables.py",
-               "report/figures.py", "report/render.py", "report/browser.py", "decode.py"),
+               "report/figures.py", "report/render.py", "report/browser.py", "report/browser_script.py", "decode.py"),
 }
 
 

@@ -55,7 +55,7 @@ from senri.backends.base import Capabilities, ChatRequest, ChatResponse, ImagePa
 from senri.backends.budget import overflow, within_cap
 from senri.memory.store import MemoryItem, MemoryStore, SearchContext, store_class
 from senri.methods.base import CallTally, Method, MethodAnswer, RoleModels, RunContext
-from senri.methods.structured import StructuredReply, ask_json, ask_json_many, request_schema
+from senri.methods.structured import StructuredReply, ask_json, ask_json_many, call_record, request_schema
 from senri.records import LETTERS, Question
 from senri.verify import (Cell, Check, Report, cap_cells, cell_times, check_cells, normalised, read_report,
                           requested_and_seen_s, source_timing, validate_checks, validation_counts, window_coverage)
@@ -325,8 +325,8 @@ class MemorySearch(Method):
             if response.error:  # the search falls back (its store's rule): a run-health count, not the question's error
                 del ep.tally.errors[booked:]
                 ep.tally.count("failed_search_calls")
-            ep.trace["calls"].append({"call": f"retrieve:{request.purpose or 'ask'}", "role": role, "model": name,
-                                      "error": response.error, "reply": response.text})
+            ep.trace["calls"].append({**call_record(request, response), "call": f"retrieve:{request.purpose or 'ask'}",
+                                      "role": role, "model": name})
             return response
 
         def fits(request: ChatRequest, role: str | None = None) -> str | None:
@@ -775,8 +775,7 @@ class MemorySearch(Method):
         run it, so no question of theirs ends without its QA call."""
         started = time.monotonic()
         ep = Episode(question)
-        for name, n in self.store.question_counts().items():
-            ep.tally.count(name, n)
+        ep.tally.book_store(self.store.question_counts())
         letter, text = None, None
         last_round = self.max_rounds + (1 if self.forced_round else 0)
         ended_by = "rounds"
@@ -874,7 +873,7 @@ class MemorySearch(Method):
         ep.tally.add(request, response)
         ep.tally.did("qa_calls")
         parsed = parse_answer(response.text, ep.question.options) if not response.error else None
-        ep.trace["calls"].append({"call": "answer", "error": response.error, "reply": response.text})
+        ep.trace["calls"].append({**call_record(request, response), "call": "answer"})
         ep.trace["proposed"] = proposed
         return (parsed.letter if parsed is not None and parsed.ok else None), response.text
 

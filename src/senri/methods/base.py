@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 from senri.backends.base import DEFAULT_MAX_TOKENS, Backend, Capabilities, ChatRequest, ChatResponse
 from senri.backends.budget import within_cap
 from senri.captioners.base import VideoMedia
-from senri.records import BEHAVIOUR_COUNTS, HEALTH_COUNTS, Question, VideoInfo
+from senri.records import BEHAVIOUR_COUNTS, HEALTH_COUNTS, STORE_COUNTS, Question, VideoInfo
 
 
 @dataclass(frozen=True)
@@ -71,12 +71,23 @@ class CallTally:
     health: dict[str, int] = field(default_factory=dict)
     #: Behaviour counts (:data:`senri.records.BEHAVIOUR_COUNTS`): what the method did, also columns of the row.
     behaviour: dict[str, int] = field(default_factory=dict)
+    #: The memory store's share of the run-health counts (:meth:`book_store`).
+    store: dict[str, int] = field(default_factory=dict)
 
     def count(self, name: str, n: int = 1) -> None:
         """Add ``n`` to one run-health count; an unknown name is a programming error, not a new column."""
         if name not in HEALTH_COUNTS:
             raise KeyError(f"unknown run-health count {name!r}; known: {', '.join(HEALTH_COUNTS)}")
         self.health[name] = self.health.get(name, 0) + int(n)
+
+    def book_store(self, counts: Mapping[str, int]) -> None:
+        """Book the counts the question's memory store carries as a whole (``question_counts``): added to the
+        run-health counts like any other, and remembered as the store's share (:data:`STORE_COUNTS`) so the
+        report counts them once per store, not once per question."""
+        for name, n in counts.items():
+            self.count(name, n)
+            if name in STORE_COUNTS:
+                self.store[name] = self.store.get(name, 0) + int(n)
 
     def did(self, name: str, n: int = 1) -> None:
         """Add ``n`` to one behaviour count (:data:`senri.records.BEHAVIOUR_COUNTS`); an unknown name raises."""

@@ -102,6 +102,9 @@ class DirectPerception(PromptedChoice):
     def visual_parts(self, question: Question) -> list[Part]:
         return [self.video_part] if self.video_part is not None else list(self.images)
 
+    def seen_frames(self) -> list[float]:
+        return [round(float(image.time_s), 3) for image in self.images if image.time_s is not None]
+
     def context_text(self, question: Question) -> str:
         duration = format_duration(self.context.video.duration_s)
         if self.video_part is not None:
@@ -109,8 +112,8 @@ class DirectPerception(PromptedChoice):
                                           timestamps=", ".join(clock(p.time_s or 0.0) for p in self.images))
         return self.prompt_set.render("direct_images", n_frames=len(self.images), duration=duration)
 
-    def _finish(self, question, responses, tally) -> MethodAnswer:
-        answer = super()._finish(question, responses, tally)
+    def _finish(self, question, requests, responses, tally) -> MethodAnswer:
+        answer = super()._finish(question, requests, responses, tally)
         answer.trace = {**(answer.trace or {}), "visual_input": "video" if self.as_video else "images",
                         "frames": len(self.images), **({"frames_missing": self.frames_missing}
                                                        if self.frames_missing else {})}

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 from senri.answers import ANSWER_SCHEMA, best_letter, cyclic_order, debiased_scores, parse_answer, question_prompt
 from senri.backends.base import ChatRequest, ChatResponse, Message, Part
 from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
-from senri.methods.structured import request_schema
+from senri.methods.structured import call_record, request_schema
 from senri.records import LETTERS, Question
 
 ANSWER_FORMATS = ("json", "text", "logprobs")
@@ -57,6 +57,11 @@ class PromptedChoice(Method):
     def context_text(self, question: Question) -> str:
         return ""
 
+    def seen_frames(self) -> list[float]:
+        """Source times of the frames every question's prompt carries (none for ``blind``): booked as
+        ``frames_seen`` and kept in the trace, where the question browser draws them on the time strip."""
+        return []
+
     # ------------------------------------------------------------------------------------------------
     def _request(self, question: Question, options: list[str], purpose: str) -> ChatRequest:
         text = question_prompt(question.question, options, self.answer_format, self.context_text(question),
@@ -86,9 +91,15 @@ class PromptedChoice(Method):
         shifts = range(len(LETTERS)) if self.debias else range(1)
         return [self._request(question, [options[i] for i in cyclic_order(k)], f"answer:shift{k}") for k in shifts]
 
-    def _finish(self, question: Question, responses: Sequence[ChatResponse], tally: CallTally) -> MethodAnswer:
+    def _finish(self, question: Question, requests: Sequence[ChatRequest], responses: Sequence[ChatResponse],
+                tally: CallTally) -> MethodAnswer:
         options = list(question.options)
-        trace: dict[str, Any] = {"answer_format": self.answer_format}
+        trace: dict[str, Any] = {"answer_format": self.answer_format,
+                                 "calls": [call_record(q, r) for q, r in zip(requests, responses)]}
+        frames = self.seen_frames()
+        if frames:
+            trace["frames_s"] = frames
+            tally.did("frames_seen", len(frames))
         if self.answer_format != self.requested_format:
             trace["format_fallback"] = f"{self.requested_format} → {self.answer_format} (backend capability)"
         if any(r.error for r in responses):
@@ -100,7 +111,15 @@ class PromptedChoice(Method):
         per_shift = {k: r.letter_logprobs or {} for k, r in enumerate(responses)}
         scores = debiased_scores(per_shift)
         letter = best_letter(scores)
-        trace.update({"debias": self.debias, "letter_logprobs": per_shift, "scores": scores})
+        for k, call in enumerate(trace["calls"]):
+            # What each shown letter stood for under this ordering: the browser labels every score by the
+            # original option, so the four calls' letters read as one vote.
+            call["shown_as"] = {LETTERS[position]: LETTERS[original] for position, original in enumerate(cyclic_order(k))}
+        trace.update({"debias": self.debias, "letter_logprobs": per_shift, "scores": scores,
+                      "scores_by_letter": dict(zip(LETTERS, scores)),
+                      "rule": ("the arg-max of each original option's log-probabilities summed over the orderings it "
+                               "was shown in" if self.debias else "the arg-max of the four letters' log-probabilities")
+                      + "; none on a tie or when no letter was scored"})
         return MethodAnswer(letter, responses[0].text, letter is not None, tally, trace)
 
     def answer(self, question: Question) -> MethodAnswer:
@@ -117,5 +136,5 @@ class PromptedChoice(Method):
             start += len(requests)
             tally = CallTally()
             tally.add_all(requests, mine)
-            answers.append(self._finish(question, mine, tally))
+            answers.append(self._finish(question, requests, mine, tally))
         return answers

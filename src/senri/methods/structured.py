@@ -40,6 +40,9 @@ class StructuredReply:
     completion_tokens: int = 0
     seconds: float = 0.0
     prompt: str = ""
+    #: The attempts sent back for repair, in order: each reply (cut to :data:`TRACE_REPLY_CHARS`) and why it was
+    #: rejected, with the repair turn that followed — a repaired call's record shows every call it counted.
+    rejected: list[dict[str, str]] = field(default_factory=list)
 
     def record(self, purpose: str) -> dict[str, Any]:
         """The trace entry of this call."""
@@ -50,6 +53,8 @@ class StructuredReply:
             entry["reasoning"] = self.reasoning
         if self.context_trim:
             entry["context_trim"] = self.context_trim
+        if self.rejected:
+            entry["rejected_attempts"] = self.rejected
         if self.value is None:
             entry["failure"] = self.error or "malformed"
             entry["raw"] = self.text[:500]
@@ -60,6 +65,8 @@ class StructuredReply:
 #: every call (kilobytes per call, tens of calls per question); the head (instructions, question) and the tail
 #: (the latest memories, the reply form) say what the call asked, and the cut says how much was left out.
 TRACE_PROMPT_CHARS = 6000
+#: Characters of a rejected attempt's reply kept in the trace (the reply that was sent back for repair).
+TRACE_REPLY_CHARS = 2000
 
 
 def trace_prompt(request: ChatRequest, limit: int = TRACE_PROMPT_CHARS) -> str:
@@ -75,6 +82,27 @@ def trace_prompt(request: ChatRequest, limit: int = TRACE_PROMPT_CHARS) -> str:
         return text
     head, tail = text[: limit * 2 // 3], text[len(text) - limit // 3:]
     return f"{head}\n… [{len(text) - len(head) - len(tail):,} characters left out] …\n{tail}"
+
+
+def call_record(request: ChatRequest, response: ChatResponse) -> dict[str, Any]:
+    """The trace entry of one unstructured call (an answer, a controller turn, a retriever call), in the form
+    :meth:`StructuredReply.record` gives structured ones: the prompt it was sent (images as markers), the reply,
+    its reasoning, letter log-probabilities, cost and failure, so the question browser shows every call of
+    every method. ``transport_attempts``: the backend's own resends of the request (not repairs)."""
+    entry: dict[str, Any] = {"call": request.purpose or "answer", "attempts": 1,
+                             "reply": response.text, "prompt_tokens": response.prompt_tokens,
+                             "completion_tokens": response.completion_tokens, "seconds": round(response.latency_s, 3),
+                             "prompt": trace_prompt(request)}
+    _, reasoning = split_reasoning(response.text or "")
+    if reasoning:
+        entry["reasoning"] = reasoning
+    if response.letter_logprobs is not None:
+        entry["letter_logprobs"] = response.letter_logprobs
+    if response.attempts > 1:
+        entry["transport_attempts"] = response.attempts
+    if response.error:
+        entry["failure"] = response.error
+    return entry
 
 
 #: Extra readers of a reply's objects, tried after JSON (VideoLucy's released parser also takes Python literals).
@@ -160,6 +188,8 @@ def ask_json_many(method: Method, requests: list[ChatRequest], validate: Validat
                 continue
             reply.error = "malformed JSON after repair" if reply.attempts > 1 else "malformed JSON"
             if reply.attempts <= retries:
+                reply.rejected.append({"reply": reply.text[:TRACE_REPLY_CHARS], "failure": reply.error,
+                                       "repair_prompt": repair})
                 messages = request.messages + (Message.text("assistant", body), Message.text("user", repair))
                 repairs.append((i, replace(request, messages=messages, purpose=f"{requests[i].purpose}:repair")))
         pending = repairs

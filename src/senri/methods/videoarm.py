@@ -66,6 +66,7 @@ from senri.backends.budget import overflow, within_cap
 from senri.backends.transcription import SAMPLE_RATE, Transcriber, wav_bytes
 from senri.decode import encode_jpeg
 from senri.methods.base import CallTally, Method, MethodAnswer, RoleModels, RunContext, caption_memory
+from senri.methods.structured import call_record
 from senri.methods.videoarm_tools import (CLIP_PARSERS, SNAPPER_COUNTS, FrameClock, TextCalls,
                                           audio_segments_to_frames, clip_range, first_caption_line, is_error_like,
                                           mosaics, parse_arguments, parse_clip_reply, read_indexed_frames,
@@ -127,9 +128,13 @@ class Episode:
     black_frames: int = 0
     #: A3 shown from now on: an audio_transcriber call found no audio (``no_audio_note: after_failed_call``).
     audio_failed: bool = False
+    #: Every model call of the question in order (controller steps, captions, clip analyses), with its prompt and
+    #: reply: the trace's ``calls``, which the question browser shows.
+    calls: list[dict[str, Any]] = field(default_factory=list)
 
     def book(self, role: str, request: ChatRequest, response: ChatResponse) -> None:
         self.tally.add(request, response)
+        self.calls.append({**call_record(request, response), "role": role})
         entry = self.tokens.setdefault(role, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "images": 0})
         entry["calls"] += 1
         entry["prompt_tokens"] += response.prompt_tokens
@@ -551,6 +556,8 @@ class VideoARM(Method):
         by_tool: dict[str, int] = {}
         for entry in episode.tool_log:
             by_tool[entry["tool_name"]] = by_tool.get(entry["tool_name"], 0) + 1
+        episode.tally.did("tool_calls", len(episode.tool_log))
+        episode.tally.did("frames_seen", episode.frames_decoded)
         trace = {
             "interface": self.interface,
             "models": {"controller": self.context.model_name,
@@ -562,6 +569,7 @@ class VideoARM(Method):
                            **({"audio_transcriber_unavailable": self.audio_note} if self.audio_note else {})},
             "steps": episode.steps,
             "tool_calls_log": episode.tool_log,
+            "calls": episode.calls,
             "tool_statistics": {"total_calls": len(episode.tool_log), "by_tool": by_tool,
                                 "iterations_used": sum(isinstance(s["iteration"], int) for s in episode.steps)},
             "hm3": episode.hm3,

@@ -551,6 +551,9 @@ class VideoLucy(Method):
                                  "failed_captions": [caption_label(r) for r in self.coarse if not described(r)],
                                  "truncated_captions": [caption_label(r) for r in self.coarse
                                                         if caption_health([r])[0]]}
+        # The coarse memory's failed and cut captions are the video's memory, the same on every question: the
+        # store's share (counted once per video in the report); those of this question's backtracking are its own.
+        coarse = {"failed_captions": len(trace["failed_captions"]), "truncated_captions": len(trace["truncated_captions"])}
         reply: StructuredReply | None = None
         memory = [Entry(row) for row in self.coarse]
         if self.full_coarse_first:
@@ -559,8 +562,9 @@ class VideoLucy(Method):
         if not self._confident(reply):
             memory, trace["sparse_init"] = self._initial_memory(question, tally, trace)
             reply = self._loop(question, memory, tally, trace)
-        tally.count("failed_captions", len(trace["failed_captions"]))
-        tally.count("truncated_captions", len(trace["truncated_captions"]))
+        tally.book_store(coarse)
+        for name, n in coarse.items():
+            tally.count(name, len(trace[name]) - n)
         spent = self.service.stats.since(before)
         tally.add_captions(spent.calls, spent.reused, spent.prompt_tokens, spent.completion_tokens, spent.seconds,
                            self.service.captioner.is_vlm)

@@ -43,6 +43,7 @@ from senri.memory.store import MemoryItem
 from senri.memory.worldmm.common import FILTER_SKIP_NOTE, is_time_range
 from senri.methods.agent import Episode, MemorySearch, _hit
 from senri.methods.base import MethodAnswer, RunContext
+from senri.methods.structured import call_record
 from senri.records import LETTERS, Question
 
 #: What a controller request shows for a round whose retrieved content was left out to fit the model's context.
@@ -289,8 +290,7 @@ class WorldMMWorkflow(MemorySearch):
     def answer(self, question: Question) -> MethodAnswer:
         started = time.monotonic()
         ep = Episode(question)
-        for name, n in self.store.question_counts().items():
-            ep.tally.count(name, n)
+        ep.tally.book_store(self.store.question_counts())
         history: list[dict[str, Any]] = []
         context: list[list[Part]] = []
         round_no = errors = 0
@@ -300,9 +300,7 @@ class WorldMMWorkflow(MemorySearch):
             response = self.chat_many([request])[0]
             ep.tally.add(request, response)
             ep.tally.did("rounds")
-            ep.trace["calls"].append({"call": "control", "error": response.error, "reply": response.text,
-                                      "prompt_tokens": response.prompt_tokens,
-                                      "completion_tokens": response.completion_tokens})
+            ep.trace["calls"].append({**call_record(request, response), "call": "control"})
             step: dict[str, Any] = {"round": round_no}
             ep.trace["rounds"].append(step)
             if response.error:
@@ -340,8 +338,7 @@ class WorldMMWorkflow(MemorySearch):
         ep.tally.add(request, response)
         ep.tally.did("qa_calls")
         ep.tally.did("answered_without_retrieval", int(not ep.retrieved))
-        ep.trace["calls"].append({"call": "answer", "error": response.error, "reply": response.text,
-                                  "images": request.n_images()})
+        ep.trace["calls"].append({**call_record(request, response), "call": "answer", "images": request.n_images()})
         parsed = parse_answer(response.text, question.options) if not response.error else None
         letter = parsed.letter if parsed is not None and parsed.ok else None
         ep.trace.update(n_rounds=round_no, errors=errors, actions=[r["action"] for r in ep.trace["rounds"]],

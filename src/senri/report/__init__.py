@@ -18,11 +18,11 @@ import polars as pl
 import yaml
 
 from senri.aggregate import (CATEGORY_LABELS, FAILURE_COLUMNS, FAILURE_LABELS, FAILURE_NOTE, RUN_HEALTH_COLUMNS,
-                             RUN_HEALTH_LABELS, RUN_HEALTH_NOTE, RUN_KEYS, answer_positions, load_predictions, main_table, mark_failures,
-                             per_video_table, run_health_table, score, to_markdown)
+                             RUN_HEALTH_LABELS, RUN_HEALTH_NOTE, RUN_KEYS, STORE_HEALTH_LABELS, answer_positions, load_predictions, main_table, mark_failures,
+                             per_video_table, run_health_table, score, store_health_table, to_markdown)
 from senri.config import sidecar_path
 from senri.report import figures
-from senri.report.browser import build_browser, discordant_html
+from senri.report.browser import build_browser, discordant_html, run_labels
 from senri.report.render import figure_html, page, table_html
 from senri.report.tables import APPROACH_LABELS, ReportTables, ablation_variants, build_tables
 
@@ -120,7 +120,7 @@ RUN_HEALTH_HTML_PARTS: tuple[tuple[str, ...], ...] = (
      "failed_memory_updates", "stripped_checks", "refused_checks", "repeated_queries", "failed_search_calls"),
     ("unparsed_tool_calls", "spent_steps", "rejected_tool_calls", "truncated_replies", "black_frames"),
     ("rounds_per_q", "searches_per_q", "memories_per_q", "qa_calls_per_q", "bypasses", "checks", "cells",
-     "frames_seen", "no_retrieval"),
+     "frames_seen", "tool_calls", "no_retrieval"),
 )
 assert sorted(c for part in RUN_HEALTH_HTML_PARTS for c in part) == sorted(RUN_HEALTH_COLUMNS)
 
@@ -152,6 +152,55 @@ def stats_display(stats: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema)
 
 
+#: What the per-store table counts.
+STORES_NOTE = ("One row per memory store (memory system and captioner × video) a run read: its failed captions, "
+               "captions kept although cut at their token limit, and builder losses, each counted once however many "
+               "questions and runs read it. The run-health table adds each store once per run that read it.")
+
+
+#: A memory run is marked in the main table when more than this share of its answered questions retrieved
+#: no memory item: its accuracy then says little about its memory.
+NO_RETRIEVAL_SHARE = 0.5
+NO_RETRIEVAL_MARK = " ‡"
+
+
+def no_retrieval_runs(run_health: pl.DataFrame) -> pl.DataFrame:
+    """The memory runs (memory other than ``none``) that answered most of their questions without retrieving
+    anything: run keys, questions and the count."""
+    return run_health.filter((pl.col("memory") != "none")
+                             & (pl.col("no_retrieval") > NO_RETRIEVAL_SHARE * pl.col("questions"))
+                             ).select(*RUN_KEYS, "questions", "no_retrieval")
+
+
+def mark_no_retrieval(table: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
+    """Append ‡ to the method of each run in ``runs`` (:func:`no_retrieval_runs`)."""
+    if runs.is_empty():
+        return table
+    marked = runs.select(*RUN_KEYS).with_columns(pl.lit(True).alias("_marked"))
+    return (table.join(marked, on=RUN_KEYS, how="left", maintain_order="left")
+            .with_columns(pl.when(pl.col("_marked")).then(pl.col("method") + NO_RETRIEVAL_MARK)
+                          .otherwise(pl.col("method")).alias("method")).drop("_marked"))
+
+
+def no_retrieval_sentences(runs: pl.DataFrame) -> list[str]:
+    return [f"{r['method']}/{r['model']} ({r['memory']}) answered {r['no_retrieval']} of its {r['questions']} "
+            "questions without retrieving any memory item: its accuracy says little about its memory."
+            for r in runs.iter_rows(named=True)]
+
+
+def no_retrieval_html(runs: pl.DataFrame, browser: str, labels: Mapping[tuple[str, str, str], str]) -> str:
+    """The ‡ sentences under the main table, each linking to the run's questions without retrieval in the
+    question browser (``labels``: :func:`senri.report.browser.run_labels`)."""
+    if runs.is_empty():
+        return ""
+    lines = "".join(
+        f'<p class="note no-retrieval">‡ {html.escape(sentence)} <a href="{browser}index.html?run='
+        f'{html.escape(labels[(r["method"], r["model"], r["memory"])], quote=True)}&amp;flag=no-retrieval">'
+        "Those questions</a>.</p>"
+        for sentence, r in zip(no_retrieval_sentences(runs), runs.iter_rows(named=True)))
+    return f'<div class="no-retrieval">{lines}</div>'
+
+
 def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame, out: str | Path,
                  config: Mapping[str, Any], seed: int, decimals: int = 1,
                  needles: pl.DataFrame | None = None, videos: pl.DataFrame | None = None) -> Path:
@@ -162,21 +211,22 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
     tables_dir.mkdir(parents=True, exist_ok=True)
     predictions = load_predictions(prediction_paths)
     scored = score(predictions, questions)
-    browser = build_browser(scored, predictions, questions, videos, out / "report" / "questions",
-                            report_href="../../report.html")
-    browser_href = browser.relative_to(out).as_posix()
+    build_browser(scored, predictions, questions, videos, out / "report" / "questions", report_href="../index.html")
     main = main_table(scored, decimals)
     run_health = run_health_table(predictions, scored, decimals)
+    stores = store_health_table(predictions)
     per_video = per_video_table(scored, decimals)
     positions = answer_positions(scored, questions)
     runs = run_metadata(prediction_paths)
     report: ReportTables = build_tables(scored, main, runs, config, seed, decimals)
 
-    flagged_main = mark_failures(report.main)
     flagged_pairs = mark_failures(report.pairs, "label")
     flagged_ablations = mark_failures(report.ablations, "variant")
     flagged_no_visual = mark_failures(report.no_visual, "setting")
-    _write_table(report.main, tables_dir, "main", _markdown_grouped(flagged_main, "approach", decimals))
+    no_retrieval = no_retrieval_runs(run_health)
+    _write_table(report.main, tables_dir, "main",
+                 _markdown_grouped(mark_failures(mark_no_retrieval(report.main, no_retrieval)), "approach", decimals)
+                 + "".join(f"\n‡ {sentence}\n" for sentence in no_retrieval_sentences(no_retrieval)))
     _write_table(report.pairs, tables_dir, "pairs", to_markdown(flagged_pairs, HEADERS, decimals))
     _write_table(report.ablations, tables_dir, "ablations", to_markdown(flagged_ablations, HEADERS, decimals))
     _write_table(report.no_visual, tables_dir, "no_visual_input", to_markdown(flagged_no_visual, HEADERS, decimals))
@@ -184,6 +234,7 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
     _write_table(run_health, tables_dir, "run_health",
                  to_markdown(run_health, RUN_HEALTH_LABELS, decimals) + "\n" + RUN_HEALTH_NOTE + "\n")
     _write_table(report.chance, tables_dir, "chance", chance_markdown(report.chance, decimals))
+    _write_table(stores, tables_dir, "stores", to_markdown(stores, STORE_HEALTH_LABELS, decimals) + "\n" + STORES_NOTE + "\n")
 
     pair_specs = [(p.get("group") or f"{p['baseline']} → {p['treatment']}", p["baseline"], p["treatment"])
                   for p in config.get("pairs") or []]
@@ -205,16 +256,24 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
     stats_note = (f"Δ = treatment − baseline in points, from the displayed accuracies; 95% paired bootstrap CI "
                   f"({resamples:,} resamples of questions within videos, seed {seed}); exact McNemar p on the "
                   f"discordant questions.")
-    discordant = "".join(discordant_html(scored, p["baseline"], p["treatment"], "report/questions/")
-                         for p in report.stats.select("baseline", "treatment").unique(maintain_order=True)
-                         .iter_rows(named=True))
-    sections = [
-        ("Questions", f'<p><a href="{browser_href}">Question browser</a>: every run\'s answer to every question, '
-                      "with its trace, the model calls and a time strip of where the method looked.</p>"),
-        ("Main results (Table 2 layout)", table_html(flagged_main.with_columns(
+    pairs = report.stats.select("baseline", "treatment").unique(maintain_order=True).rows()
+    shown_main = mark_failures(mark_no_retrieval(report.main, no_retrieval))
+
+    def sections(base: str) -> list[tuple[str, str]]:
+        """The page's sections, its links relative to ``base`` (the folder of ``questions/``)."""
+        discordant = "".join(discordant_html(scored, a, t, f"{base}questions/") for a, t in pairs)
+        return [
+        ("Questions", f'<p><a href="{base}questions/index.html">Question browser</a>: every run\'s answer to every '
+                      "question, with its trace, the model calls and a time strip of where the method looked; "
+                      f'<a href="{base}questions/grid.html">the question × run grid</a>: which runs got which '
+                      "question right.</p>"),
+        ("Main results (Table 2 layout)", table_html(shown_main.with_columns(
             pl.col("approach").replace(APPROACH_LABELS)), HEADERS, group_by="approach", decimals=decimals)
-         + chance_html(report.chance, decimals)),
-        ("Run health", run_health_html(run_health, decimals)),
+         + no_retrieval_html(no_retrieval, f"{base}questions/", run_labels(scored)) + chance_html(report.chance, decimals)),
+        ("Run health", run_health_html(run_health, decimals)
+         + "<h3>Memory stores</h3>" + (table_html(stores, STORE_HEALTH_LABELS, decimals=decimals) if stores.height
+                                       else '<p class="note">No run of this run set read a memory store.</p>')
+         + f'<p class="note">{html.escape(STORES_NOTE)}</p>'),
         ("Paired comparisons (Table 3 layout)", table_html(flagged_pairs, HEADERS, group_by="group", decimals=decimals)
          + f'<p class="note">{html.escape(stats_note)}</p>'
          + (f"<p>Discordant questions (won: the treatment right and the baseline wrong; lost: the reverse):</p>"
@@ -239,16 +298,18 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
         ("Per video", table_html(mark_failures(per_video), HEADERS, decimals=decimals)),
         ("Paired statistics", table_html(stats_display(report.stats), STATS_HEADERS, group_by="comparison",
                                          decimals=decimals) + f'<p class="note">{html.escape(stats_note)}</p>'),
-    ]
-    if report.skipped:
-        sections.append(("Not shown", "<ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in report.skipped)
-                         + "</ul>"))
+        ] + ([("Not shown", "<ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in report.skipped) + "</ul>")]
+             if report.skipped else [])
+
     footer = html.escape(f"{FAILURE_NOTE} Failure columns: {', '.join(FAILURE_LABELS[c] for c in FAILURE_COLUMNS)} "
                          f"(timeouts are counted among errors too).")
+    # The page twice: report/index.html beside the browser (copying report/ keeps every link) and report.html,
+    # the one a run has always named, with its links into report/.
+    for path, base in ((out / "report" / "index.html", ""), (out / "report.html", "report/")):
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(page("senri report", sections(base), footer))
+        tmp.replace(path)
     report_path = out / "report.html"
-    tmp = report_path.with_name(".report.html.tmp")
-    tmp.write_text(page("senri report", sections, footer))
-    tmp.replace(report_path)
     log.info("report: %d run(s), %d comparison(s), %d skipped; wrote %s", main.height,
              report.stats["comparison"].n_unique() if report.stats.height else 0, len(report.skipped), report_path)
     return report_path
