@@ -23,7 +23,7 @@ import pytest
 
 from conftest import JsonHandler, set_display_rotation
 from senri.anonymize.stage import AnonymizeConfig, anonymize_video
-from senri.backends.base import ChatRequest, Message
+from senri.backends.base import ChatRequest, ChatResponse, Message
 from senri.backends.openai import OpenAIBackend
 from senri.cli import main
 from senri.media import MediaError
@@ -396,6 +396,8 @@ class FaultHandler(JsonHandler):
         if mode == "usage_lots":
             return self._send(200, {"choices": [{"message": {"content": '{"answer": "A"}'}}],
                                     "usage": {"prompt_tokens": "lots"}})
+        if mode == "trickle_once" and FaultHandler.calls[mode] % 2 == 1:
+            mode = "trickle"  # the first attempt of each pair runs out of time, its retry is answered
         if mode == "trickle":  # headers at once, then one byte every 0.5 s: never done within timeout_s
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -446,6 +448,23 @@ FAULTS = {
     "choices_nope": ("malformed response body", 1, 2.0, True),
     "usage_lots": ("malformed response body", 1, 2.0, True),
 }
+
+
+def test_a_timed_out_attempt_is_counted_even_when_its_retry_succeeds(fault_server, monkeypatch):
+    """Issue 39 item 6: ``timeouts`` counts every attempt that ran out of time where it happened (the client's
+    deadline), not only requests whose last attempt failed with "timed out"."""
+    from senri.methods.base import CallTally
+
+    monkeypatch.setenv("SENRI_FAULT_KEY", KEY)
+    FaultHandler.calls["trickle_once"] = 0
+    request = _ask("question for trickle_once")
+    response = _backend(fault_server, "trickle_once").complete_many([request])[0]
+    assert response.error is None and response.text == '{"answer": "B"}'
+    assert (response.attempts, response.timed_out_attempts) == (2, 1)
+    tally = CallTally()
+    tally.add(request, response)
+    assert tally.health["timeouts"] == 1 and tally.errors == []
+    assert '"timed_out_attempts": 1' in response.to_json() and "timed_out_attempts" not in ChatResponse("x").to_json()
 
 
 @pytest.mark.parametrize("mode", list(FAULTS))

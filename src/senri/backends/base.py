@@ -174,6 +174,10 @@ class ChatResponse:
     #: the model wrote them, JSON text not yet parsed); None when the request offered no tools.
     tool_calls: list[dict[str, str]] | None = None
     finish_reason: str | None = None
+    #: Attempts of this request that ran out of time (``timeout_s``), a later successful one included: the
+    #: ``timeouts`` run-health count, booked where the timeout happened (an HTTP client's deadline). In-process
+    #: engines have no per-request deadline, so theirs stays 0.
+    timed_out_attempts: int = 0
 
     @property
     def truncated(self) -> bool:
@@ -185,6 +189,7 @@ class ChatResponse:
             "latency_s": self.latency_s, "letter_logprobs": self.letter_logprobs, "attempts": self.attempts,
             **({"tool_calls": self.tool_calls} if self.tool_calls is not None else {}),
             "finish_reason": self.finish_reason,
+            **({"timed_out_attempts": self.timed_out_attempts} if self.timed_out_attempts else {}),
         }, sort_keys=True)
 
     @classmethod

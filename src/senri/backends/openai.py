@@ -149,12 +149,14 @@ class OpenAIBackend(Backend):
         body = self.request_body(request)
         started = time.perf_counter()
         last_error = "no attempt made"
+        timed_out = 0
         for attempt in range(self.max_retries + 1):
             delay: float | None = None
             async with semaphore:
                 try:
                     response = await self._attempt(client, body)
                 except asyncio.TimeoutError:
+                    timed_out += 1
                     last_error = f"timed out: no complete response within timeout_s={self.timeout_s:g} s"
                     delay = backoff_delay(attempt, self.backoff_base_s, self.backoff_cap_s, self._rng)
                 except RETRY_EXCEPTIONS as exc:
@@ -169,13 +171,15 @@ class OpenAIBackend(Backend):
                             delay = backoff_delay(attempt, self.backoff_base_s, self.backoff_cap_s, self._rng)
                         else:
                             # A malformed body is this call's error (parse_chat_response never raises on it).
-                            return self._scrubbed(parse_chat_response(payload, request, time.perf_counter() - started,
-                                                                      attempts=attempt + 1)), True
+                            parsed = parse_chat_response(payload, request, time.perf_counter() - started,
+                                                         attempts=attempt + 1)
+                            parsed.timed_out_attempts = timed_out
+                            return self._scrubbed(parsed), True
                     else:
                         last_error, delay = status_failure(response, attempt, self.backoff_base_s,
                                                            self.backoff_cap_s, self._rng)
                         if delay is None:
-                            return self._failure(last_error, started, attempt), True
+                            return self._failure(last_error, started, attempt, timed_out), True
             if attempt < self.max_retries and delay is not None:
                 log.warning("%s: attempt %d failed (%s); retrying in %.2f s", request.purpose or "request",
                             attempt + 1, scrub(last_error), delay)
@@ -183,11 +187,11 @@ class OpenAIBackend(Backend):
         if self.raise_on_transport:
             raise EngineUnavailable(f"{self.base_url}: {request.purpose or 'request'} failed after "
                                     f"{self.max_retries + 1} attempt(s): {scrub(last_error)}")
-        return self._failure(last_error, started, attempt), False
+        return self._failure(last_error, started, attempt, timed_out), False
 
-    def _failure(self, error: str, started: float, attempt: int) -> ChatResponse:
+    def _failure(self, error: str, started: float, attempt: int, timed_out: int = 0) -> ChatResponse:
         return self._scrubbed(ChatResponse(text="", latency_s=time.perf_counter() - started, error=error,
-                                           attempts=attempt + 1))
+                                           attempts=attempt + 1, timed_out_attempts=timed_out))
 
     @staticmethod
     def _scrubbed(response: ChatResponse) -> ChatResponse:

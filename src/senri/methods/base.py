@@ -114,10 +114,13 @@ class CallTally:
         self.prompt_tokens += response.prompt_tokens
         self.completion_tokens += response.completion_tokens
         self.latency_s += response.latency_s
+        # Every attempt that ran out of time, as the backend counted them (a retry that then succeeded included);
+        # a response without the count (a backend without its own deadline, an older cache) by its error's words.
+        timed_out = response.timed_out_attempts or int(bool(response.error) and is_timeout(response.error or ""))
+        if timed_out:
+            self.count("timeouts", timed_out)
         if response.error:
             self.errors.append(f"{request.purpose or 'call'}: {response.error}")
-            if is_timeout(response.error):
-                self.count("timeouts")
 
     def add_all(self, requests: Sequence[ChatRequest], responses: Sequence[ChatResponse]) -> None:
         for request, response in zip(requests, responses):

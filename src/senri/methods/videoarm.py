@@ -520,8 +520,8 @@ class VideoARM(Method):
             episode.tally.count("truncated_replies")
 
     def _forced_answer(self, episode: Episode) -> Steps[str]:
-        """A-L4: the last step's view plus the forced-answer instruction (A4), no tools."""
-        episode.tally.count("forced_answers")
+        """A-L4: the last step's view plus the forced-answer instruction (A4), no tools. ``forced_answers`` counts
+        it only when it gives an answer (:meth:`_finish`), as every other method counts its forced answers."""
         trims: list[str] = []
 
         def build(view: Episode) -> ChatRequest:
@@ -556,6 +556,8 @@ class VideoARM(Method):
         by_tool: dict[str, int] = {}
         for entry in episode.tool_log:
             by_tool[entry["tool_name"]] = by_tool.get(entry["tool_name"], 0) + 1
+        if forced and parsed is not None and parsed.ok:
+            episode.tally.count("forced_answers")
         episode.tally.did("tool_calls", len(episode.tool_log))
         episode.tally.did("frames_seen", episode.frames_decoded)
         trace = {
