@@ -155,6 +155,17 @@ def test_the_list_has_one_row_per_prediction_and_the_report_links_it(run, tmp_pa
     page = (run / "results/report.html").read_text()
     assert 'href="report/questions/index.html"' in page and 'href="report/questions/grid.html"' in page
     assert 'href="questions/index.html"' in (run / "results/report/index.html").read_text()
+    # The per-run line counts what the prediction files hold (no retrieval: memory runs only).
+    page = dom(index_url(run), tmp_path)
+    for label, cells in re.findall(r'<tr data-run="([^"]+)">(.*?)</tr>', page, re.S):
+        method = label.split("/")[0]
+        mine = preds.filter(pl.col("method") == method)
+        values = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", cells, re.S)]
+        right = mine.filter(pl.col("pred") == pl.col("answer")).height
+        assert values[1] == str(mine.height) and values[2].startswith(f"{right}/{mine.height} ("), label
+        no_retrieval = int((mine["answered_without_retrieval"] > 0).sum())
+        assert values[3] == ("–" if method == "random" else f"{no_retrieval}/{mine.height}"), label
+        assert values[4] == f"{int((mine['forced_answers'] > 0).sum())}/{mine.height}", label
     screenshot(index_url(run), tmp_path, shots / "question_list.png")
 
 

@@ -3,6 +3,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 import urllib.request
 
 import pytest
@@ -70,3 +71,65 @@ def test_sigterm_to_the_job_stops_the_server_and_its_children(tmp_path):
     assert proc.returncode == 128 + 15, proc.stderr
     server_pid, worker_pid, port = map(int, pids.read_text().split())
     assert not _alive(server_pid) and not _alive(worker_pid) and not _listening(port)
+
+
+def test_sigkill_to_the_job_still_takes_the_server_with_it(tmp_path):
+    """Issue 36 item 5: a job killed outright runs no handler; the parent-death signal ends its server anyway."""
+    script = tmp_path / "job.py"
+    pids = tmp_path / "pids"
+    script.write_text(textwrap.dedent(f"""
+        import os, time
+        from senri.backends.server import ManagedServer
+        server = ManagedServer({HTTP_SERVER!r}, health_path="/").start()
+        open({str(pids)!r}, "w").write(f"{{server.process.pid}} {{server.port}}")
+        time.sleep(60)
+    """))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    job = subprocess.Popen([sys.executable, str(script)], env=env)
+    for _ in range(200):
+        if pids.exists() and pids.read_text():
+            break
+        job.poll()
+        time.sleep(0.1)
+    server_pid, port = map(int, pids.read_text().split())
+    assert _alive(server_pid)
+    job.kill()
+    job.wait()
+    deadline = time.monotonic() + 10
+    while _alive(server_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(server_pid) and not _listening(port)
+
+
+def test_a_missing_server_executable_is_a_clear_error(tmp_path):
+    with pytest.raises(ServerError, match=r"server executable 'no-such-vllm' not found"):
+        ManagedServer(["no-such-vllm", "serve", "--port", "{port}"], log_path=tmp_path / "x.log").start()
+
+
+KEYED_SERVER = textwrap.dedent("""
+    import http.server, sys
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            ok = self.path == "/health" or self.headers.get("Authorization") == "Bearer " + sys.argv[2]
+            self.send_response(200 if ok else 401)
+            self.end_headers()
+            self.wfile.write(b"{}")
+        def log_message(self, *a):
+            pass
+    http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+""")
+
+
+def test_the_health_check_tells_our_server_from_another_job_s(tmp_path):
+    """Issue 36 item 5: a server that answers /health but refuses our key is not ours (another job's server on the
+    port), and the start says so; with the key it was given, the same server is ours."""
+    code = tmp_path / "keyed.py"
+    code.write_text(KEYED_SERVER)
+    with ManagedServer([sys.executable, str(code), "{port}", "our-key"], api_key="our-key",
+                       log_path=tmp_path / "ours.log") as ours:
+        assert ours.process is not None and _listening(ours.port)
+    theirs = ManagedServer([sys.executable, str(code), "{port}", "their-key"], api_key="our-key",
+                           log_path=tmp_path / "theirs.log", start_attempts=2)
+    with pytest.raises(ServerError, match=r"refused our key on /v1/models \(HTTP 401\): it is another job's"):
+        theirs.start()
+    assert theirs.process is None

@@ -250,3 +250,15 @@ def test_a_server_that_keeps_dying_fails_the_batch_without_writing_unfinished_pr
     assert not (work / PREDICTIONS[0]).exists()  # the answer the server died under wrote nothing
     (start,) = starts(work)
     assert start["exit"].startswith("died")
+
+
+def test_a_missing_server_executable_stops_the_batch_at_once_with_its_name(tmp_path, monkeypatch):
+    """Issue 36 item 5: no restart can bring a missing ``vllm`` back; the batch says which executable, before any
+    start or answer, instead of a traceback or max_restarts "stopped answering" rounds."""
+    cfg = cfgmod.compose("dataset=demo method=[blind] model=[qwen25vl7b_vllm] serving.models=[qwen25vl7b_vllm] "
+                         "model.qwen25vl7b_vllm.video=false")  # (a video model cannot be served yet: item 1)
+    (batch,) = serving.batches(cfg, ["demo_01"])
+    monkeypatch.setenv("PATH", str(tmp_path))  # a PATH without vllm
+    with pytest.raises(serving.BatchError, match=r"executable 'vllm' is not on PATH \(model config backend 'vllm'\)"):
+        serving.run_batch(cfg, batch, tmp_path)
+    assert not (tmp_path / "results" / "serving").exists()  # no server start was recorded: none was tried

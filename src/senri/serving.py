@@ -14,8 +14,9 @@ backend's cache identity (:mod:`senri.backends.served`), so either mode replays 
 A server that dies is the engine's failure: its answers stop without writing (exit
 :data:`senri.backends.base.ENGINE_UNAVAILABLE`), the batch starts the server again — at most ``serving.max_restarts``
 times — and the answers resume from their caches; then the job fails and the profile's retries take over.
-Every server start is one line of ``results/serving/<model>.jsonl`` (written when that server stops: model,
-batch, host, port, pid, load seconds, start time, exit reason).
+Every server start is one line of ``results/serving/<batch>.jsonl`` (the batch is named by its model, or
+``<model>.<method>``; written when that server stops: model, batch, host, port, pid, load seconds, start time,
+exit reason).
 
 The plan (:func:`batches`) is pure: the workflow declares one rule per batch from it, and the batch job
 recomposes the same config and checks the plan's digest before it starts anything.
@@ -28,6 +29,7 @@ import json
 import logging
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import time
@@ -207,7 +209,7 @@ def answer_command(cfg: Mapping[str, Any], answer: ServedAnswer, server_url: str
 
 @dataclass
 class ServerStart:
-    """One line of ``results/serving/<model>.jsonl``."""
+    """One line of ``results/serving/<batch>.jsonl``."""
 
     model: str
     batch: str
@@ -244,9 +246,13 @@ def run_batch(cfg: Mapping[str, Any], batch: Batch, workdir: Path = Path(".")) -
     key = secrets.token_urlsafe(32)
     register(key)
     env = {**os.environ, SERVER_KEY_ENV: key, "VLLM_API_KEY": key}
-    record_path = workdir / "results" / "serving" / f"{batch.model}.jsonl"
+    record_path = workdir / "results" / "serving" / f"{batch.name}.jsonl"  # one per batch: no two jobs append to one
     server_log = workdir / "results" / "logs" / "serving" / f"{batch.name}.server.log"
     server_log.parent.mkdir(parents=True, exist_ok=True)
+    executable = engine.server_command(model_config, SERVER_KEY_ENV)[0]
+    if shutil.which(executable, path=env.get("PATH")) is None:  # no restart can help: say so before any start
+        raise BatchError(f"batch {batch.name}: the {batch.model} server's executable {executable!r} is not on PATH "
+                         f"(model config backend {model_config['backend']!r}); install it in the job's environment")
     pending = [a for a in batch.answers if not ((workdir / a.out).exists() and (workdir / a.sidecar).exists())]
     log.info("batch %s: %d of %d answer(s) to run against one %s server", batch.name, len(pending),
              len(batch.answers), model_config["backend"])
@@ -262,7 +268,7 @@ def run_batch(cfg: Mapping[str, Any], batch: Batch, workdir: Path = Path(".")) -
         starts += 1
         server = ManagedServer(engine.server_command(model_config, SERVER_KEY_ENV), health_path="/health",
                                startup_timeout_s=float(serving["startup_timeout_s"]), stop_grace_s=10.0,
-                               log_path=server_log, env=env)
+                               log_path=server_log, env=env, api_key=key)
         record = ServerStart(batch.model, batch.name, server.host, None, None, None, _now(),
                              answers_left=len(pending))
         started = time.perf_counter()

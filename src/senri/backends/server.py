@@ -4,7 +4,10 @@ Answer jobs that serve a model themselves (``vllm serve``, llama.cpp's server) r
 cluster job never depends on a server someone else started and never leaves one behind. The server runs in
 its own process group; leaving the ``with`` block — normally, by exception, by Ctrl-C, or because the job
 got SIGTERM from Snakemake or ``scancel`` — terminates the whole group (SIGTERM, then SIGKILL after a grace
-period), so worker processes a server forks die with it.
+period), so worker processes a server forks die with it. A job killed outright (SIGKILL, the OOM killer) runs
+no handler: on Linux the server is started with a parent-death signal, so it goes with the job all the same.
+With ``api_key`` the health check also asks ``/v1/models`` with that key: on a shared node another job's server
+may answer ``/health`` on our port before ours has failed to bind, and only ours knows our key.
 
     with ManagedServer(["vllm", "serve", model, "--port", "{port}"]) as server:
         client = OpenAI(base_url=server.url + "/v1")
@@ -13,7 +16,10 @@ period), so worker processes a server forks die with it.
 from __future__ import annotations
 
 import atexit
+import ctypes
+import ctypes.util
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -27,6 +33,24 @@ from types import FrameType
 from typing import Any, Mapping, Sequence
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+#: prctl's option that sends the child a signal when the thread that started it exits (Linux).
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent_hook():
+    """A ``preexec_fn`` that asks the kernel to SIGKILL the server when its parent goes, or None where that is
+    not available (not Linux, no libc). libc is loaded here, before the fork, not in the child."""
+    if not os.uname().sysname == "Linux":
+        return None
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    libc = ctypes.CDLL(name, use_errno=True)
+
+    def hook() -> None:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+    return hook
 
 
 class ServerError(RuntimeError):
@@ -61,8 +85,11 @@ class ManagedServer:
         log_path: str | Path | None = None,
         env: Mapping[str, str] | None = None,
         start_attempts: int = 3,
+        api_key: str | None = None,
+        models_path: str = "/v1/models",
     ) -> None:
-        """``command`` may contain ``{port}`` and ``{host}``; they are filled in at start."""
+        """``command`` may contain ``{port}`` and ``{host}``; they are filled in at start. ``api_key``: the key
+        the server was given; the health check then confirms that the server answering is ours."""
         self.command = list(command)
         self.health_path = health_path
         self.host = host
@@ -71,6 +98,8 @@ class ManagedServer:
         self.log_path = Path(log_path) if log_path else None
         self.env = dict(env) if env is not None else None
         self.start_attempts = start_attempts
+        self.api_key = api_key
+        self.models_path = models_path
         self.port: int | None = None
         self.process: subprocess.Popen[bytes] | None = None
         self._previous_handlers: dict[int, Any] = {}
@@ -100,10 +129,17 @@ class ManagedServer:
             self.port = free_port(self.host)
             # Plain replacement, not str.format: arguments may hold JSON or other braces of their own.
             args = [part.replace("{port}", str(self.port)).replace("{host}", self.host) for part in self.command]
+            executable = args[0]
+            if shutil.which(executable, path=(self.env or os.environ).get("PATH")) is None:
+                raise ServerError(f"server executable {executable!r} not found (not on PATH and not a file): "
+                                  f"install it in this environment, or name its full path in the model config")
+            # The parent-death signal follows the thread that starts the server: only the main thread, which
+            # lives as long as the job, may ask for it.
+            hook = _die_with_parent_hook() if threading.current_thread() is threading.main_thread() else None
             with self.log_path.open("ab") as log:
                 self.process = subprocess.Popen(
                     args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                    env=self.env, start_new_session=True,
+                    env=self.env, start_new_session=True, preexec_fn=hook,
                 )
             try:
                 self._wait_until_healthy()
@@ -111,8 +147,9 @@ class ManagedServer:
             except ServerError as exc:
                 last_error = exc
                 exited_early = self.process.poll() is not None
+                taken = "refused our key" in str(exc)
                 self.stop()
-                if not exited_early:
+                if not (exited_early or taken):
                     break  # timed out: another port will not help
         assert last_error is not None
         raise last_error
@@ -130,6 +167,7 @@ class ManagedServer:
             try:
                 with urllib.request.urlopen(self.url + self.health_path, timeout=2) as response:
                     if response.status == 200:
+                        self._check_it_is_ours()
                         return
             except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
                 pass
@@ -138,6 +176,23 @@ class ManagedServer:
             f"server {self.command[0]!r} not healthy at {self.url}{self.health_path} after "
             f"{self.startup_timeout_s:.0f} s; log {self.log_path}:\n{self.log_tail()}"
         )
+
+    def _check_it_is_ours(self) -> None:
+        """With a key: the server that answered ``/health`` must accept our key on ``models_path``; a refusal
+        (401/403) means another server holds the port (ServerError: the start is retried on another port)."""
+        if not self.api_key:
+            return
+        request = urllib.request.Request(self.url + self.models_path,
+                                         headers={"Authorization": f"Bearer {self.api_key}"})
+        try:
+            with urllib.request.urlopen(request, timeout=5):
+                return
+        except urllib.error.HTTPError as exc:
+            if exc.code in (401, 403):
+                raise ServerError(f"the server answering on port {self.port} refused our key on "
+                                  f"{self.models_path} (HTTP {exc.code}): it is another job's server, not "
+                                  f"{self.command[0]!r}") from None
+            raise
 
     # ------------------------------------------------------------------------------------------- stop
 
