@@ -262,3 +262,27 @@ def test_a_missing_server_executable_stops_the_batch_at_once_with_its_name(tmp_p
     with pytest.raises(serving.BatchError, match=r"executable 'vllm' is not on PATH \(model config backend 'vllm'\)"):
         serving.run_batch(cfg, batch, tmp_path)
     assert not (tmp_path / "results" / "serving").exists()  # no server start was recorded: none was tried
+
+
+@pytest.mark.workflow
+def test_an_answer_that_fails_for_its_own_reason_costs_its_questions_not_the_batch(
+        prepared, in_process, small_demo, tmp_path):
+    """Issue 36 item 3: one answer's job fails deterministically (its response cache is not a database): its
+    questions become error rows naming the failure, the batch ends well, and the other answer is untouched."""
+    work = _copy(prepared, tmp_path)
+    broken = work / f"results/cache/answer/{METHODS[1]}/smollm2/{VIDEO}.sqlite"
+    broken.parent.mkdir(parents=True, exist_ok=True)
+    broken.write_bytes(b"not a database, " * 64)
+    batch = _batch_process(work, _overrides(small_demo, "serving.models=[smollm2]"))
+    assert batch.wait(timeout=600) == 0, (work / "results/logs/serving/smollm2.log").read_text()[-3000:]
+    good, failed = _tables(work)
+    expected = _tables(in_process)
+    assert good.drop("latency_s").equals(expected[0].drop("latency_s"))
+    assert failed.height == expected[1].height and failed["pred"].is_null().all() and not failed["correct"].any()
+    assert failed["error"].str.contains(r"answer job failed \(exit 1\) in served batch").all()
+    assert failed["error"].str.contains("not a database").all()  # the end of the answer's own log
+    assert (failed["method"] == METHODS[1]).all() and (failed["memory"] == "none").all()
+    assert (work / PREDICTIONS[1].replace(".parquet", ".config.yaml")).read_text() == (
+        in_process / PREDICTIONS[1].replace(".parquet", ".config.yaml")).read_text()
+    (start,) = starts(work)
+    assert start["exit"].startswith("stopped: batch done, 1 answer(s) failed for a reason of their own")

@@ -40,6 +40,13 @@ def check_method_declaration(name: str, method_cls: type[Method], method_config:
 
 
 def _prediction(question: Question, context: RunContext, result: MethodAnswer | None, error: str | None) -> Prediction:
+    return prediction_row(question, context.method_name, context.model_name, memory_label(context), result, error)
+
+
+def prediction_row(question: Question, method: str, model: str, memory: str, result: MethodAnswer | None,
+                   error: str | None) -> Prediction:
+    """A question's prediction row from what the method returned (``result``; None when it failed with
+    ``error``) under the run's names."""
     pred = result.pred if result is not None and result.pred in LETTERS else None
     tally = result.tally if result is not None else None
     error = error or (result.error if result is not None else None)
@@ -47,8 +54,8 @@ def _prediction(question: Question, context: RunContext, result: MethodAnswer | 
         video_id=question.video_id,
         qid=question.qid,
         task_type=question.task_type,
-        method=context.method_name,
-        model=context.model_name,
+        method=method,
+        model=model,
         pred=pred,
         answer=question.answer,
         correct=pred == question.answer,
@@ -63,7 +70,7 @@ def _prediction(question: Question, context: RunContext, result: MethodAnswer | 
         latency_s=round(tally.latency_s, 6) if tally else 0.0,
         error=error,
         trace=None if result is None else result.trace_json(),
-        memory=memory_label(context),
+        memory=memory,
         n_caption_calls=tally.caption_calls if tally else 0,
         n_captions_reused=tally.captions_reused if tally else 0,
         caption_prompt_tokens=tally.caption_prompt_tokens if tally else 0,
@@ -85,6 +92,27 @@ def memory_label(context: RunContext) -> str:
     if context.memory_config is None:
         return "none"
     return label(context.memory_system, str(context.memory_config["memory"]["captioner"]))
+
+
+def stage_memory_label(stage_config: Mapping[str, Any]) -> str:
+    """The ``memory`` column a run of this stage slice writes, without opening anything (:func:`memory_label`
+    of the context the job would build)."""
+    from senri.memory.store import memory_label as label
+
+    method_cls = METHODS.load(stage_config["method"]["implementation"])
+    if not method_cls.uses_memory or not stage_config.get("memory"):
+        return "none"
+    system = (stage_config.get("memory_system") or {"name": "captions"})["name"]
+    return label(str(system), str(stage_config["memory"]["memory"]["captioner"]))
+
+
+def failed_job_rows(questions: pl.DataFrame, video_id: str, stage_config: Mapping[str, Any],
+                    error: str) -> pl.DataFrame:
+    """One error row per question of ``video_id``: what an answer job that failed as a whole (not one question)
+    leaves, so it counts wrong and shows in the tables instead of taking other answers down with it."""
+    rows = from_frame(questions.filter(pl.col("video_id") == video_id), Question)
+    names = (str(stage_config["method"]["name"]), str(stage_config["model"]["name"]), stage_memory_label(stage_config))
+    return to_frame([prediction_row(q, *names, None, error) for q in rows], Prediction)
 
 
 def memory_context(memory: MemoryInputs, video: VideoInfo, stage_config: Mapping[str, Any]) -> dict[str, Any]:

@@ -290,10 +290,11 @@ def run_batch(cfg: Mapping[str, Any], batch: Batch, workdir: Path = Path(".")) -
             code = server.process.poll() if server.process is not None else None
             record.exit = (f"died (exit code {code})" if code is not None else
                            "restarted: stopped answering" if pending else "stopped: batch done")
+            for answer, code in failed:  # its own failure costs its questions, never the batch's other answers
+                write_failed_answer(cfg, answer, code, workdir)
             if failed:
-                record.exit = f"stopped: {len(failed)} answer(s) failed"
-                raise BatchError(f"batch {batch.name}: answer(s) failed for a reason of their own (see their logs): "
-                                 + ", ".join(f"{a.method}/{a.model}/{a.video_id} (exit {code})" for a, code in failed))
+                record.exit = (f"stopped: batch done, {len(failed)} answer(s) failed for a reason of their own "
+                               "(error rows written)" if not pending else record.exit)
         except BaseException as exc:
             if record.exit in ("running",) or isinstance(exc, (SystemExit, KeyboardInterrupt)):
                 record.exit = f"stopped: {type(exc).__name__} {exc}".strip()
@@ -302,6 +303,26 @@ def run_batch(cfg: Mapping[str, Any], batch: Batch, workdir: Path = Path(".")) -
             server.stop()
             record.write(record_path)
     log.info("batch %s: done with %d server start(s)", batch.name, starts)
+
+
+def write_failed_answer(cfg: Mapping[str, Any], answer: ServedAnswer, code: int, workdir: Path) -> None:
+    """An answer whose job failed for a reason of its own (a corrupt input or cache, a method that cannot start;
+    not its server): its prediction file with one error row per question, naming the exit code and the end of
+    its log, and its sidecar — the in-process rule's files, so the batch's other answers stand and the failure
+    counts wrong in the tables. Fixing the cause and deleting the file (or ``--forcerun``) answers it again."""
+    from senri.answer import failed_job_rows
+    from senri.records import Prediction, Question, read_table, write_table
+
+    stage = json.loads(answer_params(cfg, answer.method, answer.model)["config"])
+    log_path = workdir / answer.log
+    tail = " | ".join(log_path.read_text(errors="replace").strip().splitlines()[-3:]) if log_path.exists() else ""
+    error = f"answer job failed (exit {code}) in served batch; log {answer.log}: {tail[-400:]}"
+    questions = read_table(workdir / answer.inputs["questions"], Question)
+    rows = failed_job_rows(questions, answer.video_id, stage, error)
+    write_table(rows, workdir / answer.out, Prediction)
+    cfgmod.write_sidecar(workdir / answer.out, "answer", stage)
+    log.error("%s/%s/%s: %s; %d error row(s) written", answer.method, answer.model, answer.video_id, error,
+              rows.height)
 
 
 def _run_answers(cfg: Mapping[str, Any], answers: list[ServedAnswer], server: Any, workdir: Path, at_once: int,
