@@ -45,6 +45,26 @@ ONE_VIDEO_DEMO = ("dataset.demo.n_videos=1 dataset.demo.places_per_video=4 datas
                   "sampling.build=[] anonymize.stride=30")
 
 
+#: Fields of a prediction row or trace that measure the run's clock: two runs that decided the same differ there.
+CLOCK_FIELDS = ("latency_s", "seconds", "wall_s")
+
+
+def clock_free(frame):  # noqa: ANN001, ANN201 - polars DataFrame in and out
+    """Prediction rows without their clock: ``latency_s`` dropped and every ``seconds`` / ``wall_s`` removed from
+    the traces (each model call records its seconds), so served and in-process rows compare as equal."""
+    import polars as pl
+
+    def strip(value):  # noqa: ANN001, ANN202
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in CLOCK_FIELDS}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    return frame.drop("latency_s").with_columns(pl.col("trace").map_elements(
+        lambda t: json.dumps(strip(json.loads(t)), sort_keys=True), return_dtype=pl.String))
+
+
 def upstream_targets(demo_overrides: str) -> list[str]:
     """What every answer job reads before its method's own stages: questions, the videos table, and for each of
     the demo's videos (as the workflow names them) the anonymized video, the track table and the perception

@@ -868,7 +868,9 @@ def test_builder_losses_reach_every_question_and_the_run_health_table(tmp_path):
     frame, _ = answer_over(tmp_path / "answer", request.out_dir, cfg, "magic_video", MAGIC_RULES, [QUESTION, second])
     assert frame["builder_losses"].to_list() == [5, 5] and frame["failed_captions"].to_list() == [0, 0]
     health = run_health_table(frame, score(frame, to_frame([QUESTION, second], Question)))
-    assert health.select("memory", "questions", "builder_losses").rows() == [("magic_video/perception", 2, 10)]
+    # The store's 5, counted once for the store, not once per question (issue 39 item 6).
+    assert frame["store_builder_losses"].to_list() == [5, 5]
+    assert health.select("memory", "questions", "builder_losses").rows() == [("magic_video/perception", 2, 5)]
 
 
 def test_a_store_recorded_before_left_out_books_every_failed_call_and_an_import_nothing():
@@ -1219,7 +1221,8 @@ def test_magic_video_qa_is_retried_text_only_when_the_call_with_images_fails(tmp
     row, calls = answer_over_store(tmp_path, "magic_video", MAGIC_RULES)
     trace = json.loads(row["trace"])
     answers = [c for c in trace["calls"] if c["call"] == "answer"]
-    assert [a["error"] for a in answers] == ["image decode failed", None]
+    assert [a.get("failure") for a in answers] == ["image decode failed", None]
+    assert all(a["prompt"] for a in answers)  # each QA call is recorded with its prompt (issue 39)
     assert trace["qa_text_only"] is True and trace["qa_text_only_retry"] is True
     assert row["pred"] == "B" and row["error"] is None and row["qa_calls"] == 2
 

@@ -188,7 +188,7 @@ def test_every_demo_call_is_in_its_trace_with_its_prompt(demo_run):
         assert all(c.get("prompt") for c in calls), (row["method"], row["qid"])
     debiased = preds.filter(pl.col("method") == "blind_debiased").row(0, named=True)
     page = (demo_run / "results/report/questions/q" / f"{debiased['qid']}.html").read_text()
-    section = re.search(r'data-run="blind_debiased/smollm2">(.*?)</section>', page, re.S).group(1)
+    section = re.search(r'<section class="run"[^>]* data-run="blind_debiased/smollm2">(.*?)</section>', page, re.S).group(1)
     assert all(f"answer:shift{k}" in section for k in range(4)) and section.count("options shown as:") == 4
     assert "A = option B, B = option C, C = option D, D = option A" in section  # shift 1
     assert "how the prediction follows" in section and "score per original option" in section
