@@ -4,7 +4,8 @@ The answer stage is one job per method × model × video; in process, every job 
 its model. Served (``serving.models``), each batch starts its model's server once. This bench plans — without
 running anything — 10 videos (500 questions: 50 per video), 14 model-calling method variants (the 13 method
 configs that call a model, ``direct`` at two frame budgets) and 3 GPU models, and prints the answer jobs and
-model loads of both modes, per batch granularity.
+model loads of both modes, per batch granularity and ``serving.replicas`` (data parallel: N batch jobs per
+model over shares of the videos, N loads each).
 
 The three GPU models are stand-ins built from ``config/model/qwen25vl7b_vllm.yaml`` (``vlm_a``, ``vlm_b``,
 ``vlm_c``): the plan depends on their backend only. With ``video: true`` (the shipped config) a vLLM model
@@ -12,7 +13,7 @@ cannot be served yet (senri.backends.served: the server would drop the carrier's
 prints that case too: those models keep one load per job.
 
     python bench/serving_plan.py
-    python bench/serving_plan.py --videos 10 --questions 500
+    python bench/serving_plan.py --videos 10 --questions 500 --replicas 1 2 4
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ METHODS = ["random", "blind", "blind_letter", "blind_debiased", "direct", "memor
 GPU_MODELS = ("vlm_a", "vlm_b", "vlm_c")
 
 
-def paper_plan(video: bool, granularity: str) -> dict:
+def paper_plan(video: bool, granularity: str, replicas: int = 1) -> dict:
     cfg = cfgmod.compose(f"dataset=demo method=[{','.join(METHODS)}] method.direct.frames=[64,512] "
                          "model=[qwen25vl7b_vllm]")
     template = cfg["model"].pop("qwen25vl7b_vllm")
@@ -46,7 +47,8 @@ def paper_plan(video: bool, granularity: str) -> dict:
             servable.append(name)
         except cfgmod.ConfigError as exc:
             refused = str(exc)
-    cfg["serving"] = {**cfg["serving"], "models": servable, "batch": {m: granularity for m in servable}}
+    cfg["serving"] = {**cfg["serving"], "models": servable, "batch": {m: granularity for m in servable},
+                      "replicas": {m: replicas for m in servable}}
     runs = [(m, model) for m, model in cfgmod.runs(cfg) if model != cfgmod.NO_MODEL]
     return {"cfg": cfg, "variants": len({m for m, _ in runs}), "servable": servable,
             "refused": None if servable else refused}
@@ -56,19 +58,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--videos", type=int, default=10)
     parser.add_argument("--questions", type=int, default=500)
+    parser.add_argument("--replicas", type=int, nargs="+", default=[1, 4],
+                        help="serving.replicas per model to plan (data parallel: batch jobs per model)")
     args = parser.parse_args(argv)
     videos = [f"video_{i:02d}" for i in range(1, args.videos + 1)]
     print(f"plan: {args.videos} videos, {args.questions} questions ({args.questions / args.videos:g} per video), "
           f"{len(GPU_MODELS)} GPU models (vLLM)")
-    print(f"{'GPU models':<22} {'batches':<13} {'variants':>8} {'answer jobs':>11} {'loads in process':>16} "
-          f"{'loads served':>12} {'batch jobs':>10}")
+    print(f"{'GPU models':<22} {'batches':<13} {'replicas':>8} {'variants':>8} {'answer jobs':>11} "
+          f"{'loads in process':>16} {'loads served':>12} {'batch jobs':>10}")
     for video in (False, True):
         for granularity in serving.GRANULARITIES:
-            plan = paper_plan(video, granularity)
-            counts = serving.load_counts(plan["cfg"], videos)
-            label = "video: false" if not video else "video: true (shipped)"
-            print(f"{label:<22} {granularity:<13} {plan['variants']:>8} {counts['answer_jobs']:>11} "
-                  f"{counts['in_process']:>16} {counts['served']:>12} {counts['batches']:>10}")
+            for replicas in args.replicas:
+                plan = paper_plan(video, granularity, replicas)
+                counts = serving.load_counts(plan["cfg"], videos)
+                label = "video: false" if not video else "video: true (shipped)"
+                print(f"{label:<22} {granularity:<13} {replicas:>8} {plan['variants']:>8} {counts['answer_jobs']:>11} "
+                      f"{counts['in_process']:>16} {counts['served']:>12} {counts['batches']:>10}")
             if plan["refused"] and granularity == serving.GRANULARITIES[0]:
                 print(f"  not served: {plan['refused']}")
     return 0

@@ -174,7 +174,7 @@ def test_run_health_sums_each_runs_prediction_columns_and_counts_its_failed_ques
         "RR-1": {"forced_answers": 1, "timeouts": 3, "failed_memory_updates": 1, "refused_checks": 2,
                  "cell_s_requested": 200, "cell_s_seen": 200, "rounds": 2, "searches": 1, "qa_calls": 1,
                  "bypasses": 2, "failed_search_calls": 1, "unparsed_tool_calls": 1, "spent_steps": 2,
-                 "rejected_tool_calls": 3, "truncated_replies": 1, "black_frames": 4},
+                 "rejected_tool_calls": 3, "truncated_replies": 1, "black_frames": 4, "tool_calls": 5},
         "TER-1": {"truncated_captions": 4, "failed_captions": 1, "context_trims": 1, "rounds": 1,
                   "answered_without_retrieval": 1},
         # a store's builder losses are repeated on each question over it, 3 on each of two questions, and
@@ -206,7 +206,7 @@ def test_run_health_sums_each_runs_prediction_columns_and_counts_its_failed_ques
         "truncated_replies": 1, "black_frames": 4, "missing": 1,
         # behaviour: means over the 11 answered questions (rounds 9, searches 6, memories 9, QA calls 1), totals
         "rounds_per_q": 0.8, "searches_per_q": 0.5, "memories_per_q": 0.8, "qa_calls_per_q": 0.1, "bypasses": 2,
-        "checks": 3, "cells": 40, "frames_seen": 320, "tool_calls": 0, "no_retrieval": 1}
+        "checks": 3, "cells": 40, "frames_seen": 320, "tool_calls": 5, "no_retrieval": 1}
     assert (text["questions"], text["correct"], text["context_trims"], text["missing"]) == (12, 1, 12, 0)
     assert text["seen_share"] is None  # no check asked for any seconds: no share, not 0 %
 

@@ -286,3 +286,23 @@ def test_an_answer_that_fails_for_its_own_reason_costs_its_questions_not_the_bat
         in_process / PREDICTIONS[1].replace(".parquet", ".config.yaml")).read_text()
     (start,) = starts(work)
     assert start["exit"].startswith("stopped: batch done, 1 answer(s) failed for a reason of their own")
+
+
+def test_replicas_split_a_model_s_videos_into_contiguous_batches_one_server_each():
+    """Issue 36 item 4: serving.replicas.<model> = N gives N batch jobs over contiguous shares of the videos (data
+    parallel), so loads = models × replicas; more replicas than videos gives one batch per video."""
+    videos = ["v1", "v2", "v3"]
+    assert serving.video_shares(videos, 2) == [["v1", "v2"], ["v3"]]
+    assert serving.video_shares(videos, 5) == [["v1"], ["v2"], ["v3"]] and serving.video_shares(videos, 1) == [videos]
+    cfg = cfgmod.compose("dataset=demo method=[random,blind,blind_letter] serving.models=[smollm2] "
+                         "+serving.replicas.smollm2=2")
+    plan = serving.batches(cfg, videos)
+    assert [b.name for b in plan] == ["smollm2.r1", "smollm2.r2"]
+    assert [sorted({a.video_id for a in b.answers}) for b in plan] == [["v1", "v2"], ["v3"]]
+    assert [b.rule_name for b in plan] == ["answer_served_smollm2_r1", "answer_served_smollm2_r2"]
+    assert sorted(o for b in plan for o in b.outputs) == sorted(o for b in serving.batches(
+        cfgmod.compose("dataset=demo method=[random,blind,blind_letter] serving.models=[smollm2]"), videos) for o in b.outputs)
+    assert serving.load_counts(cfg, videos) == {"answer_jobs": 6, "in_process": 6, "served": 2, "batches": 2}
+    with pytest.raises(cfgmod.ConfigError, match=r"serving\.replicas\.qwen15_coder: 'qwen15_coder' is not in"):
+        serving.batches(cfgmod.compose("dataset=demo method=[blind] serving.models=[smollm2] "
+                                       "+serving.replicas.qwen15_coder=2"), videos)

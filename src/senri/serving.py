@@ -116,6 +116,11 @@ def served_models(cfg: Mapping[str, Any]) -> list[str]:
             engine_module({"name": name, **spec})
         except BackendError as exc:
             problems.append(f"config.serving.models: {name!r}: {exc}")
+    for name, replicas in (serving.get("replicas") or {}).items():
+        if name not in names:
+            problems.append(f"config.serving.replicas.{name}: {name!r} is not in config.serving.models")
+        elif not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 1:
+            problems.append(f"config.serving.replicas.{name}: {replicas!r} is not a whole number ≥ 1")
     for name, granularity in (serving.get("batch") or {}).items():
         if name not in names:
             problems.append(f"config.serving.batch.{name}: {name!r} is not in config.serving.models")
@@ -126,21 +131,40 @@ def served_models(cfg: Mapping[str, Any]) -> list[str]:
     return names
 
 
+def video_shares(video_ids: Sequence[str], replicas: int) -> list[list[str]]:
+    """The videos split into at most ``replicas`` contiguous shares of sizes differing by at most one, in order
+    (contiguous: each server's prefix cache still sees one video's questions back to back)."""
+    n = max(1, min(int(replicas), len(video_ids)))
+    size, extra = divmod(len(video_ids), n)
+    shares, start = [], 0
+    for k in range(n):
+        end = start + size + (1 if k < extra else 0)
+        shares.append(list(video_ids[start:end]))
+        start = end
+    return shares
+
+
 def batches(cfg: Mapping[str, Any], video_ids: Sequence[str]) -> list[Batch]:
     """The served batches of this config: per served model one batch (``model``) or one per method
-    (``method_model``), each holding its answers in video order."""
+    (``method_model``), each holding its answers in video order; with ``serving.replicas.<model>`` = N, each of
+    those split into N batches over contiguous shares of the videos (``<name>.r<k>``: data parallel, one server
+    per batch, so the model loads N times and its answers run N at once on N GPUs)."""
     plan = []
-    granularity = (cfg.get("serving") or {}).get("batch") or {}
+    serving = cfg.get("serving") or {}
+    granularity = serving.get("batch") or {}
+    replicas = serving.get("replicas") or {}
     runs = cfgmod.runs(cfg)
     for model in served_models(cfg):
         methods = [method for method, m in runs if m == model]
         groups = ([(f"{model}.{method}", [method]) for method in methods]
                   if granularity.get(model, "model") == "method_model" else [(model, methods)])
+        shares = video_shares(video_ids, int(replicas.get(model, 1)))
         for name, group in groups:
-            answers = tuple(ServedAnswer(method, model, video, workflow.answer_inputs(cfg, method, model, video))
-                            for video in video_ids for method in group)
-            if answers:
-                plan.append(Batch(name, model, answers))
+            for k, share in enumerate(shares, 1):
+                answers = tuple(ServedAnswer(method, model, video, workflow.answer_inputs(cfg, method, model, video))
+                                for video in share for method in group)
+                if answers:
+                    plan.append(Batch(name if len(shares) == 1 else f"{name}.r{k}", model, answers))
     return plan
 
 
