@@ -177,10 +177,10 @@ function bindControls(st, keys, refresh){
   text.addEventListener('input', () => { st.q = text.value; refresh(); });
 }
 
-function bindSort(table, st, columns, refresh){
+function bindSort(table, st, refresh){
   const heads = [...table.tHead.rows[0].cells];
-  heads.forEach((th, i) => {
-    const key = th.dataset.key || columns[i];
+  heads.forEach(th => {
+    const key = th.dataset.key;
     if (!key) return;
     th.addEventListener('click', () => {
       st.order = st.sort === key && st.order === 'asc' ? 'desc' : 'asc';
@@ -195,47 +195,39 @@ function bindSort(table, st, columns, refresh){
 
 function percent(right, n){ return n ? (100 * right / n).toFixed(1) + ' %' : '–'; }
 
-function list(){
-  const st = parse(location.search, 'list');
-  const table = document.getElementById('questions');
-  const byIndex = Object.fromEntries([...table.tBodies[0].rows].map(tr => [tr.dataset.i, tr]));
+/** One view (the list or the grid): its table's body rows by key, shown in the order ``select`` gives and hidden
+ * otherwise, the line above it, its links carrying the view's state, the address kept up to date. */
+function view(kind, tableId, keys, keyOf, select, summary){
+  const st = parse(location.search, kind);
+  const table = document.getElementById(tableId);
+  const byKey = Object.fromEntries([...table.tBodies[0].rows].map(tr => [keyOf(tr), tr]));
   let marks;
   function refresh(){
-    const rows = listRows(st), shown = new Set(rows.map(r => r.i));
-    for (const r of rows) table.tBodies[0].appendChild(byIndex[r.i]);
-    for (const [i, tr] of Object.entries(byIndex)) tr.hidden = !shown.has(+i);
-    const right = rows.filter(r => r.correct === 'yes').length;
-    document.getElementById('shown').textContent = `${rows.length} of ${D.rows.length} rows shown · ` +
-      `accuracy of the rows shown: ${right} of ${rows.length} right (${percent(right, rows.length)}; missing counted wrong)`;
-    table.dataset.shown = rows.length;
-    const q = query(st, {from: 'list'});
-    for (const a of table.querySelectorAll('a.question')) a.href = a.dataset.page + '?' + q;
-    marks(); showWarnings(st); write(st);
-  }
-  bindControls(st, LIST_KEYS, refresh);
-  marks = bindSort(table, st, D.list_columns, refresh);
-  refresh();
-}
-
-function grid(){
-  const st = parse(location.search, 'grid');
-  const table = document.getElementById('grid');
-  const byQid = Object.fromEntries([...table.tBodies[0].rows].map(tr => [tr.dataset.qid, tr]));
-  let marks;
-  function refresh(){
-    const qids = gridQuestions(st), shown = new Set(qids);
-    for (const qid of qids) table.tBodies[0].appendChild(byQid[qid]);
-    for (const [qid, tr] of Object.entries(byQid)) tr.hidden = !shown.has(qid);
-    const total = Object.keys(byQid).length;
-    document.getElementById('shown').textContent = `${qids.length} of ${total} questions shown`;
-    table.dataset.shown = qids.length;
-    const q = query(st, {from: 'grid'});
+    const items = select(st), shown = new Set(items.map(String));
+    for (const item of items) table.tBodies[0].appendChild(byKey[item]);
+    for (const [key, tr] of Object.entries(byKey)) tr.hidden = !shown.has(key);
+    document.getElementById('shown').textContent = summary(items, Object.keys(byKey).length);
+    table.dataset.shown = items.length;
+    const q = query(st, {from: kind});
     for (const a of table.querySelectorAll('a.question')) a.href = a.dataset.page + '?' + q + (a.dataset.anchor || '');
     marks(); showWarnings(st); write(st);
   }
-  bindControls(st, GRID_KEYS, refresh);
-  marks = bindSort(table, st, [], refresh);
+  bindControls(st, keys, refresh);
+  marks = bindSort(table, st, refresh);
   refresh();
+}
+
+function list(){
+  view('list', 'questions', LIST_KEYS, tr => tr.dataset.i, st => listRows(st).map(r => r.i), (items, total) => {
+    const right = items.filter(i => D.rows[i].correct === 'yes').length;
+    return `${items.length} of ${total} rows shown · accuracy of the rows shown: ${right} of ${items.length} right ` +
+      `(${percent(right, items.length)}; missing counted wrong)`;
+  });
+}
+
+function grid(){
+  view('grid', 'grid', GRID_KEYS, tr => tr.dataset.qid, gridQuestions,
+       (items, total) => `${items.length} of ${total} questions shown`);
 }
 
 function question(qid){
