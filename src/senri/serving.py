@@ -29,7 +29,6 @@ import json
 import logging
 import os
 import secrets
-import shutil
 import subprocess
 import sys
 import time
@@ -188,13 +187,18 @@ def batch_mem_mb(cfg: Mapping[str, Any], batch: Batch) -> int:
     return workflow.answer_resources(cfg, batch.model)["mem_mb"] + 1000 * int(cfg["serving"]["answers_at_once"])
 
 
+def answer_config(cfg: Mapping[str, Any], method: str, model: str) -> str:
+    """An answer job's config slice as the canonical JSON its ``--config`` carries."""
+    return cfgmod.canonical_json(cfgmod.stage_slice(cfg, "answer", method=method, model=model))
+
+
 def answer_params(cfg: Mapping[str, Any], method: str, model: str) -> dict[str, str]:
     """An answer job's params, in process (rules/answer.smk) and served alike: its config slice as canonical
     JSON and its code digest (the method's and the backend's modules included)."""
     backend = cfg["model"].get(model, {}).get("backend")
     system = workflow.method_memory_system(cfg, method)
     store = workflow.memory_system_store(cfg, system) if system else None
-    return {"config": cfgmod.canonical_json(cfgmod.stage_slice(cfg, "answer", method=method, model=model)),
+    return {"config": answer_config(cfg, method, model),
             "code": workflow.code_digest("answer", cfg["method"][method]["implementation"], backend, store)}
 
 
@@ -223,7 +227,7 @@ def load_counts(cfg: Mapping[str, Any], video_ids: Sequence[str]) -> dict[str, i
 
 def answer_command(cfg: Mapping[str, Any], answer: ServedAnswer, server_url: str) -> list[str]:
     """``senri answer`` for one answer of a batch: the in-process rule's command plus ``--server``."""
-    config = answer_params(cfg, answer.method, answer.model)["config"]
+    config = answer_config(cfg, answer.method, answer.model)
     return [sys.executable, "-m", "senri", "answer", "--config", config,
             "--questions", answer.inputs["questions"], "--video-info", answer.inputs["video"],
             "--method", answer.method, "--model", answer.model,
@@ -261,7 +265,7 @@ def run_batch(cfg: Mapping[str, Any], batch: Batch, workdir: Path = Path(".")) -
     server (bounded) when it dies, and stop it whatever happens (SIGTERM from Snakemake or ``scancel``
     included: :class:`~senri.backends.server.ManagedServer` turns it into SystemExit)."""
     from senri.backends.served import SERVER_KEY_ENV, engine_module
-    from senri.backends.server import ManagedServer, ServerError
+    from senri.backends.server import ManagedServer, ServerError, require_executable
     from senri.secrets import register
 
     serving = cfg["serving"]
@@ -273,10 +277,13 @@ def run_batch(cfg: Mapping[str, Any], batch: Batch, workdir: Path = Path(".")) -
     record_path = workdir / "results" / "serving" / f"{batch.name}.jsonl"  # one per batch: no two jobs append to one
     server_log = workdir / "results" / "logs" / "serving" / f"{batch.name}.server.log"
     server_log.parent.mkdir(parents=True, exist_ok=True)
-    executable = engine.server_command(model_config, SERVER_KEY_ENV)[0]
-    if shutil.which(executable, path=env.get("PATH")) is None:  # no restart can help: say so before any start
-        raise BatchError(f"batch {batch.name}: the {batch.model} server's executable {executable!r} is not on PATH "
-                         f"(model config backend {model_config['backend']!r}); install it in the job's environment")
+    command = engine.server_command(model_config, SERVER_KEY_ENV)
+    try:  # no restart can help: say so before any start
+        require_executable(command, env)
+    except ServerError:
+        raise BatchError(f"batch {batch.name}: the {batch.model} server's executable {command[0]!r} is not on PATH "
+                         f"(model config backend {model_config['backend']!r}); install it in the job's environment"
+                         ) from None
     pending = [a for a in batch.answers if not ((workdir / a.out).exists() and (workdir / a.sidecar).exists())]
     log.info("batch %s: %d of %d answer(s) to run against one %s server", batch.name, len(pending),
              len(batch.answers), model_config["backend"])
@@ -290,7 +297,7 @@ def run_batch(cfg: Mapping[str, Any], batch: Batch, workdir: Path = Path(".")) -
                              f"(serving.max_restarts={serving['max_restarts']}); {len(pending)} answer(s) left; "
                              f"server log {server_log}")
         starts += 1
-        server = ManagedServer(engine.server_command(model_config, SERVER_KEY_ENV), health_path="/health",
+        server = ManagedServer(command, health_path="/health",
                                startup_timeout_s=float(serving["startup_timeout_s"]), stop_grace_s=10.0,
                                log_path=server_log, env=env, api_key=key)
         record = ServerStart(batch.model, batch.name, server.host, None, None, None, _now(),
@@ -337,7 +344,7 @@ def write_failed_answer(cfg: Mapping[str, Any], answer: ServedAnswer, code: int,
     from senri.answer import failed_job_rows
     from senri.records import Prediction, Question, read_table, write_table
 
-    stage = json.loads(answer_params(cfg, answer.method, answer.model)["config"])
+    stage = json.loads(answer_config(cfg, answer.method, answer.model))  # as the answer job reads it
     log_path = workdir / answer.log
     tail = " | ".join(log_path.read_text(errors="replace").strip().splitlines()[-3:]) if log_path.exists() else ""
     error = f"answer job failed (exit {code}) in served batch; log {answer.log}: {tail[-400:]}"

@@ -57,6 +57,20 @@ class ServerError(RuntimeError):
     """The server did not come up; the message quotes the end of its log."""
 
 
+class NotOurServer(ServerError):
+    """What answered on our port refused our key: another job's server holds the port (a start on another port
+    may succeed)."""
+
+
+def require_executable(command: Sequence[str], env: Mapping[str, str] | None = None) -> None:
+    """A ServerError naming the server's executable when it is neither on ``PATH`` (of ``env``, else this
+    process's) nor a file: no start or restart can help then."""
+    executable = command[0]
+    if shutil.which(executable, path=(env or os.environ).get("PATH")) is None:
+        raise ServerError(f"server executable {executable!r} not found (not on PATH and not a file): "
+                          f"install it in this environment, or name its full path in the model config")
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port nothing listens on right now (the OS picks it; a start that loses the race is retried)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -129,10 +143,7 @@ class ManagedServer:
             self.port = free_port(self.host)
             # Plain replacement, not str.format: arguments may hold JSON or other braces of their own.
             args = [part.replace("{port}", str(self.port)).replace("{host}", self.host) for part in self.command]
-            executable = args[0]
-            if shutil.which(executable, path=(self.env or os.environ).get("PATH")) is None:
-                raise ServerError(f"server executable {executable!r} not found (not on PATH and not a file): "
-                                  f"install it in this environment, or name its full path in the model config")
+            require_executable(args, self.env)
             # The parent-death signal follows the thread that starts the server: only the main thread, which
             # lives as long as the job, may ask for it.
             hook = _die_with_parent_hook() if threading.current_thread() is threading.main_thread() else None
@@ -147,9 +158,8 @@ class ManagedServer:
             except ServerError as exc:
                 last_error = exc
                 exited_early = self.process.poll() is not None
-                taken = "refused our key" in str(exc)
                 self.stop()
-                if not (exited_early or taken):
+                if not (exited_early or isinstance(exc, NotOurServer)):
                     break  # timed out: another port will not help
         assert last_error is not None
         raise last_error
@@ -189,7 +199,7 @@ class ManagedServer:
                 return
         except urllib.error.HTTPError as exc:
             if exc.code in (401, 403):
-                raise ServerError(f"the server answering on port {self.port} refused our key on "
+                raise NotOurServer(f"the server answering on port {self.port} refused our key on "
                                   f"{self.models_path} (HTTP {exc.code}): it is another job's server, not "
                                   f"{self.command[0]!r}") from None
             raise

@@ -769,26 +769,45 @@ def _sortable(columns: Iterable[tuple[str, str]]) -> str:
     return "".join(f'<th data-key="{_esc(key)}">{_esc(head)}</th>' for key, head in columns)
 
 
-def run_summary_html(rows: Sequence[Mapping[str, Any]], records: Sequence[Mapping[str, Any]],
-                     labels: Mapping[tuple[str, str, str], str]) -> str:
+@dataclass
+class Shown:
+    """A (run, question) row with what every page shows of it, worked out once: the run's label, the parsed
+    trace, its marks on the timeline and the row's flags."""
+
+    row: Mapping[str, Any]
+    label: str
+    trace: Mapping[str, Any] | None
+    marks: Marks
+    flags: list[str]
+
+
+def shown_rows(rows: Sequence[Mapping[str, Any]], labels: Mapping[tuple[str, str, str], str]) -> list[Shown]:
+    out = []
+    for row in rows:
+        trace = json.loads(row["trace"]) if row.get("trace") else None
+        out.append(Shown(row, labels[(row["method"], row["model"], row["memory"])], trace, trace_marks(trace),
+                         _flags(row, trace)))
+    return out
+
+
+def run_summary_html(shown: Sequence[Shown]) -> str:
     """One line per run above the list: accuracy, and how many of its questions carry each flag."""
-    per_run: dict[str, list[Mapping[str, Any]]] = {}
-    for record in records:
-        per_run.setdefault(record["run"], []).append(record)
-    memory = {labels[(r["method"], r["model"], r["memory"])]: str(r.get("memory") or "none") for r in rows}
+    per_run: dict[str, list[Shown]] = {}
+    for item in shown:
+        per_run.setdefault(item.label, []).append(item)
     heads = ("run", "questions", "accuracy", "no retrieval", "forced", "trimmed", "repaired", "errors",
              "parse failures", "missing")
     body = []
     for run in sorted(per_run):
         mine = per_run[run]
-        n, right = len(mine), sum(r["correct"] == "yes" for r in mine)
+        n, right = len(mine), sum(_correct(item.row) == "yes" for item in mine)
 
         def count(flag: str) -> str:
-            k = sum(flag in r["flags"] for r in mine)
+            k = sum(flag in item.flags for item in mine)
             link = f'index.html?run={html.escape(run, quote=True)}&amp;flag={flag}'
             return f'<a href="{link}">{k}/{n}</a>' if k else f"0/{n}"
 
-        no_retrieval = count("no-retrieval") if memory.get(run, "none") != "none" else "–"
+        no_retrieval = count("no-retrieval") if str(mine[0].row.get("memory") or "none") != "none" else "–"
         body.append(f'<tr data-run="{_esc(run)}"><td><a href="index.html?run={html.escape(run, quote=True)}">'
                     f"{_esc(run)}</a></td><td class=\"num\">{n}</td>"
                     f'<td class="num">{right}/{n} ({100 * right / max(n, 1):.1f} %)</td>'
@@ -802,25 +821,21 @@ def run_summary_html(rows: Sequence[Mapping[str, Any]], records: Sequence[Mappin
 
 
 def index_page(rows: Sequence[Mapping[str, Any]], labels: Mapping[tuple[str, str, str], str],
-               report_href: str, texts: Mapping[str, str] | None = None,
-               traces: Sequence[Mapping[str, Any] | None] | None = None) -> str:
+               report_href: str, texts: Mapping[str, str] | None = None, shown: Sequence[Shown] | None = None) -> str:
     """The list (``index.html``). ``rows`` are the scored rows with their prediction columns; ``texts`` the
-    questions' texts by qid; ``traces`` each row's parsed trace (for the repaired flag)."""
+    questions' texts by qid; ``shown`` the rows as :func:`shown_rows` gives them (worked out here if not given)."""
     texts = texts or {}
-    traces = traces if traces is not None else [None] * len(rows)
+    shown = shown if shown is not None else shown_rows(rows, labels)
     filters = "".join(_select(k, n) for k, n in (("run", "run"), ("video", "video"), ("task", "task type"),
                                                  ("direction", "direction"), ("correct", "correct"), ("flag", "flag")))
-    records, body = [], []
-    for i, (row, trace) in enumerate(zip(rows, traces)):
-        run = labels[(row["method"], row["model"], row["memory"])]
-        flags = _flags(row, trace)
-        record = row_record(i, row, run, flags)
-        records.append(record)
+    body = []
+    for i, item in enumerate(shown):
+        row, run, flags = item.row, item.label, item.flags
         page = question_href(row["qid"])
         body.append(
             f'<tr data-i="{i}" data-run="{_esc(run)}" data-video="{_esc(row["video_id"])}" '
             f'data-task="{_esc(row["task_type"])}" data-direction="{_esc(row["direction"])}" '
-            f'data-correct="{record["correct"]}" data-flag="{_esc(" ".join(flags))}">'
+            f'data-correct="{_correct(row)}" data-flag="{_esc(" ".join(flags))}">'
             f"<td>{_esc(run)}</td><td>{_esc(row['video_id'])}</td>"
             f'<td><a class="question" data-page="{page}" href="{page}">{_esc(row["qid"])}</a></td>'
             f'<td class="qtext">{_esc(texts.get(row["qid"], ""))}</td>'
@@ -831,7 +846,7 @@ def index_page(rows: Sequence[Mapping[str, Any]], labels: Mapping[tuple[str, str
             f'<td class="num">{float(row.get("latency_s") or 0.0):.2f}</td></tr>')
     page_body = (f'<p><a href="{report_href}">← report</a> · <a href="grid.html">question × run grid</a></p>'
                  f'<h1>Questions</h1><div id="warnings" class="warning" hidden></div>'
-                 f"<h2>Per run</h2>{run_summary_html(rows, records, labels)}"
+                 f"<h2>Per run</h2>{run_summary_html(shown)}"
                  f'<h2>Every answer</h2><p class="filters">{filters}<label>text <input id="f-q" type="search" '
                  'placeholder="question id or text"></label></p><p id="shown" class="note"></p>'
                  f'<table id="questions"><thead><tr>{_sortable(LIST_COLUMNS)}</tr></thead>'
@@ -884,31 +899,27 @@ def grid_page(questions: Sequence[Mapping[str, Any]], cells: Mapping[str, Mappin
     return _page("senri question grid", page_body, "SENRI.grid();", ("rows.js", "browser.js"))
 
 
-def question_page(question: Mapping[str, Any], runs: Sequence[Mapping[str, Any]],
-                  labels: Mapping[tuple[str, str, str], str], duration_s: float, thumbs: Thumbnails) -> str:
+def question_page(question: Mapping[str, Any], runs: Sequence[Shown], duration_s: float, thumbs: Thumbnails) -> str:
     evidence = None
     if question.get("evidence_start_s") is not None and question.get("evidence_end_s") is not None:
         evidence = (float(question["evidence_start_s"]), float(question["evidence_end_s"]))
     options = "".join(f'<li class="{"truth" if letter == question["answer"] else ""}">{letter}. '
                       f"{_esc(question['option_' + letter.lower()])}</li>" for letter in "ABCD")
-    traces = [json.loads(r["trace"]) if r.get("trace") else None for r in runs]
     strips = "".join(
-        f'<div class="strip-run" data-run="{_esc(label)}"><h4><a href="#{run_anchor(label)}">{_esc(label)}</a>: '
-        f'{_esc(r.get("pred") or "–")} {_verdict(r)}</h4>'
-        f"{strip_html(r, duration_s, evidence, trace_marks(t), run_anchor(label))}</div>"
-        for r, t in zip(runs, traces) for label in [labels[(r["method"], r["model"], r["memory"])]])
+        f'<div class="strip-run" data-run="{_esc(x.label)}"><h4><a href="#{run_anchor(x.label)}">{_esc(x.label)}</a>: '
+        f'{_esc(x.row.get("pred") or "–")} {_verdict(x.row)}</h4>'
+        f"{strip_html(x.row, duration_s, evidence, x.marks, run_anchor(x.label))}</div>" for x in runs)
     window = (f"{evidence[0]:.1f}–{evidence[1]:.1f}s" if evidence else "not given")
     middle = (thumbs.html(question["video_id"], (evidence[0] + evidence[1]) / 2, "middle of the evidence window")
               if evidence else "")
     side = "".join(
-        f'<tr><td><a href="#{run_anchor(label)}">{_esc(label)}</a></td><td>{_esc(r.get("pred") or "–")}</td>'
-        f"<td>{_verdict(r)}</td><td>{_flag_spans(_flags(r, t))}</td>"
-        f'{_behaviour(r)}<td class="num">{_calls(r)}</td><td class="num">{_tokens(r)}</td>'
-        f'<td class="num">{float(r.get("latency_s") or 0.0):.2f}</td></tr>'
-        for r, t in zip(runs, traces) for label in [labels[(r["method"], r["model"], r["memory"])]])
+        f'<tr><td><a href="#{run_anchor(x.label)}">{_esc(x.label)}</a></td><td>{_esc(x.row.get("pred") or "–")}</td>'
+        f"<td>{_verdict(x.row)}</td><td>{_flag_spans(x.flags)}</td>"
+        f'{_behaviour(x.row)}<td class="num">{_calls(x.row)}</td><td class="num">{_tokens(x.row)}</td>'
+        f'<td class="num">{float(x.row.get("latency_s") or 0.0):.2f}</td></tr>' for x in runs)
     columns = []
-    for r, trace in zip(runs, traces):
-        label = labels[(r["method"], r["model"], r["memory"])]
+    for x in runs:
+        r, trace, label = x.row, x.trace, x.label
         error = f'<p class="flag">error: {_esc(r["error"])}</p>' if r.get("error") else ""
         timeline = trace_html(trace, r, thumbs, run_anchor(label)) if not r.get("missing") else "no prediction"
         columns.append(
@@ -953,14 +964,14 @@ def build_browser(scored: pl.DataFrame, predictions: pl.DataFrame, questions: pl
     paths = dict(zip(videos["video_id"], videos["path"])) if videos is not None else {}
     durations = dict(zip(videos["video_id"], videos["duration_s"])) if videos is not None else {}
     thumbs = Thumbnails(paths, pages / "frames")
-    traces = [json.loads(r["trace"]) if r.get("trace") else None for r in rows]
-    by_question: dict[str, list[dict[str, Any]]] = {}
+    shown = shown_rows(rows, labels)
+    by_question: dict[str, list[Shown]] = {}
     latest: dict[str, float] = {}
-    for r, trace in zip(rows, traces):
-        by_question.setdefault(r["qid"], []).append(r)
-        marks = trace_marks(trace)
-        latest[r["qid"]] = max(latest.get(r["qid"], 0.0), marks.latest())
-        thumbs.want(r["video_id"], [t for t, _ in marks.frames])
+    for item in shown:
+        qid = item.row["qid"]
+        by_question.setdefault(qid, []).append(item)
+        latest[qid] = max(latest.get(qid, 0.0), item.marks.latest())
+        thumbs.want(item.row["video_id"], [t for t, _ in item.marks.frames])
     question_rows = list(questions.iter_rows(named=True))
     for q in question_rows:
         if q.get("evidence_start_s") is not None and q.get("evidence_end_s") is not None:
@@ -973,16 +984,15 @@ def build_browser(scored: pl.DataFrame, predictions: pl.DataFrame, questions: pl
             continue
         duration = float(durations.get(q["video_id"])
                          or max(float(q.get("evidence_end_s") or 0.0), latest.get(q["qid"], 0.0)) or 1.0)
-        (pages / f"{question_slug(q['qid'])}.html").write_text(question_page(q, mine, labels, duration, thumbs))
+        (pages / f"{question_slug(q['qid'])}.html").write_text(question_page(q, mine, duration, thumbs))
         written += 1
     texts = {q["qid"]: q["question"] for q in question_rows}
     index = folder / "index.html"
-    index.write_text(index_page(rows, labels, report_href, texts, traces))
-    records = [row_record(i, r, labels[(r["method"], r["model"], r["memory"])], _flags(r, t))
-               for i, (r, t) in enumerate(zip(rows, traces))]
+    index.write_text(index_page(rows, labels, report_href, texts, shown))
+    records = [row_record(i, item.row, item.label, item.flags) for i, item in enumerate(shown)]
     cells: dict[str, dict[str, Mapping[str, Any]]] = {}
-    for r in rows:
-        cells.setdefault(r["qid"], {})[labels[(r["method"], r["model"], r["memory"])]] = r
+    for item in shown:
+        cells.setdefault(item.row["qid"], {})[item.label] = item.row
     (folder / "grid.html").write_text(grid_page(question_rows, cells, runs, report_href))
     info = {q["qid"]: {"text": q["question"], "video": q["video_id"], "task": q["task_type"],
                        "direction": q["direction"], "answer": q["answer"], "page": f"{question_slug(q['qid'])}.html"}
