@@ -67,12 +67,13 @@ def snakemake(run_dir: Path, overrides: str, cores: int, targets: tuple[str, ...
 
 
 def question_subset(run_dir: Path, overrides: str, cores: int, tasks: tuple[str, ...], questions: str,
-                    subset: str) -> str:
+                    subset: str, limit: int | None = None) -> str:
     """Generate the dataset's question file (``questions``, a workflow output), keep the questions of ``tasks``
-    in ``subset`` and return the override that makes the run ask only those (the videos stay whole)."""
+    (the first ``limit`` of them, in file order, when given) in ``subset`` and return the override that makes
+    the run ask only those (the videos stay whole)."""
     snakemake(run_dir, overrides, cores, (questions,))
     lines = (run_dir / questions).read_text().splitlines()
-    kept = [line for line in lines if json.loads(line)["task_type"] in tasks]
+    kept = [line for line in lines if json.loads(line)["task_type"] in tasks][:limit]
     (run_dir / subset).write_text("".join(line + "\n" for line in kept))
     print(f"{Path(questions).parent.name}: asking the {len(kept)} {'/'.join(tasks)} questions of {len(lines)}",
           flush=True)

@@ -29,6 +29,7 @@ its results, and prints both side by side with how many answers agree.
     python bench/memory_systems.py                 # 200-s haystack, L questions
     python bench/memory_systems.py --tasks L RER --haystack 200 400
     python bench/memory_systems.py --haystack 100 --tasks L --cost-arm release
+    python bench/memory_systems.py --haystack 60 --tasks L --questions 2 --methods blind worldmm --cost-arm release
     python bench/memory_systems.py --full
 """
 
@@ -52,7 +53,9 @@ SUBSET = "results/needle/questions.bench.jsonl"
 #: The stores' builder roles default to the reading model (config/memory_system/{worldmm,magic_video}.yaml). The
 #: two systems are selected (so a cost arm can override their settings) and memory_search is pinned to the captions.
 BASE_OVERRIDES = (f"dataset=needle model=[{MODEL}] anonymize=off sampling.build=[] "
-                  "memory_system=[captions,worldmm,magic_video] +method.memory_search.memory_system=captions")
+                  "memory_system=[captions,worldmm,magic_video]")
+#: memory_search reads the caption memory (only when it runs: the override would otherwise add a bare method entry)
+MEMORY_SEARCH_PIN = "+method.memory_search.memory_system=captions"
 #: The cost savings of issue 34 turned off: every W8 call up front and cut builder replies repaired (the arm
 #: ``--cost-arm release`` runs), so they are measured side by side with the defaults on the same questions.
 RELEASE_COST = ("memory_system.worldmm.cut_reply_resends=0 "
@@ -177,6 +180,8 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", default=["L"], help="needle question kinds to ask (L RER OC TER)")
     parser.add_argument("--haystack", nargs="+", type=int, default=[200], help="haystack lengths in seconds")
     parser.add_argument("--full", action="store_true", help="every question of the needle dataset's defaults")
+    parser.add_argument("--questions", type=int, default=None,
+                        help="ask only the first N questions of those kinds (the stores are still built whole)")
     parser.add_argument("--overrides", default="", help="extra Hydra overrides")
     parser.add_argument("--cost-arm", default="",
                         help="overrides of a first arm run before the defaults (e.g. a cost-saving option turned off): "
@@ -186,7 +191,8 @@ def main() -> None:
     parser.add_argument("--summary-only", action="store_true", help="summarize a finished run, run nothing")
     args = parser.parse_args()
     methods = tuple(args.methods)
-    overrides = " ".join(x for x in (BASE_OVERRIDES, f"method=[{','.join(methods)}]",
+    overrides = " ".join(x for x in (BASE_OVERRIDES, MEMORY_SEARCH_PIN if "memory_search" in methods else "",
+                                     f"method=[{','.join(methods)}]",
                                      "" if args.full else f"dataset.needle.haystack_s=[{','.join(map(str, args.haystack))}]",
                                      args.overrides) if x)
     cost_arm = RELEASE_COST if args.cost_arm == "release" else args.cost_arm
@@ -199,7 +205,7 @@ def main() -> None:
         if not args.full:
             # the haystacks stay whole, so every store is built over the full video
             overrides += " " + question_subset(arm or args.out, overrides, args.cores, tuple(args.tasks),
-                                               "results/needle/questions.jsonl", SUBSET)
+                                               "results/needle/questions.jsonl", SUBSET, args.questions)
         if arm is not None:
             started = time.perf_counter()
             snakemake(arm, f"{overrides} {cost_arm}", args.cores)

@@ -7,10 +7,12 @@ configs that call a model, ``direct`` at two frame budgets) and 3 GPU models, an
 model loads of both modes, per batch granularity and ``serving.replicas`` (data parallel: N batch jobs per
 model over shares of the videos, N loads each).
 
-The three GPU models are stand-ins built from ``config/model/qwen25vl7b_vllm.yaml`` (``vlm_a``, ``vlm_b``,
-``vlm_c``): the plan depends on their backend only. With ``video: true`` (the shipped config) a vLLM model
-cannot be served yet (senri.backends.served: the server would drop the carrier's source times), so the bench
-prints that case too: those models keep one load per job.
+The three GPU models are copies of the shipped ``config/model/qwen25vl7b_vllm.yaml`` (``vlm_a``, ``vlm_b``,
+``vlm_c``; ``video: true``: served, a carrier travels with its source times to senri's video loader in the
+server, :mod:`senri.backends.vllm_video`): the plan depends on their backend only. A model the batches cannot
+serve would be printed as refused, with one load per job. ``role models``: loads beside the servers, of the
+models an answer's roles open that its server does not serve (tool models, a memory system's query roles,
+VideoLucy's VLM captioner; :func:`senri.serving.answer_role_models`) — none with the paper plan's defaults.
 
     python bench/serving_plan.py
     python bench/serving_plan.py --videos 10 --questions 500 --replicas 1 2 4
@@ -34,12 +36,12 @@ METHODS = ["random", "blind", "blind_letter", "blind_debiased", "direct", "memor
 GPU_MODELS = ("vlm_a", "vlm_b", "vlm_c")
 
 
-def paper_plan(video: bool, granularity: str, replicas: int = 1) -> dict:
+def paper_plan(granularity: str, replicas: int = 1) -> dict:
     cfg = cfgmod.compose(f"dataset=demo method=[{','.join(METHODS)}] method.direct.frames=[64,512] "
                          "model=[qwen25vl7b_vllm]")
     template = cfg["model"].pop("qwen25vl7b_vllm")
     for name in GPU_MODELS:
-        cfg["model"][name] = {**template, "video": video}
+        cfg["model"][name] = dict(template)
     servable = []
     for name in GPU_MODELS:
         try:
@@ -65,17 +67,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"plan: {args.videos} videos, {args.questions} questions ({args.questions / args.videos:g} per video), "
           f"{len(GPU_MODELS)} GPU models (vLLM)")
     print(f"{'GPU models':<22} {'batches':<13} {'replicas':>8} {'variants':>8} {'answer jobs':>11} "
-          f"{'loads in process':>16} {'loads served':>12} {'batch jobs':>10}")
-    for video in (False, True):
-        for granularity in serving.GRANULARITIES:
-            for replicas in args.replicas:
-                plan = paper_plan(video, granularity, replicas)
-                counts = serving.load_counts(plan["cfg"], videos)
-                label = "video: false" if not video else "video: true (shipped)"
-                print(f"{label:<22} {granularity:<13} {replicas:>8} {plan['variants']:>8} {counts['answer_jobs']:>11} "
-                      f"{counts['in_process']:>16} {counts['served']:>12} {counts['batches']:>10}")
-            if plan["refused"] and granularity == serving.GRANULARITIES[0]:
-                print(f"  not served: {plan['refused']}")
+          f"{'loads in process':>16} {'loads served':>12} {'batch jobs':>10} {'role models':>11}")
+    for granularity in serving.GRANULARITIES:
+        for replicas in args.replicas:
+            plan = paper_plan(granularity, replicas)
+            counts = serving.load_counts(plan["cfg"], videos)
+            print(f"{'video: true (shipped)':<22} {granularity:<13} {replicas:>8} {plan['variants']:>8} "
+                  f"{counts['answer_jobs']:>11} {counts['in_process']:>16} {counts['served']:>12} {counts['batches']:>10} "
+                  f"{counts['role_loads_served']:>11}")
+        if plan["refused"] and granularity == serving.GRANULARITIES[0]:
+            print(f"  not served: {plan['refused']}")
     return 0
 
 

@@ -94,17 +94,29 @@ def _check_image_url(url: Any, where: str) -> None:
         raise Refused(400, f"{where}.url: the image data is not a JPEG, PNG, GIF or WebP image", where)
 
 
-def _check_video_url(url: Any, where: str) -> None:
+def _check_video_url(url: Any, where: str, video: bool | str = True) -> None:
+    """``video``: True (vLLM's stock loader: MP4 bytes) or the name of the server's video loader; ``"senri"``
+    (a ``vllm serve`` with senri's plugin and ``VLLM_VIDEO_LOADER_BACKEND=senri``) also reads senri carriers,
+    with senri's own reader, and refuses one it cannot read."""
+    from senri.backends.vllm_video import CARRIER_MEDIA_TYPE, read_carrier
+
     if not isinstance(url, str) or not (url.startswith(("http://", "https://"))
-                                        or re.fullmatch(r"data:video/[a-z0-9]+;base64,[A-Za-z0-9+/=]+", url)):
+                                        or re.fullmatch(r"data:video/[a-z0-9.+-]+;base64,[A-Za-z0-9+/=]+", url)):
         raise Refused(400, f"{where}.url: invalid video URL", where)
     if url.startswith("data:"):
         data = base64.b64decode(url.split(",", 1)[1])
-        if data[4:8] != b"ftyp":
+        if url.startswith(f"data:{CARRIER_MEDIA_TYPE};"):
+            if video != "senri":
+                raise Refused(400, f"{where}.url: this server's video loader cannot open {CARRIER_MEDIA_TYPE}", where)
+            try:
+                read_carrier(data)
+            except ValueError as exc:
+                raise Refused(400, f"{where}.url: {exc}", where) from None
+        elif data[4:8] != b"ftyp":
             raise Refused(400, f"{where}.url: the video data is not an MP4 file", where)
 
 
-def _check_content(role: str, content: Any, where: str, video: bool) -> None:
+def _check_content(role: str, content: Any, where: str, video: bool | str) -> None:
     if isinstance(content, str):
         return
     if content is None and role == "assistant":
@@ -129,7 +141,7 @@ def _check_content(role: str, content: Any, where: str, video: bool) -> None:
         elif kind == "video_url" and video:
             if not isinstance(part.get("video_url"), dict):
                 raise Refused(400, f"{at}.video_url must be an object with 'url'", at)
-            _check_video_url(part["video_url"].get("url"), f"{at}.video_url")
+            _check_video_url(part["video_url"].get("url"), f"{at}.video_url", video)
         else:
             raise Refused(400, f"{at}: unsupported content part type {kind!r}", at)
 
@@ -154,7 +166,7 @@ def _check_tool_calls(calls: Any, where: str) -> list[str]:
     return ids
 
 
-def _check_messages(messages: Any, video: bool) -> None:
+def _check_messages(messages: Any, video: bool | str) -> None:
     if not isinstance(messages, list) or not messages:
         raise Refused(400, "'messages' must be a non-empty array", "messages")
     open_calls: set[str] = set()
@@ -226,7 +238,7 @@ def _check_response_format(value: Any) -> None:
                           "response_format")
 
 
-def validate(body: Any, model: str, *, family: str = "chat", video: bool = False, extras: frozenset[str] = VLLM_EXTRAS,
+def validate(body: Any, model: str, *, family: str = "chat", video: bool | str = False, extras: frozenset[str] = VLLM_EXTRAS,
              auto_tool_choice: bool = True) -> None:
     """Raise :class:`Refused` for what a real server would refuse in this request body."""
     if not isinstance(body, dict):
@@ -301,7 +313,8 @@ class StrictOpenAI:
     rules: Sequence[Mapping[str, Any]]
     model: str = "strict-model"
     family: str = "chat"
-    video: bool = False
+    #: False: no video; True: video_url with vLLM's stock loader (MP4); "senri": senri's loader (carriers too)
+    video: bool | str = False
     extras: frozenset[str] = VLLM_EXTRAS
     auto_tool_choice: bool = True
     tool_format: str = "openai"
@@ -364,7 +377,7 @@ class StrictOpenAI:
     def model_config(self, **extra: Any) -> dict[str, Any]:
         """A senri ``openai`` model config for this server."""
         return {"backend": "openai", "base_url": self.base_url, "model": self.model, "concurrency": 4,
-                "timeout_s": 30, "max_retries": 0, "images": True, "video": self.video, **extra}
+                "timeout_s": 30, "max_retries": 0, "images": True, "video": bool(self.video), **extra}
 
     # ------------------------------------------------------------------------------------------- handling
     def tokenize(self, raw: bytes) -> tuple[int, dict[str, Any]]:

@@ -571,3 +571,142 @@ def test_served_vllm_gets_the_in_process_engine_s_arguments_false_flags_and_vllm
     assert "--generation-config auto" in " ".join(server_command(own, "VLLM_API_KEY"))
     VLLMBackend(own)
     assert seen["engine"]["generation_config"] == "auto"
+
+
+def _shipped_vllm_configs() -> list[dict]:
+    """Every shipped model config of the vllm backend, composed as a run gets it."""
+    from senri.config import compose
+
+    names = [p.stem for p in sorted(Path("config/model").glob("*.yaml"))
+             if yaml_backend(p) == "vllm"]
+    assert names, "no shipped vllm model config"
+    return [{"name": n, **compose(f"model=[{n}]")["model"][n]} for n in names]
+
+
+def yaml_backend(path: Path) -> str | None:
+    import yaml
+
+    return (yaml.safe_load(path.read_text()) or {}).get("backend")
+
+
+def test_served_and_in_process_vllm_send_the_same_engine_flags_and_sampling_for_every_shipped_config(monkeypatch):
+    """Issue 36 item 2: for every shipped vllm model config, ``vllm serve``'s flags are the in-process engine's
+    arguments (each one, false ones as --no-), and each served request's sampling fields are the in-process
+    SamplingParams' (max_tokens, temperature, top_p, seed, penalties, log-probabilities, the JSON schema)."""
+    from senri.backends.served import Endpoint, ServedBackend
+    from senri.backends.vllm import VLLMBackend, engine_kwargs, server_command
+
+    monkeypatch.setenv("SENRI_SERVER_KEY", "k")
+    seen = _fake_vllm(monkeypatch)
+    schema = {"type": "object", "properties": {"answer": {"enum": list(LETTERS)}}, "required": ["answer"]}
+    requests = [ask("plain", max_tokens=7), ask("sampled", temperature=0.7, top_p=0.9, seed=3),
+                ask("penalised", repetition_penalty=1.05, frequency_penalty=0.2),
+                ask("scored", letter_logprobs=LETTERS), ask("structured", json_schema=schema)]
+    for config in _shipped_vllm_configs():
+        command = server_command(config, "SENRI_SERVER_KEY")
+        flags = command[3:]
+        for key, value in engine_kwargs(config).items():
+            if key == "model":
+                assert command[2] == value
+                continue
+            flag = "--" + key.replace("_", "-")
+            if value is True:
+                assert flag in flags
+            elif value is False:
+                assert "--no-" + flag[2:] in flags
+            elif value is not None:
+                at = flags.index(flag)
+                assert flags[at + 1] == (json.dumps(value) if isinstance(value, (dict, list)) else str(value)), key
+        assert flags[flags.index("--generation-config") + 1] == "vllm", config["name"]
+        in_process = VLLMBackend(config)
+        assert seen["engine"] == engine_kwargs(config)
+        served = ServedBackend(config, Endpoint("http://127.0.0.1:1", config))
+        for request in requests:
+            params, body = in_process._sampling(request), served.request_body(request)
+            for field in ("max_tokens", "temperature", "top_p", "seed"):
+                assert body[field] == params[field], (config["name"], field)
+            for field in ("repetition_penalty", "frequency_penalty"):
+                assert body.get(field) == params.get(field), (config["name"], field)
+            assert (body.get("top_logprobs"), bool(body.get("logprobs"))) == (params.get("logprobs"),
+                                                                               "logprobs" in params)
+            wanted = params.get("structured_outputs")
+            assert (body.get("response_format") or {}).get("json_schema", {}).get("schema") == (
+                wanted.kwargs["json"] if wanted is not None else None)
+
+
+def _carrier_parts():
+    from senri.backends.base import VideoPart
+    from senri.decode import carrier_from_jpegs
+
+    frames = [jpeg((40 * k, 80, 200 - 40 * k)) for k in range(4)]
+    mp4 = carrier_from_jpegs(frames, fps=1.0)
+    return [VideoPart(mp4, 1.0, (12.0, 19.0, 26.0, 33.0)),  # direct perception: source times
+            VideoPart(mp4, 1.0, (60.0, 61.0, 62.0, 63.0), timeline="carrier"),  # verifier: carrier offsets
+            VideoPart(carrier_from_jpegs(frames, fps=0.25), 0.25, (800.0, 804.0, 808.0, 812.0)),  # a coarse clip
+            VideoPart(mp4, 1.0)]  # no source times
+
+
+def test_a_served_carrier_reaches_the_server_s_senri_loader_as_the_in_process_engine_gets_it(monkeypatch, fake_vllm):
+    """Issue 36 item 1: a served ``video: true`` model gets each carrier as a senri carrier (its rate, source
+    times and timeline with the MP4), and senri's loader in the server — registered as a vLLM plugin — gives
+    the processor the very frames and metadata the in-process engine hands ``LLM.generate``."""
+    import base64
+    import types
+
+    import numpy as np
+
+    from senri.backends import vllm_video
+    from senri.backends.served import Endpoint, ServedBackend
+
+    registry = types.SimpleNamespace(name2class={})
+    registry.register = lambda name: (lambda cls: registry.name2class.setdefault(name, cls))
+
+    class VideoLoader:
+        pass
+
+    video_module = types.ModuleType("vllm.multimodal.video")
+    video_module.VIDEO_LOADER_REGISTRY, video_module.VideoLoader = registry, VideoLoader
+    monkeypatch.setitem(sys.modules, "vllm.multimodal", types.ModuleType("vllm.multimodal"))
+    monkeypatch.setitem(sys.modules, "vllm.multimodal.video", video_module)
+    vllm_video.register()
+    vllm_video.register()  # every vLLM process runs the plugins: once is enough
+    loader = registry.name2class[vllm_video.LOADER_NAME]
+    assert issubclass(loader, VideoLoader) and list(registry.name2class) == ["senri"]
+
+    monkeypatch.setenv("SENRI_SERVER_KEY", "k")
+    in_process = fake_vllm(video=True)
+    config = {"name": "vlm", "backend": "vllm", "model": "Qwen/Qwen2.5-VL-7B-Instruct", "video": True}
+    served = ServedBackend(config, Endpoint("http://127.0.0.1:1", config))
+    for part in _carrier_parts():
+        request = ChatRequest((Message("user", ("What happens?", part)),))
+        in_process.complete_many([request])
+        ((frames, metadata),) = in_process.llm.calls[-1][1][0]["multi_modal_data"]["video"]
+        (url,) = [p["video_url"]["url"] for p in served.request_body(request)["messages"][0]["content"]
+                  if p["type"] == "video_url"]
+        assert url.startswith(f"data:{vllm_video.CARRIER_MEDIA_TYPE};base64,")
+        got_frames, got_metadata = loader.load_bytes(base64.b64decode(url.split(",", 1)[1]), num_frames=32)
+        assert np.array_equal(got_frames, frames) and got_metadata == metadata
+    # a plain MP4 sent to the same server is a carrier on its own timeline; anything else is refused
+    frames, metadata = vllm_video.load_carrier(_carrier_parts()[2].mp4)
+    assert metadata["fps"] == 0.25 and metadata["frames_indices"] == [0, 1, 2, 3]
+    for bad in (b"not a video", vllm_video.CARRIER_MAGIC + b"{oops\n" + _carrier_parts()[0].mp4,
+                vllm_video.CARRIER_MAGIC + b'{"fps": 1, "times_s": [], "timeline": "source"}\nnot an mp4'):
+        with pytest.raises(ValueError):
+            vllm_video.read_carrier(bad)
+
+
+def test_a_served_video_model_s_server_selects_senri_s_loader_which_this_install_registers(monkeypatch):
+    """The batch starts ``vllm serve`` with VLLM_VIDEO_LOADER_BACKEND=senri for a model that takes video (none
+    for one that does not), and refuses to start one where vLLM would not find the loader."""
+    from importlib.metadata import entry_points
+
+    from senri.backends import vllm_video
+    from senri.backends.base import BackendError
+
+    (plugin,) = [e for e in entry_points(group="vllm.general_plugins") if e.name == "senri_carrier_video"]
+    assert plugin.load() is vllm_video.register
+    assert vllm_video.server_env({"video": True}) == {"VLLM_VIDEO_LOADER_BACKEND": "senri"}
+    assert vllm_video.server_env({"video": False}) == {}
+    monkeypatch.setattr(vllm_video, "plugin_installed", lambda: False)
+    with pytest.raises(BackendError, match="reinstall senri"):
+        vllm_video.server_env({"name": "qwen25vl7b_vllm", "video": True})

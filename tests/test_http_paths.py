@@ -175,27 +175,41 @@ def test_videolucy_captioner_and_agent_over_http(tmp_path):
 def test_a_served_vllm_model_s_answers_go_over_http_with_the_batch_key(tmp_path, demo_tables, small_demo,  # noqa: F811
                                                                        monkeypatch):
     """A served batch's answer job talks to its server through :class:`senri.backends.served.ServedBackend`:
-    the vLLM body (images, sampling, the server's key as a bearer token) must be one a server accepts."""
+    the vLLM body (sampling, the server's key as a bearer token, the shipped config's carrier video) must be one
+    a server accepts. Issue 36 item 1: the shipped ``video: true`` config is served; its carrier travels as a
+    senri carrier with its source times, which a stock-loader server refuses and senri's loader reads as the
+    in-process engine's input (the same frames, the frames' source times)."""
     from senri.answer import answer_video
     from senri.backends.served import Endpoint, serving_through
+    from senri.backends.vllm_video import load_carrier
     from senri.config import compose
+    from senri.records import FrameRow, read_table
 
     monkeypatch.setenv("SENRI_SERVER_KEY", "batch-key")
-    model = {"name": "qwen25vl7b_vllm", **compose("model=[qwen25vl7b_vllm]")["model"]["qwen25vl7b_vllm"],
-             "video": False}  # a served vLLM model takes frames as images (video is not servable yet)
+    model = {"name": "qwen25vl7b_vllm", **compose("model=[qwen25vl7b_vllm]")["model"]["qwen25vl7b_vllm"]}
+    assert model["video"] is True  # the shipped config
     questions, info = demo_tables
-    store, _ = _direct_inputs(tmp_path, small_demo)
+    store, carrier = _direct_inputs(tmp_path, small_demo)
     stage = {"seed": 0,
              "method": {"name": "direct", "implementation": "direct", "approach": "direct_perception",
                         "uses_model": True, "frames": 6, "plan": "uniform_6", "answer_format": "json",
                         "greedy": True},
              "model": model}
-    with StrictOpenAI([{"text": '{"answer": "B"}'}], model="qwen25vl7b_vllm", api_key="batch-key") as server:
-        with serving_through(Endpoint(server.base_url.removesuffix("/v1"), model)):
-            predictions = answer_video(questions.head(2), info, stage, frames=store)
-    assert server.refused() == [] and len(server.bodies) == 2
+    for loader, refused in ((True, 2), ("senri", 0)):  # vLLM's stock loader, then senri's
+        with StrictOpenAI([{"text": '{"answer": "B"}'}], model="qwen25vl7b_vllm", api_key="batch-key",
+                          video=loader) as server:
+            with serving_through(Endpoint(server.base_url.removesuffix("/v1"), model)):
+                predictions = answer_video(questions.head(2), info, stage, frames=store, carrier=carrier)
+        assert len(server.refused()) == refused and len(server.bodies) == 2
     assert predictions["error"].is_null().all() and (predictions["pred"] == "B").all()
-    assert all(sum(p["type"] == "image_url" for p in _parts(e)) == 6 for e in server.bodies)
+    times = [float(t) for t in read_table(store, FrameRow)["pts_s"]]
+    for body in server.bodies:
+        (video,) = [p for p in _parts(body) if p["type"] == "video_url"]
+        assert not any(p["type"] == "image_url" for p in _parts(body))
+        frames, metadata = load_carrier(base64.b64decode(video["video_url"]["url"].split(",", 1)[1]))
+        assert frames.shape[0] == 6 and metadata["total_num_frames"] == 6 and metadata["fps"] == 1.0
+        assert metadata["frames_indices"] == [int(round(t)) for t in times]  # source times at the carrier's rate
+        assert metadata["do_sample_frames"] is False
 
 
 # ------------------------------------------------------------------------------ WorldMM's builders and QA call

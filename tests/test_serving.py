@@ -111,7 +111,42 @@ def test_batches_hold_exactly_the_in_process_rules_files_in_video_order():
     assert [b.name for b in serving.batches(per_method, videos)] == ["smollm2.blind", "smollm2.blind_letter"]
     pattern = re.compile(serving.in_process_model_pattern(cfg) + "/")
     assert not pattern.fullmatch("smollm2/") and pattern.fullmatch("smollm2b/") and pattern.fullmatch("none/")
-    assert serving.load_counts(cfg, videos) == {"answer_jobs": 4, "in_process": 4, "served": 1, "batches": 1}
+    assert serving.load_counts(cfg, videos) == {"answer_jobs": 4, "in_process": 4, "served": 1, "batches": 1,
+                                                "role_loads_served": 0}
+
+
+def test_load_counts_count_the_models_an_answer_s_roles_open_beside_its_server():
+    """Issue 36 item 4: VideoLucy's VLM captioner, a memory system's query roles (WorldMM's retriever,
+    MAGIC-Video's time extractor) and tool models are loads of their own per answer job — in process always
+    (the captioner even when it is the run's model: the caption service opens it), served only when the batch's
+    server does not serve them (the same model reaches the server)."""
+    videos = ["v1", "v2"]
+    cfg = cfgmod.compose("dataset=demo method=[videolucy,worldmm] model=[smollm2,qwen15_coder] "
+                         "memory.captioner=smollm2 serving.models=[smollm2]")
+    assert {k: v["name"] for k, v in serving.answer_role_models(cfg, "videolucy").items()} == {"captioner": "smollm2"}
+    assert {k: v["name"] for k, v in serving.answer_role_models(cfg, "worldmm").items()} == {
+        "worldmm.retriever": "qwen15_coder"}
+    assert serving.role_loads(cfg, "videolucy", "smollm2", None) == 1  # its own caption service
+    assert serving.role_loads(cfg, "videolucy", "smollm2", {"name": "smollm2", **cfg["model"]["smollm2"]}) == 0
+    assert serving.role_loads(cfg, "worldmm", "qwen15_coder", None) == 0  # the retriever is the run's model
+    assert serving.role_loads(cfg, "worldmm", "smollm2", {"name": "smollm2", **cfg["model"]["smollm2"]}) == 1
+    counts = serving.load_counts(cfg, videos)
+    # 8 answer jobs: each loads its model; videolucy's also its captioner, worldmm × smollm2 its retriever
+    assert counts == {"answer_jobs": 8, "in_process": 8 + 4 + 2, "served": 1 + 2 + 4 + 2, "batches": 1,
+                      "role_loads_served": 2}
+
+
+def test_the_serving_plan_bench_serves_the_shipped_vllm_configs_with_one_load_per_model_and_replica(capsys):
+    """Issue 36 item 1: the shipped ``video: true`` config is servable, so the paper-sized plan is 3 loads
+    (× replicas) instead of 420."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import serving_plan
+
+    assert serving_plan.main(["--replicas", "1", "2"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("video: true")]
+    assert [(r[3], r[4], r[7], r[8], r[10]) for r in rows] == [
+        ("model", "1", "420", "3", "0"), ("model", "2", "420", "6", "0"),
+        ("method_model", "1", "420", "42", "0"), ("method_model", "2", "420", "84", "0")]
 
 
 # --- the served batch on the small demo --------------------------------------------------------------------------
@@ -255,8 +290,7 @@ def test_a_server_that_keeps_dying_fails_the_batch_without_writing_unfinished_pr
 def test_a_missing_server_executable_stops_the_batch_at_once_with_its_name(tmp_path, monkeypatch):
     """Issue 36 item 5: no restart can bring a missing ``vllm`` back; the batch says which executable, before any
     start or answer, instead of a traceback or max_restarts "stopped answering" rounds."""
-    cfg = cfgmod.compose("dataset=demo method=[blind] model=[qwen25vl7b_vllm] serving.models=[qwen25vl7b_vllm] "
-                         "model.qwen25vl7b_vllm.video=false")  # (a video model cannot be served yet: item 1)
+    cfg = cfgmod.compose("dataset=demo method=[blind] model=[qwen25vl7b_vllm] serving.models=[qwen25vl7b_vllm]")
     (batch,) = serving.batches(cfg, ["demo_01"])
     monkeypatch.setenv("PATH", str(tmp_path))  # a PATH without vllm
     with pytest.raises(serving.BatchError, match=r"executable 'vllm' is not on PATH \(model config backend 'vllm'\)"):
@@ -302,7 +336,8 @@ def test_replicas_split_a_model_s_videos_into_contiguous_batches_one_server_each
     assert [b.rule_name for b in plan] == ["answer_served_smollm2_r1", "answer_served_smollm2_r2"]
     assert sorted(o for b in plan for o in b.outputs) == sorted(o for b in serving.batches(
         cfgmod.compose("dataset=demo method=[random,blind,blind_letter] serving.models=[smollm2]"), videos) for o in b.outputs)
-    assert serving.load_counts(cfg, videos) == {"answer_jobs": 6, "in_process": 6, "served": 2, "batches": 2}
+    assert serving.load_counts(cfg, videos) == {"answer_jobs": 6, "in_process": 6, "served": 2, "batches": 2,
+                                                "role_loads_served": 0}
     with pytest.raises(cfgmod.ConfigError, match=r"serving\.replicas\.qwen15_coder: 'qwen15_coder' is not in"):
         serving.batches(cfgmod.compose("dataset=demo method=[blind] serving.models=[smollm2] "
                                        "+serving.replicas.qwen15_coder=2"), videos)

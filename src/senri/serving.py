@@ -212,15 +212,66 @@ def batch_digest(cfg: Mapping[str, Any], batch: Batch) -> str:
     return digest.hexdigest()[:16]
 
 
+def answer_role_models(cfg: Mapping[str, Any], method: str) -> dict[str, Mapping[str, Any]]:
+    """Role → ``{"name", "config"}`` of every model an answer of ``method`` opens besides the run's own: its
+    tool models (``tool_model_configs``), the query-time roles of the memory system it reads (the store class's
+    ``query_roles``: WorldMM's retriever, MAGIC-Video's time extractor, a clip embedder's text tower) and, for a
+    method that re-captions (``Method.recaptions``: VideoLucy), the memory's VLM captioner (``captioner``)."""
+    from senri.memory.store import MEMORY_SYSTEMS
+    from senri.methods import METHODS
+
+    spec = cfg["method"][method]
+    roles: dict[str, Mapping[str, Any]] = dict(spec.get("tool_model_configs") or {})
+    system = workflow.method_memory_system(cfg, method)
+    if system:
+        store = MEMORY_SYSTEMS.load(cfgmod.memory_systems(cfg)[system].get("store", system))
+        configs = cfgmod.memory_systems(cfg)[system].get("model_configs") or {}
+        roles.update({f"{system}.{role}": configs[role] for role in store.query_roles if configs.get(role)})
+    if getattr(METHODS.load(spec.get("implementation", method)), "recaptions", False) and cfg.get("captioner_model"):
+        roles["captioner"] = {"name": cfg["memory"]["captioner"], "config": cfg["captioner_model"]}
+    return roles
+
+
+def role_loads(cfg: Mapping[str, Any], method: str, model: str, served_by: Mapping[str, Any] | None) -> int:
+    """Model loads one answer job makes for its roles (:func:`answer_role_models`). In process a role model is
+    opened once per job unless it is the run's model by name (``RoleModels``); the captioner is always opened
+    by its own caption service. Served (``served_by``: the batch server's model config), a role whose model is
+    the server's reaches the server (:func:`senri.backends.served.endpoint_for`) and loads nothing."""
+    from senri.backends.served import same_model
+
+    loads, opened = 0, set()
+    for role, entry in answer_role_models(cfg, method).items():
+        name = str(entry["name"])
+        if served_by is not None and same_model({"name": name, **entry["config"]}, served_by):
+            continue
+        if role != "captioner" and (name == model or name in opened):
+            continue
+        opened.add(name)
+        loads += 1
+    return loads
+
+
 def load_counts(cfg: Mapping[str, Any], video_ids: Sequence[str]) -> dict[str, int]:
-    """Model loads a run makes: ``in_process`` (every answer job of a model-calling method loads its model)
-    and ``served`` (the same with each served batch's one server start in place of its answers' loads)."""
+    """Model loads a run makes: ``in_process`` (every answer job of a model-calling method loads its model and
+    the models of its roles, :func:`role_loads`) and ``served`` (the same with each served batch's one server
+    start in place of its answers' loads of that model, their roles' other models still loaded per job).
+    ``role_loads_served`` says how many of the served loads are role models beside the servers."""
     runs = [(method, model) for method, model in cfgmod.runs(cfg) if model != cfgmod.NO_MODEL]
-    in_process = len(runs) * len(video_ids)
     plan = batches(cfg, video_ids)
-    served_answers = sum(len(b.answers) for b in plan)
-    return {"answer_jobs": in_process, "in_process": in_process, "served": in_process - served_answers + len(plan),
-            "batches": len(plan)}
+    served = {(a.method, a.model, a.video_id) for b in plan for a in b.answers}
+    in_process = served_total = role_total = 0
+    for method, model in runs:
+        spec = {"name": model, **cfg["model"][model]}
+        alone, beside = role_loads(cfg, method, model, None), role_loads(cfg, method, model, spec)
+        for video in video_ids:
+            in_process += 1 + alone
+            if (method, model, video) in served:
+                served_total += beside
+                role_total += beside
+            else:
+                served_total += 1 + alone
+    return {"answer_jobs": len(runs) * len(video_ids), "in_process": in_process,
+            "served": served_total + len(plan), "batches": len(plan), "role_loads_served": role_total}
 
 
 # ------------------------------------------------------------------------------------------- the batch job
@@ -264,6 +315,7 @@ def run_batch(cfg: Mapping[str, Any], batch: Batch, workdir: Path = Path(".")) -
     """Start ``batch.model``'s server, run every unfinished answer of the batch against it, restart the
     server (bounded) when it dies, and stop it whatever happens (SIGTERM from Snakemake or ``scancel``
     included: :class:`~senri.backends.server.ManagedServer` turns it into SystemExit)."""
+    from senri.backends.base import BackendError
     from senri.backends.served import SERVER_KEY_ENV, engine_module
     from senri.backends.server import ManagedServer, ServerError, require_executable
     from senri.secrets import register
@@ -273,7 +325,11 @@ def run_batch(cfg: Mapping[str, Any], batch: Batch, workdir: Path = Path(".")) -
     engine = engine_module(model_config)
     key = secrets.token_urlsafe(32)
     register(key)
-    env = {**os.environ, SERVER_KEY_ENV: key, "VLLM_API_KEY": key}
+    try:  # what the engine's server needs in its environment (a served vLLM video model: senri's video loader)
+        engine_env = getattr(engine, "server_env", lambda config: {})(model_config)
+    except BackendError as exc:
+        raise BatchError(f"batch {batch.name}: {exc}") from None
+    env = {**os.environ, SERVER_KEY_ENV: key, "VLLM_API_KEY": key, **engine_env}
     record_path = workdir / "results" / "serving" / f"{batch.name}.jsonl"  # one per batch: no two jobs append to one
     server_log = workdir / "results" / "logs" / "serving" / f"{batch.name}.server.log"
     server_log.parent.mkdir(parents=True, exist_ok=True)

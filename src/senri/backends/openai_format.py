@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from senri.backends.base import ChatRequest, ChatResponse, ImagePart, VideoPart
 
@@ -18,7 +18,12 @@ from senri.backends.base import ChatRequest, ChatResponse, ImagePart, VideoPart
 TOP_LOGPROBS = 20
 
 
-def message_content(parts, video_ok: bool) -> str | list[dict[str, Any]]:
+#: How a video part goes on the wire: its MP4 as a data URL unless a backend says otherwise (a served vLLM model
+#: sends senri carriers, :func:`senri.backends.vllm_video.carrier_data_url`).
+VideoURL = Callable[[VideoPart], str]
+
+
+def message_content(parts, video_ok: bool, video_url: VideoURL | None = None) -> str | list[dict[str, Any]]:
     """A message's content: a plain string for text-only messages, else typed parts in order."""
     if all(isinstance(p, str) for p in parts):
         return "".join(parts)
@@ -33,12 +38,14 @@ def message_content(parts, video_ok: bool) -> str | list[dict[str, Any]]:
         elif isinstance(part, VideoPart):
             if not video_ok:
                 raise ValueError("this backend does not take video input; send frames as images")
-            content.append({"type": "video_url", "video_url": {"url": part.data_url()}})
+            url = video_url(part) if video_url is not None else part.data_url()
+            content.append({"type": "video_url", "video_url": {"url": url}})
     return content
 
 
-def chat_messages(request: ChatRequest, video_ok: bool = False) -> list[dict[str, Any]]:
-    return [{"role": m.role, "content": message_content(m.content, video_ok)} for m in request.messages]
+def chat_messages(request: ChatRequest, video_ok: bool = False,
+                  video_url: VideoURL | None = None) -> list[dict[str, Any]]:
+    return [{"role": m.role, "content": message_content(m.content, video_ok, video_url)} for m in request.messages]
 
 
 #: OpenAI's reasoning models by name (o1, o3, o3-mini, o4-mini, …; gpt-5 and its dated/sized variants, not
@@ -57,12 +64,13 @@ def openai_reasoning(config: Mapping[str, Any]) -> bool:
 
 
 def chat_body(request: ChatRequest, model: str | None, video_ok: bool = False,
-              extra: Mapping[str, Any] | None = None, reasoning_api: bool = False) -> dict[str, Any]:
+              extra: Mapping[str, Any] | None = None, reasoning_api: bool = False,
+              video_url: VideoURL | None = None) -> dict[str, Any]:
     """The JSON body of ``POST /v1/chat/completions`` for ``request``. ``reasoning_api``: the body an OpenAI
     reasoning (o-series) model takes — ``max_completion_tokens`` for ``max_tokens``, no ``temperature`` or
     ``top_p`` (only their default is accepted) and no penalties or log-probabilities."""
     body: dict[str, Any] = {
-        "messages": chat_messages(request, video_ok),
+        "messages": chat_messages(request, video_ok, video_url),
         "max_tokens": request.max_tokens,
         "temperature": request.temperature,
         "top_p": request.top_p,

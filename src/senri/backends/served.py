@@ -44,13 +44,6 @@ def engine_module(model_config: Mapping[str, Any]):
     if kind not in SERVABLE:
         raise BackendError(f"model config backend: {kind!r} cannot be served by a batch (servable: "
                            f"{', '.join(SERVABLE)}); leave the model out of serving.models")
-    if kind == "vllm" and model_config.get("video"):
-        # vLLM's server loads a video_url with metadata of its own (frames 0…n−1 at the MP4's rate); the
-        # in-process engine places the carrier's frames at their source times (senri.backends.vllm). Served,
-        # the same request would get other answers under the same cache key.
-        raise BackendError("model config video: a vllm model that takes video cannot be served yet (the server "
-                           "drops the carrier's source times that the in-process engine passes); run it in "
-                           "process (leave it out of serving.models) or set video: false")
     return importlib.import_module(SERVABLE[kind])
 
 
@@ -132,8 +125,12 @@ class ServedBackend(OpenAIBackend):
     def request_body(self, request: ChatRequest) -> dict[str, Any]:
         if self.kind == "llamacpp":
             return self.engine.request_body(self.config, request)
+        from senri.backends.vllm_video import carrier_data_url
+
         extra = {"chat_template_kwargs": self.template_kwargs} if self.template_kwargs else {}
-        return chat_body(request, self.model, video_ok=self.capabilities.video, extra=extra)
+        # a carrier goes with its rate and source times, for the server's senri loader (backends/vllm_video.py)
+        return chat_body(request, self.model, video_ok=self.capabilities.video, extra=extra,
+                         video_url=carrier_data_url)
 
     def count_tokens(self, request: ChatRequest) -> int:
         """llama.cpp in process counts by the estimate, so its served twin does too; vLLM in process counts

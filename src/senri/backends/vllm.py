@@ -16,7 +16,9 @@ prompt as its timestamp. So a request holding a video goes through ``LLM.generat
 by the model's chat template, the carrier decoded here, and per video the metadata :func:`video_metadata` builds
 from the part — the carrier's true rate and its frames placed at their source times (or carrier offsets, where
 the part says so) — with ``do_sample_frames`` off, so every frame is kept. Requests without video still go
-through ``LLM.chat``.
+through ``LLM.chat``. Served (:mod:`senri.backends.served`), the same carrier travels with its times to a
+``vllm serve`` that decodes it with senri's loader (:mod:`senri.backends.vllm_video`, :func:`server_env`), so
+the server's processor gets the frames and metadata this engine's does.
 
 **One failure is one request's.** If the engine rejects a batch (one over-long prompt, one bad video), each
 request of it is run again alone: the others keep their answers and only the failing ones carry ``error``.
@@ -30,9 +32,10 @@ import logging
 import time
 from typing import Any, Callable, Mapping, Sequence
 
-from senri.backends.base import (Backend, BackendError, Capabilities, ChatRequest, ChatResponse, VideoPart,
-                                 reasoning_parser, text_only)
+from senri.backends.base import (Backend, BackendError, Capabilities, ChatRequest, ChatResponse, reasoning_parser,
+                                 text_only)
 from senri.backends.openai_format import TOP_LOGPROBS, chat_messages, chat_template_kwargs, letter_scores
+from senri.backends.vllm_video import carrier_video, server_env, video_metadata  # noqa: F401  (re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -219,36 +222,14 @@ class VLLMBackend(Backend):
                             finish_reason=str(completion.finish_reason) if completion.finish_reason else None)
 
 
-def video_metadata(part: VideoPart, n_frames: int) -> dict[str, Any]:
-    """The metadata vLLM's Qwen2.5-VL / Qwen3-VL processors read for one carrier of ``n_frames`` frames.
-
-    ``fps`` is the carrier's rate and ``total_num_frames`` its frame count, so Qwen2.5-VL's sampled rate
-    (frames kept / total × fps) is the carrier's; ``frames_indices`` are the frames' source times × fps (rounded
-    to the carrier's frame step) so Qwen3-VL's timestamps (index / fps) are the source times, or 0…n−1 (carrier
-    offsets) for a part on its carrier's timeline or without source times."""
-    if part.times_s and len(part.times_s) != n_frames:
-        raise ValueError(f"a carrier of {n_frames} frames came with {len(part.times_s)} source times")
-    if part.timeline == "source" and part.times_s:
-        indices = [int(round(float(t) * part.fps)) for t in part.times_s]
-    else:
-        indices = list(range(n_frames))
-    return {"fps": float(part.fps), "frames_indices": indices, "total_num_frames": n_frames,
-            "duration": n_frames / part.fps, "video_backend": "senri", "do_sample_frames": False}
-
-
 def generate_prompt(request: ChatRequest, tokenizer: Any, template_kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """The ``LLM.generate`` input for a request holding video: the chat template's text over the typed-content
     messages transformers' processors take (``image`` / ``video`` placeholders where the parts were, a
-    timestamped image after its label) and the decoded media, each video with its :func:`video_metadata`."""
-    import numpy as np
-
-    from senri.backends.transformers import carrier_frames, hf_messages
+    timestamped image after its label) and the decoded media, each video as :func:`~senri.backends.vllm_video.carrier_video` decodes it."""
+    from senri.backends.transformers import hf_messages
 
     messages, images, parts = hf_messages(request, video_ok=True)
-    videos = []
-    for part in parts:
-        frames = np.stack([np.asarray(f) for f in carrier_frames(part)])
-        videos.append((frames, video_metadata(part, len(frames))))
+    videos = [carrier_video(part) for part in parts]
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **template_kwargs)
     data: dict[str, Any] = {"video": videos}
     if images:

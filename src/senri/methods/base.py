@@ -215,6 +215,9 @@ class Method:
     #: Whether the method reads a persistent memory through a :class:`senri.memory.store.MemoryStore` (the
     #: ``memory_search`` family): such a method runs once per selected memory system (``<method>@<system>``).
     reads_store: ClassVar[bool] = False
+    #: Whether its answers re-caption clips with the memory's captioner (VideoLucy's backtracking): each answer
+    #: job then opens the captioner's model too (counted by :func:`senri.serving.load_counts`).
+    recaptions: ClassVar[bool] = False
     extra_code: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, context: RunContext) -> None:

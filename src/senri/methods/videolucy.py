@@ -319,6 +319,7 @@ class VideoLucy(Method):
     approach = "persistent_memory"
     uses_model = True
     uses_memory = True
+    recaptions = True
 
     def __init__(self, context: RunContext) -> None:
         super().__init__(context)
