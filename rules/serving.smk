@@ -28,7 +28,7 @@ for _batch in SERVED_BATCHES:
             f"results/logs/serving/{_batch.name}.log",
         benchmark:
             f"results/benchmarks/serving/{_batch.name}.tsv"
-        threads: senri_workflow.answer_resources(SENRI, _batch.model)["threads"]
+        threads: senri_serving.batch_threads(SENRI, _batch)
         resources:
             mem_mb=senri_serving.batch_mem_mb(SENRI, _batch),
             runtime=SENRI["serving"]["runtime"],

@@ -91,9 +91,9 @@ def test_the_serving_config_is_checked_and_kept_out_of_every_answer_slice():
         serving.served_models(cfgmod.compose(f"{base} serving.models=[qwen15_coder]"))
     with pytest.raises(cfgmod.ConfigError, match="'openai_api'.*cannot be served"):
         serving.served_models(cfgmod.compose(f"{base} serving.models=[openai_api]"))
-    with pytest.raises(cfgmod.ConfigError, match="video"):
-        serving.served_models(cfgmod.compose("dataset=demo method=[blind] model=[qwen25vl7b_vllm] "
-                                             "serving.models=[qwen25vl7b_vllm]"))
+    # the shipped video model is servable (issue 36 item 1)
+    assert serving.served_models(cfgmod.compose("dataset=demo method=[blind] model=[qwen25vl7b_vllm] "
+                                                "serving.models=[qwen25vl7b_vllm]")) == ["qwen25vl7b_vllm"]
     with pytest.raises(cfgmod.ConfigError, match="config.serving.batch.openai_api"):
         serving.served_models(cfgmod.compose(f"{base} serving.models=[smollm2] +serving.batch.openai_api=model"))
 
@@ -275,16 +275,30 @@ def test_a_server_killed_mid_run_is_restarted_leaves_no_error_rows_and_the_resul
 
 
 @pytest.mark.workflow
-def test_a_server_that_keeps_dying_fails_the_batch_without_writing_unfinished_predictions(
+def test_a_server_that_keeps_dying_leaves_error_rows_for_what_it_did_not_answer_or_fails_the_batch(
         prepared, small_demo, tmp_path):
+    """Issue 36 item 3: past serving.max_restarts, the default (on_dead_server: error_rows) writes one error row
+    per question the server left unanswered and the batch ends (the run's tables come out, the loss counted);
+    on_dead_server: fail fails the job without writing them (the profile's retries run it again)."""
     work = _copy(prepared, tmp_path)
     batch = _batch_process(work, _overrides(small_demo, "serving.models=[smollm2] serving.max_restarts=0"))
     _kill_server_after_some_calls(work, batch)
-    assert batch.wait(timeout=600) == 1
+    assert batch.wait(timeout=600) == 0
     assert "serving.max_restarts=0" in (work / "results/logs/serving/smollm2.log").read_text()
-    assert not (work / PREDICTIONS[0]).exists()  # the answer the server died under wrote nothing
+    tables = [pl.read_parquet(work / p) for p in PREDICTIONS]
+    unanswered = [t for t in tables if t["error"].is_not_null().any()]  # (an answer may have finished first)
+    assert unanswered and all(t["pred"].is_null().all() and not t["correct"].any() for t in unanswered)
+    assert all(t["error"].str.starts_with("not answered: batch smollm2: the smollm2 server stopped answering").all()
+               for t in unanswered)
     (start,) = starts(work)
     assert start["exit"].startswith("died")
+
+    work = _copy(prepared, tmp_path / "fail")
+    batch = _batch_process(work, _overrides(small_demo, "serving.models=[smollm2] serving.max_restarts=0 "
+                                                        "serving.on_dead_server=fail"))
+    _kill_server_after_some_calls(work, batch)
+    assert batch.wait(timeout=600) == 1
+    assert not (work / PREDICTIONS[0]).exists()  # the answer the server died under wrote nothing
 
 
 def test_a_missing_server_executable_stops_the_batch_at_once_with_its_name(tmp_path, monkeypatch):
@@ -341,3 +355,88 @@ def test_replicas_split_a_model_s_videos_into_contiguous_batches_one_server_each
     with pytest.raises(cfgmod.ConfigError, match=r"serving\.replicas\.qwen15_coder: 'qwen15_coder' is not in"):
         serving.batches(cfgmod.compose("dataset=demo method=[blind] serving.models=[smollm2] "
                                        "+serving.replicas.qwen15_coder=2"), videos)
+
+
+def test_a_request_the_server_keeps_failing_with_500_is_that_request_s_error_not_a_dead_server(monkeypatch):
+    """Issue 36 item 3: a served call answered 500 on every attempt by a server that still says it is up is the
+    request's own failure (recorded, its question an error row; the batch goes on); a server that is gone is
+    the engine's failure (EngineUnavailable: the batch restarts it)."""
+    from strict_openai import StrictOpenAI
+
+    monkeypatch.setenv("SENRI_SERVER_KEY", "batch-key")
+    config = {"name": "qwen25vl7b_vllm", **cfgmod.compose("model=[qwen25vl7b_vllm]")["model"]["qwen25vl7b_vllm"]}
+    rules = [{"match": "poison", "error": "CUDA error: an illegal memory access", "status": 500}, {"text": "B"}]
+    with StrictOpenAI(rules, model="qwen25vl7b_vllm", api_key="batch-key", video="senri") as server:
+        served = ServedBackend(config, Endpoint(server.base_url.removesuffix("/v1"), config))
+        served.backoff_base_s = served.backoff_cap_s = 0.01
+        bad = served.complete(ChatRequest((Message.text("user", "a poison prompt"),), max_tokens=4))
+        good = served.complete(ChatRequest((Message.text("user", "a fine prompt"),), max_tokens=4))
+        url = server.base_url
+    assert bad.error and "HTTP 500" in bad.error and "the server is up" in bad.error and bad.attempts == 4
+    assert good.error is None and good.text == "B"
+    gone = ServedBackend(config, Endpoint(url.removesuffix("/v1"), config))  # nothing listens there now
+    gone.backoff_base_s = gone.backoff_cap_s = 0.01
+    with pytest.raises(EngineUnavailable):
+        gone.complete(ChatRequest((Message.text("user", "a fine prompt"),), max_tokens=4))
+
+
+@pytest.mark.workflow
+def test_a_batch_killed_mid_way_restores_its_finished_answers_on_the_rerun_with_no_call_and_no_load(
+        prepared, in_process, small_demo, tmp_path):
+    """Issue 36 item 3: Snakemake deletes a killed job's outputs, so a finished answer survives only as the
+    batch's kept copy (results/serving/kept): the rerun restores it — no model call, and no server start when
+    nothing else is left — and answers only the rest; the tables equal the in-process run's."""
+    import sqlite3
+
+    work = _copy(prepared, tmp_path)
+    overrides = _overrides(small_demo, "serving.models=[smollm2] serving.answers_at_once=1")
+    batch = _batch_process(work, overrides)
+    kept = work / serving.KEPT
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and batch.poll() is None and not list(kept.rglob("*.digest")):
+        time.sleep(0.1)
+    batch.kill()  # SIGKILL: the server follows it (parent-death signal)
+    batch.wait(timeout=60)
+    finished = sorted(kept.rglob("*.digest"))
+    assert finished, "no answer finished before the kill"
+    for p in PREDICTIONS:  # what Snakemake deletes of a killed job, and before it runs the job again
+        (work / p).unlink(missing_ok=True)
+        (work / p.replace(".parquet", ".config.yaml")).unlink(missing_ok=True)
+    (work / "results/serving/smollm2.jsonl").unlink(missing_ok=True)
+    cache_rows = {}
+    for digest in finished:
+        method = digest.relative_to(kept).parts[0]
+        with sqlite3.connect(work / f"results/cache/answer/{method}/smollm2/{VIDEO}.sqlite") as db:
+            cache_rows[method] = db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+    again = _batch_process(work, overrides)
+    assert again.wait(timeout=600) == 0, (work / "results/logs/serving/smollm2.log").read_text()[-3000:]
+    batch_log = (work / "results/logs/serving/smollm2.log").read_text()
+    assert f"({len(finished)} restored)" in batch_log
+    for method, rows in cache_rows.items():
+        assert f"restored {method}/smollm2/{VIDEO}" in batch_log
+        with sqlite3.connect(work / f"results/cache/answer/{method}/smollm2/{VIDEO}.sqlite") as db:
+            assert db.execute("SELECT COUNT(*) FROM responses").fetchone()[0] == rows  # no call made
+    assert len(starts(work)) == (0 if len(finished) == len(PREDICTIONS) else 1)  # a load only for what is left
+    for a, b in zip(_tables(work), _tables(in_process)):
+        assert a["error"].null_count() == a.height
+        assert clock_free(a).equals(clock_free(b))
+    # a kept answer is restored only under its digest: a changed input is answered again
+    cfg = cfgmod.compose(cfgmod.parse_overrides(overrides))
+    answer = next(a for b in serving.batches(cfg, [VIDEO]) for a in b.answers if a.method in cache_rows)
+    assert serving.restore_answer(cfg, answer, work)
+    os.utime(work / answer.inputs["questions"])
+    assert not serving.restore_answer(cfg, answer, work)
+
+
+def test_a_batch_asks_for_its_model_s_threads_and_cpus_for_each_concurrent_answer():
+    """Issue 36 item 4: a batch's CPUs are its server's (the model config's threads) plus
+    serving.cpus_per_answer for each of serving.answers_at_once answers (their frame decoding)."""
+    cfg = cfgmod.compose("dataset=demo method=[blind] model=[qwen25vl7b_vllm] serving.models=[qwen25vl7b_vllm] "
+                         "serving.answers_at_once=4")
+    (batch,) = serving.batches(cfg, ["v1"])
+    assert serving.batch_threads(cfg, batch) == 1 + 4
+    cfg["serving"]["cpus_per_answer"] = 2
+    assert serving.batch_threads(cfg, batch) == 1 + 8
+    cfg = cfgmod.compose("dataset=demo method=[blind] serving.models=[smollm2] serving.cpus_per_answer=0")
+    (batch,) = serving.batches(cfg, ["v1"])
+    assert serving.batch_threads(cfg, batch) == 2  # llama.cpp's server threads only

@@ -81,6 +81,11 @@ def test_profile_is_found_as_typed_from_the_repository_root(monkeypatch):
 METHODS = "random,blind,blind_letter"
 
 
+#: The served case's switch: smollm2 served; the test node's 2 CPUs hold its server's threads only (a batch asks
+#: for serving.cpus_per_answer more per concurrent answer, which would leave it unschedulable here).
+SERVED = " serving.models=[smollm2] serving.cpus_per_answer=0"
+
+
 def fast_overrides(small_demo: dict, videos_dir: Path) -> str:
     return (f"overrides=dataset=senri dataset.questions=[{small_demo['questions']}] dataset.videos_dir={videos_dir} "
             f"anonymize.stride=30 method=[{METHODS}] +model.smollm2.cache_prompt=false")
@@ -180,7 +185,7 @@ def test_served_answers_come_from_one_slurm_job_with_one_server_start_and_scance
     for path in targets:
         if "smollm2" in path:
             (served / path).unlink()
-    proc = on_slurm(cluster, served, *targets, "--config", fast + " serving.models=[smollm2]")
+    proc = on_slurm(cluster, served, *targets, "--config", fast + SERVED)
     assert proc.returncode == 0, proc.stdout[-6000:]
 
     batch_log = (served / "results/logs/serving/smollm2.log").read_text()
@@ -202,6 +207,7 @@ def test_served_answers_come_from_one_slurm_job_with_one_server_start_and_scance
     # listens on its port.
     cancelled = served
     shutil.rmtree(served / "results/cache/answer")
+    shutil.rmtree(served / "results/serving/kept")  # the first run's kept answers would be restored, not asked
     for path in targets:
         if "smollm2" in path:
             (served / path).unlink()
@@ -210,17 +216,19 @@ def test_served_answers_come_from_one_slurm_job_with_one_server_start_and_scance
     env = {**cluster.env, "PATH": str(Path(sys.executable).parent) + os.pathsep + cluster.env.get("PATH", "")}
     run = subprocess.Popen([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(cancelled),
                             "--profile", str(SLURM_PROFILE), "--workflow-profile", str(TEST_PROFILE), *targets,
-                            "--config", fast + " serving.models=[smollm2]"],
+                            "--config", fast + SERVED],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, stdin=subprocess.DEVNULL,
                            start_new_session=True)
+    kept = cancelled / "results/serving/kept"
     try:
         log_path, ready = cancelled / "results/logs/serving/smollm2.log", None
         deadline = time.monotonic() + 600
-        while time.monotonic() < deadline and ready is None:
+        while time.monotonic() < deadline and (ready is None or not list(kept.rglob("*.digest"))):
             text = log_path.read_text() if log_path.exists() else ""
             ready = re.search(r"server pid (\d+) at http://127\.0\.0\.1:(\d+) ready", text)
-            time.sleep(0.5)
+            time.sleep(0.2)
         assert ready, "the batch's server did not come up"
+        assert list(kept.rglob("*.digest")), "no answer finished before the cancel"
         pid, port = int(ready.group(1)), int(ready.group(2))
         job = re.search(r"SLURM_JOB_ID=(\d+)", log_path.read_text()).group(1)
         subprocess.run(["scancel", job], env=cluster.env, check=True, timeout=30)
@@ -248,3 +256,28 @@ def test_served_answers_come_from_one_slurm_job_with_one_server_start_and_scance
         if run.poll() is None:  # it would only go on to notice the cancelled job: nothing else is left to run
             run.terminate()
         run.wait(timeout=120)
+
+    # Issue 36 item 3: the rerun restores what the cancelled batch finished (Snakemake deleted its outputs), with
+    # no model call for it, and starts a server only for what is left.
+    import sqlite3
+
+    finished = sorted(kept.rglob("*.digest"))
+    calls = {}
+    for digest in finished:
+        method, _, video = digest.relative_to(kept).with_suffix("").parts
+        with sqlite3.connect(cancelled / f"results/cache/answer/{method}/smollm2/{video}.sqlite") as db:
+            calls[(method, video)] = db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+    (cancelled / "results/serving/smollm2.jsonl").unlink()
+    proc = on_slurm(cluster, cancelled, *targets, "--config", fast + SERVED)
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    batch_log = (cancelled / "results/logs/serving/smollm2.log").read_text()
+    assert f"({len(finished)} restored)" in batch_log
+    for (method, video), count in calls.items():
+        assert f"restored {method}/smollm2/{video}" in batch_log
+        with sqlite3.connect(cancelled / f"results/cache/answer/{method}/smollm2/{video}.sqlite") as db:
+            assert db.execute("SELECT COUNT(*) FROM responses").fetchone()[0] == count
+    restarts = [json.loads(line) for line in (cancelled / "results/serving/smollm2.jsonl").read_text().splitlines()]
+    assert len(restarts) == (1 if len(finished) < 4 else 0)
+    assert not restarts or restarts[0]["answers_left"] == 4 - len(finished)
+    for path in targets:
+        assert clock_free(pl.read_parquet(cancelled / path)).equals(clock_free(pl.read_parquet(local_run / path)))

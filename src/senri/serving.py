@@ -14,6 +14,8 @@ backend's cache identity (:mod:`senri.backends.served`), so either mode replays 
 A server that dies is the engine's failure: its answers stop without writing (exit
 :data:`senri.backends.base.ENGINE_UNAVAILABLE`), the batch starts the server again — at most ``serving.max_restarts``
 times — and the answers resume from their caches; then the job fails and the profile's retries take over.
+Each finished answer is also kept outside the job's outputs (:data:`KEPT`), so a batch that fails or is killed
+and runs again restores what it finished instead of answering it again.
 Every server start is one line of ``results/serving/<batch>.jsonl`` (the batch is named by its model, or
 ``<model>.<method>``; written when that server stops: model, batch, host, port, pid, load seconds, start time,
 exit reason).
@@ -75,6 +77,21 @@ class ServedAnswer:
     @property
     def log(self) -> str:
         return f"results/logs/answer/{self.method}/{self.model}/{self.video_id}.log"
+
+    @property
+    def kept(self) -> str:
+        """Where its finished files are kept (:data:`KEPT`), without suffix."""
+        return f"{KEPT}/{self.method}/{self.model}/{self.video_id}"
+
+
+#: Finished answers of served batches, kept outside every rule's outputs: Snakemake deletes a job's outputs
+#: before it runs and when it fails or is killed, so without a copy a batch killed after 139 of 140 answers
+#: would answer all 140 again (replayed from their caches, on a freshly loaded model). A rerun restores an
+#: answer whose config, code and inputs are unchanged (:func:`answer_digest`) and starts no server for it.
+KEPT = "results/serving/kept"
+#: The suffixes of an answer's kept files: its prediction file, its sidecar, its log, and (written last, so
+#: a half-kept answer is never restored) the digest it was answered under.
+KEPT_FILES = (".parquet", ".config.yaml", ".log", ".digest")
 
 
 @dataclass(frozen=True)
@@ -185,6 +202,16 @@ def in_process_model_pattern(cfg: Mapping[str, Any]) -> str:
 def batch_mem_mb(cfg: Mapping[str, Any], batch: Batch) -> int:
     """Host memory of a batch job: the model's (its server holds it once) plus 1 GB per concurrent answer."""
     return workflow.answer_resources(cfg, batch.model)["mem_mb"] + 1000 * int(cfg["serving"]["answers_at_once"])
+
+
+def batch_threads(cfg: Mapping[str, Any], batch: Batch) -> int:
+    """CPUs of a batch job: its model's threads (the server's: a llama.cpp server computes on them, a vLLM
+    server feeds its GPU from one) plus ``serving.cpus_per_answer`` for each concurrent answer, which decodes
+    frames and renders prompts in a process of its own. Locally Snakemake caps it at ``--cores``; on SLURM it is
+    the job's ``--cpus-per-task``."""
+    serving = cfg["serving"]
+    return workflow.answer_resources(cfg, batch.model)["threads"] + \
+        int(serving.get("cpus_per_answer", 1)) * int(serving["answers_at_once"])
 
 
 def answer_config(cfg: Mapping[str, Any], method: str, model: str) -> str:
@@ -341,17 +368,28 @@ def run_batch(cfg: Mapping[str, Any], batch: Batch, workdir: Path = Path(".")) -
                          f"(model config backend {model_config['backend']!r}); install it in the job's environment"
                          ) from None
     pending = [a for a in batch.answers if not ((workdir / a.out).exists() and (workdir / a.sidecar).exists())]
-    log.info("batch %s: %d of %d answer(s) to run against one %s server", batch.name, len(pending),
-             len(batch.answers), model_config["backend"])
+    restored = [a for a in pending if restore_answer(cfg, a, workdir)]
+    pending = [a for a in pending if a not in restored]
+    for answer in restored:
+        log.info("restored %s/%s/%s: kept from an earlier run of this batch (same config, code and inputs)",
+                 answer.method, answer.model, answer.video_id)
+    log.info("batch %s: %d of %d answer(s) to run against one %s server (%d restored)", batch.name, len(pending),
+             len(batch.answers), model_config["backend"], len(restored))
     for answer in pending:  # each answer's log starts afresh, as the in-process rule's does; restarts append
         (workdir / answer.log).parent.mkdir(parents=True, exist_ok=True)
         (workdir / answer.log).write_bytes(b"")
     starts = 0
     while pending:
         if starts > int(serving["max_restarts"]):
-            raise BatchError(f"batch {batch.name}: the {batch.model} server stopped answering {starts} time(s) "
-                             f"(serving.max_restarts={serving['max_restarts']}); {len(pending)} answer(s) left; "
-                             f"server log {server_log}")
+            why = (f"batch {batch.name}: the {batch.model} server stopped answering {starts} time(s) "
+                   f"(serving.max_restarts={serving['max_restarts']}); {len(pending)} answer(s) left; "
+                   f"server log {server_log}")
+            if serving.get("on_dead_server", "error_rows") == "fail":
+                raise BatchError(why)
+            for answer in pending:  # what the server did not answer costs its questions; the run goes on
+                write_failed_answer(cfg, answer, ENGINE_UNAVAILABLE, workdir, reason=why)
+            log.error("%s; error rows written for them (serving.on_dead_server=error_rows)", why)
+            break
         starts += 1
         server = ManagedServer(command, health_path="/health",
                                startup_timeout_s=float(serving["startup_timeout_s"]), stop_grace_s=10.0,
@@ -392,18 +430,72 @@ def run_batch(cfg: Mapping[str, Any], batch: Batch, workdir: Path = Path(".")) -
     log.info("batch %s: done with %d server start(s)", batch.name, starts)
 
 
-def write_failed_answer(cfg: Mapping[str, Any], answer: ServedAnswer, code: int, workdir: Path) -> None:
-    """An answer whose job failed for a reason of its own (a corrupt input or cache, a method that cannot start;
-    not its server): its prediction file with one error row per question, naming the exit code and the end of
-    its log, and its sidecar — the in-process rule's files, so the batch's other answers stand and the failure
-    counts wrong in the tables. Fixing the cause and deleting the file (or ``--forcerun``) answers it again."""
+def _stamp(path: Path) -> Any:
+    """What says a file (or each file of a folder) changed: size and modification time, as Snakemake's own
+    rerun check reads files (a video of hours is not hashed)."""
+    if path.is_dir():
+        return sorted((str(f.relative_to(path)), f.stat().st_size, f.stat().st_mtime_ns)
+                      for f in path.rglob("*") if f.is_file())
+    return [path.stat().st_size, path.stat().st_mtime_ns] if path.exists() else None
+
+
+def answer_digest(cfg: Mapping[str, Any], answer: ServedAnswer, workdir: Path) -> str:
+    """The answer's config slice, code digest, files and the stamps of its inputs: a kept answer is restored
+    only under the same digest (a changed config, code or input answers it again)."""
+    stamps = {name: _stamp(workdir / path) for name, path in sorted(answer.inputs.items())}
+    identity = {"out": answer.out, "inputs": dict(answer.inputs), "stamps": stamps,
+                **answer_params(cfg, answer.method, answer.model)}
+    return hashlib.sha256(cfgmod.canonical_json(identity).encode()).hexdigest()
+
+
+def keep_answer(cfg: Mapping[str, Any], answer: ServedAnswer, workdir: Path) -> None:
+    """Copy a finished answer's prediction file, sidecar and log to :data:`KEPT`, its digest last."""
+    import shutil
+
+    kept = workdir / answer.kept
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    for source, suffix in ((answer.out, ".parquet"), (answer.sidecar, ".config.yaml"), (answer.log, ".log")):
+        if (workdir / source).exists():
+            shutil.copyfile(workdir / source, kept.with_name(kept.name + suffix))
+    digest = kept.with_name(kept.name + ".digest")
+    partial = digest.with_name(digest.name + ".part")
+    partial.write_text(answer_digest(cfg, answer, workdir))
+    partial.replace(digest)
+
+
+def restore_answer(cfg: Mapping[str, Any], answer: ServedAnswer, workdir: Path) -> bool:
+    """Put a kept answer back in place when it was answered under the current digest; False otherwise (a
+    changed config, code or input, or nothing kept)."""
+    import shutil
+
+    kept = workdir / answer.kept
+    files = {suffix: kept.with_name(kept.name + suffix) for suffix in KEPT_FILES}
+    if not all(files[s].exists() for s in (".parquet", ".config.yaml", ".digest")):
+        return False
+    if files[".digest"].read_text().strip() != answer_digest(cfg, answer, workdir):
+        return False
+    for suffix, target in ((".parquet", answer.out), (".config.yaml", answer.sidecar), (".log", answer.log)):
+        if files[suffix].exists():
+            (workdir / target).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(files[suffix], workdir / target)
+    return True
+
+
+def write_failed_answer(cfg: Mapping[str, Any], answer: ServedAnswer, code: int, workdir: Path,
+                        reason: str | None = None) -> None:
+    """An answer whose job failed for a reason of its own (a corrupt input or cache, a method that cannot start),
+    or that its server never answered (``reason``: it died past ``serving.max_restarts``): its prediction file
+    with one error row per question, naming the exit code or reason and the end of its log, and its sidecar —
+    the in-process rule's files, so the batch's other answers stand and the failure counts wrong in the tables.
+    Fixing the cause and deleting the file (or ``--forcerun``) answers it again."""
     from senri.answer import failed_job_rows
     from senri.records import Prediction, Question, read_table, write_table
 
     stage = json.loads(answer_config(cfg, answer.method, answer.model))  # as the answer job reads it
     log_path = workdir / answer.log
     tail = " | ".join(log_path.read_text(errors="replace").strip().splitlines()[-3:]) if log_path.exists() else ""
-    error = f"answer job failed (exit {code}) in served batch; log {answer.log}: {tail[-400:]}"
+    error = (f"not answered: {reason}" if reason else
+             f"answer job failed (exit {code}) in served batch; log {answer.log}: {tail[-400:]}")
     questions = read_table(workdir / answer.inputs["questions"], Question)
     rows = failed_job_rows(questions, answer.video_id, stage, error)
     write_table(rows, workdir / answer.out, Prediction)
@@ -447,6 +539,7 @@ def _run_answers(cfg: Mapping[str, Any], answers: list[ServedAnswer], server: An
                 elif code != 0:
                     failed.append((answer, code))
                 else:
+                    keep_answer(cfg, answer, workdir)
                     log.info("answered %s/%s/%s", answer.method, answer.model, answer.video_id)
     finally:
         for process in processes.values():  # on SystemExit: the answers stop with the batch

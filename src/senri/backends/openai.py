@@ -12,7 +12,8 @@ recorded failure); a transport failure (timeouts, refused or dropped connections
 says nothing about the request, so the next ask sends it again. With ``transport_failure: raise`` (the
 served batch's clients, :mod:`senri.backends.served`) such a failure raises
 :class:`~senri.backends.base.EngineUnavailable` instead: a dead server is the engine's failure, never a
-wrong answer. The API key is read from the environment variable named by ``api_key_env``; it and
+wrong answer — except a 5xx that every attempt got from a server whose ``health_url`` still answers 200, which
+is the request's own failure (recorded: one request the server cannot serve must not stop its batch). The API key is read from the environment variable named by ``api_key_env``; it and
 any ``Authorization``/``api-key`` text a server echoes are scrubbed (:mod:`senri.secrets`) from every
 error, response text and log line.
 """
@@ -111,6 +112,10 @@ class OpenAIBackend(Backend):
         if mode not in ("record", "raise"):
             raise BackendError(f"model config transport_failure: {mode!r} is not one of record, raise")
         self.raise_on_transport = mode == "raise"
+        #: Where the server says it is up (a served batch's server: ``/health``); None: not known. With
+        #: ``transport_failure: raise``, a 5xx that every retry got again from a server that is still up is the
+        #: request's own failure (recorded), not a dead server.
+        self.health_url: str | None = None
 
     @classmethod
     def declared_capabilities(cls, config: Mapping[str, Any]) -> Capabilities:
@@ -150,6 +155,7 @@ class OpenAIBackend(Backend):
         started = time.perf_counter()
         last_error = "no attempt made"
         timed_out = 0
+        last_status: int | None = None
         for attempt in range(self.max_retries + 1):
             delay: float | None = None
             async with semaphore:
@@ -176,6 +182,7 @@ class OpenAIBackend(Backend):
                             parsed.timed_out_attempts = timed_out
                             return self._scrubbed(parsed), True
                     else:
+                        last_status = response.status_code
                         last_error, delay = status_failure(response, attempt, self.backoff_base_s,
                                                            self.backoff_cap_s, self._rng)
                         if delay is None:
@@ -185,9 +192,24 @@ class OpenAIBackend(Backend):
                             attempt + 1, scrub(last_error), delay)
                 await asyncio.sleep(delay)
         if self.raise_on_transport:
+            if last_status is not None and await self._server_up(client):
+                # The server answered every attempt with an error status and still says it is up: the failure
+                # is this request's own (one bad request must not stop a batch as if its server had died).
+                return self._failure(f"{last_error} (every attempt; the server is up)", started, attempt,
+                                     timed_out), True
             raise EngineUnavailable(f"{self.base_url}: {request.purpose or 'request'} failed after "
                                     f"{self.max_retries + 1} attempt(s): {scrub(last_error)}")
         return self._failure(last_error, started, attempt, timed_out), False
+
+    async def _server_up(self, client: httpx.AsyncClient) -> bool:
+        """Whether :attr:`health_url` answers 200 now (False where there is none or it does not)."""
+        if not self.health_url:
+            return False
+        try:
+            response = await client.get(self.health_url, headers=self._headers(), timeout=10.0)
+        except (httpx.HTTPError, OSError):
+            return False
+        return response.status_code == 200
 
     def _failure(self, error: str, started: float, attempt: int, timed_out: int = 0) -> ChatResponse:
         return self._scrubbed(ChatResponse(text="", latency_s=time.perf_counter() - started, error=error,

@@ -112,6 +112,7 @@ class ServedBackend(OpenAIBackend):
         self.kind = str(model_config["backend"])  # type: ignore[misc]
         self.config = dict(model_config)  # what methods size requests by (n_ctx, max_images, image_tokens …)
         self._identity = self.engine.model_identity(self.config)
+        self.health_url = endpoint.url.rstrip("/") + "/health"  # a 5xx from a server still up: the request's own
         self.template_kwargs = chat_template_kwargs(self.config)
 
     @property
