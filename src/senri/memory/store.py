@@ -215,6 +215,7 @@ MEMORY_SYSTEMS = Registry("memory system")
 MEMORY_SYSTEMS.register("captions", "senri.memory.captions:CaptionStore")
 MEMORY_SYSTEMS.register("worldmm", "senri.memory.worldmm.store:WorldMMStore")
 MEMORY_SYSTEMS.register("magic_video", "senri.memory.magic_video.store:MagicVideoStore")
+MEMORY_SYSTEMS.register("egagent", "senri.memory.egagent.store:EGAgentStore")
 
 
 def store_class(store: str, system: str | None = None) -> type[MemoryStore]:

@@ -1,0 +1,261 @@
+"""EG-Agent's memory (issue 37, shared/spec/egagent.md): time conventions, frame ranking, the entity-graph table
+and its SQL ladder."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from senri.memory.egagent.common import clock, hms6, seconds_from_t8, t8_from_clock, t8_from_seconds, tf
+from senri.memory.egagent.frames import MAX_FRAMES, rank_frames
+from test_worldmm import tiny_clip  # noqa: F401  (the fixture)
+from senri.memory.egagent.graph import (RefusedQuery, Relationship, open_read_only, render_rows, run_ladder,
+                                        run_query, write_graph)
+
+
+# --- T8 (spec Notation, E-C8, D7) ---------------------------------------------------------------------------------
+def test_t8_round_trips_and_renders_zero_padded_before_ten_o_clock():
+    assert t8_from_seconds(0) == 0 and tf(0) == "00:00:00,00"  # the release's tf would read "0" (D7)
+    assert t8_from_seconds(3725.5) == 1020550 and tf(1020550) == "01:02:05,50"
+    assert t8_from_seconds(36000.25) == 10000025 and tf(10000025) == "10:00:00,25"
+    for seconds in (0.0, 0.01, 59.99, 61.0, 3599.99, 9000.5):
+        assert seconds_from_t8(t8_from_seconds(seconds)) == pytest.approx(seconds)
+    assert hms6(1020550) == 10205 and clock(59.99) == "00:00:59"
+    # "H:MM:SS,mmm": milliseconds right-padded to 3 digits, then // 10 (E-C8)
+    assert t8_from_clock("1:02:05,5") == 1020550 and t8_from_clock("00:00:07,123") == 712
+    assert t8_from_clock("00:00:07") == 700
+    for bad in ("7 s", "00:61:00,000", "1:2:3"):
+        with pytest.raises(ValueError):
+            t8_from_clock(bad)
+    with pytest.raises(ValueError):
+        seconds_from_t8(7000)  # 70 seconds is no HHMMSSCC
+
+
+# --- frame ranking (E-R2) -----------------------------------------------------------------------------------------
+def test_frames_rank_by_query_hits_then_later_rows_first_and_at_most_fifty_are_kept():
+    rng = np.random.default_rng(0)
+    frames = rng.normal(size=(8, 4)).astype(np.float32)
+    q1, q2 = frames[2] * 3.0, frames[5] * 0.5  # scale does not matter: vectors are normalised at query time
+    # each query's top 3: q1 → rows near 2, q2 → rows near 5; a row both hit comes first
+    ranked = rank_frames(np.stack([q1, q2]), frames, top_k=3)
+    hits = {r.row: r.hits for r in ranked}
+    s1 = (frames / np.linalg.norm(frames, axis=1, keepdims=True)) @ (q1 / np.linalg.norm(q1))
+    s2 = (frames / np.linalg.norm(frames, axis=1, keepdims=True)) @ (q2 / np.linalg.norm(q2))
+    top1, top2 = set(np.argsort(-s1)[:3]), set(np.argsort(-s2)[:3])
+    assert set(hits) == top1 | top2 and all(hits[r] == (r in top1) + (r in top2) for r in hits)
+    assert [r.hits for r in ranked] == sorted((r.hits for r in ranked), reverse=True)
+    for a, b in zip(ranked, ranked[1:]):  # equal hits: the later row first (the release's reversed argsort)
+        if a.hits == b.hits:
+            assert a.row > b.row
+
+
+def test_with_one_query_the_release_keeps_the_latest_fifty_of_the_top_hundred_and_the_option_the_closest():
+    rng = np.random.default_rng(1)
+    frames = rng.normal(size=(300, 16)).astype(np.float32)
+    query = frames[:1] + 0.1 * rng.normal(size=(1, 16)).astype(np.float32)
+    released = rank_frames(query, frames)
+    assert len(released) == MAX_FRAMES
+    scores = (frames / np.linalg.norm(frames, axis=1, keepdims=True)) @ (query[0] / np.linalg.norm(query[0]))
+    top100 = sorted(np.argsort(-scores)[:100])
+    assert [r.row for r in released] == top100[::-1][:50]  # the latest 50 of the top 100, not the most similar
+    assert 0 not in {r.row for r in released}  # the frame the query was made from is among the earliest rows
+    closest = rank_frames(query, frames, order="similarity")
+    assert [r.row for r in closest] == list(np.argsort(-scores)[:50]) and closest[0].row == 0
+    with pytest.raises(ValueError, match="dimension"):
+        rank_frames(np.ones((1, 3)), frames)
+    assert rank_frames(query, np.zeros((0, 16))) == []
+
+
+# --- the entity-graph table and the SQL ladder (E-F4, E-R4) -------------------------------------------------------
+@pytest.fixture
+def graph(tmp_path):
+    rows = [Relationship(1, t8_from_seconds(s), t8_from_seconds(s + 5), f"line {s}", "Camera Wearer", "Person",
+                         f"Cup {s % 3}", "Object", "USES") for s in range(0, 100, 10)]
+    path = tmp_path / "entity_graph.db"
+    assert write_graph(rows, path) == 10
+    return open_read_only(path)
+
+
+def test_the_ladder_stops_at_the_first_result_of_more_than_three_rows_else_keeps_the_last_that_ran(graph):
+    table = "SELECT * FROM entity_graph_table"
+    ladder = [f"{table} WHERE target_id = 'Cup 9'",          # 0 rows
+              f"{table} WHERE broken syntax",                  # an error: skipped
+              f"{table} WHERE target_id = 'Cup 1'",            # 3 rows: not enough, go on
+              f"{table} WHERE source_type = 'Person'",         # 10 rows: stop here
+              f"{table} WHERE target_id = 'Cup 2'"]
+    result = run_ladder(graph, ladder)
+    assert (result.rung, result.tried, len(result.rows)) == (3, 4, 10)  # no row cap
+    assert len(result.errors) == 1 and result.errors[0].startswith("1: OperationalError")
+    result = run_ladder(graph, ladder[:3])
+    assert (result.rung, len(result.rows)) == (2, 3)  # none had > 3 rows: the last successful one
+    result = run_ladder(graph, [ladder[2], ladder[0], ladder[1]])
+    assert (result.rung, result.rows) == (1, [])  # the last successful result, although empty
+    assert run_ladder(graph, [ladder[1]]).rung is None
+    rendered = render_rows(run_ladder(graph, [f"{table} WHERE target_id = 'Cup 1'"]).rows)
+    assert rendered.startswith("Camera Wearer (Person) USES Cup 1 (Object) on day 1 between time 00:00:10,00 and "
+                               "00:00:15,00. ") and "line" not in rendered  # the transcript is never shown
+    assert render_rows([]) == "NONE"
+
+
+@pytest.mark.parametrize("query", [
+    "DROP TABLE entity_graph_table",
+    "DELETE FROM entity_graph_table",
+    "UPDATE entity_graph_table SET day = 2",
+    "INSERT INTO entity_graph_table (day) VALUES (3)",
+    "SELECT 1; DELETE FROM entity_graph_table",
+    "ATTACH DATABASE 'elsewhere.db' AS other",
+    "PRAGMA writable_schema = 1",
+    "SELECT load_extension('evil')",
+    "CREATE TABLE t (x)",
+])
+def test_a_model_written_statement_that_is_not_one_read_is_refused_and_changes_nothing(graph, query):
+    with pytest.raises(RefusedQuery):
+        run_query(graph, query)
+    assert run_query(graph, "SELECT COUNT(*) AS n FROM entity_graph_table") == [{"n": 10}]
+    assert len(run_query(graph, "SELECT * FROM entity_graph_table WHERE target_id LIKE '%;%'")) == 0
+
+
+# --- the build (E-C4..C8) -----------------------------------------------------------------------------------------
+SRT = """1
+00:00:04,000 --> 00:00:06,500
+Pass me the red cup.
+
+2
+00:00:40,000 --> 00:00:42,000
+你好
+Thanks, Anna.
+
+3
+00:01:05,200 --> 00:01:07,000
+The kettle is on.
+"""
+
+
+def _builder(tmp_path, rules):
+    import json as _json
+
+    from senri.backends.scripted import ScriptedBackend
+    from senri.memory.egagent.build import BuilderCalls
+    from senri.prompts import prompt_set
+
+    script = tmp_path / "builder.jsonl"
+    script.write_text("".join(_json.dumps(r) + "\n" for r in rules))
+    backend = ScriptedBackend({"backend": "scripted", "script": str(script), "record": str(tmp_path / "calls.jsonl")})
+    return BuilderCalls(backend, prompt_set("egagent")), tmp_path / "calls.jsonl"
+
+
+def test_srt_cues_keep_their_text_lines_and_a_bad_time_names_the_file(tmp_path):
+    from senri.memory.egagent.build import read_srt
+
+    (tmp_path / "v.srt").write_text(SRT)
+    cues = read_srt(tmp_path / "v.srt")
+    assert [(c.start_s, c.end_s, c.text) for c in cues] == [
+        (4.0, 6.5, "Pass me the red cup."), (40.0, 42.0, "Thanks, Anna."), (65.2, 67.0, "The kettle is on.")]
+    (tmp_path / "bad.srt").write_text("1\n00:00:04 --> later\nhello\n")
+    with pytest.raises(ValueError, match=r"bad\.srt: block 1"):
+        read_srt(tmp_path / "bad.srt")
+    (tmp_path / "empty.srt").write_text("\n\n")
+    with pytest.raises(ValueError, match="no transcript cue"):
+        read_srt(tmp_path / "empty.srt")
+
+
+def test_clips_with_speech_are_fused_the_others_keep_their_caption_and_the_graph_is_built_from_both(tmp_path):
+    import json as _json
+
+    from senri.memory.egagent.build import (GraphCounts, caption_clips, fuse, graph_rows, hour_documents,
+                                            read_srt)
+
+    (tmp_path / "v.srt").write_text(SRT)
+    cues = read_srt(tmp_path / "v.srt")
+    rows = [{"start_s": float(s), "text": f"caption at {s}"} for s in (0, 10, 20, 30, 60, 95)]
+    clips = caption_clips(rows, 100.0)
+    assert [(a, b) for a, b, _ in clips] == [(0.0, 30.0), (30.0, 60.0), (60.0, 90.0), (90.0, 100.0)]
+    assert clips[0][2] == "caption at 0 caption at 10 caption at 20"
+    extract = {"relationships": [
+        {"source": {"id": "camera wearer", "type": "person"}, "target": {"id": "red cup", "type": "Object"},
+         "type": "USES"},
+        {"source": {"id": "camera wearer", "type": "Person"}, "target": {"id": "anna", "type": "Person"},
+         "type": "TALKS_TO"},
+        {"source": {"id": "x", "type": "Animal"}, "target": {"id": "y", "type": "Object"}, "type": "USES"},
+        {"source": {"id": "x", "type": "Person"}, "target": {"id": "y", "type": "Object"}, "type": "OWNS"}]}
+    stamps = {"relationships": [
+        {"relationship_id": 1, "intervals": [{"start_t": "00:00:04,000", "end_t": "00:00:06,500"},
+                                              {"start_t": "soon", "end_t": "00:00:09,000"}]},
+        {"relationship_id": 2, "intervals": []}]}
+    builder, calls = _builder(tmp_path, [
+        {"match": "Speech in this time", "text": '{"fused_caption": "I ask for the red cup."}'},
+        {"match": "Build a knowledge graph", "text": _json.dumps(extract)},
+        {"match": "numbered relationships", "text": _json.dumps(stamps)}])
+    fused = fuse(builder, clips, cues)
+    # clip 0 hears cue 1, clip 1 cue 2 (40 s), clip 2 cue 3; clip 3 (90-100 s) hears nothing: its caption stays
+    assert [c.fused for c in fused] == ["I ask for the red cup."] * 3 + ["caption at 95"]
+    first = _json.loads(calls.read_text().splitlines()[0])
+    assert "Pass me the red cup." in _json.dumps(first) and "00:00:30" in _json.dumps(first)  # end = next start
+    docs = hour_documents(fused, cues)
+    assert [d["graph"] for d in docs] == ["transcript_only", "fused"]
+    assert docs[1]["document"].splitlines()[0] == "00:00:00,000 --> 00:00:30,000 : I ask for the red cup."
+    counts = GraphCounts()
+    table = graph_rows(builder, docs, cues, counts)
+    # per document: 2 readable relationships (2 dropped by the strict types), the first with one readable span
+    assert [(r.source_id, r.source_type, r.rel_type, r.target_id, r.start_t, r.end_t, r.transcript)
+            for r in table] == [("Camera Wearer", "Person", "USES", "Red Cup", 400, 650, "Pass me the red cup.")] * 2
+    assert (counts.dropped_relationships, counts.unsupported_relationships, counts.unreadable_spans) == (4, 2, 2)
+    assert builder.record() == {"calls": 3 + 2 + 2, "failed": 0, "unparsed": 0, "left_out": 0}
+
+
+# --- the store: build, open, search (S4) --------------------------------------------------------------------------
+def test_the_store_builds_from_captions_and_a_transcript_and_its_search_returns_anchored_rows_and_frames(
+        tmp_path, tiny_clip):  # noqa: F811
+    import json as _json
+
+    import yaml
+
+    from conftest import make_probed_clip
+    from senri.captioners.base import VideoMedia
+    from senri.memory.egagent.store import EGAgentStore
+    from senri.memory.store import BuildRequest, SearchContext
+    from senri.records import MemoryRow, to_frame, write_table
+
+    video, info = make_probed_clip(tmp_path, "eg")
+    rows = [MemoryRow("eg", "coarse", float(s), float(s + 10), 1.0, 10, "h", f"I hold the red cup at {s}",
+                      "perception", "t", None, None, None) for s in range(0, 120, 10)]
+    table = write_table(to_frame(rows, MemoryRow), tmp_path / "captions.parquet", MemoryRow)
+    (tmp_path / "srt").mkdir()
+    (tmp_path / "srt" / "eg.srt").write_text(SRT)
+    extract = {"relationships": [{"source": {"id": "camera wearer", "type": "Person"},
+                                  "target": {"id": "red cup", "type": "Object"}, "type": "USES"}]}
+    stamps = {"relationships": [{"relationship_id": 1, "intervals": [{"start_t": "00:00:04,000",
+                                                                       "end_t": "00:00:06,500"}]}]}
+    script = tmp_path / "builder.jsonl"
+    script.write_text("".join(_json.dumps(r) + "\n" for r in [
+        {"match": "Speech in this time", "text": '{"fused_caption": "I ask for the red cup."}'},
+        {"match": "Build a knowledge graph", "text": _json.dumps(extract)},
+        {"match": ["numbered relationships", "Captions:"], "text": "not JSON at all"},  # the fused graph's stamps
+        {"match": "numbered relationships", "text": _json.dumps(stamps)}]))
+    cfg = {**yaml.safe_load(open("config/memory_system/egagent.yaml")), "transcripts_dir": str(tmp_path / "srt"),
+           "frame_short_side": 48}
+    builder = {"backend": "scripted", "script": str(script)}
+    request = BuildRequest(video=info, system="egagent", system_config=cfg, memory_config={},
+                           out_dir=tmp_path / "store", captions=table,
+                           media=VideoMedia("eg", video, info.fingerprint, info.duration_s),
+                           models={"builder": ("scripted", builder), "embedder": ("tiny_clip", tiny_clip)})
+    EGAgentStore.build(request)
+    record = yaml.safe_load((tmp_path / "store" / "config.yaml").read_text())
+    assert record["clips"] == 4 and record["fused_clips"] == 3 and record["relationships"] == 1
+    assert record["builder"]["unparsed"] == 1 and record["builder"]["left_out"] == 1  # the fused stamps
+    assert record["frames"].startswith("120 at 1 fps, embedded (tiny_clip)")
+    store = EGAgentStore.open(tmp_path / "store", cfg, info)
+    assert store.question_counts() == {"builder_losses": 1}
+    (row,) = store.graph_rows()
+    assert (row["day"], row["start_t"], row["end_t"], row["transcript"]) == (1, 400, 650, "Pass me the red cup.")
+    context = SearchContext()
+    found = store.search("where did I use the red cup", 6, context=context)
+    assert found[0].kind == "entity" and (found[0].start_s, found[0].end_s) == (4.0, 6.5)
+    assert found[0].text == "Camera Wearer (Person) USES Red Cup (Object) on day 1 between time 00:00:04,00 and " \
+                            "00:00:06,50."
+    frames = [i for i in found if i.kind == "frame"]
+    assert frames and all(i.end_s - i.start_s == 1.0 for i in frames) and len(found) == 6
+    assert store.search("red cup", 6, context=SearchContext(query_time_s=3.0))[0].kind == "frame"  # row not yet
+    assert [i.kind for i in store.items()].count("transcript") == 3
+    with pytest.raises(ValueError, match="missing"):
+        EGAgentStore.open(tmp_path, cfg, info)
