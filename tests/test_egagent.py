@@ -204,8 +204,9 @@ def test_clips_with_speech_are_fused_the_others_keep_their_caption_and_the_graph
 
 
 # --- the store: build, open, search (S4) --------------------------------------------------------------------------
-def test_the_store_builds_from_captions_and_a_transcript_and_its_search_returns_anchored_rows_and_frames(
-        tmp_path, tiny_clip):  # noqa: F811
+def build_store(tmp_path, clip_model):
+    """An EG-Agent store built from a 120-s test clip's captions, an SRT and a scripted builder (the fused
+    graph's timestamp reply unreadable), with 1-fps vectors by the tiny CLIP: (folder, config, info, video)."""
     import json as _json
 
     import yaml
@@ -213,7 +214,7 @@ def test_the_store_builds_from_captions_and_a_transcript_and_its_search_returns_
     from conftest import make_probed_clip
     from senri.captioners.base import VideoMedia
     from senri.memory.egagent.store import EGAgentStore
-    from senri.memory.store import BuildRequest, SearchContext
+    from senri.memory.store import BuildRequest
     from senri.records import MemoryRow, to_frame, write_table
 
     video, info = make_probed_clip(tmp_path, "eg")
@@ -234,17 +235,28 @@ def test_the_store_builds_from_captions_and_a_transcript_and_its_search_returns_
         {"match": "numbered relationships", "text": _json.dumps(stamps)}]))
     cfg = {**yaml.safe_load(open("config/memory_system/egagent.yaml")), "transcripts_dir": str(tmp_path / "srt"),
            "frame_short_side": 48}
-    builder = {"backend": "scripted", "script": str(script)}
     request = BuildRequest(video=info, system="egagent", system_config=cfg, memory_config={},
                            out_dir=tmp_path / "store", captions=table,
                            media=VideoMedia("eg", video, info.fingerprint, info.duration_s),
-                           models={"builder": ("scripted", builder), "embedder": ("tiny_clip", tiny_clip)})
+                           models={"builder": ("scripted", {"backend": "scripted", "script": str(script)}),
+                                   "embedder": ("tiny_clip", clip_model)})
     EGAgentStore.build(request)
-    record = yaml.safe_load((tmp_path / "store" / "config.yaml").read_text())
+    return tmp_path / "store", cfg, info, video
+
+
+def test_the_store_builds_from_captions_and_a_transcript_and_its_search_returns_anchored_rows_and_frames(
+        tmp_path, tiny_clip):  # noqa: F811
+    import yaml
+
+    from senri.memory.egagent.store import EGAgentStore
+    from senri.memory.store import SearchContext
+
+    folder, cfg, info, _ = build_store(tmp_path, tiny_clip)
+    record = yaml.safe_load((folder / "config.yaml").read_text())
     assert record["clips"] == 4 and record["fused_clips"] == 3 and record["relationships"] == 1
     assert record["builder"]["unparsed"] == 1 and record["builder"]["left_out"] == 1  # the fused stamps
     assert record["frames"].startswith("120 at 1 fps, embedded (tiny_clip)")
-    store = EGAgentStore.open(tmp_path / "store", cfg, info)
+    store = EGAgentStore.open(folder, cfg, info)
     assert store.question_counts() == {"builder_losses": 1}
     (row,) = store.graph_rows()
     assert (row["day"], row["start_t"], row["end_t"], row["transcript"]) == (1, 400, 650, "Pass me the red cup.")
@@ -259,3 +271,103 @@ def test_the_store_builds_from_captions_and_a_transcript_and_its_search_returns_
     assert [i.kind for i in store.items()].count("transcript") == 3
     with pytest.raises(ValueError, match="missing"):
         EGAgentStore.open(tmp_path, cfg, info)
+
+
+# --- the workflow (E-L1..L8) --------------------------------------------------------------------------------------
+QUESTION_TEXT = "What did I use in the kitchen?"
+
+
+def _episode(tmp_path, clip_model, rules, **method):
+    import json as _json
+
+    import yaml
+
+    from senri.backends.scripted import ScriptedBackend
+    from senri.captioners.base import VideoMedia
+    from senri.methods.base import RunContext
+    from senri.methods.egagent import EGAgent
+    from senri.prompts import prompt_identity
+    from senri.records import Question
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    folder, store_cfg, info, video = build_store(tmp_path, clip_model)
+    script, record = tmp_path / "agent.jsonl", tmp_path / "agent.calls.jsonl"
+    script.write_text("".join(_json.dumps(r) + "\n" for r in rules))
+    model = {"backend": "scripted", "script": str(script), "record": str(record), "images": True}
+    config = {**yaml.safe_load(open("config/method/egagent.yaml")), **method}
+    config["prompt_identity"] = prompt_identity(config)
+    context = RunContext(video=info, method_name="egagent", method_config=config, model_name="scripted",
+                         model_config=model, seed=0, backend=ScriptedBackend(model),
+                         media=VideoMedia("eg", video, info.fingerprint, info.duration_s), pixels=video,
+                         memory_system="egagent", memory_system_config=store_cfg, memory_store=folder)
+    question = Question("eg", "q1", "L", "none", QUESTION_TEXT, "a red cup", "a kettle", "a knife", "a phone", "A")
+    answer = EGAgent(context).answer(question)
+    calls = [_json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
+    return answer, calls
+
+
+PLAN = {"plan": ["Find what I held in the kitchen", "Find what I used it for"]}
+WINDOWS = {"fs_params": [{"text_queries": ["cup"], "day": 1, "start_t": 0, "end_t": 30},
+                         {"text_queries": ["kettle", "stove"], "day": 1, "start_t": 100, "end_t": 200}]}
+SQL = {"reasoning": "strict to relaxed", "sql_queries": [
+    "SELECT * FROM entity_graph_table WHERE target_id = 'Knife'",
+    "DELETE FROM entity_graph_table",
+    "SELECT * FROM entity_graph_table WHERE target_id LIKE '%Cup%'"]}
+AGENT_RULES = [
+    {"match": "You are planning", "text": __import__("json").dumps(PLAN)},
+    {"match": "You choose where to look", "text": __import__("json").dumps(WINDOWS)},
+    {"match": "Below are frames", "text": '{"relevance": "a red cup on the counter"}'},
+    {"match": "You search an SQLite table", "text": __import__("json").dumps(SQL)},
+    {"match": "Below is everything said", "text": '{"rel_tscripts": ["Pass me the red cup."], '
+                                                  '"relevance": "I asked for the red cup"}'},
+    {"match": "Does what was found cover", "text": '{"binary_score": "yes"}'},
+    {"match": "Choose the best option", "text": '{"mcq_prediction": "A", "justification": "the red cup"}'},
+]
+
+
+def test_every_step_runs_frames_then_the_graph_then_the_transcript_and_the_grader_is_ignored(tmp_path, tiny_clip):  # noqa: F811
+    answer, calls = _episode(tmp_path, tiny_clip, AGENT_RULES)
+    assert answer.pred == "A" and answer.error is None
+    roles = [c["purpose"].split(":")[1] for c in calls]
+    step = ["frame_windows", "frame_analyzer", "frame_analyzer", "sql_writer", "transcript_reader", "grader"]
+    # the planner once; both steps although the grader said yes after the first (ignored); one answer
+    assert roles == ["planner", *step, *step, "answer"]
+    memory = answer.trace["working_memory"]
+    assert memory.startswith("The long video is taken from the first-person perspective of the camera wearer. ")
+    assert memory.count("Frame_Search: Between 00:00:00 and 00:00:30 on Day 1 : a red cup on the counter \n") == 2
+    assert "Frame_Search: Between 00:01:00 and 00:02:00 on Day 1" in memory  # 100-200 HHMMSS, the video's end
+    assert memory.count("EntityGraph_Search: Camera Wearer (Person) USES Red Cup (Object) on day 1 between time "
+                        "00:00:04,00 and 00:00:06,50. \n") == 2  # the DELETE refused, the LIKE rung kept
+    assert memory.count("Transcript_Search: I asked for the red cup\n") == 2
+    graph = answer.trace["plan_steps"][0]["entity_graph"]
+    assert (graph["rung"], graph["tried"], graph["rows"]) == (2, 3, 1) and len(graph["errors"]) == 1
+    frames = answer.trace["plan_steps"][0]["frames"]
+    # closed windows within the video; the second (60 frames, 60-119 s) keeps 50: one query, the latest 50
+    assert len(frames[0]["frames"]) == 31 and frames[1]["frames"] == [float(t) for t in range(119, 69, -1)]
+    assert all(0 <= t <= 30 for t in frames[0]["frames"])
+    tally = answer.tally
+    assert tally.behaviour["rounds"] == 2 and tally.behaviour["qa_calls"] == 1 and tally.behaviour["tool_calls"] == 6
+    assert tally.behaviour["frames_seen"] == 2 * (31 + 50)  # <= 50 frames per analyzer call
+    assert tally.health["failed_search_calls"] == 2 and tally.health["builder_losses"] == 1
+    def images(call):
+        return sum(isinstance(part, dict) and "image" in part for m in call["payload"]["messages"]
+                   for part in (m["content"] if isinstance(m["content"], list) else []))
+    analyzers = [c for c in calls if c["purpose"] == "egagent:frame_analyzer"]
+    assert [images(c) for c in analyzers] == [31, 50, 31, 50]  # only the analyzer ever sees images (E-L5)
+    assert analyzers[0]["payload"]["messages"][0]["content"][1] == "00:00:30 on DAY1"  # its label before it
+    assert all(images(c) == 0 for c in calls if c["purpose"] != "egagent:frame_analyzer")
+    final = [c for c in calls if c["purpose"] == "egagent:answer"][0]
+    assert "Query Time" not in str(final) and "The question is asked at 00:02:00 on DAY1" in str(final)
+
+
+def test_a_window_without_a_time_loses_the_question_as_the_release_does_unless_whole_day_is_chosen(
+        tmp_path, tiny_clip):  # noqa: F811
+    import json as _json
+
+    open_window = {"fs_params": [{"text_queries": ["cup"], "day": 1, "start_t": None, "end_t": None}]}
+    rules = [{"match": "You choose where to look", "text": _json.dumps(open_window)}, *AGENT_RULES]
+    answer, calls = _episode(tmp_path / "error", tiny_clip, rules)
+    assert answer.pred is None and "frame window without a day or time" in answer.error
+    assert [c["purpose"] for c in calls] == ["egagent:planner", "egagent:frame_windows"]
+    answer, _ = _episode(tmp_path / "whole", tiny_clip, rules, incomplete_window="whole_day")
+    assert answer.pred == "A" and "Between 00:00:00 and 00:02:00 on Day 1" in answer.trace["working_memory"]
