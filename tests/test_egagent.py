@@ -371,3 +371,88 @@ def test_a_window_without_a_time_loses_the_question_as_the_release_does_unless_w
     assert [c["purpose"] for c in calls] == ["egagent:planner", "egagent:frame_windows"]
     answer, _ = _episode(tmp_path / "whole", tiny_clip, rules, incomplete_window="whole_day")
     assert answer.pred == "A" and "Between 00:00:00 and 00:02:00 on Day 1" in answer.trace["working_memory"]
+
+
+# --- the release's layout (E-F4..F6) ------------------------------------------------------------------------------
+def _release_folder(root, vectors):
+    """A hand-written EgoLife-layout release folder: two days of an entity graph under the agent's DB name, the
+    merged frames table with float32 BLOBs, the transcript cache."""
+    import csv
+    import sqlite3
+
+    from senri.memory.egagent.graph import INDEXES, SCHEMA, TABLE
+
+    graph = root / "dbs/egolife/egolife_jake_entity_graph_dtonly_concatwith_fused_dt_and_gpt-4.1captions.db"
+    graph.parent.mkdir(parents=True)
+    with sqlite3.connect(graph) as db:
+        db.execute(SCHEMA)
+        for n, columns in enumerate(INDEXES):
+            db.execute(f"CREATE INDEX i{n} ON {TABLE} ({columns})")
+        db.executemany(f"INSERT INTO {TABLE} (day, start_t, end_t, transcript, source_id, source_type, target_id, "
+                       f"target_type, rel_type) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       [(1, 9300000, 9301050, "hi", "Jake", "Person", "Tasha", "Person", "TALKS_TO"),  # 09:30:00
+                        (2, 11000000, 11000500, "", "Jake", "Person", "Guitar", "Object", "USES")])
+    db.close()
+    with sqlite3.connect(root / "dbs/egolife/egolife_jake_frames.db") as db:
+        db.execute("CREATE TABLE frames (id INTEGER PRIMARY KEY, day TEXT, timestamp TEXT, path TEXT, embedding BLOB)")
+        db.executemany("INSERT INTO frames (day, timestamp, path, embedding) VALUES (?, ?, ?, ?)",
+                       [("day1", str(9300000 + 100 * k), f"f{k}.jpg", v.astype("float32").tobytes())
+                        for k, v in enumerate(vectors)] + [("day2", "11000000", "g.jpg", vectors[0].tobytes())])
+    db.close()
+    (root / "transcript_csv").mkdir()
+    with (root / "transcript_csv/diarized_transcripts_all_days_JAKE.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["day", "start_t", "end_t", "transcript_chinese", "transcript_english"])
+        writer.writerow([1, "09:30:00", "09:30:02", "你好", "Hello Tasha"])
+        writer.writerow([2, "11:00:00", "11:00:01", "", "Play it"])
+    return graph
+
+
+def test_a_release_day_imports_into_a_store_and_a_store_exports_back_into_the_release_layout(tmp_path):
+    import yaml
+
+    from senri.memory.egagent.release import export_release, import_release
+    from senri.memory.egagent.store import EGAgentStore
+
+    vectors = np.eye(3, 4, dtype=np.float32) * 2.0
+    _release_folder(tmp_path / "release", vectors)
+    cfg = {**yaml.safe_load(open("config/memory_system/egagent.yaml"))}
+    record = import_release(tmp_path / "release", tmp_path / "store", cfg, "eg")
+    assert record["relationships"] == 1 and record["transcript"].startswith("1 cues")
+    assert record["frames"].startswith("3 frame vectors of dimension 4")
+    store = EGAgentStore.open(tmp_path / "store", cfg, None)
+    (row,) = store.graph_rows()
+    assert (row["day"], row["start_t"], row["source_id"], row["target_id"]) == (1, 9300000, "Jake", "Tasha")
+    assert store.items()[0].start_s == 9 * 3600 + 30 * 60  # T8 → seconds, before 10:00 included
+    assert np.allclose(np.linalg.norm(store.frame_vectors, axis=1), 1.0)  # normalised as the release does at query time
+    assert store.transcript["text"].to_list() == ["Hello Tasha"]
+    written = export_release(tmp_path / "store", tmp_path / "out")
+    again = import_release(tmp_path / "out", tmp_path / "store2", cfg, "eg")
+    assert again["relationships"] == 1 and again["frames"].startswith("3 frame vectors")
+    assert [p.relative_to(tmp_path / "out").as_posix() for p in written] == [
+        "dbs/egolife/egolife_jake_entity_graph_dtonly_concatwith_fused_dt_and_gpt-4.1captions.db",
+        "dbs/egolife/egolife_jake_frames.db", "transcript_csv/diarized_transcripts_all_days_JAKE.csv"]
+
+
+def test_the_release_s_known_path_mismatches_and_bad_fields_are_named(tmp_path):
+    import sqlite3
+
+    from senri.memory.egagent.release import import_release
+
+    root = tmp_path / "builder_only"
+    (root / "dbs/entity_graph").mkdir(parents=True)
+    sqlite3.connect(root / "dbs/entity_graph/egolife_entity_graph_fused.db").close()
+    with pytest.raises(ValueError, match=r"missing .* found the builder's per-graph output "
+                                         r"dbs/entity_graph/egolife_entity_graph_fused\.db .* merge"):
+        import_release(root, tmp_path / "s1", {}, "eg")
+    root = tmp_path / "unmerged"
+    graph = _release_folder(root, np.eye(2, 4, dtype=np.float32))
+    (root / "dbs/egolife/egolife_jake_frames.db").rename(root / "dbs/egolife/egolife_jake_frames_day1.db")
+    with pytest.raises(ValueError, match=r"egolife_jake_frames_day1\.db exists: the release merges"):
+        import_release(root, tmp_path / "s2", {}, "eg")
+    with sqlite3.connect(graph) as db:
+        db.execute("UPDATE entity_graph_table SET start_t = 9999999 WHERE day = 1")  # 99 seconds past a minute
+    db.close()
+    (root / "dbs/egolife/egolife_jake_frames_day1.db").rename(root / "dbs/egolife/egolife_jake_frames.db")
+    with pytest.raises(ValueError, match="field 'start_t'/'end_t' is not a T8 time"):
+        import_release(root, tmp_path / "s3", {}, "eg")

@@ -97,7 +97,7 @@ class EGAgentStore(MemoryStore):
     query_roles: ClassVar[tuple[str, ...]] = ("embedder",)  # the frame search's text tower
     extra_code: ClassVar[tuple[str, ...]] = ("memory/egagent/build.py", "memory/egagent/common.py",
                                              "memory/egagent/frames.py", "memory/egagent/graph.py",
-                                             "memory/clip_embedding.py")
+                                             "memory/egagent/release.py", "memory/clip_embedding.py")
 
     def __init__(self, folder: Path, config: Mapping[str, Any], video: Any) -> None:
         self.folder, self.config, self.video = Path(folder), dict(config), video
@@ -154,6 +154,20 @@ class EGAgentStore(MemoryStore):
         path = out / CONFIG_FILE
         existing = (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
         path.write_text(yaml.safe_dump({**existing, **record}, sort_keys=False, allow_unicode=True))
+
+    @classmethod
+    def import_release(cls, import_dir: Path, request: BuildRequest) -> None:
+        """A memory written by EG-Agent's released code (E-F4..F6; :mod:`.release`), one day of it."""
+        from senri.memory.egagent.release import import_release
+
+        import_release(Path(import_dir), Path(request.out_dir), dict(request.system_config), request.video.video_id)
+
+    @classmethod
+    def export_inputs(cls, captions: Path, video: Any, out_dir: Path, system_config: Mapping[str, Any]
+                      ) -> list[Path]:
+        from senri.memory.egagent.release import export_captions
+
+        return export_captions(captions, video, out_dir, int(system_config.get("import_day", 1)))
 
     @classmethod
     def open(cls, folder: Path, system_config: Mapping[str, Any], video: Any) -> "EGAgentStore":
