@@ -456,3 +456,22 @@ def test_the_release_s_known_path_mismatches_and_bad_fields_are_named(tmp_path):
     (root / "dbs/egolife/egolife_jake_frames_day1.db").rename(root / "dbs/egolife/egolife_jake_frames.db")
     with pytest.raises(ValueError, match="field 'start_t'/'end_t' is not a T8 time"):
         import_release(root, tmp_path / "s3", {}, "eg")
+
+
+def test_the_bm25_transcript_search_writes_keyword_queries_and_shows_the_analyzer_the_hits_in_row_order(
+        tmp_path, tiny_clip):  # noqa: F811
+    from senri.methods.egagent import bm25_hits
+
+    texts = ["Pass me the red cup.", "Thanks, Anna.", "The kettle is on.", "Where is the red kettle?"]
+    assert bm25_hits(texts, ["kettle"]) == [2, 3] and bm25_hits(texts, ["red cup", "anna"]) == [0, 1, 3]
+    assert bm25_hits(texts, ["kettle"], k=1) in ([2], [3]) and bm25_hits([], ["x"]) == []
+    rules = [{"match": "You search the transcript", "text": '{"text_queries": ["red cup"]}'},
+             {"match": "found by a keyword search", "text": '{"relevance": "I asked for the red cup at 00:00:04"}'},
+             *AGENT_RULES]
+    answer, calls = _episode(tmp_path, tiny_clip, rules, transcript_search="bm25")
+    assert answer.pred == "A"
+    roles = [c["purpose"].split(":")[1] for c in calls]
+    assert "transcript_reader" not in roles and roles.count("transcript_queries") == 2
+    analyzer = [c for c in calls if c["purpose"] == "egagent:transcript_analyzer"][0]
+    assert "Day1 00:00:04 to 00:00:06 - 'Pass me the red cup.'" in analyzer["payload"]["messages"][0]["content"][0]
+    assert answer.trace["working_memory"].count("Transcript_Search: I asked for the red cup at 00:00:04\n") == 2

@@ -39,6 +39,10 @@ from senri.records import LETTERS, Question
 #: The working memory a question starts with (E-L2, "Jake" as "the camera wearer": S3).
 INITIAL_MEMORY = "The long video is taken from the first-person perspective of the camera wearer. "
 INCOMPLETE_WINDOWS = ("error", "whole_day")
+#: E-R5 (``llm``: the reader over the whole transcript, the release's default) or E-R6 (``bm25``).
+TRANSCRIPT_SEARCHES = ("llm", "bm25")
+#: E-R6: cues each BM25 query takes.
+BM25_K = 100
 
 
 class QuestionFailed(RuntimeError):
@@ -124,8 +128,39 @@ SCHEMAS: dict[str, dict] = {
                                                 "justification": {"type": "string"}},
                "required": ["mcq_prediction", "justification"]},
 }
+SCHEMAS["transcript_queries"] = {"type": "object", "properties": {"text_queries": {"type": "array",
+                                                                                    "items": {"type": "string"}}},
+                                  "required": ["text_queries"]}
+SCHEMAS["transcript_analyzer"] = SCHEMAS["frame_analyzer"]
+
+
+def _queries(value: dict) -> dict | None:
+    queries = _strings(value.get("text_queries"), 3)
+    return {"text_queries": queries} if queries else None
+
+
 VALIDATORS = {"planner": _plan, "frame_windows": _windows, "frame_analyzer": _field("relevance"),
-              "sql_writer": _sql, "transcript_reader": _transcript, "grader": _grade, "answer": _answer}
+              "sql_writer": _sql, "transcript_reader": _transcript, "grader": _grade, "answer": _answer,
+              "transcript_queries": _queries, "transcript_analyzer": _field("relevance")}
+
+
+def bm25_hits(texts: Sequence[str], queries: Sequence[str], k: int = BM25_K) -> list[int]:
+    """E-R6: each query's top ``min(k, N)`` cues by BM25 (senri's Okapi BM25: Lucene idf, k1 1.5, b 0.75, on
+    ``\\w+`` words; the release's bm25s 0.2.14 drops one-letter words), merged and in row order."""
+    import numpy as np
+
+    from senri.memory.retrieval import BM25
+
+    if not texts:
+        return []
+    index = BM25(texts)
+    hits: set[int] = set()
+    for query in queries:
+        scores = index.scores(query)
+        top = min(int(k), len(texts))
+        order = np.argsort(-scores, kind="stable")[:top]
+        hits.update(int(i) for i in order if scores[i] > 0)
+    return sorted(hits)
 
 
 @dataclass
@@ -165,6 +200,10 @@ class EGAgent(Method):
         self.image_max_side = int(config.get("image_max_side", 384))
         self.jpeg_quality = int(config.get("jpeg_quality", 85))
         self.retries = int(config.get("json_retries", 0))
+        self.transcript_search = str(config.get("transcript_search", "llm"))
+        if self.transcript_search not in TRANSCRIPT_SEARCHES:
+            raise ValueError(f"method {context.method_name!r}: transcript_search {self.transcript_search!r} is not "
+                             f"one of {', '.join(TRANSCRIPT_SEARCHES)}")
         self.store = store_class("egagent").open(context.memory_store, dict(context.memory_system_config or {}),
                                                  context.video)
         self.text = self.prompts()
@@ -260,6 +299,8 @@ class EGAgent(Method):
                                         "rows": len(result.rows), "errors": list(result.errors)}
 
     def _transcript(self, ep: Episode, step: str) -> None:
+        if self.transcript_search == "bm25":
+            return self._transcript_bm25(ep, step)
         cues = self.store.transcript.iter_rows(named=True)
         lines = [f"{clock(r['start_s'])} --> {clock(r['end_s'])} : {r['text']!r}" for r in cues]
         reply = self._ask(ep, "transcript_reader", step=step, memory=ep.memory,
@@ -268,6 +309,21 @@ class EGAgent(Method):
         if lines:
             ep.found += 1
         ep.memory += f"Transcript_Search: {reply['relevance']}\n"
+
+    def _transcript_bm25(self, ep: Episode, step: str) -> None:
+        """E-R6: the query writer (E9), BM25 over the cues before the query time (here: all), the analyzer (E10)."""
+        queries = self._ask(ep, "transcript_queries", step=step, memory=ep.memory)["text_queries"]
+        rows = [r for r in self.store.transcript.iter_rows(named=True)
+                if t8_from_seconds(float(r["start_s"])) < self.query_t8 or self.query_t8 == 0]
+        hits = bm25_hits([str(r["text"]) for r in rows], queries)
+        ep.tally.did("searches")
+        ep.tally.did("memories_returned", len(hits))
+        ep.found += len(hits)
+        cues = "\n".join(f"Day{VIDEO_DAY} {clock(rows[i]['start_s'])} to {clock(rows[i]['end_s'])} - "
+                         f"'{rows[i]['text']}'" for i in hits)
+        relevance = self._ask(ep, "transcript_analyzer", cues=cues or "(none found)", step=step)["relevance"]
+        ep.memory += f"Transcript_Search: {relevance}\n"
+        ep.steps[-1]["transcript"] = {"queries": queries, "cues": len(hits)}
 
     # ------------------------------------------------------------------------------------------- the loop
     def answer(self, question: Question) -> MethodAnswer:
