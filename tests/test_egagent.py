@@ -475,3 +475,51 @@ def test_the_bm25_transcript_search_writes_keyword_queries_and_shows_the_analyze
     analyzer = [c for c in calls if c["purpose"] == "egagent:transcript_analyzer"][0]
     assert "Day1 00:00:04 to 00:00:06 - 'Pass me the red cup.'" in analyzer["payload"]["messages"][0]["content"][0]
     assert answer.trace["working_memory"].count("Transcript_Search: I asked for the red cup at 00:00:04\n") == 2
+
+
+# --- through the DAG ----------------------------------------------------------------------------------------------
+@pytest.mark.workflow
+def test_egagent_and_senri_agent_run_over_the_built_store_through_the_dag(tmp_path, prepared_demo):
+    """``memory_system=[egagent]`` with the scripted model as the builder: one store job per video builds the
+    entity graph from the perception captions (no transcript configured: the DT-only graph is empty); the
+    original workflow (``egagent``, pinned) and ``senri_agent@egagent`` both read it."""
+    import json as _json
+
+    import polars as pl
+    import yaml
+
+    from conftest import ONE_VIDEO_DEMO
+    from test_memory_store import _snakemake
+
+    extract = {"relationships": [{"source": {"id": "camera wearer", "type": "Person"},
+                                  "target": {"id": "door", "type": "Object"}, "type": "INTERACTS_WITH"}]}
+    stamps = {"relationships": [{"relationship_id": 1, "intervals": [{"start_t": "00:00:02,000",
+                                                                       "end_t": "00:00:08,000"}]}]}
+    sql = {"reasoning": "r", "sql_queries": ["SELECT * FROM entity_graph_table WHERE target_id LIKE '%Door%'"]}
+    rules = [{"match": "search, verify, answer", "text": _json.dumps({"action": "answer", "rationale": "r",
+                                                                      "answer": "B"})},
+             {"match": "Build a knowledge graph", "text": _json.dumps(extract)},
+             {"match": "numbered relationships", "text": _json.dumps(stamps)},
+             {"match": "You search an SQLite table", "text": _json.dumps(sql)},
+             *[r for r in AGENT_RULES if r["match"] not in ("You search an SQLite table", "Choose the best option")],
+             {"match": "Choose the best option", "text": '{"mcq_prediction": "B", "justification": "j"}'}]
+    script = tmp_path / "agent.jsonl"
+    script.write_text("".join(_json.dumps(r) + "\n" for r in rules))
+    prepared_demo(tmp_path, ONE_VIDEO_DEMO)
+    overrides = (f"{ONE_VIDEO_DEMO} method=[egagent,senri_agent] model=[] memory_system=[egagent] "
+                 "memory_system.egagent.models.builder=agent "
+                 f"+model.agent={{backend:scripted,script:{script},concurrency:4,images:true}}")
+    _snakemake(tmp_path, overrides)
+    store = tmp_path / "results/memory_system/egagent/perception/demo_01"
+    record = yaml.safe_load((store / "config.yaml").read_text())
+    assert record["stage"] == "memory_system" and record["source"] == "built" and record["relationships"] >= 1
+    assert record["transcript"].startswith("none") and record["frames"].startswith("not embedded")
+    assert sorted(p.name for p in (tmp_path / "results/predictions").iterdir()) == ["egagent", "senri_agent@egagent"]
+    for run in ("egagent", "senri_agent@egagent"):
+        predictions = pl.read_parquet(tmp_path / f"results/predictions/{run}/agent/demo_01.parquet")
+        assert (predictions["memory"] == "egagent/perception").all() and predictions["error"].is_null().all(), run
+        assert (predictions["pred"] == "B").all()
+    traces = [_json.loads(t) for t in pl.read_parquet(
+        tmp_path / "results/predictions/egagent/agent/demo_01.parquet")["trace"]]
+    assert all("EntityGraph_Search: Camera Wearer (Person) INTERACTS_WITH Door (Object)" in t["working_memory"]
+               for t in traces)

@@ -39,6 +39,8 @@ TRANSCRIPT_FILE = "transcript.parquet"
 CLIPS_FILE = "clips.parquet"
 FRAMES_FILE = "frames.npz"
 CONFIG_FILE = "config.yaml"
+#: The store's items as MemoryItem rows (every store's items view, senri.memory.jobs.ITEMS_TABLE).
+ITEMS_FILE = "items.parquet"
 #: The embedder model config's keys the store keeps (to embed queries at answer time).
 EMBEDDER_KEYS = ("kind", "path", "device", "dtype", "revision", "max_text_tokens")
 _WORD = re.compile(r"[a-z0-9]+")
@@ -154,6 +156,7 @@ class EGAgentStore(MemoryStore):
         path = out / CONFIG_FILE
         existing = (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
         path.write_text(yaml.safe_dump({**existing, **record}, sort_keys=False, allow_unicode=True))
+        write_items(out, request)
 
     @classmethod
     def import_release(cls, import_dir: Path, request: BuildRequest) -> None:
@@ -161,6 +164,7 @@ class EGAgentStore(MemoryStore):
         from senri.memory.egagent.release import import_release
 
         import_release(Path(import_dir), Path(request.out_dir), dict(request.system_config), request.video.video_id)
+        write_items(Path(request.out_dir), request)
 
     @classmethod
     def export_inputs(cls, captions: Path, video: Any, out_dir: Path, system_config: Mapping[str, Any]
@@ -250,6 +254,14 @@ class EGAgentStore(MemoryStore):
                                  "vectors")
             self._encoder = open_query_encoder(embedder)
         return np.asarray(self._encoder(list(queries)), dtype=np.float32)
+
+
+def write_items(out: Path, request: BuildRequest) -> None:
+    """The items view every store writes (its relationship intervals and cues as MemoryItem rows)."""
+    from senri.records import to_frame, write_table
+
+    items = EGAgentStore(out, request.system_config, request.video).items()
+    write_table(to_frame(items, MemoryItem), out / ITEMS_FILE, MemoryItem)
 
 
 def graph_item(row: Mapping[str, Any]) -> MemoryItem:
