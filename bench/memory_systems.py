@@ -7,7 +7,9 @@ Runs the workflow once on the CPU needle benchmark (dataset=needle) with the rea
 - ``memory_search``: the original-workflow controller over senri's caption memory (``memory_system=captions``);
 - ``worldmm``: WorldMM's original workflow (W-L1..L4) over the WorldMM store the pipeline builds
   (multiscale episodic, semantic triples; visual memory by time range only without an image-text embedder);
-- ``magic_video``: MAGIC-Video's original workflow (G-L1..L3) over its graph store.
+- ``magic_video``: MAGIC-Video's original workflow (G-L1..L3) over its graph store;
+- ``egagent``: EG-Agent's original workflow (E-L1..L8) over its entity-graph store (no transcript: the needle
+  videos have no speech, so only the fused-caption graph is built; no frame vectors without an embedder).
 
 Every store's builder roles run on the same reading model (``memory_system.*.models``), with the perception
 captioner writing the base captions. Then it prints, per run: accuracy, the paired Δ against blind with its 95 %
@@ -47,13 +49,13 @@ from evidence import MODEL, job_seconds, question_subset, snakemake  # noqa: E40
 from senri.stats import compare  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-METHODS = ("blind", "memory_search", "worldmm", "magic_video")
+METHODS = ("blind", "memory_search", "worldmm", "magic_video", "egagent")
 BASELINE = "blind"
 SUBSET = "results/needle/questions.bench.jsonl"
 #: The stores' builder roles default to the reading model (config/memory_system/{worldmm,magic_video}.yaml). The
 #: two systems are selected (so a cost arm can override their settings) and memory_search is pinned to the captions.
 BASE_OVERRIDES = (f"dataset=needle model=[{MODEL}] anonymize=off sampling.build=[] "
-                  "memory_system=[captions,worldmm,magic_video]")
+                  "memory_system=[captions,worldmm,magic_video,egagent]")
 #: memory_search reads the caption memory (only when it runs: the override would otherwise add a bare method entry)
 MEMORY_SEARCH_PIN = "+method.memory_search.memory_system=captions"
 #: The cost savings of issue 34 turned off: every W8 call up front and cut builder replies repaired (the arm

@@ -576,7 +576,7 @@ def test_experiments_select_their_paper_table_s_runs_and_report_entries(tmp_path
     assert [v["label"] for v in ablation["variants"]] == [  # a list: the paper's row order survives the slice
         "w/o Target Guidance", "w/o Parallel Verifiers", "w/o Working Memory"]
     table2 = senri_config.compose(["experiment=table2_memory", "model=[smollm2]"], config_dir=config_dir)
-    assert senri_config.run_pairs(table2) == [("worldmm", "smollm2"), ("magic_video", "smollm2")]
+    assert senri_config.run_pairs(table2) == [("worldmm", "smollm2"), ("magic_video", "smollm2"), ("egagent", "smollm2")]
     table11 = senri_config.compose(["experiment=table11", models], config_dir=config_dir)
     labels = [s["label"] for s in table11["report"]["no_visual_input"]]
     assert labels[:3] == ["Random guessing (seeded run)", "Question and options only (smollm2)",
