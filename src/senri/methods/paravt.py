@@ -1,0 +1,238 @@
+"""ParaVT's agentic evaluation loop (issue 38; ``shared/spec/evidence_seekers.md`` §1, P-*): a uniform overview,
+then up to three turns of parallel ``crop_video`` calls re-sampled from the source video, then a forced answer.
+
+- P-I1..I4: 64 overview frames at round(linspace(0, N − 1, 64)) of the source's frames, resized as
+  qwen-vl-utils resizes them (factor 28, 100352–602112 px), JPEG quality 85, as separate images without
+  timestamps, then the question with the suffix " The video path for this video is: <basename>";
+- P-L1..L4: each turn one completion; a reply with no readable call is the final answer; otherwise its first
+  5 calls (``<tool_call>`` JSON blocks, then ``<tool_code>crop_video(k=v, …)</tool_code>``; a body that does
+  not parse is dropped; name and path are not checked) run one after another, each its own user message:
+  the crop's frames, then the "N frames from S s to E s." line (P3), or the error line (P3b) for a window
+  without frames; after the third tool turn's tools, the forced question (P4) with max_tokens 64;
+- P-T1: a crop is 1 fps, 2–16 frames (even), ≤ 50176 px per frame, indices by the shared rule
+  (:mod:`senri.methods.resample`) on senri's exact decoder;
+- P-A1: the letter is read by the release's cascade (:func:`extract_letter`).
+
+The raw assistant text (its ``<think>`` included) stays in the history, and the whole history is sent every
+turn, as the release does. Prompts are senri's restatement (``config/prompts/paravt/``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, ClassVar, Sequence
+
+import numpy as np
+
+from senri.answers import format_options
+from senri.backends.base import ChatRequest, ImagePart, Message
+from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
+from senri.methods.resample import overview_indices, smart_resize, window_indices
+from senri.methods.structured import call_record
+from senri.records import Question
+
+_TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_TOOL_CODE = re.compile(r"<tool_code>\s*crop_video\((.*?)\)\s*</tool_code>", re.DOTALL)
+_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+
+
+def parse_time(value: Any) -> float:
+    """A crop bound as the release reads it (U:90-107): a number, a numeric string, MM:SS or HH:MM:SS; anything
+    else is 0.0."""
+    if isinstance(value, bool):
+        return 0.0
+    if isinstance(value, (int, float)):
+        return float(value)
+    text = str(value).strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    parts = text.split(":")
+    try:
+        numbers = [float(p) for p in parts]
+    except ValueError:
+        return 0.0
+    if len(numbers) == 2:
+        return numbers[0] * 60 + numbers[1]
+    if len(numbers) == 3:
+        return numbers[0] * 3600 + numbers[1] * 60 + numbers[2]
+    return 0.0
+
+
+def _window(arguments: Any) -> tuple[float, float]:
+    args = arguments if isinstance(arguments, dict) else {}
+    start = parse_time(args.get("start_time", args.get("start", 0)))
+    end_value = args.get("end_time", args.get("end"))
+    end = parse_time(end_value) if end_value is not None else start + 10.0
+    return start, end
+
+
+def parse_calls(text: str) -> list[tuple[float, float]]:
+    """Every crop a reply asks for (P-L2): each ``<tool_call>`` body that parses as JSON (its ``arguments``, a
+    JSON string of them, or nothing), then each ``<tool_code>crop_video(k=v, …)</tool_code>``; defaults start 0,
+    end start + 10."""
+    calls = []
+    for body in _TOOL_CALL.findall(text or ""):
+        try:
+            value = json.loads(body)
+        except ValueError:
+            continue
+        arguments = value.get("arguments") if isinstance(value, dict) else None
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except ValueError:
+                arguments = None
+        calls.append(_window(arguments))
+    for body in _TOOL_CODE.findall(text or ""):
+        arguments = {}
+        for pair in body.split(","):
+            key, sep, value = pair.partition("=")
+            if sep:
+                arguments[key.strip()] = value.strip().strip("'\"")
+        calls.append(_window(arguments))
+    return calls
+
+
+def extract_letter(text: str, letters: str = "ABCDEFGHIJ") -> str | None:
+    """ParaVT's answer cascade (P-A1): inside the first ``<answer>`` a bare letter, else its first \\b letter;
+    the whole text one letter; "answer is X" / ": X"; the first \\b letter anywhere; the first character."""
+    body = (text or "").strip()
+    pattern = rf"\b([{letters}])\b"
+    match = _ANSWER.search(body)
+    if match:
+        inner = match.group(1).strip()
+        if len(inner) == 1 and inner in letters:
+            return inner
+        found = re.search(pattern, inner)
+        if found:
+            return found.group(1)
+    if len(body) == 1 and body in letters:
+        return body
+    found = re.search(rf"(?:answer is|:)\s*\(?([{letters}])\b", body, re.IGNORECASE)
+    if found:
+        return found.group(1).upper()
+    found = re.search(pattern, body)
+    if found:
+        return found.group(1)
+    return body[:1] or None
+
+
+class ParaVT(Method):
+    approach: ClassVar[str] = "evidence_seeking"
+    uses_model: ClassVar[bool] = True
+    uses_pixels: ClassVar[bool] = True
+
+    @classmethod
+    def capability_problems(cls, method: str, spec: Any, model: str, capabilities: Any,
+                            roles: Any = None) -> list[str]:
+        if capabilities is not None and not capabilities.images:
+            return [f"method {method!r} shows the model frames as images; model {model!r} takes no images "
+                    f"(use a vision-language model config, e.g. ParaVT-8B's)"]
+        return []
+
+    def __init__(self, context: RunContext) -> None:
+        super().__init__(context)
+        self.refuse_missing_capabilities()
+        if context.pixels is None:
+            raise ValueError(f"method {context.method_name!r} decodes the video itself and got none")
+        config = context.method_config
+        self.main_frames = int(config.get("main_nframes", 64))
+        self.max_turns = int(config.get("max_turns", 3))
+        self.max_parallel = int(config.get("max_parallel", 5))
+        self.crop_fps = float(config.get("crop_fps", 1.0))
+        self.crop_frames = (int(config.get("crop_min_frames", 1)), int(config.get("crop_max_frames", 16)))
+        self.crop_pixels = (int(config.get("crop_min_pixels", 784)), int(config.get("crop_max_pixels", 50176)))
+        self.main_pixels = (int(config.get("main_min_pixels", 128 * 784)), int(config.get("main_max_pixels", 602112)))
+        self.jpeg_quality = int(config.get("jpeg_quality", 85))
+        self.forced_tokens = int(config.get("forced_max_tokens", 64))
+        self.text = self.prompts()
+        info = context.video
+        self.fps, self.n_frames = float(info.avg_fps), int(info.n_frames)
+        self._overview: list[ImagePart] | None = None
+
+    # --------------------------------------------------------------------------------------------- frames
+    def decode(self, indices: Sequence[int], pixels: tuple[int, int]) -> list[ImagePart]:
+        """The source frames ``indices`` (each read at the middle of its frame interval by senri's exact decoder),
+        resized as qwen-vl-utils resizes them (bicubic), JPEG at ``jpeg_quality``."""
+        from PIL import Image
+
+        from senri.decode import encode_jpeg, read_frames
+
+        targets = [(i + 0.5) / self.fps for i in indices]
+        out = []
+        for frame in read_frames(self.context.pixels, targets, accuracy="exact"):
+            if frame.image is None:
+                continue
+            height, width = frame.image.shape[:2]
+            h, w = smart_resize(height, width, 28, *pixels)
+            image = Image.fromarray(frame.image).resize((w, h), Image.BICUBIC)
+            out.append(ImagePart(encode_jpeg(np.asarray(image), quality=self.jpeg_quality)))
+        return out
+
+    def overview(self) -> list[ImagePart]:
+        if self._overview is None:
+            self._overview = self.decode(overview_indices(self.n_frames, self.main_frames), self.main_pixels)
+        return self._overview
+
+    def crop(self, start_s: float, end_s: float) -> list[ImagePart]:
+        """A crop's frames (P-T1); [] for a window without frames (the release's decoders raise: P3b)."""
+        try:
+            indices = window_indices(start_s, end_s, self.fps, self.n_frames, self.crop_fps, *self.crop_frames)
+        except ValueError:
+            return []
+        return self.decode(indices, self.crop_pixels)
+
+    # ----------------------------------------------------------------------------------------------- loop
+    def _complete(self, messages: list[Message], max_tokens: int, purpose: str, tally: CallTally,
+                  calls: list[dict[str, Any]]) -> str:
+        sampling = {**self.sampling(), "max_tokens": max_tokens}
+        request = ChatRequest(messages=tuple(messages), purpose=purpose, **sampling)
+        (response,) = self.chat_many([request])
+        tally.add(request, response)
+        calls.append(call_record(request, response))
+        return "" if response.error else (response.text or "")
+
+    def answer(self, question: Question) -> MethodAnswer:
+        tally, calls, crops = CallTally(), [], []
+        suffix = f" The video path for this video is: {Path(str(self.context.pixels)).name}"
+        text = question.question if "video path" in question.question.lower() else question.question + suffix
+        overview = self.overview()
+        tally.did("frames_seen", len(overview))
+        messages = [Message.text("system", self.text.render("system")),
+                    Message("user", (*overview, self.text.render("question", question=text,
+                                                                 options=format_options(question.options))))]
+        final, forced = "", False
+        max_tokens = self.role_max_tokens("answer")
+        for turn in range(self.max_turns + 1):
+            reply = self._complete(messages, max_tokens, f"paravt:turn{turn}", tally, calls)
+            tally.did("rounds")
+            windows = parse_calls(reply)[:self.max_parallel]
+            if not windows:
+                final = reply
+                break
+            messages.append(Message.text("assistant", reply))
+            for start_s, end_s in windows:
+                frames = self.crop(start_s, end_s)
+                tally.did("tool_calls")
+                tally.did("frames_seen", len(frames))
+                crops.append({"turn": turn, "start_s": start_s, "end_s": end_s, "frames": len(frames)})
+                note = (self.text.render("crop_result", n=len(frames), start=f"{start_s:.1f}", end=f"{end_s:.1f}")
+                        if frames else self.text.render("crop_error", start=f"{start_s:.1f}", end=f"{end_s:.1f}"))
+                if not frames:
+                    tally.count("rejected_tool_calls")
+                messages.append(Message("user", (*frames, note)))
+            if turn == self.max_turns - 1:
+                messages.append(Message.text("user", self.text.render("forced")))
+                final = self._complete(messages, self.forced_tokens, "paravt:forced", tally, calls)
+                forced = True
+                tally.count("forced_answers")
+                break
+        letter = extract_letter(final)
+        pred = letter if letter in ("A", "B", "C", "D") else None
+        trace = {"crops": crops, "calls": calls, "forced": forced, "final": final[:2000],
+                 "overview_frames": len(overview)}
+        return MethodAnswer(pred, final, pred is not None, tally, trace)
