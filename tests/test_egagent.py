@@ -523,3 +523,15 @@ def test_egagent_and_senri_agent_run_over_the_built_store_through_the_dag(tmp_pa
         tmp_path / "results/predictions/egagent/agent/demo_01.parquet")["trace"]]
     assert all("EntityGraph_Search: Camera Wearer (Person) INTERACTS_WITH Door (Object)" in t["working_memory"]
                for t in traces)
+
+
+def test_a_frame_step_searches_at_most_four_windows(tmp_path, tiny_clip):  # noqa: F811
+    import json as _json
+
+    six = {"fs_params": [{"text_queries": [f"q{k}"], "day": 1, "start_t": 10 * k, "end_t": 10 * k + 5}
+                         for k in range(6)]}
+    rules = [{"match": "You choose where to look", "text": _json.dumps(six)}, *AGENT_RULES]
+    answer, calls = _episode(tmp_path, tiny_clip, rules)
+    windows = answer.trace["plan_steps"][0]["frames"]
+    assert [w["queries"] for w in windows] == [["q0"], ["q1"], ["q2"], ["q3"]]  # E-R1: the first 4
+    assert [c["purpose"] for c in calls].count("egagent:frame_analyzer") == 2 * 4
