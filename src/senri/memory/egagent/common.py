@@ -15,6 +15,14 @@ import re
 #: The day every video is on (adapter choice S3: one video = one day).
 VIDEO_DAY = 1
 
+#: The files of a store folder (:mod:`senri.memory.egagent.store`), here so the release reader and the store
+#: both name them without importing each other.
+GRAPH_FILE = "entity_graph.db"
+TRANSCRIPT_FILE = "transcript.parquet"
+CLIPS_FILE = "clips.parquet"
+FRAMES_FILE = "frames.npz"
+CONFIG_FILE = "config.yaml"
+
 
 def t8_from_seconds(seconds: float) -> int:
     """T8 (``HHMMSSCC`` as an int) of a moment ``seconds`` into the video (centiseconds rounded down)."""

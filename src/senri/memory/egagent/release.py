@@ -26,7 +26,8 @@ import numpy as np
 import polars as pl
 import yaml
 
-from senri.memory.egagent.common import clock, seconds_from_t8, t8_from_clock, t8_from_seconds
+from senri.memory.egagent.common import (CLIPS_FILE, CONFIG_FILE, FRAMES_FILE, GRAPH_FILE, TRANSCRIPT_FILE, clock,
+                                         seconds_from_t8, t8_from_clock, t8_from_seconds)
 from senri.memory.egagent.graph import COLUMNS, TABLE, Relationship, open_read_only, run_query, write_graph
 
 AGENT_GRAPH = "dbs/egolife/egolife_jake_entity_graph_dtonly_concatwith_fused_dt_and_gpt-4.1captions.db"
@@ -134,8 +135,6 @@ def import_transcript(root: Path, day: int) -> list[tuple[float, float, str]]:
 def import_release(root: Path, out_dir: Path, system_config: dict[str, Any], video_id: str) -> dict[str, Any]:
     """A release folder's day into a senri store folder; returns the store's record."""
     from senri.memory.cost import write_cost
-    from senri.memory.egagent.store import CLIPS_FILE, CONFIG_FILE, FRAMES_FILE, GRAPH_FILE, TRANSCRIPT_FILE
-
     root, out_dir = Path(root), Path(out_dir)
     day = int(system_config.get("import_day", 1))
     relationships = import_graph(root, day)
@@ -167,8 +166,6 @@ def import_release(root: Path, out_dir: Path, system_config: dict[str, Any], vid
 def export_release(store_dir: Path, out_root: Path, day: int = 1) -> list[Path]:
     """A senri store in the release's layout (E-F4..F6) under ``out_root``: the entity graph the agent reads, the
     merged frames table (with vectors) and the transcript cache; returns the files written."""
-    from senri.memory.egagent.store import FRAMES_FILE, GRAPH_FILE, TRANSCRIPT_FILE
-
     store_dir, out_root = Path(store_dir), Path(out_root)
     written = []
     db = open_read_only(store_dir / GRAPH_FILE)

@@ -29,16 +29,12 @@ import yaml
 from senri.memory.cost import write_cost
 from senri.memory.egagent.build import (BuilderCalls, CaptionClip, Cue, GraphCounts, caption_clips, fuse,
                                         graph_rows, hour_documents, read_srt, seconds_grid)
-from senri.memory.egagent.common import seconds_from_t8
+from senri.memory.egagent.common import (CLIPS_FILE, CONFIG_FILE, FRAMES_FILE, GRAPH_FILE, TRANSCRIPT_FILE,
+                                         seconds_from_t8)
 from senri.memory.egagent.frames import rank_frames
 from senri.memory.egagent.graph import TABLE, open_read_only, run_query, write_graph
 from senri.memory.store import BuildRequest, MemoryItem, MemoryStore, SearchContext
 
-GRAPH_FILE = "entity_graph.db"
-TRANSCRIPT_FILE = "transcript.parquet"
-CLIPS_FILE = "clips.parquet"
-FRAMES_FILE = "frames.npz"
-CONFIG_FILE = "config.yaml"
 #: The store's items as MemoryItem rows (every store's items view, senri.memory.jobs.ITEMS_TABLE).
 ITEMS_FILE = "items.parquet"
 #: The embedder model config's keys the store keeps (to embed queries at answer time).
