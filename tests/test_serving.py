@@ -426,6 +426,10 @@ def test_a_batch_killed_mid_way_restores_its_finished_answers_on_the_rerun_with_
     assert serving.restore_answer(cfg, answer, work)
     os.utime(work / answer.inputs["questions"])
     assert not serving.restore_answer(cfg, answer, work)
+    serving.keep_answer(cfg, answer, work)
+    assert serving.restore_answer(cfg, answer, work)
+    (work / answer.cache).unlink()  # a deleted response cache: fresh calls wanted, the kept copy is not used
+    assert not serving.restore_answer(cfg, answer, work)
 
 
 def test_a_batch_asks_for_its_model_s_threads_and_cpus_for_each_concurrent_answer():

@@ -440,9 +440,11 @@ def _stamp(path: Path) -> Any:
 
 
 def answer_digest(cfg: Mapping[str, Any], answer: ServedAnswer, workdir: Path) -> str:
-    """The answer's config slice, code digest, files and the stamps of its inputs: a kept answer is restored
-    only under the same digest (a changed config, code or input answers it again)."""
+    """The answer's config slice, code digest, files and the stamps of its inputs and of its response cache: a
+    kept answer is restored only under the same digest (a changed config, code or input answers it again, and
+    so does a deleted or changed response cache: whoever removes a cache to get fresh calls gets them)."""
     stamps = {name: _stamp(workdir / path) for name, path in sorted(answer.inputs.items())}
+    stamps["response_cache"] = _stamp(workdir / answer.cache)
     identity = {"out": answer.out, "inputs": dict(answer.inputs), "stamps": stamps,
                 **answer_params(cfg, answer.method, answer.model)}
     return hashlib.sha256(cfgmod.canonical_json(identity).encode()).hexdigest()
