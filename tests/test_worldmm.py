@@ -1582,3 +1582,25 @@ def test_qa_frames_that_fail_to_decode_are_counted_black_frames(tmp_path, clip, 
     assert row["black_frames"] == 2 and json.loads(row["trace"])["frames_not_decoded"] == 2
     from senri.records import HEALTH_COUNTS
     assert "black_frames" in HEALTH_COUNTS
+
+
+class _Looping(_CutShort):
+    """Replies cut at their limit in a repetition loop, as the 1.5B reading model's NER replies were on the
+    memory-systems bench (each resend came back cut again at 2048 and 4096 tokens)."""
+
+    def complete(self, request):
+        self.sent = getattr(self, "sent", []) + [request]
+        return ChatResponse(text='{"named_entities": ["I", ' + '"the red mug", ' * 60, finish_reason="length")
+
+
+def test_a_cut_reply_that_ends_in_a_repetition_loop_is_not_resent(tmp_path, bag_of_words):
+    """A higher limit only buys a longer loop: such a reply goes straight to the repair turn, counted
+    ``looped``; a cut reply that does not loop is still resent (the test above)."""
+    builder = _builder(tmp_path, bag_of_words)
+    builder.backends["extractor"] = _Looping(builder.backends["extractor"].config)
+    builder.json("extractor", [builder.fit("extractor", lambda body: PROMPTS.render("ner", passage=body), "x",
+                                           None, "worldmm:ner")], lambda obj: obj)
+    sent = builder.backends["extractor"].sent
+    assert [(r.purpose, r.max_tokens) for r in sent] == [("worldmm:ner", 1024), ("worldmm:ner:repair", 1024)]
+    # the repair's reply loops too: neither is resent (both counted)
+    assert builder.stats["extractor"].resent == 0 and builder.stats["extractor"].looped == 2

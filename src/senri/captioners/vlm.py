@@ -30,6 +30,7 @@ from typing import Any, Mapping, Sequence
 
 from senri.answers import split_reasoning
 from senri.captioners.base import Caption, Captioner, Clip, VideoMedia, code_digest
+from senri.repetition import looping
 
 log = logging.getLogger(__name__)
 
@@ -38,22 +39,6 @@ WRAPPERS = ("clip_video", "clip_images")
 #: A looping caption's retry penalty where the model config names none (a mild one: Qwen2.5-VL's own
 #: generation config uses 1.05).
 DEFAULT_REPETITION_PENALTY = 1.05
-
-
-def looping(text: str, min_words: int = 24, max_period: int = 64) -> bool:
-    """Whether ``text`` ends in a repetition loop: its last words repeat with some period of 1…``max_period``
-    words for at least ``min_words`` words and at least two full periods beyond the first ("the door the door
-    the door …", a sentence said over and over). A caption cut at its token limit this way is retried."""
-    words = text.lower().split()
-    for period in range(1, min(max_period, len(words) // 3) + 1):
-        run = 0
-        for k in range(len(words) - 1, period - 1, -1):
-            if words[k] != words[k - period]:
-                break
-            run += 1
-        if run >= max(min_words, 2 * period):
-            return True
-    return False
 
 
 def clip_targets(clip: Clip, max_frames: int | None) -> tuple[list[float], int]:

@@ -27,6 +27,7 @@ from senri.memory.worldmm.common import (BASE_LEVEL, CONFIG, ENTITIES, ITEMS, KI
                                          _triples_reply, clean_triples, fact_text, first_json, hipporag_triple,
                                          item_id, occurrences, open_text_encoder, semantic_item, system_prompts,
                                          window_batches)
+from senri.repetition import looping
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,8 @@ class RoleStats(RoleCost):
     malformed: int = 0
     trimmed: int = 0
     resent: int = 0
+    #: cut replies not resent because they end in a repetition loop (a higher limit only makes the loop longer)
+    looped: int = 0
 
 
 #: How many times one builder request cut at its completion limit is resent with a doubled limit (×8 at most),
@@ -139,7 +142,9 @@ class BuilderLLM:
         """Structured replies: ``validate(obj)`` returns the value or None. A reply cut at its completion limit
         (``finish_reason: length``) is sent again as the same request with a higher limit
         (:meth:`raised_limit`, counted ``resent``) while the limit can grow, at most ``cut_reply_resends`` times
-        (:data:`MAX_RESENDS` by default); any
+        (:data:`MAX_RESENDS` by default) — unless it ends in a repetition loop (:func:`senri.repetition.looping`,
+        counted ``looped``: on the reading model every such resend came back cut again, at 2 and 4 times the
+        limit, 200–420 s each); any
         other reply no object of which
         validates (or a cut one at the highest limit) is repaired once (the family's ``repair`` turn). None
         where all that fails."""
@@ -164,8 +169,10 @@ class BuilderLLM:
                     replies[i] = value
                     continue
                 stats.malformed += 1
-                longer = (self.raised_limit(role, current[i]) if response.truncated and resends[i] < self.resends
-                          else None)
+                loops = response.truncated and looping(body)
+                stats.looped += bool(loops and resends[i] < self.resends)
+                longer = (self.raised_limit(role, current[i])
+                          if response.truncated and resends[i] < self.resends and not loops else None)
                 if longer is not None:
                     stats.resent += 1
                     resends[i] += 1
