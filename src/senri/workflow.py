@@ -37,7 +37,7 @@ STAGE_CODE: dict[str, tuple[str, ...]] = {
                "backends/cache.py", "backends/openai_format.py", "backends/served.py"),
     "track": ("track.py", "decode.py", "records.py", "memtrim.py"),
     "memory": ("memory/__init__.py", "memory/hierarchy.py", "captioners/__init__.py", "captioners/base.py", "captioners/perception.py",
-               "captioners/vlm.py", "track.py", "decode.py", "records.py"),
+               "captioners/vlm.py", "repetition.py", "track.py", "decode.py", "records.py"),
     # A store's build or import; the system's own module (and what it imports of senri) is added per system.
     "memory_system": ("memory/__init__.py", "memory/store.py", "memory/jobs.py", "memory/hierarchy.py",
                       "memory/retrieval.py", "records.py", "registry.py", "backends/__init__.py", "backends/base.py",
