@@ -23,7 +23,6 @@ losses (the store's ``config.yaml``), never raised.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from dataclasses import dataclass, field
@@ -32,7 +31,7 @@ from typing import Any, Mapping, Sequence
 
 from senri.answers import json_objects
 from senri.memory.cost import RoleCost
-from senri.memory.egagent.common import VIDEO_DAY, clock, seconds_from_t8, t8_from_clock, t8_from_seconds
+from senri.memory.egagent.common import VIDEO_DAY, clock, seconds_from_t8, t8_from_clock
 from senri.memory.egagent.graph import NODE_TYPES, RELATION_TYPES, Relationship
 
 log = logging.getLogger(__name__)
@@ -40,7 +39,6 @@ log = logging.getLogger(__name__)
 #: E-C1 / E-C9: the caption clips' length.
 CLIP_S = 30.0
 HOUR_S = 3600.0
-GRAPHS = ("transcript_only", "fused")
 
 
 @dataclass(frozen=True)
@@ -298,15 +296,6 @@ def graph_rows(builder: BuilderCalls, docs: Sequence[Mapping[str, Any]], cues: S
     return rows
 
 
-def relationships_json(rows: Sequence[Relationship]) -> str:
-    """The table's rows as JSON lines (the store's readable copy of the graph)."""
-    return "".join(json.dumps(r.__dict__, sort_keys=True) + "\n" for r in rows)
-
-
 def seconds_grid(duration_s: float) -> list[float]:
     """E-C1: one frame per second, at 0, 1, …, the last whole second before the video's end."""
     return [float(s) for s in range(int(max(0.0, duration_s - 1e-9)) + 1)] if duration_s > 0 else []
-
-
-def t8_grid(duration_s: float) -> list[int]:
-    return [t8_from_seconds(s) for s in seconds_grid(duration_s)]

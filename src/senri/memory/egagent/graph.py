@@ -107,6 +107,18 @@ def run_query(db: sqlite3.Connection, query: str) -> list[dict]:
     return [dict(row) for row in cursor.fetchall()]
 
 
+def read_rows(path: Path, query: str, what: str) -> list[dict]:
+    """One query's rows from a table file opened read-only and closed again; a table that does not read is a
+    ValueError naming the file and ``what`` (the table)."""
+    db = open_read_only(path)
+    try:
+        return run_query(db, query)
+    except sqlite3.Error as exc:
+        raise ValueError(f"{path}: table {what!r} unreadable ({exc})") from None
+    finally:
+        db.close()
+
+
 @dataclass(frozen=True)
 class LadderResult:
     """What an E-R4 search kept: the rows, which rung gave them (0-based; None: none ran), how many rungs ran,

@@ -28,7 +28,7 @@ import yaml
 
 from senri.memory.egagent.common import (CLIPS_FILE, CONFIG_FILE, FRAMES_FILE, GRAPH_FILE, TRANSCRIPT_FILE, clock,
                                          seconds_from_t8, t8_from_clock, t8_from_seconds)
-from senri.memory.egagent.graph import COLUMNS, TABLE, Relationship, open_read_only, run_query, write_graph
+from senri.memory.egagent.graph import COLUMNS, TABLE, Relationship, read_rows, write_graph
 
 AGENT_GRAPH = "dbs/egolife/egolife_jake_entity_graph_dtonly_concatwith_fused_dt_and_gpt-4.1captions.db"
 BUILDER_GRAPHS = "dbs/entity_graph"
@@ -51,13 +51,7 @@ def _graph_path(root: Path) -> Path:
 def import_graph(root: Path, day: int) -> list[Relationship]:
     """The rows of ``day`` of the release's entity-graph table, as senri's table holds them (day 1)."""
     path = _graph_path(root)
-    db = open_read_only(path)
-    try:
-        rows = run_query(db, f"SELECT * FROM {TABLE} WHERE day = {int(day)} ORDER BY start_t, id")
-    except sqlite3.Error as exc:
-        raise ValueError(f"{path}: table {TABLE!r} unreadable ({exc})") from None
-    finally:
-        db.close()
+    rows = read_rows(path, f"SELECT * FROM {TABLE} WHERE day = {int(day)} ORDER BY start_t, id", TABLE)
     out = []
     for n, row in enumerate(rows):
         missing = [c for c in COLUMNS[1:] if c not in row]
@@ -85,13 +79,7 @@ def import_frames(root: Path, day: int) -> tuple[np.ndarray, np.ndarray] | None:
             raise ValueError(f"{path}: missing, but {day_db} exists: the release merges the per-day frame tables "
                              f"into {FRAMES_DB} (E-F5) before its agent reads them")
         return None
-    db = open_read_only(path)
-    try:
-        rows = run_query(db, f"SELECT timestamp, embedding FROM frames WHERE day = 'day{int(day)}'")
-    except sqlite3.Error as exc:
-        raise ValueError(f"{path}: table 'frames' unreadable ({exc})") from None
-    finally:
-        db.close()
+    rows = read_rows(path, f"SELECT timestamp, embedding FROM frames WHERE day = 'day{int(day)}'", "frames")
     if not rows:
         return None
     times, vectors = [], []
@@ -168,9 +156,7 @@ def export_release(store_dir: Path, out_root: Path, day: int = 1) -> list[Path]:
     merged frames table (with vectors) and the transcript cache; returns the files written."""
     store_dir, out_root = Path(store_dir), Path(out_root)
     written = []
-    db = open_read_only(store_dir / GRAPH_FILE)
-    rows = run_query(db, f"SELECT * FROM {TABLE} ORDER BY start_t, id")
-    db.close()
+    rows = read_rows(store_dir / GRAPH_FILE, f"SELECT * FROM {TABLE} ORDER BY start_t, id", TABLE)
     graph = out_root / AGENT_GRAPH
     write_graph([Relationship(day, r["start_t"], r["end_t"], r["transcript"], r["source_id"], r["source_type"],
                               r["target_id"], r["target_type"], r["rel_type"]) for r in rows], graph)
@@ -196,13 +182,9 @@ def export_release(store_dir: Path, out_root: Path, day: int = 1) -> list[Path]:
         writer = csv.writer(handle)
         writer.writerow(["day", "start_t", "end_t", "transcript_chinese", "transcript_english"])
         for row in cues.iter_rows(named=True):
-            writer.writerow([day, _hms(row["start_s"]), _hms(row["end_s"]), "", row["text"]])
+            writer.writerow([day, clock(row["start_s"]), clock(row["end_s"]), "", row["text"]])
     written.append(transcript)
     return written
-
-
-def _hms(seconds: float) -> str:
-    return clock(seconds)
 
 
 def export_captions(captions: Path, video: Any, out_dir: Path, day: int = 1) -> list[Path]:

@@ -19,6 +19,7 @@ the query and frame hits by text→frame similarity, each anchored at its absolu
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar, Collection, Mapping, Sequence
 
@@ -32,7 +33,7 @@ from senri.memory.egagent.build import (BuilderCalls, CaptionClip, Cue, GraphCou
 from senri.memory.egagent.common import (CLIPS_FILE, CONFIG_FILE, FRAMES_FILE, GRAPH_FILE, TRANSCRIPT_FILE,
                                          seconds_from_t8)
 from senri.memory.egagent.frames import rank_frames
-from senri.memory.egagent.graph import TABLE, open_read_only, run_query, write_graph
+from senri.memory.egagent.graph import TABLE, open_read_only, render_rows, run_query, write_graph
 from senri.memory.store import BuildRequest, MemoryItem, MemoryStore, SearchContext
 
 #: The store's items as MemoryItem rows (every store's items view, senri.memory.jobs.ITEMS_TABLE).
@@ -213,7 +214,7 @@ class EGAgentStore(MemoryStore):
             shared = len(words & set(_WORD.findall(f"{row['source_id']} {row['target_id']}".lower())))
             if shared:
                 scored.append((-shared, item.start_s, item))
-        graph_hits = [replace_score(i, -s) for s, _, i in sorted(scored, key=lambda x: (x[0], x[1]))]
+        graph_hits = [replace(i, score=float(-s)) for s, _, i in sorted(scored, key=lambda x: (x[0], x[1]))]
         frame_hits = [i for i in self.frame_search([query], k, limit) if i.item_id not in exclude]
         if context is not None and not len(self.frame_vectors):
             context.notes.append("egagent: no frame vectors (no embedder was configured): frame search skipped")
@@ -262,16 +263,8 @@ def write_items(out: Path, request: BuildRequest) -> None:
 
 def graph_item(row: Mapping[str, Any]) -> MemoryItem:
     """One relationship interval as a memory item, rendered as the agent reads it (E-R4, without transcript)."""
-    from senri.memory.egagent.graph import render_rows
-
     start, end = seconds_from_t8(row["start_t"]), seconds_from_t8(row["end_t"])
     return MemoryItem(f"eg{row['id']}", "entity", render_rows([row]).strip(), start, max(end, start))
-
-
-def replace_score(item: MemoryItem, score: float) -> MemoryItem:
-    from dataclasses import replace
-
-    return replace(item, score=float(score))
 
 
 def write_clips(clips: Sequence[CaptionClip], path: Path) -> None:
