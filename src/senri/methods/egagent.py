@@ -208,6 +208,9 @@ class EGAgent(Method):
         self.text = self.prompts()
         self.duration_s = float(context.video.duration_s or 0.0)
         self.query_t8 = t8_from_seconds(self.duration_s)  # S3: the question is asked at the end of the video
+        #: E-R5's cue list, the same for every step of every question (the whole transcript, S3)
+        self.transcript_lines = [f"{clock(r['start_s'])} --> {clock(r['end_s'])} : {r['text']!r}"
+                                 for r in self.store.transcript.iter_rows(named=True)]
 
     # ------------------------------------------------------------------------------------------- one call
     def _ask(self, ep: Episode, role: str, parts: Sequence[Any] | None = None, **fields: Any) -> dict:
@@ -300,8 +303,7 @@ class EGAgent(Method):
     def _transcript(self, ep: Episode, step: str) -> None:
         if self.transcript_search == "bm25":
             return self._transcript_bm25(ep, step)
-        cues = self.store.transcript.iter_rows(named=True)
-        lines = [f"{clock(r['start_s'])} --> {clock(r['end_s'])} : {r['text']!r}" for r in cues]
+        lines = self.transcript_lines
         reply = self._ask(ep, "transcript_reader", step=step, memory=ep.memory,
                           transcript="\n".join(lines) if lines else "NO TRANSCRIPTS AVAILABLE ")
         ep.tally.did("searches")
