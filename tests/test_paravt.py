@@ -8,7 +8,7 @@ import json
 import pytest
 
 from conftest import make_probed_clip
-from senri.methods.paravt import extract_letter, parse_calls, parse_time
+from senri.methods.paravt import extract_letter, parse_calls, parse_time, read_calls
 
 
 def test_the_call_grammar_reads_json_blocks_then_tool_code_and_drops_what_does_not_parse():
@@ -19,6 +19,7 @@ def test_the_call_grammar_reads_json_blocks_then_tool_code_and_drops_what_does_n
             '<tool_code>crop_video(video_path="x.mp4", start_time=5, end_time=abc)</tool_code>')
     assert parse_calls(text) == [(12.0, 40.0), (3600.0, 3610.0), (5.0, 0.0)]
     assert parse_calls("<answer>B</answer>") == [] and parse_calls('<tool_call>[1, 2]</tool_call>') == [(0.0, 10.0)]
+    assert read_calls(text)[1] == 1  # the "{not json}" block, counted unparsed_tool_calls by the loop
     assert [parse_time(v) for v in (3, "4.5", "01:30", "1:02:03", "soon", True)] == [3.0, 4.5, 90.0, 3723.0, 0.0, 0.0]
 
 
@@ -108,6 +109,7 @@ def test_three_tool_turns_of_at_most_five_crops_then_the_forced_letter(tmp_path)
     tally = answer.tally
     assert tally.behaviour["tool_calls"] == 8 and tally.health["forced_answers"] == 1
     assert tally.health["rejected_tool_calls"] == 1
+    assert "unparsed_tool_calls" not in tally.health and "black_frames" not in tally.health
 
 
 def test_a_reply_without_a_readable_call_is_the_final_answer_and_a_text_only_model_is_refused(tmp_path):
@@ -124,3 +126,14 @@ def test_a_reply_without_a_readable_call_is_the_final_answer_and_a_text_only_mod
     text_only = type(context)(**{**text_only.__dict__, "backend": ScriptedBackend(text_only.model_config)})
     with pytest.raises(ValueError, match="takes no images"):
         ParaVT(text_only)
+
+
+def test_a_tool_call_block_that_does_not_parse_is_dropped_as_the_release_drops_it_and_counted(tmp_path):
+    from senri.methods.paravt import ParaVT
+    from senri.records import Question
+
+    context, _ = _context(tmp_path, [{"text": "<tool_call>{start: 5}</tool_call> so the answer is B"}])
+    question = Question("pv", "q1", "L", "none", "Where was I?", "hall", "kitchen", "garden", "street", "B")
+    answer = ParaVT(context).answer(question)
+    # no readable call: the reply is the final answer (P-L1), its dropped block counted
+    assert answer.pred == "B" and answer.tally.health["unparsed_tool_calls"] == 1

@@ -70,15 +70,17 @@ def _window(arguments: Any) -> tuple[float, float]:
     return start, end
 
 
-def parse_calls(text: str) -> list[tuple[float, float]]:
-    """Every crop a reply asks for (P-L2): each ``<tool_call>`` body that parses as JSON (its ``arguments``, a
-    JSON string of them, or nothing), then each ``<tool_code>crop_video(k=v, …)</tool_code>``; defaults start 0,
-    end start + 10."""
-    calls = []
+def read_calls(text: str) -> tuple[list[tuple[float, float]], int]:
+    """Every crop a reply asks for (P-L2) and how many ``<tool_call>`` blocks were dropped because their body
+    is not JSON (the release drops them silently; senri counts them ``unparsed_tool_calls``): each
+    ``<tool_call>`` body that parses as JSON (its ``arguments``, a JSON string of them, or nothing), then each
+    ``<tool_code>crop_video(k=v, …)</tool_code>``; defaults start 0, end start + 10."""
+    calls, dropped = [], 0
     for body in _TOOL_CALL.findall(text or ""):
         try:
             value = json.loads(body)
         except ValueError:
+            dropped += 1
             continue
         arguments = value.get("arguments") if isinstance(value, dict) else None
         if isinstance(arguments, str):
@@ -94,7 +96,12 @@ def parse_calls(text: str) -> list[tuple[float, float]]:
             if sep:
                 arguments[key.strip()] = value.strip().strip("'\"")
         calls.append(_window(arguments))
-    return calls
+    return calls, dropped
+
+
+def parse_calls(text: str) -> list[tuple[float, float]]:
+    """The crops of :func:`read_calls`."""
+    return read_calls(text)[0]
 
 
 def extract_letter(text: str, letters: str = "ABCDEFGHIJ") -> str | None:
@@ -178,13 +185,16 @@ class ParaVT(Method):
             self._overview = self.decode(overview_indices(self.n_frames, self.main_frames), self.main_pixels)
         return self._overview
 
-    def crop(self, start_s: float, end_s: float) -> list[ImagePart]:
-        """A crop's frames (P-T1); [] for a window without frames (the release's decoders raise: P3b)."""
+    def crop_indices(self, start_s: float, end_s: float) -> list[int]:
+        """A crop's source frames (P-T1); [] for a window without frames (the release's decoders raise: P3b)."""
         try:
-            indices = window_indices(start_s, end_s, self.fps, self.n_frames, self.crop_fps, *self.crop_frames)
+            return window_indices(start_s, end_s, self.fps, self.n_frames, self.crop_fps, *self.crop_frames)
         except ValueError:
             return []
-        return self.decode(indices, self.crop_pixels)
+
+    def crop(self, start_s: float, end_s: float) -> list[ImagePart]:
+        """A crop's frames, decoded (those that fail to decode left out, as the release's empty list)."""
+        return self.decode(self.crop_indices(start_s, end_s), self.crop_pixels)
 
     # ----------------------------------------------------------------------------------------------- loop
     def _complete(self, messages: list[Message], max_tokens: int, purpose: str, tally: CallTally,
@@ -202,6 +212,8 @@ class ParaVT(Method):
         text = question.question if "video path" in question.question.lower() else question.question + suffix
         overview = self.overview()
         tally.did("frames_seen", len(overview))
+        if len(overview) < self.main_frames:  # frames that did not decode: the question sees fewer
+            tally.count("black_frames", self.main_frames - len(overview))
         messages = [Message.text("system", self.text.render("system")),
                     Message("user", (*overview, self.text.render("question", question=text,
                                                                  options=format_options(question.options))))]
@@ -210,13 +222,19 @@ class ParaVT(Method):
         for turn in range(self.max_turns + 1):
             reply = self._complete(messages, max_tokens, f"paravt:turn{turn}", tally, calls)
             tally.did("rounds")
-            windows = parse_calls(reply)[:self.max_parallel]
+            windows, dropped = read_calls(reply)
+            windows = windows[:self.max_parallel]
+            if dropped:
+                tally.count("unparsed_tool_calls", dropped)
             if not windows:
                 final = reply
                 break
             messages.append(Message.text("assistant", reply))
             for start_s, end_s in windows:
-                frames = self.crop(start_s, end_s)
+                indices = self.crop_indices(start_s, end_s)
+                frames = self.decode(indices, self.crop_pixels)
+                if len(frames) < len(indices):
+                    tally.count("black_frames", len(indices) - len(frames))
                 tally.did("tool_calls")
                 tally.did("frames_seen", len(frames))
                 crops.append({"turn": turn, "start_s": start_s, "end_s": end_s, "frames": len(frames)})
