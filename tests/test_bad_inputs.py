@@ -538,3 +538,30 @@ def test_the_scrubber_replaces_keys_and_auth_headers():
     assert scrub("api-key: other-key-42\nnext line") == "api-key: [redacted]\nnext line"
     assert scrub("proxy says Bearer xyz123") == "proxy says Bearer [redacted]"
     assert scrub("authorization failed, try again") == "authorization failed, try again"  # no header, no change
+
+
+# -------------------------------------------------------------------- an evidence seeker's own decoding
+@pytest.mark.parametrize("name", INTACT)
+def test_paravt_decodes_its_overview_and_a_crop_on_every_intact_video(clips, tmp_path, name):
+    """ParaVT re-samples the source video itself (frame indices from the probed frame count and average rate):
+    on every intact clip of the matrix its 64 overview frames and a crop of the first half all decode, upright."""
+    import io
+
+    from PIL import Image
+
+    from senri.methods.base import RunContext
+    from senri.methods.paravt import ParaVT
+    from senri.probe import probe
+
+    info = probe(clips[name], name)
+    config = {"main_nframes": 64, "prompts": "paravt", "prompts_dir": None}
+    context = RunContext(video=info, method_name="paravt", method_config=config, model_name="none",
+                         model_config={}, seed=0, backend=None, pixels=clips[name])
+    method = ParaVT(context)
+    overview = method.overview()
+    assert len(overview) == 64
+    width, height = Image.open(io.BytesIO(overview[0].jpeg)).size
+    shown_w, shown_h = (info.height, info.width) if info.rotation % 180 else (info.width, info.height)  # upright
+    assert (width > height) == (shown_w > shown_h) and width % 28 == 0 and height % 28 == 0
+    indices = method.crop_indices(0, info.duration_s / 2)
+    assert len(method.crop(0, info.duration_s / 2)) == len(indices)
