@@ -601,7 +601,8 @@ def test_served_and_in_process_vllm_send_the_same_engine_flags_and_sampling_for_
     schema = {"type": "object", "properties": {"answer": {"enum": list(LETTERS)}}, "required": ["answer"]}
     requests = [ask("plain", max_tokens=7), ask("sampled", temperature=0.7, top_p=0.9, seed=3),
                 ask("penalised", repetition_penalty=1.05, frequency_penalty=0.2),
-                ask("scored", letter_logprobs=LETTERS), ask("structured", json_schema=schema)]
+                ask("scored", letter_logprobs=LETTERS), ask("structured", json_schema=schema),
+                ask("stopped", stop=("</grounding>", "</answer>"))]
     for config in _shipped_vllm_configs():
         command = server_command(config, "SENRI_SERVER_KEY")
         flags = command[3:]
@@ -628,7 +629,7 @@ def test_served_and_in_process_vllm_send_the_same_engine_flags_and_sampling_for_
             params, body = in_process._sampling(request), served.request_body(request)
             for field in ("max_tokens", "temperature", "top_p", "seed"):
                 assert body[field] == params[field], (config["name"], field)
-            for field in ("repetition_penalty", "frequency_penalty"):
+            for field in ("repetition_penalty", "frequency_penalty", "stop"):
                 assert body.get(field) == params.get(field), (config["name"], field)
             assert (body.get("top_logprobs"), bool(body.get("logprobs"))) == (params.get("logprobs"),
                                                                                "logprobs" in params)

@@ -117,6 +117,9 @@ class ChatRequest:
     #: per occurrence (the OpenAI API's). A captioner's retry of a looping caption sets them from its model config.
     repetition_penalty: float | None = None
     frequency_penalty: float | None = None
+    #: Stop strings (the OpenAI API's ``stop``): generation ends where the first of them would begin, and the
+    #: text returned excludes it. Video-o3 stops every turn on its closing tags (O-D1).
+    stop: tuple[str, ...] = ()
 
     def cache_payload(self) -> dict[str, Any]:
         """Everything that decides the response, with media replaced by content hashes.
@@ -145,6 +148,7 @@ class ChatRequest:
             # Only when set, so every request without them keeps its cache key.
             **{name: value for name in ("repetition_penalty", "frequency_penalty")
                if (value := getattr(self, name)) is not None},
+            **({"stop": list(self.stop)} if self.stop else {}),
         }
 
     def n_images(self) -> int:
@@ -247,6 +251,14 @@ def reasoning_parser(config: Mapping[str, Any]) -> str | None:
     (``Capabilities.schema_after_reasoning``). None for a model not marked ``reasoning: true``."""
     parser = config.get("reasoning_parser") or (config.get("engine_args") or {}).get("reasoning_parser")
     return str(parser) if is_reasoning(config) and parser else None
+
+
+def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
+    """``text`` up to the first of the ``stop`` strings (excluded), and whether one occurred: engines that keep
+    the matched stop string (transformers' ``stop_strings``) or a script's canned reply are cut the way the
+    OpenAI API cuts them."""
+    positions = [i for i in (text.find(s) for s in stop if s) if i >= 0]
+    return (text[:min(positions)], True) if positions else (text, False)
 
 
 def text_only(request: ChatRequest) -> ChatRequest:

@@ -93,6 +93,8 @@ def chat_body(request: ChatRequest, model: str | None, video_ok: bool = False,
         body["top_logprobs"] = TOP_LOGPROBS
     if not reasoning_api:
         body.update(repetition_fields(request))
+    if request.stop:
+        body["stop"] = list(request.stop)
     body.update(extra or {})
     return body
 

@@ -26,7 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from senri.backends.base import Backend, BackendError, Capabilities, ChatRequest, ChatResponse, reasoning_parser
+from senri.backends.base import (Backend, BackendError, Capabilities, ChatRequest, ChatResponse, cut_at_stop,
+                                 reasoning_parser)
 from senri.backends.budget import overflow
 
 
@@ -68,8 +69,9 @@ class ScriptedBackend(Backend):
                 time.sleep(float(rule.get("delay_s", 0)))
                 if rule.get("error"):
                     return ChatResponse(text="", error=str(rule["error"]))
+                text, stopped = cut_at_stop(str(rule.get("text", "")), request.stop)
                 return ChatResponse(
-                    text=str(rule.get("text", "")),
+                    text=text,
                     prompt_tokens=int(rule.get("prompt_tokens", len(prompt.split()))),
                     completion_tokens=int(rule.get("completion_tokens", len(str(rule.get("text", "")).split()))),
                     latency_s=float(rule.get("latency_s", 0.01)),
@@ -77,7 +79,7 @@ class ScriptedBackend(Backend):
                     tool_calls=([{"name": c["name"], "arguments": c["arguments"] if isinstance(c["arguments"], str)
                                   else json.dumps(c["arguments"])} for c in rule.get("tool_calls") or []]
                                 if request.tools else None),
-                    finish_reason=str(rule.get("finish_reason", "stop")),
+                    finish_reason="stop" if stopped else str(rule.get("finish_reason", "stop")),
                 )
         return ChatResponse(text="", error=f"scripted backend: no rule matches the prompt {prompt[:80]!r}")
 

@@ -24,8 +24,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from senri.backends.base import (Backend, BackendError, Capabilities, ChatRequest, ChatResponse, ImagePart, VideoPart,
-                                 text_only)
+from senri.backends.base import (FINISH_STOP, Backend, BackendError, Capabilities, ChatRequest, ChatResponse, ImagePart,
+                                 VideoPart, cut_at_stop, text_only)
 from senri.backends.openai_format import chat_template_kwargs
 
 log = logging.getLogger(__name__)
@@ -170,11 +170,15 @@ class TransformersBackend(Backend):
                 # generate has no frequency penalty; a request's repetition_penalty is its own control.
                 **({"repetition_penalty": float(request.repetition_penalty)}
                    if request.repetition_penalty is not None else {}),
+                **({"stop_strings": list(request.stop), "tokenizer": self.tokenizer} if request.stop else {}),
                 return_dict_in_generate=True,
                 pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
             )
         new_tokens = output.sequences[0, prompt_tokens:]
         text = self.tokenizer.decode(new_tokens, skip_special_tokens=True)
+        stopped = False
+        if request.stop:  # generate keeps the matched stop string; the OpenAI API's stop excludes it
+            text, stopped = cut_at_stop(text, request.stop)
         letter_logprobs = None
         if request.letter_logprobs:
             logprobs = torch.log_softmax(output.scores[0][0].float(), dim=-1)
@@ -184,8 +188,9 @@ class TransformersBackend(Backend):
             }
         return ChatResponse(text=text, prompt_tokens=prompt_tokens, completion_tokens=int(new_tokens.shape[0]),
                             latency_s=time.perf_counter() - started, letter_logprobs=letter_logprobs,
-                            finish_reason=finish_reason(new_tokens.tolist(), request.max_tokens,
-                                                        self.tokenizer.eos_token_id, self.model.generation_config))
+                            finish_reason=FINISH_STOP if stopped else finish_reason(
+                                new_tokens.tolist(), request.max_tokens, self.tokenizer.eos_token_id,
+                                self.model.generation_config))
 
     def close(self) -> None:
         del self.model

@@ -151,6 +151,8 @@ class VLLMBackend(Backend):
         for name in ("repetition_penalty", "frequency_penalty"):
             if getattr(request, name) is not None:
                 kwargs[name] = float(getattr(request, name))
+        if request.stop:
+            kwargs["stop"] = list(request.stop)
         if request.letter_logprobs:
             kwargs["logprobs"] = TOP_LOGPROBS
         if request.json_schema is not None:

@@ -23,3 +23,4 @@ METHODS.register("videoarm_text_only", "senri.methods.videoarm:VideoARMTextOnly"
 METHODS.register("worldmm", "senri.methods.worldmm:WorldMMWorkflow")
 METHODS.register("egagent", "senri.methods.egagent:EGAgent")
 METHODS.register("paravt", "senri.methods.paravt:ParaVT")
+METHODS.register("video_o3", "senri.methods.video_o3:VideoO3")

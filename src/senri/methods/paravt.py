@@ -22,15 +22,13 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, ClassVar, Sequence
-
-import numpy as np
+from typing import Any, Sequence
 
 from senri.answers import format_options
-from senri.backends.base import ChatRequest, ImagePart, Message
-from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
-from senri.methods.resample import overview_indices, smart_resize, window_indices
-from senri.methods.structured import call_record
+from senri.backends.base import ImagePart, Message
+from senri.methods.base import CallTally, MethodAnswer, RunContext
+from senri.methods.resample import overview_indices, window_indices
+from senri.methods.seeker import CropSeeker, SizeRule, pixel_rule
 from senri.records import Question
 
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
@@ -128,11 +126,7 @@ def extract_letter(text: str, letters: str = "ABCDEFGHIJ") -> str | None:
     return body[:1] or None
 
 
-class ParaVT(Method):
-    approach: ClassVar[str] = "evidence_seeking"
-    uses_model: ClassVar[bool] = True
-    uses_pixels: ClassVar[bool] = True
-
+class ParaVT(CropSeeker):
     @classmethod
     def capability_problems(cls, method: str, spec: Any, model: str, capabilities: Any,
                             roles: Any = None) -> list[str]:
@@ -143,46 +137,31 @@ class ParaVT(Method):
 
     def __init__(self, context: RunContext) -> None:
         super().__init__(context)
-        self.refuse_missing_capabilities()
-        if context.pixels is None:
-            raise ValueError(f"method {context.method_name!r} decodes the video itself and got none")
         config = context.method_config
         self.main_frames = int(config.get("main_nframes", 64))
         self.max_turns = int(config.get("max_turns", 3))
         self.max_parallel = int(config.get("max_parallel", 5))
         self.crop_fps = float(config.get("crop_fps", 1.0))
         self.crop_frames = (int(config.get("crop_min_frames", 1)), int(config.get("crop_max_frames", 16)))
-        self.crop_pixels = (int(config.get("crop_min_pixels", 784)), int(config.get("crop_max_pixels", 50176)))
-        self.main_pixels = (int(config.get("main_min_pixels", 128 * 784)), int(config.get("main_max_pixels", 602112)))
+        self.crop_size = pixel_rule(int(config.get("crop_min_pixels", 784)), int(config.get("crop_max_pixels", 50176)))
+        self.main_size = pixel_rule(int(config.get("main_min_pixels", 128 * 784)),
+                                    int(config.get("main_max_pixels", 602112)))
         self.jpeg_quality = int(config.get("jpeg_quality", 85))
         self.forced_tokens = int(config.get("forced_max_tokens", 64))
         self.text = self.prompts()
-        info = context.video
-        self.fps, self.n_frames = float(info.avg_fps), int(info.n_frames)
         self._overview: list[ImagePart] | None = None
 
     # --------------------------------------------------------------------------------------------- frames
-    def decode(self, indices: Sequence[int], pixels: tuple[int, int]) -> list[ImagePart]:
-        """The source frames ``indices`` (each read at the middle of its frame interval by senri's exact decoder),
-        resized as qwen-vl-utils resizes them (bicubic), JPEG at ``jpeg_quality``."""
-        from PIL import Image
+    def images(self, indices: Sequence[int], size: SizeRule) -> list[ImagePart]:
+        """The source frames ``indices`` resized by ``size`` (:meth:`CropSeeker.decode`), JPEG at
+        ``jpeg_quality`` as the release sends them."""
+        from senri.decode import encode_jpeg
 
-        from senri.decode import encode_jpeg, read_frames
-
-        targets = [(i + 0.5) / self.fps for i in indices]
-        out = []
-        for frame in read_frames(self.context.pixels, targets, accuracy="exact"):
-            if frame.image is None:
-                continue
-            height, width = frame.image.shape[:2]
-            h, w = smart_resize(height, width, 28, *pixels)
-            image = Image.fromarray(frame.image).resize((w, h), Image.BICUBIC)
-            out.append(ImagePart(encode_jpeg(np.asarray(image), quality=self.jpeg_quality)))
-        return out
+        return [ImagePart(encode_jpeg(image, quality=self.jpeg_quality)) for image in self.decode(indices, size)]
 
     def overview(self) -> list[ImagePart]:
         if self._overview is None:
-            self._overview = self.decode(overview_indices(self.n_frames, self.main_frames), self.main_pixels)
+            self._overview = self.images(overview_indices(self.n_frames, self.main_frames), self.main_size)
         return self._overview
 
     def crop_indices(self, start_s: float, end_s: float) -> list[int]:
@@ -194,17 +173,13 @@ class ParaVT(Method):
 
     def crop(self, start_s: float, end_s: float) -> list[ImagePart]:
         """A crop's frames, decoded (those that fail to decode left out, as the release's empty list)."""
-        return self.decode(self.crop_indices(start_s, end_s), self.crop_pixels)
+        return self.images(self.crop_indices(start_s, end_s), self.crop_size)
 
     # ----------------------------------------------------------------------------------------------- loop
     def _complete(self, messages: list[Message], max_tokens: int, purpose: str, tally: CallTally,
-                  calls: list[dict[str, Any]]) -> str:
-        sampling = {**self.sampling(), "max_tokens": max_tokens}
-        request = ChatRequest(messages=tuple(messages), purpose=purpose, **sampling)
-        (response,) = self.chat_many([request])
-        tally.add(request, response)
-        calls.append(call_record(request, response))
-        return "" if response.error else (response.text or "")
+                  calls: list[dict[str, Any]]) -> str | None:
+        sent = self.send(messages, max_tokens, purpose, tally, calls)
+        return None if sent is None else sent[0]
 
     def answer(self, question: Question) -> MethodAnswer:
         tally, calls, crops = CallTally(), [], []
@@ -221,6 +196,8 @@ class ParaVT(Method):
         max_tokens = self.role_max_tokens("answer")
         for turn in range(self.max_turns + 1):
             reply = self._complete(messages, max_tokens, f"paravt:turn{turn}", tally, calls)
+            if reply is None:  # the history outgrew the model: no answer (context_overflows)
+                break
             tally.did("rounds")
             windows, dropped = read_calls(reply)
             windows = windows[:self.max_parallel]
@@ -232,7 +209,7 @@ class ParaVT(Method):
             messages.append(Message.text("assistant", reply))
             for start_s, end_s in windows:
                 indices = self.crop_indices(start_s, end_s)
-                frames = self.decode(indices, self.crop_pixels)
+                frames = self.images(indices, self.crop_size)
                 if len(frames) < len(indices):
                     tally.count("black_frames", len(indices) - len(frames))
                 tally.did("tool_calls")
@@ -245,7 +222,7 @@ class ParaVT(Method):
                 messages.append(Message("user", (*frames, note)))
             if turn == self.max_turns - 1:
                 messages.append(Message.text("user", self.text.render("forced")))
-                final = self._complete(messages, self.forced_tokens, "paravt:forced", tally, calls)
+                final = self._complete(messages, self.forced_tokens, "paravt:forced", tally, calls) or ""
                 forced = True
                 tally.count("forced_answers")
                 break

@@ -1,0 +1,314 @@
+"""Video-o3's evaluation loop (issue 38; ``shared/spec/evidence_seekers.md`` §2, O-*): one 2-fps overview video,
+then up to eight grounded crops decoded again from the source, each sent back as a new video, until the policy
+answers inside ``<answer>``.
+
+- O-I1/I2: the main video at 2 fps (int(i · fps / 2) for i < int(D · 2)); over 768 frames, 768 at
+  int(i · N / 769) with the header's rate 768 / D; each frame JPEG round-tripped (PIL's default quality, as the
+  release's extracted frames), resized per image (factor 28, 15680–602112 px), the count padded to even with the
+  last frame, then the whole video resized within a 16384-token budget (:func:`video_frame_max_pixels`);
+- O-I3: the first user turn is the header (rate to 2 decimals, frame count to 1, span "0 to D") with the video
+  at its ``<video>`` placeholder, then the question and options;
+- O-L2/L3: every turn stops on ``</grounding>`` / ``</answer>`` (the closing tag a stop string removed is put
+  back, as the release's keyword criterion keeps it); an ``<answer>…</answer>`` pair wins; otherwise in the
+  forced turn the apology; otherwise the last ``<grounding>`` block's JSON (from its first ``{`` to its last
+  ``}``, retried with ' → ") must hold a two-number ``temporal_segment`` and a ``sampling_strategy``; a reply
+  with neither tag is the answer as it stands;
+- O-T1/T2: a crop at 2 fps, 4–768 frames (even), per-frame pixels within the strategy's quota
+  (coarse 2048 / medium 4096 / fine 6144 tokens · 784); a window past the end, an end ≤ start or one without
+  frames is an error, as an unknown strategy is;
+- O-L4/L5/L6: a good crop appends the reply and [observation header, crop video] (the forced variant once 8
+  generations were made, which sets forced mode); a parse error appends the reply and the error turn; a crop
+  or strategy error appends the reply twice (the release's quirk) and the error turn; the 11th generation is
+  replaced by the apology;
+- O-A1: the answer is the first ``<answer>`` pair's stripped text (or the apology, or the raw reply), read as
+  Video-MME's scorer reads it (:func:`videomme_letter`).
+
+``media: video`` (the default) sends each video as a carrier at 2 frames/s — Qwen2.5-VL's temporal positions use
+the processor's default 2 fps for every video, as the release never passes a rate (O-I3) — holding the
+release's frames already at their final size (multiples of 28 pass the processor unchanged, O-S1);
+``media: images`` sends the same frames as images at the placeholder, for a model without video input (a
+named deviation). Prompts are senri's restatement (``config/prompts/video_o3/``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from senri.answers import format_options
+from senri.backends.base import ImagePart, Message, Part, VideoPart
+from senri.methods.base import CallTally, MethodAnswer, RunContext
+from senri.methods.resample import (capped_rate_indices, header_numbers, smart_resize, video_frame_max_pixels,
+                                    window_indices)
+from senri.methods.seeker import CropSeeker, bicubic, pixel_rule
+from senri.records import Question
+
+_GROUNDING = re.compile(r"<grounding>(.*?)</grounding>", re.DOTALL)
+_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+CLOSING_TAGS = ("</grounding>", "</answer>")
+#: Video-MME's scorer strips these before it takes the first capital A–D (Eval/vlmeval/dataset/utils/videomme.py).
+_ANSWER_PREFIXES = ("The best answer is", "The correct answer is", "The answer is", "The answer",
+                    "The best option is", "The correct option is", "Best answer:", "Best option:")
+#: The release's video placeholder inside a user text.
+PLACEHOLDER = "<video>"
+
+
+class GroundingError(ValueError):
+    """A grounding block the release could not read (O-L3)."""
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What one reply means (O-L2): an answer (stop), a crop request, a parse error, the apology (forced
+    mode without an answer), the raw text as the answer (neither tag), or nothing to do (the release's
+    ``</answer>``-before-``<answer>`` case: nothing is appended and the turn repeats)."""
+
+    kind: str  # answer | grounding | parse_error | apology | raw | repeat
+    text: str = ""
+    window: tuple[float, float, str] | None = None
+
+
+def close_stopped(text: str, stopped: bool) -> str:
+    """A reply as the release's keyword criterion leaves it: the closing tag a stop string cut off put back when
+    the reply ended on a stop and its last opened tag is unclosed."""
+    if not stopped:
+        return text
+    for opening, closing in (("<grounding>", "</grounding>"), ("<answer>", "</answer>")):
+        if text.rfind(opening) > text.rfind(closing):
+            return text + closing
+    return text
+
+
+def cut_reply(text: str, forced: bool) -> str:
+    """O-L2's cut: outside forced mode after the first ``</grounding>``, else (and when there is none) after
+    the first ``</answer>``."""
+    for tag in (() if forced else ("</grounding>",)) + ("</answer>",):
+        at = text.find(tag)
+        if at >= 0:
+            return text[:at + len(tag)]
+    return text
+
+
+def parse_grounding(text: str) -> tuple[float, float, str]:
+    """The window of the last ``<grounding>`` block (O-L3): its first ``{`` to its last ``}`` as JSON (again with
+    ' → " when that fails), a two-item ``temporal_segment`` of numbers and a ``sampling_strategy``."""
+    blocks = _GROUNDING.findall(text)
+    if not blocks:
+        raise GroundingError("no <grounding>...</grounding> block")
+    body = blocks[-1]
+    first, last = body.find("{"), body.rfind("}")
+    if first < 0 or last < first:
+        raise GroundingError(f"the grounding block holds no JSON object: {body.strip()[:200]!r}")
+    raw = body[first:last + 1]
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        try:
+            value = json.loads(raw.replace("'", '"'))
+        except ValueError as exc:
+            raise GroundingError(f"the grounding JSON does not parse: {exc}") from None
+    if not isinstance(value, dict) or "temporal_segment" not in value or "sampling_strategy" not in value:
+        raise GroundingError("the grounding JSON needs temporal_segment and sampling_strategy")
+    segment = value["temporal_segment"]
+    if not isinstance(segment, (list, tuple)) or len(segment) != 2:
+        raise GroundingError(f"temporal_segment must be [start, end], got {segment!r}")
+    try:
+        start, end = float(segment[0]), float(segment[1])
+    except (TypeError, ValueError):
+        raise GroundingError(f"temporal_segment must hold two numbers, got {segment!r}") from None
+    return start, end, str(value["sampling_strategy"])
+
+
+def read_turn(text: str, forced: bool) -> Turn:
+    """The meaning of one (already cut) reply, in the release's order (O-L2, O-L5)."""
+    if "<answer>" in text and "</answer>" in text:
+        match = _ANSWER.search(text)
+        return Turn("answer", match.group(1).strip()) if match else Turn("repeat")
+    if forced:
+        return Turn("apology")
+    if "<grounding>" in text:
+        try:
+            return Turn("grounding", window=parse_grounding(text))
+        except GroundingError as exc:
+            return Turn("parse_error", str(exc))
+    return Turn("raw", text)
+
+
+def videomme_letter(prediction: str) -> str | None:
+    """Video-MME's reading of a prediction (O-A1): answer-phrase prefixes removed, then the first capital A–D
+    anywhere (so a raw reply's "Based on…" reads as B, as the release scores it); a long text with none is no
+    answer."""
+    text = (prediction or "").strip()
+    for prefix in _ANSWER_PREFIXES:
+        text = text.replace(prefix, "")
+    match = re.search(r"[ABCD]", text)
+    return match.group(0) if match else None
+
+
+class VideoO3(CropSeeker):
+    @classmethod
+    def capability_problems(cls, method: str, spec: Any, model: str, capabilities: Any,
+                            roles: Any = None) -> list[str]:
+        if capabilities is None:
+            return []
+        media = str((spec or {}).get("media", "video"))
+        if media == "video" and not capabilities.video:
+            return [f"method {method!r} sends the video as video (media: video, the release's input); model "
+                    f"{model!r} takes no video (use a video model config, or method.{method}.media=images)"]
+        if media == "images" and not capabilities.images:
+            return [f"method {method!r} shows the model frames; model {model!r} takes no images"]
+        return []
+
+    def __init__(self, context: RunContext) -> None:
+        super().__init__(context)
+        config = context.method_config
+        self.media = str(config.get("media", "video"))
+        if self.media not in ("video", "images"):
+            raise ValueError(f"method {context.method_name!r}: media must be video or images, got {self.media!r}")
+        self.sample_fps = float(config.get("sample_fps", 2.0))
+        self.main_cap = int(config.get("main_max_frames", 768))
+        self.main_tokens = int(config.get("main_total_tokens", 16384))
+        self.frame_pixels = (int(config.get("min_pixels", 15680)), int(config.get("max_pixels", 602112)))
+        self.floor_pixels = int(config.get("floor_pixels", 16464))
+        self.jpeg_quality = int(config.get("main_jpeg_quality", 75))
+        self.crop_frames = (int(config.get("crop_min_frames", 4)), int(config.get("crop_max_frames", 768)))
+        self.quotas = {str(k): int(v) for k, v in (config.get("crop_quota_tokens") or
+                                                   {"coarse": 2048, "medium": 4096, "fine": 6144}).items()}
+        self.max_turn = int(config.get("max_turn", 8))
+        self.mrope_fps = float(config.get("mrope_fps", 2.0))
+        self.apology = str(config.get("apology", "I'm sorry, I can't answer this question."))
+        self.text = self.prompts()
+        self._main: tuple[list[Part], float, int, int] | None = None
+
+    # --------------------------------------------------------------------------------------------- videos
+    def _frame_max(self, total_tokens: int, n_frames: int) -> int:
+        return video_frame_max_pixels(total_tokens * 784, n_frames, self.frame_pixels[1], self.floor_pixels)
+
+    def _media(self, frames: list[np.ndarray], times: Sequence[float]) -> list[Part]:
+        """Frames as the model gets them: one carrier video at the rate its positions assume, or images."""
+        from senri.decode import carrier_from_jpegs, encode_jpeg
+
+        jpegs = [encode_jpeg(f, quality=95) for f in frames]
+        if self.media == "images":
+            return [ImagePart(j) for j in jpegs]
+        return [VideoPart(carrier_from_jpegs(jpegs, fps=self.mrope_fps), self.mrope_fps, tuple(times),
+                          timeline="carrier")]
+
+    def main_video(self) -> tuple[list[Part], float, int, int]:
+        """The overview (O-I1/I2): its media, the sample rate the header states, the frames planned and those
+        decoded (before the even padding)."""
+        if self._main is None:
+            indices, rate = capped_rate_indices(self.n_frames, self.fps, self.sample_fps, self.main_cap)
+            frames = self.decode(indices, pixel_rule(*self.frame_pixels), jpeg_quality=self.jpeg_quality)
+            decoded = len(frames)
+            times = [i / self.fps for i in indices[:len(frames)]]
+            if len(frames) % 2:  # the release pads to an even count with the last frame
+                frames, times = frames + [frames[-1]], times + [times[-1]]
+            if frames:
+                ceiling = self._frame_max(self.main_tokens, len(frames))
+                h, w = smart_resize(*frames[0].shape[:2], 28, self.frame_pixels[0], ceiling)
+                frames = [bicubic(f, h, w) for f in frames]
+            self._main = (self._media(frames, times) if frames else [], rate, len(indices), decoded)
+        return self._main
+
+    def crop(self, start_s: float, end_s: float, strategy: str) -> tuple[list[Part], int, int]:
+        """A grounded clip (O-T1/T2): its media, the frames planned and those decoded; ValueError for a window
+        the release's decoder refuses, KeyError for an unknown strategy."""
+        if start_s >= self.duration_s:
+            raise ValueError(f"start {start_s:g} s is not before the video's end ({self.duration_s:.1f} s)")
+        if end_s <= start_s:
+            raise ValueError(f"end {end_s:g} s is not after start {start_s:g} s")
+        indices = window_indices(start_s, end_s, self.fps, self.n_frames, self.sample_fps, *self.crop_frames)
+        if strategy not in self.quotas:
+            raise KeyError(f"unknown sampling_strategy {strategy!r} (one of {', '.join(self.quotas)})")
+        size = pixel_rule(self.frame_pixels[0], self._frame_max(self.quotas[strategy], len(indices)))
+        frames = self.decode(indices, size)
+        if not frames:
+            raise ValueError(f"no frame of {start_s:g}–{end_s:g} s decodes")
+        return self._media(frames, [i / self.fps for i in indices[:len(frames)]]), len(indices), len(frames)
+
+    def _with_media(self, text: str, media: list[Part]) -> tuple[Part, ...]:
+        """A user turn's content: the text with the media at its ``<video>`` placeholder (after it if none)."""
+        before, sep, after = text.partition(PLACEHOLDER)
+        parts: list[Part] = [before] if before else []
+        parts += media
+        if after:
+            parts.append(after)
+        return tuple(parts) if sep else (text, *media)
+
+    # ----------------------------------------------------------------------------------------------- loop
+    def answer(self, question: Question) -> MethodAnswer:
+        tally, calls, crops = CallTally(), [], []
+        media, rate, planned, decoded = self.main_video()
+        tally.did("frames_seen", decoded)
+        if decoded < planned:  # frames that did not decode: the overview holds fewer
+            tally.count("black_frames", planned - decoded)
+        fps, n_frames, _, duration = header_numbers(planned, rate, 0, self.duration_s)
+        first = self.text.render("question", fps=fps, n_frames=n_frames, duration=duration,
+                                 question=question.question, options=format_options(question.options))
+        messages = [Message.text("system", self.text.render("system")), Message("user", self._with_media(first, media))]
+        max_tokens = self.role_max_tokens("answer")
+        forced, generations, final, outcome = False, 0, "", "apology"
+        while True:
+            if generations >= self.max_turn + 2:  # the 11th generation is replaced by the apology (O-L6)
+                final, outcome = self.apology, "cap"
+                break
+            sent = self.send(messages, max_tokens, f"video_o3:turn{generations}", tally, calls, CLOSING_TAGS)
+            if sent is None:  # the history outgrew the model (context_overflows): no answer
+                final, outcome = "", "overflow"
+                break
+            generations += 1
+            tally.did("rounds")
+            reply = cut_reply(close_stopped(*sent), forced)
+            turn = read_turn(reply, forced)
+            if turn.kind in ("answer", "raw"):
+                final, outcome = turn.text, turn.kind
+                break
+            if turn.kind == "apology":
+                final, outcome = self.apology, "apology"
+                break
+            if turn.kind == "repeat":
+                continue
+            late = generations >= self.max_turn
+            if turn.kind == "parse_error":
+                tally.count("unparsed_tool_calls")
+                messages += [Message.text("assistant", reply), self._error_turn(turn.text, late)]
+                forced = forced or late
+                continue
+            start_s, end_s, strategy = turn.window
+            tally.did("tool_calls")
+            try:
+                clip, planned_crop, decoded = self.crop(start_s, end_s, strategy)
+            except (KeyError, ValueError) as exc:
+                tally.count("rejected_tool_calls")
+                crops.append({"turn": generations, "start_s": start_s, "end_s": end_s, "strategy": strategy,
+                              "error": str(exc)})
+                reply_turn = Message.text("assistant", reply)
+                messages += [reply_turn, reply_turn, self._error_turn(str(exc).strip("'\""), late)]
+                forced = forced or late
+                continue
+            if decoded < planned_crop:
+                tally.count("black_frames", planned_crop - decoded)
+            tally.did("frames_seen", decoded)
+            crops.append({"turn": generations, "start_s": start_s, "end_s": end_s, "strategy": strategy,
+                          "frames": decoded})
+            c_fps, c_n, c_start, c_end = header_numbers(planned_crop, self.sample_fps, start_s, end_s)
+            role = "forced" if late else "observation"
+            note = self.text.render(role, step=len([c for c in crops if "frames" in c]), fps=c_fps, n_frames=c_n,
+                                    start=c_start, end=c_end)
+            messages += [Message.text("assistant", reply), Message("user", self._with_media(note, clip))]
+            if late:
+                forced = True
+        if forced or outcome in ("apology", "cap"):
+            tally.count("forced_answers")
+        letter = videomme_letter(final)
+        trace = {"crops": crops, "calls": calls, "forced": forced, "outcome": outcome, "final": final[:2000],
+                 "generations": generations, "main_frames": planned, "main_fps": rate, "media": self.media}
+        return MethodAnswer(letter, final, letter is not None, tally, trace)
+
+    def _error_turn(self, error: str, late: bool) -> Message:
+        return Message.text("user", self.text.render("forced_error" if late else "error", error=error))
