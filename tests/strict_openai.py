@@ -16,6 +16,8 @@ refuses, with the status codes real servers use:
   ``{type: function, function: {name, description?, parameters?}}``, ``tool_choice`` without ``tools`` or
   outside none/auto/required/named, sampling fields of the wrong type or range, ``top_logprobs`` without
   ``logprobs``, a ``response_format`` that is not text/json_object/json_schema{name, schema};
+* 400 for a ``stop`` that is not a string or an array of 1–4 strings; a reply is cut where its first stop
+  string would begin, the string excluded, as servers do;
 * the reasoning (o-series) family refuses ``max_tokens`` (it takes ``max_completion_tokens``), ``temperature``
   and ``top_p`` other than 1, penalties, ``logprobs``/``top_logprobs`` (OpenAI's reasoning-model guide);
 * a ``vllm serve`` started without ``--enable-auto-tool-choice`` refuses ``tool_choice: auto`` (400), as vLLM
@@ -268,6 +270,10 @@ def validate(body: Any, model: str, *, family: str = "chat", video: bool | str =
     _number(body, "presence_penalty", -2, 2)
     _number(body, "seed", -(2**63), 2**63 - 1, integer=True)
     _number(body, "n", 1, 128, integer=True)
+    stop = body.get("stop")
+    if stop is not None and not (isinstance(stop, str) or (
+            isinstance(stop, list) and 1 <= len(stop) <= 4 and all(isinstance(x, str) and x for x in stop))):
+        raise Refused(400, "'stop' must be a string or an array of 1 to 4 non-empty strings", "stop")
     if "logprobs" in body and not isinstance(body["logprobs"], bool):
         raise Refused(400, "'logprobs' must be a boolean", "logprobs")
     if "top_logprobs" in body:
@@ -436,6 +442,10 @@ class StrictOpenAI:
             return self._record(body, 500, "test server: tool_choice requires a tool call and the rule has none")
         message: dict[str, Any] = {"role": "assistant", "content": rule.get("text", "")}
         finish = rule.get("finish_reason", "stop")
+        stops = [body["stop"]] if isinstance(body.get("stop"), str) else (body.get("stop") or [])
+        cut = [at for at in (message["content"].find(x) for x in stops) if at >= 0]
+        if cut:  # generation ends where the first stop string would begin; the string is not returned
+            message["content"], finish = message["content"][:min(cut)], "stop"
         if call is not None:
             with self._lock:
                 self._calls += 1

@@ -44,6 +44,7 @@ def body(**fields):
     ({"tool_choice": "auto"}, "chat", 400, "only allowed when 'tools' are specified"),
     ({"tools": [{"type": "function", "function": {"name": "bad name"}}]}, "chat", 400, "function.name must match"),
     ({"temperature": 3}, "chat", 400, "Invalid value for 'temperature'"),
+    ({"stop": ["a", "b", "c", "d", "e"]}, "chat", 400, "'stop' must be"),
     ({"top_logprobs": 5}, "chat", 400, "requires 'logprobs'"),
     ({"response_format": {"type": "json_schema", "json_schema": {"schema": {}}}}, "chat", 400, "needs a 'name'"),
     ({}, "reasoning", 400, "Use 'max_completion_tokens' instead"),
@@ -295,3 +296,84 @@ def test_magic_video_s_builder_and_workflow_over_http(tmp_path):
     [qa] = [e for e in server.bodies if "Answer a question about a long first-person video" in json.dumps(e["body"])]
     assert sum(p["type"] == "image_url" for p in _parts(qa)) > 0
     assert any("Does this search query refer to a specific time" in json.dumps(e["body"]) for e in server.bodies)
+
+
+# ------------------------------------------------------------------------------ the evidence seekers (issue 38)
+def _seeker_stage(server, method: str, **extra) -> dict:
+    import yaml
+
+    from senri.prompts import prompt_identity
+
+    config = {**yaml.safe_load(open(f"config/method/{method}.yaml")), **extra}
+    config["prompt_identity"] = prompt_identity(config)
+    return {"seed": 0, "method": {"name": method, **config},
+            "model": {"name": "vlm", **server.model_config(max_tokens=256)}}
+
+
+def _seeker_question(video_id: str):
+    from senri.records import Question, to_frame
+
+    return to_frame([Question(video_id, "q1", "L", "none", "Where was I?", "hall", "kitchen", "garden", "street",
+                              "C")], Question)
+
+
+def test_paravt_s_overview_crops_and_forced_letter_over_http(tmp_path):
+    """ParaVT's turns as a server gets them: 64 overview images, then each crop its own user message of images
+    and its result line, the forced letter call at 64 tokens; no stop strings (P-D1)."""
+    from senri.answer import answer_video
+
+    video, info = make_probed_clip(tmp_path, "pv")
+    call = '<tool_call>{"name": "crop_video", "arguments": {"start_time": %d, "end_time": %d}}</tool_call>'
+    rules = [{"match": "answer the question now", "text": "C"},
+             {"match": "frames from 20.0 s", "text": "<think>again</think>" + call % (0, 6)},
+             {"match": "frames from 0.0 s", "text": "<think>once more</think>" + call % (50, 60)},
+             {"match": "Options:", "text": "<think>look</think>" + call % (10, 20) + call % (20, 36)}]
+    with StrictOpenAI(rules) as server:
+        row = answer_video(_seeker_question("pv"), info, _seeker_stage(server, "paravt"),
+                           pixels=video).row(0, named=True)
+    assert server.refused() == [], server.refused()[:1]
+    assert row["pred"] == "C" and row["correct"] and row["error"] is None and row["tool_calls"] == 4
+    bodies = [e["body"] for e in server.bodies]
+    assert len(bodies) == 4 and [b["max_tokens"] for b in bodies] == [2048, 2048, 2048, 64]
+    assert all("stop" not in b and b["temperature"] == 0.0 for b in bodies)
+    last = bodies[-1]["messages"]
+    images = [sum(p["type"] == "image_url" for p in m["content"]) if isinstance(m["content"], list) else 0
+              for m in last]
+    assert [m["role"] for m in last] == ["system", "user", "assistant", "user", "user", "assistant", "user",
+                                         "assistant", "user", "user"]
+    assert images[1] == 64 and images[3:5] == [10, 16] and images[6] == 6 and images[8] == 10
+
+
+def test_video_o3_s_videos_and_stop_strings_over_http(tmp_path):
+    """Video-o3's turns as a server gets them: the overview and each crop one ``video_url`` at the header's
+    ``<video>`` placeholder, both closing tags as ``stop`` on every turn; the server cuts the reply at its first
+    stop string (which it does not return) and the method puts the tag back, as the release's criterion keeps it."""
+    from senri.answer import answer_video
+    from senri.backends.vllm_video import load_carrier
+
+    video, info = make_probed_clip(tmp_path, "vo")
+    ground = '<think>look</think><grounding>{"temporal_segment": [%d, %d], "sampling_strategy": "%s"}</grounding>'
+    rules = [{"match": "Observation 2", "text": "<think>seen</think><answer>C</answer> trailing"},
+             {"match": "Observation 1", "text": ground % (30, 40, "fine") + " and more text"},
+             {"match": "Options:", "text": ground % (2, 8, "medium") + "<answer>A</answer>"}]
+    with StrictOpenAI(rules, video=True) as server:
+        row = answer_video(_seeker_question("vo"), info, _seeker_stage(server, "video_o3"),
+                           pixels=video).row(0, named=True)
+    assert server.refused() == [], server.refused()[:1]
+    assert row["pred"] == "C" and row["correct"] and row["tool_calls"] == 2 and row["rounds"] == 3
+    bodies = [e["body"] for e in server.bodies]
+    assert all(b["stop"] == ["</grounding>", "</answer>"] and b["max_tokens"] == 4096 for b in bodies)
+    # the server returned each grounding reply without its closing tag; the history holds it closed
+    assert server.bodies[0]["response"]["choices"][0]["message"]["content"].endswith('"medium"}')
+    last = bodies[-1]["messages"]
+    assert [m["role"] for m in last] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert last[2]["content"].endswith('"medium"}</grounding>') and "<answer>" not in last[2]["content"]
+    frames = []
+    for message in (last[1], last[3], last[5]):
+        kinds = [p["type"] for p in message["content"]]
+        assert kinds == ["text", "video_url", "text"]  # the video at the header's placeholder
+        mp4 = base64.b64decode(message["content"][1]["video_url"]["url"].split(",", 1)[1])
+        clip, metadata = load_carrier(mp4)
+        frames.append(clip.shape[0])
+        assert metadata["fps"] == 2.0  # the rate the model's temporal positions assume (O-I3)
+    assert frames == [240, 12, 20]  # 120 s at 2 fps; 2-8 s and 30-40 s at 2 fps

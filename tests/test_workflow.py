@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 import yaml
 
-from conftest import DAG_DEMO, REPO, snakemake  # snakemake: other test modules import it from here
+from conftest import DAG_DEMO, ONE_VIDEO_DEMO, REPO, snakemake  # snakemake: other test modules import it from here
 from senri import config as senri_config
 from senri import demo
 from senri.memory.hierarchy import memory_plan
@@ -352,6 +352,29 @@ def test_direct_perception_on_a_tiny_vlm_reads_the_frame_store_through_the_dag(t
     assert (tmp_path / "results/report/figures/frame_budget.png").stat().st_size > 1000
     for budget in (4, 8):  # random weights: parse failures are expected, flagged with †
         assert re.search(rf"^\| direct_{budget}( †)? \| tiny \| none \| {N_QUESTIONS} \|", main, re.MULTILINE), main
+
+
+def test_the_evidence_seekers_run_through_the_dag_on_a_tiny_vlm(tmp_path, prepared_demo):
+    """Issue 38: ParaVT and Video-o3 (its frames as images: the tiny model takes no video) decode the demo video
+    themselves in their answer jobs and put every question through the tiny random VLM; the tables list both."""
+    from tiny_vlm import build_tiny_llava
+
+    model = build_tiny_llava(tmp_path / "tiny-vlm")
+    prepared_demo(tmp_path, ONE_VIDEO_DEMO)
+    overrides = (f"{ONE_VIDEO_DEMO} method=[paravt,video_o3] method.video_o3.media=images model=[] "
+                 f"+model.tiny={{backend:transformers,path:{model},max_tokens:4}}")
+    snakemake(tmp_path, "-c2", "--config", f"overrides={overrides}")
+    questions = pl.read_parquet(tmp_path / "results/questions.parquet").height
+    for method, overview in (("paravt", 64), ("video_o3", 2 * 50)):  # 64 frames; 2 fps over >= 50 s
+        predictions = pl.read_parquet(tmp_path / f"results/predictions/{method}/tiny/demo_01.parquet")
+        assert predictions.height == questions and predictions["error"].is_null().all(), method
+        assert (predictions["n_vlm_calls"] >= 1).all() and (predictions["rounds"] >= 1).all()
+        assert (predictions["frames_seen"] >= overview).all(), method
+        trace = json.loads(predictions["trace"][0])
+        assert trace["calls"] and trace["calls"][0]["prompt"]
+    main = (tmp_path / "results/tables/main.md").read_text()
+    for method in ("paravt", "video_o3"):
+        assert re.search(rf"^\| {method}( †)? \| tiny \| none \| {questions} \|", main, re.MULTILINE), main
 
 
 def test_every_agent_method_runs_through_the_dag_on_the_perception_memory(tmp_path, prepared_demo):
