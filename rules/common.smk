@@ -135,7 +135,7 @@ def answer_media_options(wildcards, input):
     """``--frames``/``--carrier`` (frame methods) and ``--memory``, ``--video``, … (memory methods) options
     for the answer CLI, for the inputs this job has."""
     inputs = {name: str(input[name]) for name in input.keys()}
-    return " ".join(senri_workflow.answer_media_args(SENRI, inputs, wildcards.video_id))
+    return " ".join(senri_workflow.answer_media_args(SENRI, inputs, wildcards.video_id, wildcards.method))
 
 
 def memory_system_config(wildcards):

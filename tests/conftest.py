@@ -233,3 +233,39 @@ class JsonHandler(BaseHTTPRequestHandler):
 
     def log_message(self, *args):  # noqa: ANN002 - quiet test servers
         pass
+
+
+def fill_hub_cache(cache: Path, model_ids) -> Path:  # noqa: ANN001 - iterable of "org/name"
+    """A Hugging Face hub cache (its own layout: ``models--org--name/refs/main`` naming a snapshot that holds a
+    ``config.json``) with an entry for each id: what a node that downloaded the weights beforehand has, as far
+    as senri's check that nothing is downloaded by a job reads it (:func:`senri.backends.vllm.require_local_weights`)."""
+    for model_id in model_ids:
+        folder = cache / ("models--" + model_id.replace("/", "--"))
+        (folder / "refs").mkdir(parents=True, exist_ok=True)
+        (folder / "refs" / "main").write_text("0" * 40)
+        snapshot = folder / "snapshots" / ("0" * 40)
+        snapshot.mkdir(parents=True, exist_ok=True)
+        (snapshot / "config.json").write_text("{}")
+    return cache
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shipped_models_in_the_hub_cache(tmp_path_factory):
+    """Every shipped vLLM model config's weights "downloaded beforehand" into a test hub cache (HF_HUB_CACHE, which
+    the workflow's jobs and servers inherit): the fake-engine tests of those configs pass the no-download check,
+    and a test of the check itself points HF_HUB_CACHE elsewhere."""
+    import yaml
+
+    ids = {"deepseek-r1", "qwen"}  # the fake-engine tests' own model names
+    for path in (REPO / "config" / "model").glob("*.yaml"):
+        spec = yaml.safe_load(path.read_text()) or {}
+        if spec.get("backend") == "vllm" and "/" in str(spec.get("model", "")):
+            ids.add(str(spec["model"]))
+    cache = fill_hub_cache(tmp_path_factory.mktemp("hub_cache"), sorted(ids))
+    previous = os.environ.get("HF_HUB_CACHE")
+    os.environ["HF_HUB_CACHE"] = str(cache)
+    yield cache
+    if previous is None:
+        os.environ.pop("HF_HUB_CACHE", None)
+    else:
+        os.environ["HF_HUB_CACHE"] = previous

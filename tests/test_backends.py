@@ -18,7 +18,7 @@ from PIL import Image
 from conftest import JsonHandler
 from senri.answers import ANSWER_SCHEMA, question_prompt
 from senri.backends import BACKENDS, open_backend
-from senri.backends.base import ChatRequest, ChatResponse, ImagePart, Message
+from senri.backends.base import BackendError, ChatRequest, ChatResponse, ImagePart, Message
 from senri.backends.cache import CachedBackend, ResponseCache, request_key
 from senri.backends.openai import OpenAIBackend, backoff_delay
 from senri.backends.server import ManagedServer
@@ -439,7 +439,8 @@ class FakeLLM:
             raise ValueError("prompt is longer than max_model_len")
         return [FakeOutput(f"echo {t[-40:]}", p.kwargs["max_tokens"]) for t, p in zip(texts, params)]
 
-    def chat(self, conversations, params, use_tqdm=True, chat_template_kwargs=None):
+    def chat(self, conversations, params, use_tqdm=True, chat_template=None, chat_template_kwargs=None):
+        self.chat_template = chat_template
         return self._answer("chat", conversations, params, [json.dumps(c) for c in conversations])
 
     def generate(self, prompts, params, use_tqdm=True):
@@ -714,3 +715,49 @@ def test_a_served_video_model_s_server_selects_senri_s_loader_which_this_install
     monkeypatch.setattr(vllm_video, "plugin_installed", lambda: False)
     with pytest.raises(BackendError, match="reinstall senri"):
         vllm_video.server_env({"name": "qwen25vl7b_vllm", "video": True})
+
+
+def test_a_vllm_model_that_is_neither_a_folder_nor_in_the_hub_cache_stops_before_any_engine(tmp_path, monkeypatch):
+    """Issue 38 item 3: nothing is downloaded at run time. A model id missing from the node's Hugging Face cache
+    is a clear error naming it, in process and before a served batch's server starts; a folder, or an id
+    already in the cache, passes, and the server runs offline."""
+    from conftest import fill_hub_cache
+    from senri.backends.vllm import VLLMBackend, require_local_weights, server_env
+
+    _fake_vllm(monkeypatch)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
+    config = {"backend": "vllm", "model": "ParaVT/ParaVT-8B"}
+    for call in (lambda: VLLMBackend(config), lambda: server_env(config)):
+        with pytest.raises(BackendError, match=r"'ParaVT/ParaVT-8B' is neither a local folder nor in this node's"):
+            call()
+    with pytest.raises(BackendError, match="is not a folder"):
+        require_local_weights({"model": str(tmp_path / "missing")})
+    (tmp_path / "weights").mkdir()
+    require_local_weights({"model": str(tmp_path / "weights")})
+    monkeypatch.setenv("HF_HUB_CACHE", str(fill_hub_cache(tmp_path / "hub", ["ParaVT/ParaVT-8B"])))
+    assert server_env(config) == {"HF_HUB_OFFLINE": "1"}
+    VLLMBackend(config)
+
+
+def test_a_pinned_chat_template_reaches_the_engine_the_server_and_the_cache_identity(fake_vllm, tmp_path):
+    """LongVideo-R1 (R-S2): a checkpoint trained on another template than the one it ships is run with the pinned
+    file, in process (``LLM.chat(chat_template=)``) and served (``--chat-template``); changing the file changes
+    the cache identity; a missing file is an error naming it before any engine starts."""
+    from senri.backends.vllm import model_identity, server_command
+
+    pinned = "config/chat_templates/longvideo_r1.jinja"
+    backend = fake_vllm(chat_template=pinned)
+    assert backend.complete(ask("first clip")).error is None
+    assert backend.llm.chat_template == (Path(__file__).parents[1] / pinned).read_text()
+    plain = fake_vllm()
+    plain.complete(ask("first clip"))
+    assert plain.llm.chat_template is None
+    command = server_command({"model": "Qwen/Qwen2.5-VL-7B-Instruct", "chat_template": pinned}, "KEY")
+    assert command[command.index("--chat-template") + 1].endswith(pinned)
+    other = tmp_path / "other.jinja"
+    other.write_text("{{ messages }}")
+    identities = {json.dumps(model_identity({"model": "m", "chat_template": t}), sort_keys=True)
+                  for t in (pinned, str(other), None)}
+    assert len(identities) == 3
+    with pytest.raises(BackendError, match="chat_template: nowhere.jinja is not a file"):
+        fake_vllm(chat_template="nowhere.jinja")

@@ -377,3 +377,41 @@ def test_video_o3_s_videos_and_stop_strings_over_http(tmp_path):
         frames.append(clip.shape[0])
         assert metadata["fps"] == 2.0  # the rate the model's temporal positions assume (O-I3)
     assert frames == [240, 12, 20]  # 120 s at 2 fps; 2-8 s and 30-40 s at 2 fps
+
+
+def test_longvideo_r1_s_controller_captions_and_video_qa_over_http(tmp_path):
+    """LongVideo-R1 as two servers get it: the text-only controller's history of plain-text turns (the caption
+    and QA results as user turns), the caption model's alternating time labels and JPEG frames, video_qa's
+    query then 16 labelled frames; answers only from the first ``<answer>`` of each."""
+    from senri.answer import answer_video
+
+    video, info = make_probed_clip(tmp_path, "lv")
+    controller_rules = [
+        {"match": "<information>", "text": "<think>so it was red</think><answer>C</answer>"},
+        {"match": "Low-level Caption", "text": '<think>ask</think><tool>video_qa((2,1,1), "what colour?")</tool>'},
+        {"match": "High-level Caption", "text": "<think>zoom in</think><tool>get_caption((2,1,1))</tool>"}]
+    tool_rules = [{"match": "what colour?", "text": "<reasoning>seen</reasoning><answer>red</answer>"},
+                  {"text": "<caption>a person walks through a hall</caption>"}]
+    with StrictOpenAI(controller_rules, model="controller") as controller, \
+            StrictOpenAI(tool_rules, model="vlm") as tools:
+        stage = _seeker_stage(controller, "longvideo_r1")
+        stage["model"] = {"name": "controller", **controller.model_config(max_tokens=256, images=False)}
+        stage["method"]["tool_model_configs"] = {
+            role: {"name": "vlm", "config": tools.model_config(max_tokens=256)} for role in ("caption", "video_qa")}
+        row = answer_video(_seeker_question("lv"), info, stage, pixels=video,
+                           caption_cache=tmp_path / "captions").row(0, named=True)
+    assert controller.refused() == [] and tools.refused() == [], (controller.refused()[:1], tools.refused()[:1])
+    assert row["pred"] == "C" and row["correct"] and row["error"] is None and row["qa_calls"] == 1
+    bodies = [e["body"] for e in controller.bodies]
+    assert len(bodies) == 3 and all(not any(isinstance(m["content"], list) and any(
+        p["type"] != "text" for p in m["content"]) for m in b["messages"]) for b in bodies)
+    last = bodies[-1]["messages"]
+    assert [m["role"] for m in last] == ["system", "user", "assistant", "user", "assistant", "user"]
+    calls = [e["body"] for e in tools.bodies]
+    assert len(calls) == 4 + 1 + 1  # four high nodes, low node (2,1,1), one video_qa call
+    caption = _parts(tools.bodies[0])
+    assert [p["type"] for p in caption[:4]] == ["text", "image_url", "text", "image_url"] and len(caption) == 256
+    assert calls[0]["max_tokens"] == 2048
+    qa = _parts(tools.bodies[-1])
+    assert qa[0] == {"type": "text", "text": "what colour?"} and len(qa) == 1 + 2 * 16
+    assert qa[1]["text"].startswith("Video frame at ") and qa[2]["type"] == "image_url"

@@ -355,26 +355,39 @@ def test_direct_perception_on_a_tiny_vlm_reads_the_frame_store_through_the_dag(t
 
 
 def test_the_evidence_seekers_run_through_the_dag_on_a_tiny_vlm(tmp_path, prepared_demo):
-    """Issue 38: ParaVT and Video-o3 (its frames as images: the tiny model takes no video) decode the demo video
-    themselves in their answer jobs and put every question through the tiny random VLM; the tables list both."""
+    """Issue 38: ParaVT, Video-o3 (its frames as images: the tiny model takes no video) and LongVideo-R1 (the
+    tiny model as controller and as both tools) decode the demo video themselves in their answer jobs and put
+    every question through the tiny random VLM; the tables list all three. LongVideo-R1's node captions land in
+    the shared caption cache: a rerun of its answers makes no caption call."""
     from tiny_vlm import build_tiny_llava
 
     model = build_tiny_llava(tmp_path / "tiny-vlm")
     prepared_demo(tmp_path, ONE_VIDEO_DEMO)
-    overrides = (f"{ONE_VIDEO_DEMO} method=[paravt,video_o3] method.video_o3.media=images model=[] "
-                 f"+model.tiny={{backend:transformers,path:{model},max_tokens:4}}")
+    overrides = (f"{ONE_VIDEO_DEMO} method=[paravt,video_o3,longvideo_r1] method.video_o3.media=images "
+                 "method.longvideo_r1.tool_models.caption=tiny method.longvideo_r1.tool_models.video_qa=tiny "
+                 "method.longvideo_r1.max_rounds=4 "
+                 f"model=[] +model.tiny={{backend:transformers,path:{model},max_tokens:4}}")
     snakemake(tmp_path, "-c2", "--config", f"overrides={overrides}")
     questions = pl.read_parquet(tmp_path / "results/questions.parquet").height
-    for method, overview in (("paravt", 64), ("video_o3", 2 * 50)):  # 64 frames; 2 fps over >= 50 s
+    for method, seen in (("paravt", 64), ("video_o3", 2 * 50), ("longvideo_r1", 0)):  # 2 fps over >= 50 s
         predictions = pl.read_parquet(tmp_path / f"results/predictions/{method}/tiny/demo_01.parquet")
         assert predictions.height == questions and predictions["error"].is_null().all(), method
-        assert (predictions["n_vlm_calls"] >= 1).all() and (predictions["rounds"] >= 1).all()
-        assert (predictions["frames_seen"] >= overview).all(), method
+        assert (predictions["rounds"] >= 1).all() and (predictions["frames_seen"] >= seen).all(), method
         trace = json.loads(predictions["trace"][0])
         assert trace["calls"] and trace["calls"][0]["prompt"]
+    r1 = pl.read_parquet(tmp_path / "results/predictions/longvideo_r1/tiny/demo_01.parquet")
+    # the 4 high-level captions are made by the first question and read from the cache by the others
+    assert r1["n_caption_calls"][0] >= 4 and (r1["n_captions_reused"][1:] >= 4).all()
+    assert len(list((tmp_path / "results/cache/captions/longvideo_r1/demo_01").glob("*/*.json"))) >= 4
     main = (tmp_path / "results/tables/main.md").read_text()
-    for method in ("paravt", "video_o3"):
+    for method in ("paravt", "video_o3", "longvideo_r1"):
         assert re.search(rf"^\| {method}( †)? \| tiny \| none \| {questions} \|", main, re.MULTILINE), main
+    # a rerun of LongVideo-R1's answers captions nothing: every node it reads is in the shared cache
+    (tmp_path / "results/cache/answer/longvideo_r1/tiny/demo_01.sqlite").unlink()
+    (tmp_path / "results/predictions/longvideo_r1/tiny/demo_01.parquet").unlink()
+    snakemake(tmp_path, "-c2", "--config", f"overrides={overrides}")
+    again = pl.read_parquet(tmp_path / "results/predictions/longvideo_r1/tiny/demo_01.parquet")
+    assert again["n_caption_calls"].sum() == 0 and again["n_captions_reused"].sum() >= 4 * questions
 
 
 def test_every_agent_method_runs_through_the_dag_on_the_perception_memory(tmp_path, prepared_demo):

@@ -174,9 +174,11 @@ class MemoryInputs:
 def answer_video(questions: pl.DataFrame, video: VideoInfo, stage_config: Mapping[str, Any],
                  frames: str | Path | None = None, carrier: str | Path | None = None,
                  cache: str | Path | None = None, memory: MemoryInputs | None = None,
-                 pixels: str | Path | None = None, server: str | None = None) -> pl.DataFrame:
+                 pixels: str | Path | None = None, server: str | None = None,
+                 caption_cache: str | Path | None = None) -> pl.DataFrame:
     """Answer every question of ``video`` with the configured method and model; return prediction rows.
 
+    ``caption_cache`` is the shared caption folder of a method that captions on its own (``caches_captions``).
     ``cache`` is the job's durable response cache: every finished model call is stored there at once, so
     a killed job restarted with the same cache repeats no finished call. ``server`` is the address of a
     served batch's server of this model (``http://127.0.0.1:PORT``): every backend opened for the model's
@@ -184,12 +186,13 @@ def answer_video(questions: pl.DataFrame, video: VideoInfo, stage_config: Mappin
     """
     endpoint = Endpoint(server, dict(stage_config["model"])) if server else None
     with serving_through(endpoint):
-        return _answer_video(questions, video, stage_config, frames, carrier, cache, memory, pixels)
+        return _answer_video(questions, video, stage_config, frames, carrier, cache, memory, pixels, caption_cache)
 
 
 def _answer_video(questions: pl.DataFrame, video: VideoInfo, stage_config: Mapping[str, Any],
                   frames: str | Path | None, carrier: str | Path | None, cache: str | Path | None,
-                  memory: MemoryInputs | None, pixels: str | Path | None) -> pl.DataFrame:
+                  memory: MemoryInputs | None, pixels: str | Path | None,
+                  caption_cache: str | Path | None = None) -> pl.DataFrame:
     method_config = dict(stage_config["method"])
     model_config = dict(stage_config["model"])
     method_name, model_name = method_config.pop("name"), model_config.pop("name")
@@ -214,7 +217,8 @@ def _answer_video(questions: pl.DataFrame, video: VideoInfo, stage_config: Mappi
             carrier=Path(carrier) if carrier else None,
             pixels=Path(pixels) if pixels else None,
             response_cache=Path(cache) if cache else None,
-            **(memory_context(memory, video, stage_config) if method_cls.uses_memory and memory else {}),
+            **(memory_context(memory, video, stage_config) if method_cls.uses_memory and memory else
+               {"caption_cache": Path(caption_cache) if caption_cache and method_cls.caches_captions else None}),
         )
         method = method_cls(context)
         rows = from_frame(questions.filter(pl.col("video_id") == video.video_id), Question)

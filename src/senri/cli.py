@@ -226,7 +226,7 @@ def cmd_answer(args: argparse.Namespace) -> None:
                               _path(args.detections), Path(args.caption_cache), _path(args.memory_store))
     predictions = answer_video(read_table(args.questions, Question), video[0], stage, frames=args.frames,
                                carrier=args.carrier, cache=args.cache, memory=memory, pixels=args.video,
-                               server=args.server)
+                               server=args.server, caption_cache=None if memory else args.caption_cache)
     write_table(predictions, args.out, Prediction)
     cfgmod.write_sidecar(args.out, "answer", stage)
 

@@ -309,7 +309,7 @@ def answer_command(cfg: Mapping[str, Any], answer: ServedAnswer, server_url: str
     return [sys.executable, "-m", "senri", "answer", "--config", config,
             "--questions", answer.inputs["questions"], "--video-info", answer.inputs["video"],
             "--method", answer.method, "--model", answer.model,
-            *workflow.answer_media_args(cfg, answer.inputs, answer.video_id),
+            *workflow.answer_media_args(cfg, answer.inputs, answer.video_id, answer.method),
             "--cache", answer.cache, "--out", answer.out, "--server", server_url]
 
 

@@ -234,13 +234,22 @@ ANSWER_INPUT_OPTIONS = {"frames": "frames", "carrier": "carrier", "memory": "mem
                         "track": "track", "ocr": "ocr", "detections": "detections", "store": "memory-store"}
 
 
-def answer_media_args(cfg: Mapping[str, Any], inputs: Mapping[str, str], video_id: str) -> list[str]:
+def answer_media_args(cfg: Mapping[str, Any], inputs: Mapping[str, str], video_id: str,
+                      method: str | None = None) -> list[str]:
     """``--frames``/``--carrier`` (frame methods) and ``--memory``, ``--video``, … (memory methods) arguments of
-    the answer CLI for the inputs an answer job has: the answer rule and the served batch build them alike."""
+    the answer CLI for the inputs an answer job has: the answer rule and the served batch build them alike.
+    A memory method gets the captioner's shared caption cache; a method that captions on its own
+    (``Method.caches_captions``: LongVideo-R1's tree nodes) gets one shared by all its runs over the video."""
     args: list[str] = []
     for name, option in ANSWER_INPUT_OPTIONS.items():
         if name in inputs:
             args += [f"--{option}", str(inputs[name])]
     if "memory" in inputs:
         args += ["--caption-cache", caption_cache_dir(cfg, video_id)]
+    elif method is not None:
+        from senri.methods import METHODS
+
+        implementation = str(cfg["method"][method]["implementation"])
+        if METHODS.load(implementation).caches_captions:
+            args += ["--caption-cache", f"results/cache/captions/{implementation}/{video_id}"]
     return args

@@ -27,15 +27,19 @@ request of it is run again alone: the others keep their answers and only the fai
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
 import time
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from senri.backends.base import (Backend, BackendError, Capabilities, ChatRequest, ChatResponse, reasoning_parser,
                                  text_only)
 from senri.backends.openai_format import TOP_LOGPROBS, chat_messages, chat_template_kwargs, letter_scores
-from senri.backends.vllm_video import carrier_video, server_env, video_metadata  # noqa: F401  (re-exported)
+from senri.backends import vllm_video
+from senri.backends.vllm_video import carrier_video, video_metadata  # noqa: F401  (re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +79,54 @@ def engine_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
             **engine_args}
 
 
+def require_local_weights(config: Mapping[str, Any]) -> None:
+    """Nothing is downloaded by a job: ``model`` must be a local folder, or a Hugging Face id whose files are
+    already in this node's cache (at ``revision`` when set); otherwise a BackendError names the model id and
+    where to put it, before any engine or server starts (vLLM would otherwise fetch it from the hub)."""
+    model = str(config.get("model") or "")
+    if not model:
+        raise BackendError("model config model: the vllm backend needs a model folder or name")
+    if Path(model).is_dir():
+        return
+    if Path(model).is_absolute() or model.startswith((".", "~")) or model.count("/") > 1:
+        raise BackendError(f"model config model: {model!r} is not a folder (nothing is downloaded by jobs)")
+    from huggingface_hub import try_to_load_from_cache
+
+    found = try_to_load_from_cache(model, "config.json", revision=config.get("revision"),
+                                   cache_dir=os.environ.get("HF_HUB_CACHE") or None)
+    if not isinstance(found, str):
+        raise BackendError(f"model {model!r} is neither a local folder nor in this node's Hugging Face cache; "
+                           f"nothing is downloaded by jobs: download it beforehand (huggingface-cli download "
+                           f"{model}) or point the model config's model at a folder holding its weights")
+
+
+def server_env(config: Mapping[str, Any]) -> dict[str, str]:
+    """The environment of a ``vllm serve`` of ``config``: offline (the weights must be here already,
+    :func:`require_local_weights`), and senri's video loader for a model that takes video."""
+    require_local_weights(config)
+    return {"HF_HUB_OFFLINE": "1", **vllm_video.server_env(config)}
+
+
+def chat_template(config: Mapping[str, Any]) -> str | None:
+    """The chat template a model config pins (``chat_template``: a Jinja file, relative to the repository or
+    absolute; null: the checkpoint's own), read; a missing file is an error naming it. A release whose model was
+    trained on another template than the one its checkpoint ships (LongVideo-R1, R-S2/R-S3 of the evidence
+    seekers' spec) is served with it, in process and served alike."""
+    file = chat_template_path(config)
+    if file is None:
+        return None
+    if not file.is_file():
+        raise BackendError(f"model config chat_template: {config['chat_template']} is not a file")
+    return file.read_text()
+
+
+def chat_template_path(config: Mapping[str, Any]) -> Path | None:
+    from senri.paths import REPO_ROOT
+
+    path = config.get("chat_template")
+    return None if not path else (Path(path) if Path(path).is_absolute() else REPO_ROOT / path)
+
+
 def server_command(config: Mapping[str, Any], api_key_env: str) -> list[str]:
     """``vllm serve`` with :func:`engine_kwargs` as its flags (a dict as JSON, ``True`` as a bare flag,
     ``False`` as its ``--no-`` form, which vLLM's boolean engine arguments take: ``enable_prefix_caching: false``
@@ -92,6 +144,8 @@ def server_command(config: Mapping[str, Any], api_key_env: str) -> list[str]:
             command.append("--no-" + flag[2:])
         elif value is not None:
             command += [flag, json.dumps(value) if isinstance(value, (dict, list)) else str(value)]
+    if chat_template(config) is not None:  # read once here, so a missing file stops the batch before any start
+        command += ["--chat-template", str(chat_template_path(config))]
     return command
 
 
@@ -99,11 +153,13 @@ def model_identity(config: Mapping[str, Any]) -> dict[str, Any]:
     """The cache identity of a vLLM model config, in process or served (:mod:`senri.backends.served`)."""
     return {"kind": "vllm", "model": str(config["model"]), "revision": config.get("revision"),
             "max_model_len": int(config.get("max_model_len", 32768)), **chat_template_kwargs(config),
+            **({"chat_template": hashlib.sha256(template.encode()).hexdigest()[:16]}
+               if (template := chat_template(config)) is not None else {}),
             **({"video_frames": int(config.get("video_frames", 512))} if config.get("video") else {})}
 
 
 def model_capabilities(config: Mapping[str, Any]) -> Capabilities:
-    return Capabilities(images=True, video=bool(config.get("video", False)), json_schema=True,
+    return Capabilities(images=bool(config.get("images", True)), video=bool(config.get("video", False)), json_schema=True,
                         logprobs=True, schema_after_reasoning=bool(reasoning_engine_args(config)))
 
 
@@ -117,12 +173,13 @@ class VLLMBackend(Backend):
         except ImportError as exc:
             raise BackendError("the vllm backend needs vLLM and a GPU: pip install -e '.[gpu]' on a GPU node "
                                f"({exc})") from exc
-        if not config.get("model"):
-            raise BackendError("model config model: the vllm backend needs a model folder or name")
+        require_local_weights(config)
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
         self.vllm = vllm
         started = time.perf_counter()
         self.llm = vllm.LLM(**engine_kwargs(config))
         self.template_kwargs = chat_template_kwargs(config)
+        self.chat_template = chat_template(config)
         log.info("vLLM loaded %s in %.1f s", config["model"], time.perf_counter() - started)
 
     @classmethod
@@ -135,7 +192,9 @@ class VLLMBackend(Backend):
         conversation = chat_messages(text_only(request))
         try:
             ids = self.llm.get_tokenizer().apply_chat_template(conversation, tokenize=True,
-                                                               add_generation_prompt=True, **self.template_kwargs)
+                                                               add_generation_prompt=True,
+                                                               chat_template=self.chat_template,
+                                                               **self.template_kwargs)
         except Exception as exc:  # noqa: BLE001 — a tokenizer without a usable template: the estimate, which errs high
             log.warning("vLLM tokenizer could not count a prompt (%s); using the estimate", exc)
             return super().count_tokens(request)
@@ -202,12 +261,13 @@ class VLLMBackend(Backend):
     def _run_chat(self, requests: list[ChatRequest]):
         conversations = [chat_messages(r, video_ok=self.capabilities.video) for r in requests]
         return self.llm.chat(conversations, [self._sampling(r) for r in requests], use_tqdm=False,
-                             chat_template_kwargs=self.template_kwargs or None)
+                             chat_template=self.chat_template, chat_template_kwargs=self.template_kwargs or None)
 
     def _run_generate(self, requests: list[ChatRequest]):
         if not self.capabilities.video:
             raise ValueError("this vLLM model config takes no video input (model config video: true)")
-        prompts = [generate_prompt(r, self.llm.get_tokenizer(), self.template_kwargs) for r in requests]
+        prompts = [generate_prompt(r, self.llm.get_tokenizer(), self.template_kwargs, self.chat_template)
+                   for r in requests]
         return self.llm.generate(prompts, [self._sampling(r) for r in requests], use_tqdm=False)
 
     @staticmethod
@@ -224,7 +284,8 @@ class VLLMBackend(Backend):
                             finish_reason=str(completion.finish_reason) if completion.finish_reason else None)
 
 
-def generate_prompt(request: ChatRequest, tokenizer: Any, template_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+def generate_prompt(request: ChatRequest, tokenizer: Any, template_kwargs: Mapping[str, Any],
+                    template: str | None = None) -> dict[str, Any]:
     """The ``LLM.generate`` input for a request holding video: the chat template's text over the typed-content
     messages transformers' processors take (``image`` / ``video`` placeholders where the parts were, a
     timestamped image after its label) and the decoded media, each video as :func:`~senri.backends.vllm_video.carrier_video` decodes it."""
@@ -232,7 +293,8 @@ def generate_prompt(request: ChatRequest, tokenizer: Any, template_kwargs: Mappi
 
     messages, images, parts = hf_messages(request, video_ok=True)
     videos = [carrier_video(part) for part in parts]
-    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **template_kwargs)
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, chat_template=template,
+                                         **template_kwargs)
     data: dict[str, Any] = {"video": videos}
     if images:
         data["image"] = images

@@ -185,9 +185,14 @@ class CaptionCache:
 
     @staticmethod
     def key(fingerprint: str, identity: Mapping[str, Any], clip: Clip) -> str:
-        payload = {"video": fingerprint, "level": clip.level, "start_s": round(clip.start_s, 6),
-                   "end_s": round(clip.end_s, 6), "fps": round(clip.fps, 6), "instruction": clip.instruction,
-                   "captioner": dict(identity)}
+        return CaptionCache.key_for({"video": fingerprint, "level": clip.level, "start_s": round(clip.start_s, 6),
+                                     "end_s": round(clip.end_s, 6), "fps": round(clip.fps, 6),
+                                     "instruction": clip.instruction, "captioner": dict(identity)})
+
+    @staticmethod
+    def key_for(payload: Mapping[str, Any]) -> str:
+        """The key of a caption made from ``payload`` (everything that decides it: video, span, frames, prompt,
+        model); another caption family (LongVideo-R1's tree nodes) keys its own payload the same way."""
         canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
         return hashlib.sha256(canonical.encode()).hexdigest()
 

@@ -218,6 +218,9 @@ class Method:
     #: Whether its answers re-caption clips with the memory's captioner (VideoLucy's backtracking): each answer
     #: job then opens the captioner's model too (counted by :func:`senri.serving.load_counts`).
     recaptions: ClassVar[bool] = False
+    #: Whether it captions parts of the video itself and keeps them in a caption cache shared by all its runs
+    #: over a video (LongVideo-R1's tree nodes): its jobs get ``--caption-cache`` (``RunContext.caption_cache``).
+    caches_captions: ClassVar[bool] = False
     extra_code: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, context: RunContext) -> None:

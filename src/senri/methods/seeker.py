@@ -62,12 +62,17 @@ class CropSeeker(Method):
 
     def __init__(self, context: RunContext) -> None:
         super().__init__(context)
-        self.refuse_missing_capabilities()
+        self.check_capabilities()
         if context.pixels is None:
             raise ValueError(f"method {context.method_name!r} decodes the video itself and got none")
         info = context.video
         self.fps, self.n_frames = float(info.avg_fps), int(info.n_frames)
         self.duration_s = self.n_frames / self.fps if self.fps > 0 else 0.0
+
+    def check_capabilities(self) -> None:
+        """Refuse a model that lacks what the method needs, before any frame is read (a method with role
+        models of its own checks them once it has opened them)."""
+        self.refuse_missing_capabilities()
 
     def decode(self, indices: Sequence[int], size: SizeRule, jpeg_quality: int | None = None) -> list[np.ndarray]:
         """The source frames ``indices`` as RGB arrays, each JPEG round-tripped at ``jpeg_quality`` first
