@@ -213,6 +213,8 @@ def make_probed_clip(folder: Path, video_id: str):  # noqa: ANN201 - (video path
     from senri.probe import probe
 
     video = folder / f"{video_id}.mp4"
+    if video.exists():  # a second job over the same video: the same bytes, not a re-encode (x264 may differ)
+        return video, probe(video, video_id)
     run_ffmpeg(["-y", "-f", "lavfi", "-i", "testsrc2=s=160x120:r=4:d=120", "-c:v", "libx264", "-g", "4",
                 "-pix_fmt", "yuv420p", str(video)], what="test video")
     return video, probe(video, video_id)

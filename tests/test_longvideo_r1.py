@@ -183,7 +183,8 @@ def test_captions_are_shared_through_the_cache_and_a_second_job_makes_none(tmp_p
     context, _, tools = _context(tmp_path, controller)
     method = LongVideoR1(context)
     assert method.answer(_question()).pred == "B"
-    assert method.answer(_question()).tally.caption_calls == 0  # the job's own captions
+    second = method.answer(_question()).tally  # the job's own captions: no call, counted as reused
+    assert second.caption_calls == 0 and second.captions_reused == 4 and method.reused == 0
     assert len(_sent(tools)) == 4 and method.computed == 4
     again = LongVideoR1(_context(tmp_path, controller)[0])  # another job over the same video and caption model
     answer = again.answer(_question())

@@ -365,8 +365,8 @@ def test_the_evidence_seekers_run_through_the_dag_on_a_tiny_vlm(tmp_path, prepar
     prepared_demo(tmp_path, ONE_VIDEO_DEMO)
     overrides = (f"{ONE_VIDEO_DEMO} method=[paravt,video_o3,longvideo_r1] method.video_o3.media=images "
                  "method.longvideo_r1.tool_models.caption=tiny method.longvideo_r1.tool_models.video_qa=tiny "
-                 "method.longvideo_r1.max_rounds=4 "
-                 f"model=[] +model.tiny={{backend:transformers,path:{model},max_tokens:4}}")
+                 "method.longvideo_r1.max_rounds=4 "  # the cap bounds the release's 16k-token roles: random weights
+                 f"model=[] +model.tiny={{backend:transformers,path:{model},max_tokens:4,max_tokens_cap:8}}")
     snakemake(tmp_path, "-c2", "--config", f"overrides={overrides}")
     questions = pl.read_parquet(tmp_path / "results/questions.parquet").height
     for method, seen in (("paravt", 64), ("video_o3", 2 * 50), ("longvideo_r1", 0)):  # 2 fps over >= 50 s

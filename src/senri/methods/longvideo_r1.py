@@ -277,7 +277,8 @@ class LongVideoR1(CropSeeker):
         in ``<caption>`` tags when it holds none). A failed call raises SampleKilled (the release's caption
         script stops there) and is not cached."""
         key = (node.level, node.ids)
-        if key in self.captions:
+        if key in self.captions:  # made or read earlier in this job: no call for this question either
+            tally.add_captions(0, 1, 0, 0, 0.0, True)
             return self.captions[key]
         cache_key = self._cache_key(node) if self.cache is not None else None
         record = self.cache.get(cache_key) if cache_key else None
