@@ -148,6 +148,21 @@ def test_crops_errors_and_an_answer_in_the_release_s_message_layout(tmp_path):
     assert "forced_answers" not in tally.health
 
 
+def test_action_k_counts_every_generation_as_the_release_s_turn_count(tmp_path):
+    """O4 (M:774, 870): after a parse-error turn, the first crop's observation is "Action 2"/"Observation 2"."""
+    from senri.methods.video_o3 import VideoO3
+
+    grounding = '<think>look</think><grounding>{"temporal_segment": [2, 8], "sampling_strategy": "medium"}</grounding>'
+    rules = [{"match": "After Action 2", "text": "<think>ok</think><answer>B</answer>"},
+             {"match": "could not be carried out", "text": grounding},
+             {"match": "Options:", "text": "<think>x</think><grounding>not json</grounding>"}]
+    context, record = _context(tmp_path, rules)
+    answer = VideoO3(context).answer(_question())
+    assert answer.pred == "B" and answer.trace["generations"] == 3
+    last = _sent(record)[-1]["payload"]["messages"][-1]["content"]
+    assert "After Action 2, here is the refined clip (Observation 2)" in last[0]
+
+
 def test_the_eighth_crop_comes_with_the_forced_prompt_and_a_ninth_reply_without_an_answer_is_the_apology(tmp_path):
     from senri.methods.video_o3 import VideoO3
 

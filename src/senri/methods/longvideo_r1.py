@@ -348,8 +348,8 @@ class LongVideoR1(CropSeeker):
     def first_turn(self, question: Question, tally: CallTally, calls: list[dict[str, Any]]) -> str:
         """R-L1/R2: the question (its text, the options, a trailing newline as EV:190-191 writes it), the duration
         line and the w high-level captions, joined by newlines."""
-        lines = [self.text.render("question", question=question.question,
-                                  options=format_options(question.options)) + "\n",
+        asked = self.text.render("question", question=question.question, options=format_options(question.options))
+        lines = [asked if asked.endswith("\n") else asked + "\n",  # the release's own string ends with it
                  self.text.render("duration", duration=self.duration_label())]
         for h in range(1, self.width + 1):
             node = self.node((h,))

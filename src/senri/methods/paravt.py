@@ -183,15 +183,17 @@ class ParaVT(CropSeeker):
 
     def answer(self, question: Question) -> MethodAnswer:
         tally, calls, crops = CallTally(), [], []
-        suffix = f" The video path for this video is: {Path(str(self.context.pixels)).name}"
-        text = question.question if "video path" in question.question.lower() else question.question + suffix
+        # P-I4: the suffix goes after the whole question block (options and instruction included), unless the
+        # block already mentions a video path (D:442-444 test and extend the block load_samples built)
+        block = self.text.render("question", question=question.question, options=format_options(question.options))
+        if "video path" not in block.lower():
+            block += f" The video path for this video is: {Path(str(self.context.pixels)).name}"
         overview = self.overview()
         tally.did("frames_seen", len(overview))
         if len(overview) < self.main_frames:  # frames that did not decode: the question sees fewer
             tally.count("black_frames", self.main_frames - len(overview))
         messages = [Message.text("system", self.text.render("system")),
-                    Message("user", (*overview, self.text.render("question", question=text,
-                                                                 options=format_options(question.options))))]
+                    Message("user", (*overview, block))]
         final, forced = "", False
         max_tokens = self.role_max_tokens("answer")
         for turn in range(self.max_turns + 1):

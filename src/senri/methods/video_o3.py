@@ -298,7 +298,8 @@ class VideoO3(CropSeeker):
                           "frames": decoded})
             c_fps, c_n, c_start, c_end = header_numbers(planned_crop, self.sample_fps, start_s, end_s)
             role = "forced" if late else "observation"
-            note = self.text.render(role, step=len([c for c in crops if "frames" in c]), fps=c_fps, n_frames=c_n,
+            # "Action k": the release numbers it by turn_count, every generation so far, error turns included
+            note = self.text.render(role, step=generations, fps=c_fps, n_frames=c_n,
                                     start=c_start, end=c_end)
             messages += [Message.text("assistant", reply), Message("user", self._with_media(note, clip))]
             if late:
