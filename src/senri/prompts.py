@@ -39,6 +39,9 @@ class Prompt:
     role: str
     text: str
     path: Path
+    #: A release's exact string (:mod:`senri.release_prompts`): rendered as is, its leading and trailing
+    #: whitespace part of the text; senri's files lose theirs (a file's last newline is not part of a prompt).
+    exact: bool = False
 
     def placeholders(self) -> set[str]:
         names = set()
@@ -54,7 +57,8 @@ class Prompt:
             raise PromptError(f"{self.path}: placeholder(s) {', '.join('$' + m for m in sorted(missing))} have no "
                               f"value; this role supplies {', '.join('$' + v for v in sorted(values)) or 'none'}")
         try:
-            return string.Template(self.text).substitute({k: str(v) for k, v in values.items()}).strip()
+            text = string.Template(self.text).substitute({k: str(v) for k, v in values.items()})
+            return text if self.exact else text.strip()
         except ValueError as exc:  # a stray "$" that is not a placeholder
             raise PromptError(f"{self.path}: {exc} (write a literal dollar sign as $$)") from exc
 
@@ -68,9 +72,18 @@ class PromptSet:
     #: A subfolder of the family whose files replace the defaults of the same name (a wording for one kind of
     #: video: ``general`` for videos that are not first-person, senri.memory.prompt_variant); None: the defaults.
     variant: str | None = None
+    #: The exact strings of a release checkout (``prompts_from_release``), by role: they replace senri's
+    #: restatement; a file of ``user_dir`` still replaces both.
+    release: Any = None
     _cache: dict[str, Prompt] = field(default_factory=dict, compare=False, repr=False)
 
+    def _from_release(self, role: str) -> bool:
+        return self.release is not None and role in self.release.texts and not (
+            self.user_dir is not None and (self.user_dir / f"{role}.txt").is_file())
+
     def path(self, role: str) -> Path:
+        if self._from_release(role):
+            return self.release.checkout / self.release.sources[role]
         if self.user_dir is not None and (self.user_dir / f"{role}.txt").is_file():
             return self.user_dir / f"{role}.txt"
         if self.variant and (PROMPTS_DIR / self.family / self.variant / f"{role}.txt").is_file():
@@ -78,6 +91,8 @@ class PromptSet:
         return PROMPTS_DIR / self.family / f"{role}.txt"
 
     def __getitem__(self, role: str) -> Prompt:
+        if role not in self._cache and self._from_release(role):
+            self._cache[role] = Prompt(role, self.release.texts[role], self.path(role), exact=True)
         if role not in self._cache:
             path = self.path(role)
             if not path.is_file():
@@ -100,16 +115,23 @@ class PromptSet:
         """Family, user folder and the sha256 of every role's file: what decides the prompts' text. The files
         of every variant subfolder are in it too, whichever variant a run uses (the variant follows from other
         settings of the same slice), so editing one reruns the jobs that may read it."""
-        files = {role: hashlib.sha256(self.path(role).read_bytes()).hexdigest()[:16] for role in self.roles()}
+        files = {role: hashlib.sha256(self[role].text.encode("utf-8") if self._from_release(role)
+                                      else self.path(role).read_bytes()).hexdigest()[:16] for role in self.roles()}
         for path in sorted((PROMPTS_DIR / self.family).glob("*/*.txt")):
             files[f"{path.parent.name}/{path.stem}"] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-        return {"family": self.family, "prompts_dir": str(self.user_dir) if self.user_dir else None,
-                "files": files}
+        identity = {"family": self.family, "prompts_dir": str(self.user_dir) if self.user_dir else None,
+                    "files": files}
+        if self.release is not None:
+            identity["release"] = {**self.release.identity(),
+                                   "from_release": sorted(r for r in self.roles() if self._from_release(r))}
+        return identity
 
 
-def prompt_set(family: str, prompts_dir: str | Path | None = None, variant: str | None = None) -> PromptSet:
+def prompt_set(family: str, prompts_dir: str | Path | None = None, variant: str | None = None,
+               from_release: str | Path | None = None) -> PromptSet:
     """The prompts of ``family`` (a folder under ``config/prompts``), its ``variant`` subfolder's files in place
-    of the defaults of the same name, overlaid by ``prompts_dir`` if given."""
+    of the defaults of the same name, the exact strings of the release checkout ``from_release`` over those
+    (:mod:`senri.release_prompts`), overlaid by ``prompts_dir`` if given."""
     if not (PROMPTS_DIR / family).is_dir():
         raise PromptError(f"no prompt family {family!r}: {PROMPTS_DIR / family} does not exist")
     user = None
@@ -119,13 +141,23 @@ def prompt_set(family: str, prompts_dir: str | Path | None = None, variant: str 
             user = (CONFIG_DIR.parent / user).resolve()
         if not user.is_dir():
             raise PromptError(f"prompts_dir {prompts_dir!r}: {user} is not a folder")
-    return PromptSet(family, user, variant)
+    release = None
+    if from_release:
+        from senri.release_prompts import ReleasePromptError, load_release_texts
+
+        try:
+            release = load_release_texts(family, from_release)
+        except ReleasePromptError as exc:
+            raise PromptError(str(exc)) from exc
+    return PromptSet(family, user, variant, release)
 
 
 def config_prompts(spec: Mapping[str, Any], variant: str | None = None) -> PromptSet | None:
-    """The prompt set a config slice names with ``prompts: <family>`` (and optional ``prompts_dir``)."""
+    """The prompt set a config slice names with ``prompts: <family>`` (and optional ``prompts_dir`` and
+    ``prompts_from_release``)."""
     family = spec.get("prompts")
-    return prompt_set(str(family), spec.get("prompts_dir"), variant) if family else None
+    return prompt_set(str(family), spec.get("prompts_dir"), variant, spec.get("prompts_from_release")) \
+        if family else None
 
 
 def prompt_identity(spec: Mapping[str, Any]) -> dict[str, Any] | None:
