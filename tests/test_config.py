@@ -225,3 +225,38 @@ def test_a_job_refuses_its_model_by_the_plan_time_rule():
     assert VideoARMTextOnly.capability_problems("v", {}, "m", text_only) == []
     # a tool role on the run's own model is named once
     assert len(VideoARM.capability_problems("v", {}, "m", text_only, {"caption": ("m", text_only)})) == 1
+
+
+def test_a_method_pinned_to_its_own_weights_runs_on_them_only():
+    """``config.method.<name>.models`` (issue 38): ParaVT on ParaVT-8B while the other methods run on the
+    selected models; a pinned model that is not selected is loaded for that method alone."""
+    cfg = cfgmod.compose("method=[paravt,blind,random] model=[smollm2] method.paravt.models=[paravt8b_vllm]")
+    assert cfgmod.runs(cfg) == [("paravt", "paravt8b_vllm"), ("blind", "smollm2"), ("random", "none")]
+    assert cfg["pinned_models"] == ["paravt8b_vllm"] and cfgmod.selected_models(cfg) == ["smollm2"]
+    assert cfg["model"]["paravt8b_vllm"]["model"] == "ParaVT/ParaVT-8B"  # its config, for the answer slice
+    assert cfgmod.stage_slice(cfg, "answer", method="paravt", model="paravt8b_vllm")["model"]["backend"] == "vllm"
+    # a pin alone is enough: no selected model, the pinned run still plans
+    only = cfgmod.compose("method=[paravt,random] model=[] method.paravt.models=[paravt8b_vllm]")
+    assert cfgmod.runs(only) == [("paravt", "paravt8b_vllm"), ("random", "none")]
+    # a pin to a selected model keeps it selected for the others
+    shared = cfgmod.compose("method=[paravt,blind] model=[smollm2,qwen25vl3b_hf] method.paravt.models=[qwen25vl3b_hf]")
+    assert cfgmod.runs(shared) == [("paravt", "qwen25vl3b_hf"), ("blind", "smollm2"), ("blind", "qwen25vl3b_hf")]
+    assert "pinned_models" not in shared
+    with pytest.raises(cfgmod.ConfigError, match=r"config.method.paravt.models: 'nosuch' is not a model config"):
+        cfgmod.compose("method=[paravt] model=[smollm2] method.paravt.models=[nosuch]")
+    with pytest.raises(cfgmod.ConfigError, match=r"config.method.random.models: method 'random' calls no model"):
+        cfgmod.compose("method=[random] +method.random.models=[smollm2]")
+    with pytest.raises(cfgmod.ConfigError, match=r"config.method.paravt.models: a non-empty list"):
+        cfgmod.compose("method=[paravt] model=[smollm2] method.paravt.models=[]")
+
+
+def test_table2_evidence_runs_videoarm_on_the_backbones_and_each_seeker_on_its_own_weights():
+    cfg = cfgmod.compose("experiment=table2_evidence model=[qwen25vl7b_vllm]")
+    assert cfgmod.runs(cfg) == [("videoarm", "qwen25vl7b_vllm"), ("paravt", "paravt8b_vllm"),
+                                ("video_o3", "video_o3_vllm"), ("longvideo_r1", "longvideo_r1_vllm")]
+    assert {cfg["method"][m]["approach"] for m in cfg["method"]} == {"evidence_seeking"}
+    full = cfgmod.compose("experiment=table2 model=[qwen25vl7b_vllm]")
+    assert [r for r in cfgmod.runs(full) if r[1] == "qwen25vl7b_vllm"] == [
+        ("videoarm", "qwen25vl7b_vllm"), ("worldmm", "qwen25vl7b_vllm"), ("magic_video", "qwen25vl7b_vllm"),
+        ("egagent", "qwen25vl7b_vllm")]
+    assert len(cfgmod.runs(full)) == 7

@@ -52,6 +52,7 @@ def compose(overrides: str | Iterable[str] | None = None, config_dir: Path = CON
     cfg.setdefault("model", {})
     expand_frame_budgets(cfg)
     expand_memory_systems(cfg, Path(config_dir))
+    pin_method_models(cfg, Path(config_dir))
     expand_report_models(cfg)
     cfg["captioner_model"] = captioner_model(cfg, Path(config_dir))
     attach_tool_models(cfg, Path(config_dir))
@@ -102,6 +103,48 @@ def attach_prompt_identities(cfg: dict[str, Any]) -> None:
                 spec["prompt_identity"] = prompt_identity(spec)
             except PromptError as exc:
                 raise ConfigError(f"{where}.prompts: {exc}") from exc
+
+
+def selected_models(cfg: Mapping[str, Any]) -> list[str]:
+    """The inference models ``model=[...]`` selects (every method without a pin runs with each), in order:
+    the models that a method's pin alone brought in (``pinned_models``) are not among them."""
+    pinned_only = set(cfg.get("pinned_models") or [])
+    return [m for m in cfg.get("model", {}) if m != NO_MODEL and m not in pinned_only]
+
+
+def method_models(cfg: Mapping[str, Any], method: str) -> list[str]:
+    """The models ``method`` runs with: its pin (``config.method.<name>.models``) if it has one, else every
+    selected model; ``[none]`` for a method that calls no model."""
+    spec = cfg["method"][method]
+    if not spec.get("uses_model"):
+        return [NO_MODEL]
+    return list(spec.get("models") or selected_models(cfg))
+
+
+def pin_method_models(cfg: dict[str, Any], config_dir: Path) -> None:
+    """A method config's ``models: [name, ...]`` pins its runs to those model configs whatever ``model=[...]``
+    selects: an evidence seeker trained with its own weights (ParaVT-8B, Video-o3, LongVideo-R1's controller)
+    runs on them while the other methods of the same table run on the selected backbones (Table 2). A pinned
+    model that is not selected is read from ``config/model/<name>.yaml`` into ``config.model`` and listed in
+    ``pinned_models``, so it runs only where pinned."""
+    brought_in: list[str] = []
+    for name, spec in cfg.get("method", {}).items():
+        pinned = spec.get("models") if isinstance(spec, dict) else None
+        if pinned is None:
+            continue
+        where = f"config.method.{name}.models"
+        if not spec.get("uses_model"):
+            raise ConfigError(f"{where}: method {name!r} calls no model; drop the pin")
+        if not isinstance(pinned, list) or not pinned or not all(isinstance(m, str) and m for m in pinned):
+            raise ConfigError(f"{where}: a non-empty list of model config names, got {pinned!r}")
+        for model in pinned:
+            if model == NO_MODEL:
+                raise ConfigError(f"{where}: {NO_MODEL!r} is not an inference model")
+            if model not in cfg["model"]:
+                cfg["model"][model] = named_model_config(cfg, model, config_dir, where)
+                brought_in.append(model)
+    if brought_in:
+        cfg["pinned_models"] = list(dict.fromkeys(brought_in))
 
 
 def captioner_model(cfg: Mapping[str, Any], config_dir: Path) -> dict[str, Any] | None:
@@ -223,7 +266,7 @@ def expand_report_models(cfg: dict[str, Any]) -> None:
     report = cfg.get("report")
     if not isinstance(report, dict):
         return
-    models = [m for m in cfg.get("model", {}) if m != NO_MODEL]
+    models = selected_models(cfg)
 
     def fill(value: Any, model: str) -> Any:
         if isinstance(value, str):
@@ -331,8 +374,8 @@ def validate(cfg: Mapping[str, Any], schema: Mapping[str, Any] | None = None) ->
     if not cfg.get("method"):
         problems.append("config.method: no method selected (e.g. method=[random])")
     for name, method in cfg.get("method", {}).items():
-        if isinstance(method, dict) and method.get("uses_model") and not any(
-            m != NO_MODEL for m in cfg.get("model", {})
+        if isinstance(method, dict) and method.get("uses_model") and not method.get("models") and not (
+            selected_models(cfg)
         ):
             problems.append(f"config.method.{name}: needs a model but only {NO_MODEL!r} is selected")
     if problems:
@@ -357,14 +400,7 @@ def runs(cfg: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 def run_pairs(cfg: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The (method, model) pairs a config names, whether or not they can work (:func:`runs` checks them)."""
-    models = [m for m in cfg["model"] if m != NO_MODEL]
-    pairs: list[tuple[str, str]] = []
-    for method, spec in cfg["method"].items():
-        if spec["uses_model"]:
-            pairs.extend((method, model) for model in models)
-        else:
-            pairs.append((method, NO_MODEL))
-    return pairs
+    return [(method, model) for method in cfg["method"] for model in method_models(cfg, method)]
 
 
 def capability_problems(cfg: Mapping[str, Any], pairs: list[tuple[str, str]] | None = None) -> list[str]:
