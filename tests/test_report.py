@@ -29,7 +29,8 @@ def questions(small_demo):
     return ingest([small_demo["questions"]], small_demo["videos_dir"], [".mp4"])
 
 
-def write_run(root, questions, method, model, approach, correct_every, frames=None, failures=(), memory="none"):
+def write_run(root, questions, method, model, approach, correct_every, frames=None, failures=(), memory="none",
+              method_extra=None):
     """Predictions where every ``correct_every``-th question is right; ``failures`` maps qid index → kind."""
     rows = []
     for i, q in enumerate(questions.iter_rows(named=True)):
@@ -48,7 +49,7 @@ def write_run(root, questions, method, model, approach, correct_every, frames=No
         path = root / "predictions" / method / model / f"{video[0]}.parquet"
         write_table(part, path, Prediction)
         method_config = {"name": method, "approach": approach, "implementation": method.split("_")[0],
-                         **({"frames": frames} if frames else {})}
+                         **({"frames": frames} if frames else {}), **(method_extra or {})}
         write_sidecar(path, "answer", {"seed": 0, "method": method_config, "model": {"name": model}})
         paths.append(path)
     return paths
@@ -200,6 +201,28 @@ def test_run_health_of_a_scripted_run_matches_its_hand_counted_calls(tmp_path, q
     for suffix in ("csv", "md"):
         assert (tmp_path / f"out/report/tables/run_health.{suffix}").stat().st_size > 0
     assert "<h2>Run health</h2>" in html and "Timed-out calls" in html and "Builder losses" in html
+
+
+def test_runs_of_release_trained_models_on_restated_prompts_are_marked_and_told_how_to_run_the_release_s(
+        questions, tmp_path):
+    """Issue 38 item 4: a ParaVT run on senri's restatement gets § and a sentence naming prompts_from_release and
+    the release's repository; the same method on the release's strings and a method of senri's own get nothing."""
+    paths = write_run(tmp_path, questions, "paravt", "pv8b", "evidence_seeking", 2,
+                      method_extra={"prompts": "paravt", "prompt_identity": {"family": "paravt", "files": {}}})
+    paths += write_run(tmp_path, questions, "video_o3", "o3", "evidence_seeking", 2,
+                       method_extra={"prompts": "video_o3", "prompt_identity": {
+                           "family": "video_o3", "files": {}, "release": {"from_release": ["system"]}}})
+    paths += write_run(tmp_path, questions, "blind", "m", "baseline", 3, method_extra={"prompts": "answer"})
+    build_report(paths, questions, tmp_path / "out", {**CONFIG, "pairs": [], "ablations": [],
+                                                      "no_visual_input": []}, seed=0)
+    main = (tmp_path / "out/report/tables/main.md").read_text()
+    assert re.search(r"^\| paravt §( †)? \| pv8b \|", main, re.MULTILINE), main
+    assert re.search(r"^\| video_o3( †)? \| o3 \|", main, re.MULTILINE) and "| blind" in main
+    assert main.count(" §") == 1
+    assert ("§ paravt/pv8b ran on senri's restatement of its release's prompts (config/prompts/paravt/)" in main
+            and "method.paravt.prompts_from_release=<a checkout of EvolvingLMMs-Lab/ParaVT @cf55249>" in main)
+    page = (tmp_path / "out/report.html").read_text()
+    assert 'class="note restated">§ paravt/pv8b ran on' in page
 
 
 def test_the_report_says_next_to_the_main_table_which_runs_cannot_be_told_apart_from_chance(report, questions):

@@ -355,17 +355,21 @@ def test_direct_perception_on_a_tiny_vlm_reads_the_frame_store_through_the_dag(t
 
 
 def test_the_evidence_seekers_run_through_the_dag_on_a_tiny_vlm(tmp_path, prepared_demo):
-    """Issue 38: ParaVT, Video-o3 (its frames as images: the tiny model takes no video) and LongVideo-R1 (the
-    tiny model as controller and as both tools) decode the demo video themselves in their answer jobs and put
-    every question through the tiny random VLM; the tables list all three. LongVideo-R1's node captions land in
-    the shared caption cache: a rerun of its answers makes no caption call."""
+    """Issue 38: Table 2's evidence-seeking group (``experiment=table2_evidence``) with the seekers' pins moved to
+    the tiny random VLM: ParaVT, Video-o3 (its frames as images: the tiny model takes no video) and LongVideo-R1
+    (the tiny model as controller and as both tools) decode the demo video themselves in their answer jobs and
+    put every question through it, VideoARM runs on the selected model; the report's evidence-seeking group lists
+    all four, the three seekers marked § (restated prompts). LongVideo-R1's node captions land in the shared
+    caption cache: a rerun of its answers makes no caption call."""
     from tiny_vlm import build_tiny_llava
 
     model = build_tiny_llava(tmp_path / "tiny-vlm")
     prepared_demo(tmp_path, ONE_VIDEO_DEMO)
-    overrides = (f"{ONE_VIDEO_DEMO} method=[paravt,video_o3,longvideo_r1] method.video_o3.media=images "
+    overrides = (f"{ONE_VIDEO_DEMO} experiment=table2_evidence method.video_o3.media=images "
+                 "method.paravt.models=[tiny] method.video_o3.models=[tiny] method.longvideo_r1.models=[tiny] "
                  "method.longvideo_r1.tool_models.caption=tiny method.longvideo_r1.tool_models.video_qa=tiny "
-                 "method.longvideo_r1.max_rounds=4 "  # the cap bounds the release's 16k-token roles: random weights
+                 "method.longvideo_r1.max_rounds=4 method.videoarm.max_iterations=2 "
+                 # the cap bounds the release's 16k-token roles: random weights ramble to any limit
                  f"model=[] +model.tiny={{backend:transformers,path:{model},max_tokens:4,max_tokens_cap:8}}")
     snakemake(tmp_path, "-c2", "--config", f"overrides={overrides}")
     questions = pl.read_parquet(tmp_path / "results/questions.parquet").height
@@ -380,8 +384,12 @@ def test_the_evidence_seekers_run_through_the_dag_on_a_tiny_vlm(tmp_path, prepar
     assert r1["n_caption_calls"][0] >= 4 and (r1["n_captions_reused"][1:] >= 4).all()
     assert len(list((tmp_path / "results/cache/captions/longvideo_r1/demo_01").glob("*/*.json"))) >= 4
     main = (tmp_path / "results/tables/main.md").read_text()
-    for method in ("paravt", "video_o3", "longvideo_r1"):
+    for method in ("videoarm", "paravt", "video_o3", "longvideo_r1"):
         assert re.search(rf"^\| {method}( †)? \| tiny \| none \| {questions} \|", main, re.MULTILINE), main
+    report = (tmp_path / "results/report/tables/main.md").read_text()
+    group = report.split("**Evidence Seeking**")[1]
+    for method, mark in (("videoarm", ""), ("paravt", " §"), ("video_o3", " §"), ("longvideo_r1", " §")):
+        assert re.search(rf"^\| {method}{mark}( †)? \| tiny \|", group, re.MULTILINE), report
     # a rerun of LongVideo-R1's answers captions nothing: every node it reads is in the shared cache
     (tmp_path / "results/cache/answer/longvideo_r1/tiny/demo_01.sqlite").unlink()
     (tmp_path / "results/predictions/longvideo_r1/tiny/demo_01.parquet").unlink()

@@ -21,6 +21,7 @@ from senri.aggregate import (CATEGORY_LABELS, FAILURE_COLUMNS, FAILURE_LABELS, F
                              RUN_HEALTH_LABELS, RUN_HEALTH_NOTE, RUN_KEYS, STORE_HEALTH_LABELS, answer_positions, load_predictions, main_table, mark_failures,
                              per_video_table, run_health_table, score, store_health_table, to_markdown)
 from senri.config import sidecar_path
+from senri.release_prompts import prompt_source
 from senri.report import figures
 from senri.report.browser import build_browser, discordant_html, run_labels
 from senri.report.render import figure_html, page, table_html
@@ -44,9 +45,10 @@ def run_metadata(prediction_paths: Sequence[str | Path]) -> pl.DataFrame:
         method, model = stage.get("method", {}), stage.get("model", {})
         key = (method.get("name"), model.get("name"))
         rows.setdefault(key, {"method": key[0], "model": key[1], "approach": method.get("approach", "baseline"),
-                              "implementation": method.get("implementation"), "frames": method.get("frames")})
+                              "implementation": method.get("implementation"), "frames": method.get("frames"),
+                              "prompts": prompt_source(method), "prompt_family": method.get("prompts")})
     schema = {"method": pl.String, "model": pl.String, "approach": pl.String, "implementation": pl.String,
-              "frames": pl.Int64}
+              "frames": pl.Int64, "prompts": pl.String, "prompt_family": pl.String}
     return pl.DataFrame(list(rows.values()), schema=schema)
 
 
@@ -163,6 +165,36 @@ STORES_NOTE = ("One row per memory store (memory system and captioner × video) 
 #: no memory item: its accuracy then says little about its memory.
 NO_RETRIEVAL_SHARE = 0.5
 NO_RETRIEVAL_MARK = " ‡"
+RESTATED_MARK = " §"
+
+
+def restated_runs(runs: pl.DataFrame) -> pl.DataFrame:
+    """The runs (method, model) of a release-trained model that ran on senri's restated prompts."""
+    return runs.filter(pl.col("prompts") == "restated").select("method", "model", "prompt_family")
+
+
+def mark_restated(table: pl.DataFrame, restated: pl.DataFrame) -> pl.DataFrame:
+    """Append § to the method of each run in ``restated`` (:func:`restated_runs`)."""
+    if restated.is_empty():
+        return table
+    marked = restated.select("method", "model").with_columns(pl.lit(True).alias("_restated"))
+    return (table.join(marked, on=["method", "model"], how="left", maintain_order="left")
+            .with_columns(pl.when(pl.col("_restated")).then(pl.col("method") + RESTATED_MARK)
+                          .otherwise(pl.col("method")).alias("method")).drop("_restated"))
+
+
+def restated_sentences(restated: pl.DataFrame) -> list[str]:
+    from senri.release_prompts import RELEASES
+
+    sentences = []
+    for r in restated.iter_rows(named=True):
+        release = RELEASES[r["prompt_family"]]
+        sentences.append(
+            f"{r['method']}/{r['model']} ran on senri's restatement of its release's prompts "
+            f"(config/prompts/{r['prompt_family']}/), not the exact strings its model was trained on: "
+            f"method.{r['method']}.prompts_from_release=<a checkout of {release.repository} @{release.commit}> "
+            "runs those.")
+    return sentences
 
 
 def no_retrieval_runs(run_health: pl.DataFrame) -> pl.DataFrame:
@@ -225,9 +257,12 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
     flagged_ablations = mark_failures(report.ablations, "variant")
     flagged_no_visual = mark_failures(report.no_visual, "setting")
     no_retrieval = no_retrieval_runs(run_health)
+    restated = restated_runs(runs)
+    shown_main = mark_failures(mark_restated(mark_no_retrieval(report.main, no_retrieval), restated))
     _write_table(report.main, tables_dir, "main",
-                 _markdown_grouped(mark_failures(mark_no_retrieval(report.main, no_retrieval)), "approach", decimals)
-                 + "".join(f"\n‡ {sentence}\n" for sentence in no_retrieval_sentences(no_retrieval)))
+                 _markdown_grouped(shown_main, "approach", decimals)
+                 + "".join(f"\n‡ {sentence}\n" for sentence in no_retrieval_sentences(no_retrieval))
+                 + "".join(f"\n§ {sentence}\n" for sentence in restated_sentences(restated)))
     _write_table(report.pairs, tables_dir, "pairs", to_markdown(flagged_pairs, HEADERS, decimals))
     _write_table(report.ablations, tables_dir, "ablations", to_markdown(flagged_ablations, HEADERS, decimals))
     _write_table(report.no_visual, tables_dir, "no_visual_input", to_markdown(flagged_no_visual, HEADERS, decimals))
@@ -258,7 +293,6 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
                   f"({resamples:,} resamples of questions within videos, seed {seed}); exact McNemar p on the "
                   f"discordant questions.")
     pairs = report.stats.select("baseline", "treatment").unique(maintain_order=True).rows()
-    shown_main = mark_failures(mark_no_retrieval(report.main, no_retrieval))
 
     def sections(base: str) -> list[tuple[str, str]]:
         """The page's sections, its links relative to ``base`` (the folder of ``questions/``)."""
@@ -270,7 +304,9 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
                       "question right.</p>"),
         ("Main results (Table 2 layout)", table_html(shown_main.with_columns(
             pl.col("approach").replace(APPROACH_LABELS)), HEADERS, group_by="approach", decimals=decimals)
-         + no_retrieval_html(no_retrieval, f"{base}questions/", run_labels(scored)) + chance_html(report.chance, decimals)),
+         + no_retrieval_html(no_retrieval, f"{base}questions/", run_labels(scored))
+         + "".join(f'<p class="note restated">§ {html.escape(s)}</p>' for s in restated_sentences(restated))
+         + chance_html(report.chance, decimals)),
         ("Run health", run_health_html(run_health, decimals)
          + "<h3>Memory stores</h3>" + (table_html(stores, STORE_HEALTH_LABELS, decimals=decimals) if stores.height
                                        else '<p class="note">No run of this run set read a memory store.</p>')
