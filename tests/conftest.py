@@ -271,3 +271,13 @@ def shipped_models_in_the_hub_cache(tmp_path_factory):
         os.environ.pop("HF_HUB_CACHE", None)
     else:
         os.environ["HF_HUB_CACHE"] = previous
+
+
+@pytest.fixture(scope="session")
+def tiny_clip(tmp_path_factory):
+    """A randomly initialised CLIP: the real transformers path of the image-text embedder, on the CPU (its model
+    config, ``kind: image_text``)."""
+    pytest.importorskip("torch")
+    from tiny_vlm import build_tiny_clip
+
+    return build_tiny_clip(tmp_path_factory.mktemp("tiny_clip"))

