@@ -201,7 +201,28 @@ def test_clips_with_speech_are_fused_the_others_keep_their_caption_and_the_graph
     assert [(r.source_id, r.source_type, r.rel_type, r.target_id, r.start_t, r.end_t, r.transcript)
             for r in table] == [("Camera Wearer", "Person", "USES", "Red Cup", 400, 650, "Pass me the red cup.")] * 2
     assert (counts.dropped_relationships, counts.unsupported_relationships, counts.unreadable_spans) == (4, 2, 2)
-    assert builder.record() == {"calls": 3 + 2 + 2, "failed": 0, "unparsed": 0, "left_out": 0}
+    assert builder.record() == {"calls": 3 + 2 + 2, "failed": 0, "unparsed": 0, "cut": 0, "left_out": 0}
+
+
+def test_a_reply_cut_at_the_token_limit_is_left_out_and_counted_never_read_as_one_of_its_inner_objects(tmp_path):
+    """Seen on the reading model (bench/memory_systems.py): a timestamps reply of 24 relationships cut at 2,048
+    tokens holds complete span objects; reading the first of them as the reply dropped every relationship as
+    "without a span" while the store counted no loss. A cut reply that does not read whole is left out (a builder
+    loss) and counted cut."""
+    import json as _json
+
+    from senri.memory.egagent.build import GraphCounts, graph_rows
+
+    extract = {"relationships": [{"source": {"id": "camera wearer", "type": "Person"},
+                                  "target": {"id": "museum", "type": "Location"}, "type": "INTERACTS_WITH"}]}
+    cut = '{\n  "relationships": [\n    {"relationship_id": 1, "intervals": [{"start_t": "00:00:05,000", ' \
+          '"end_t": "00:00:09,500"}], "confidence": 0.9}, {"relationship_id": 2, "intervals": [{"start_t": "'
+    builder, _ = _builder(tmp_path, [{"match": "Build a knowledge graph", "text": _json.dumps(extract)},
+                                     {"match": "numbered relationships", "text": cut, "finish_reason": "length"}])
+    docs = [{"graph": "fused", "hour": 0, "clips": [], "cues": [], "document": "00:00:00,000 --> x : museum"}]
+    counts = GraphCounts()
+    assert graph_rows(builder, docs, [], counts) == []
+    assert builder.record() == {"calls": 2, "failed": 0, "unparsed": 1, "cut": 1, "left_out": 1}
 
 
 # --- the store: build, open, search (S4) --------------------------------------------------------------------------

@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from senri.answers import json_objects
 from senri.memory.cost import RoleCost
 from senri.memory.egagent.common import VIDEO_DAY, clock, seconds_from_t8, t8_from_clock
 from senri.memory.egagent.graph import NODE_TYPES, RELATION_TYPES, Relationship
@@ -115,7 +114,11 @@ def _srt_clock(seconds: float) -> str:
 @dataclass
 class BuilderCalls:
     """The build's LLM role (``builder``): one structured call per prompt, the replies read as JSON objects,
-    each failed or unreadable reply counted (``left_out``: builder outputs missing from the store)."""
+    each failed or unreadable reply counted (``left_out``: builder outputs missing from the store).
+
+    A reply is the first object that holds the schema's required keys: a reply cut at the token limit mid-list
+    still holds complete inner objects (one span of a timestamps reply), and taking one of those for the reply
+    would silently drop every relationship of the document. Cut replies are counted (``cut``)."""
 
     backend: Any
     prompts: Any
@@ -123,18 +126,24 @@ class BuilderCalls:
     calls: int = 0
     failed: int = 0
     unparsed: int = 0
+    cut: int = 0
     left_out: int = 0
     costs: dict[str, RoleCost] = field(default_factory=dict)
 
     def ask(self, role: str, fields_list: Sequence[Mapping[str, Any]], schema: Mapping[str, Any]
             ) -> list[dict | None]:
         from senri.backends.base import ChatRequest, Message
-        from senri.methods.structured import request_schema
+        from senri.methods.structured import first_valid, request_schema
 
         constrained = request_schema(self.backend, schema)
         requests = [ChatRequest((Message.text("user", self.prompts.render(role, **f)),), max_tokens=self.max_tokens,
                                 temperature=0.0, json_schema=constrained, purpose=f"egagent:{role}")
                     for f in fields_list]
+        required = tuple(schema.get("required", ()))
+
+        def whole(candidate: dict) -> dict | None:
+            return candidate if all(key in candidate for key in required) else None
+
         replies: list[dict | None] = []
         for response in self.backend.complete_many(requests) if requests else []:
             self.calls += 1
@@ -143,14 +152,16 @@ class BuilderCalls:
                 self.failed += 1
                 replies.append(None)
                 continue
-            found = json_objects(response.text or "")
-            self.unparsed += not found
-            replies.append(found[0] if found else None)
+            self.cut += response.truncated
+            found = first_valid(response.text or "", whole)
+            self.unparsed += found is None
+            replies.append(found)
         self.left_out += sum(r is None for r in replies)
         return replies
 
     def record(self) -> dict[str, int]:
-        return {"calls": self.calls, "failed": self.failed, "unparsed": self.unparsed, "left_out": self.left_out}
+        return {"calls": self.calls, "failed": self.failed, "unparsed": self.unparsed, "cut": self.cut,
+                "left_out": self.left_out}
 
 
 FUSE_SCHEMA = {"type": "object", "properties": {"fused_caption": {"type": "string"}}, "required": ["fused_caption"]}
