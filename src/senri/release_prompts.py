@@ -248,7 +248,7 @@ def checkout_commit(checkout: Path) -> str | None:
                               timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return done.stdout.strip() or None if done.returncode == 0 else None
+    return (done.stdout.strip() or None) if done.returncode == 0 else None
 
 
 @dataclass(frozen=True)

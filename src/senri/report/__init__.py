@@ -21,7 +21,7 @@ from senri.aggregate import (CATEGORY_LABELS, FAILURE_COLUMNS, FAILURE_LABELS, F
                              RUN_HEALTH_LABELS, RUN_HEALTH_NOTE, RUN_KEYS, STORE_HEALTH_LABELS, answer_positions, load_predictions, main_table, mark_failures,
                              per_video_table, run_health_table, score, store_health_table, to_markdown)
 from senri.config import sidecar_path
-from senri.release_prompts import prompt_source
+from senri.release_prompts import RELEASES, prompt_source
 from senri.report import figures
 from senri.report.browser import build_browser, discordant_html, run_labels
 from senri.report.render import figure_html, page, table_html
@@ -175,17 +175,10 @@ def restated_runs(runs: pl.DataFrame) -> pl.DataFrame:
 
 def mark_restated(table: pl.DataFrame, restated: pl.DataFrame) -> pl.DataFrame:
     """Append § to the method of each run in ``restated`` (:func:`restated_runs`)."""
-    if restated.is_empty():
-        return table
-    marked = restated.select("method", "model").with_columns(pl.lit(True).alias("_restated"))
-    return (table.join(marked, on=["method", "model"], how="left", maintain_order="left")
-            .with_columns(pl.when(pl.col("_restated")).then(pl.col("method") + RESTATED_MARK)
-                          .otherwise(pl.col("method")).alias("method")).drop("_restated"))
+    return mark_runs(table, restated, ["method", "model"], RESTATED_MARK)
 
 
 def restated_sentences(restated: pl.DataFrame) -> list[str]:
-    from senri.release_prompts import RELEASES
-
     sentences = []
     for r in restated.iter_rows(named=True):
         release = RELEASES[r["prompt_family"]]
@@ -207,11 +200,16 @@ def no_retrieval_runs(run_health: pl.DataFrame) -> pl.DataFrame:
 
 def mark_no_retrieval(table: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
     """Append ‡ to the method of each run in ``runs`` (:func:`no_retrieval_runs`)."""
+    return mark_runs(table, runs, list(RUN_KEYS), NO_RETRIEVAL_MARK)
+
+
+def mark_runs(table: pl.DataFrame, runs: pl.DataFrame, keys: list[str], mark: str) -> pl.DataFrame:
+    """Append ``mark`` to the method of each row of ``table`` whose ``keys`` match a row of ``runs``."""
     if runs.is_empty():
         return table
-    marked = runs.select(*RUN_KEYS).with_columns(pl.lit(True).alias("_marked"))
-    return (table.join(marked, on=RUN_KEYS, how="left", maintain_order="left")
-            .with_columns(pl.when(pl.col("_marked")).then(pl.col("method") + NO_RETRIEVAL_MARK)
+    marked = runs.select(*keys).with_columns(pl.lit(True).alias("_marked"))
+    return (table.join(marked, on=keys, how="left", maintain_order="left")
+            .with_columns(pl.when(pl.col("_marked")).then(pl.col("method") + mark)
                           .otherwise(pl.col("method")).alias("method")).drop("_marked"))
 
 
