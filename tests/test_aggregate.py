@@ -7,7 +7,7 @@ import pytest
 from senri.aggregate import CATEGORIES, AggregateError, aggregate, percent_value
 from senri.records import LETTERS, TASK_DIRECTION, Prediction, Question, to_frame
 
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
+from reference import reference_file
 #: SENRI-Bench category sizes (benchmark.md).
 SIZES = {"L": 89, "RR": 90, "OC": 86, "NP": 69, "RER": 88, "TER": 78}
 
@@ -61,7 +61,7 @@ def test_hand_computed_case(tmp_path):
 
 def _reference_rows():
     for name in ("paper_table2.csv", "paper_table3.csv", "paper_table4.csv", "paper_table11.csv"):
-        with (REFERENCE / name).open() as handle:
+        with reference_file(name).open() as handle:
             for i, row in enumerate(csv.DictReader(handle)):
                 label = row.get("setting") or row.get("method") or row.get("memory_system") or row.get("variant")
                 if label and label.startswith("Random guessing"):
@@ -78,7 +78,6 @@ def _reconstruct(row):
     return counts
 
 
-@pytest.mark.skipif(not REFERENCE.is_dir(), reason="../shared/reference not present")
 def test_every_printed_number_of_the_paper_tables_is_reproduced(tmp_path):
     questions = _questions()
     assert questions.height == 500

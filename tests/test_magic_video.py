@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from conftest import ONE_VIDEO_DEMO, hashed_words
+from reference import release_cases as load_release_cases
 from senri.backends.base import ChatResponse
 from senri.memory.magic_video.build import build_store, node_vectors
 from senri.memory.magic_video.graph import ChainRow, Episode, GraphNode, build_graph, episode_id
@@ -1585,15 +1586,12 @@ def test_import_reads_release_clip_embeddings_only_with_an_embedder(tmp_path):
 
 # ------------------------------------------------------------------- against what the released code computes
 
-RELEASE_CASES = Path(__file__).resolve().parents[2] / "shared/reference/release_cases/magic_video/cases.json"
 
 
 @pytest.fixture(scope="module")
 def release_cases():
     """What MAGIC-video @0f2273f computed on a fixed EgoLife-style fixture (shared/reference/release_cases)."""
-    if not RELEASE_CASES.is_file():
-        pytest.skip(f"{RELEASE_CASES} is absent: the release cases are not in this checkout")
-    return json.loads(RELEASE_CASES.read_text())
+    return load_release_cases("magic_video")
 
 
 # The fixture is in the release's EgoLife format; senri's store is in absolute float seconds. The mapping the

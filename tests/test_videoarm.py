@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import JsonHandler, ffprobe_frames, make_indexed_video
+from reference import release_cases
 from senri.backends.base import ChatRequest, Message
 from senri.backends.openai_format import chat_body, parse_chat_response
 from senri.config import compose
@@ -66,15 +67,12 @@ def test_a_mosaic_is_three_columns_by_two_rows_row_major_with_black_padding():
         mosaic(tiles * 2)
 
 
-RELEASE_CASES = Path(__file__).resolve().parents[2] / "shared" / "reference" / "release_cases" / "videoarm" / "cases.json"
-needs_cases = pytest.mark.skipif(not RELEASE_CASES.is_file(), reason="the release cases (shared/reference) are absent")
 
 
 def _release_cases() -> dict:
-    return json.loads(RELEASE_CASES.read_text()) if RELEASE_CASES.is_file() else {}
+    return release_cases("videoarm")
 
 
-@needs_cases
 def test_every_release_frame_split_case_of_scene_snapper():
     """shared/reference/release_cases/videoarm: the frames the release sends to the caption model and attaches
     for the controller, the mosaic counts, the result's fields and the errors, for all 10 splits."""
@@ -104,7 +102,6 @@ def test_every_release_frame_split_case_of_scene_snapper():
         assert snapshot_summary(ranges, len(caption), fps) == expected, case["name"]
 
 
-@needs_cases
 def test_every_release_reply_parser_case_of_clip_analyzer():
     cases = _release_cases()["clip_analyzer_reply_parser"]["cases"]
     assert len(cases) == 14
@@ -118,7 +115,6 @@ def test_every_release_reply_parser_case_of_clip_analyzer():
     assert parse_clip_reply(lenient["Answer: 2 cups"]["reply"], "lenient")[1] == 0.5
 
 
-@needs_cases
 def test_every_release_frame_sampling_case_of_clip_analyzer():
     cases = _release_cases()
     total = cases["video_fixture"]["total_frames"]
@@ -135,7 +131,6 @@ def test_every_release_frame_sampling_case_of_clip_analyzer():
         assert indices == case["sampled_indices"] and len(indices) == case["sampled_frames"]
 
 
-@needs_cases
 def test_every_release_mosaic_layout_case():
     """Tiles row-major, 2 rows × 3 columns, black padding, every tile at the chunk's smallest height and width,
     an unreadable frame (None) left out of its chunk so the later frames move left."""

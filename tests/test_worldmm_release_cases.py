@@ -13,20 +13,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from reference import release_cases
 from senri.memory.store import MemoryItem
 from senri.memory.worldmm import common as wm
 from senri.memory.worldmm.common import TextVectors, fact_text, hhmmssff, item_id, window_batches
 from senri.memory.worldmm.index import GranularityIndex, match_filter_reply
 
-CASES = Path(__file__).resolve().parents[2] / "shared" / "reference" / "release_cases" / "worldmm" / "cases.json"
 TOL = 1e-6
 
 
 @pytest.fixture(scope="module")
 def cases() -> dict:
-    if not CASES.is_file():
-        pytest.skip(f"{CASES} is absent: the release cases live in the shared folder beside the checkout")
-    return json.loads(CASES.read_text(encoding="utf-8"))
+    return release_cases("worldmm")
 
 
 # ============================================================================================ HippoRAG

@@ -1,0 +1,35 @@
+"""The vendored reference data (``tests/reference/``) is complete and, where the shared folder sits beside the
+checkout (developers' machines and CI), still byte-identical to it: a change upstream shows up as a failure here
+instead of tests silently comparing with stale numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import REPO
+from reference import REFERENCE
+
+SHARED = REPO.parent / "shared"
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_the_vendored_reference_holds_every_conformance_file():
+    for name in ("paper_table2.csv", "paper_table3.csv", "paper_table4.csv", "paper_table11.csv",
+                 "benchmarks/videomme/output_test_template.json", "benchmarks/mlvu/4_count.json",
+                 "spec/prompts.md", "spec/benchmarks.md", "videolucy/videolucy_table1_videomme.csv"):
+        assert (REFERENCE / name).is_file(), name
+    for system in ("worldmm", "magic_video", "videoarm", "egagent", "paravt", "video_o3", "longvideo_r1"):
+        assert (REFERENCE / "release_cases" / system / "cases.json").is_file(), system
+
+
+def test_the_vendored_copy_equals_the_shared_folder_where_it_is_present():
+    if not (SHARED / "reference").is_dir():
+        return  # a clone without the shared folder: the vendored copy is all there is
+    upstream = _files(SHARED / "reference") | {f"spec/{k}": v for k, v in _files(SHARED / "spec").items()}
+    vendored = {k: v for k, v in _files(REFERENCE).items() if k != "README.md"}
+    assert sorted(vendored) == sorted(upstream)
+    changed = [k for k in upstream if vendored[k] != upstream[k]]
+    assert not changed, f"refresh tests/reference/ from the shared folder: {changed}"
