@@ -106,6 +106,7 @@ def test_failures_and_missing_predictions_count_wrong_and_show(tmp_path):
     row = tables["main"].row(0, named=True)
     assert (row["correct_total"], row["n_total"]) == (21, 24)
     assert (row["parse_failures"], row["errors"], row["missing"]) == (1, 1, 1)
+    assert row["timeouts"] == 1  # the error reads "TimeoutError": the match ignores case
     markdown = (tmp_path / "t" / "main.md").read_text()
     assert "| m † | x |" in markdown and "† run with" in markdown
     positions = tables["answer_positions"]
@@ -232,3 +233,15 @@ def test_a_store_s_counts_are_counted_once_per_store_not_once_per_question():
     old = preds.drop("store_builder_losses", "store_failed_captions", "store_truncated_captions")
     again = run_health_table(with_defaults(old), score(preds, questions)).row(0, named=True)
     assert again["builder_losses"] == 12
+
+
+@pytest.mark.parametrize("error, timed_out", [("TimeoutError", True), ("ReadTimeout: read timed out", True),
+                                              ("request TIMED OUT after 600 s", True), ("time out", True),
+                                              ("ConnectionError", False), ("timestamp missing", False)])
+def test_a_timeout_is_counted_whatever_its_case(tmp_path, error, timed_out):
+    """Backends spell a timeout "TimeoutError", "ReadTimeout", "timed out": each counts, in any case."""
+    questions = _questions({"L": 1, "RR": 0, "OC": 0, "NP": 0, "RER": 0, "TER": 0}, n_videos=1)
+    preds = _predictions(questions, "m", "x", {}, error={"L-0"}).with_columns(error=pl.lit(error))
+    preds.write_parquet(tmp_path / "p.parquet")
+    row = aggregate([tmp_path / "p.parquet"], questions, tmp_path / "t")["main"].row(0, named=True)
+    assert (row["errors"], row["timeouts"]) == (1, int(timed_out))

@@ -3,7 +3,7 @@
 import pytest
 
 from senri.answers import (ANSWER_SCHEMA, FORMAT_INSTRUCTIONS, best_letter, cyclic_order, debiased_scores, parse_answer,
-                           question_prompt)
+                           question_prompt, split_reasoning)
 
 OPTIONS = ["To my rear left", "To my rear right", "To my front left", "To my front right"]
 
@@ -99,3 +99,19 @@ def test_the_answer_prompt_family_keeps_the_built_in_format_lines():
         assert prompts.render(f"format_{answer_format}") == line
         assert question_prompt("Where was I?", OPTIONS, answer_format, instruction=prompts.render(
             f"format_{answer_format}")) == question_prompt("Where was I?", OPTIONS, answer_format)
+
+
+@pytest.mark.parametrize("text, reply, reasoning", [
+    ("<think>A is wrong, so B</think>The answer is C", "The answer is C", "A is wrong, so B"),
+    ("so B</think> C", "C", "so B"),
+    ("<think>A is wrong, so the answer is B", "", "A is wrong, so the answer is B"),  # cut at the token limit
+    ("  <think>\nB because", "", "B because"),
+    ("The answer is B", "The answer is B", None),
+    ("Answer B, not <think>", "Answer B, not <think>", None),  # a tag after the reply opens no block
+])
+def test_split_reasoning_never_reads_an_unclosed_block_as_the_reply(text, reply, reasoning):
+    """A reply cut inside its ``<think>`` block has no answer: scoring its reasoning as the answer would credit a
+    cut-off model with whatever letter it was weighing."""
+    assert split_reasoning(text) == (reply, reasoning)
+    if reply == "":
+        assert parse_answer(text, ("a", "b", "c", "d")).letter is None

@@ -761,3 +761,24 @@ def test_a_pinned_chat_template_reaches_the_engine_the_server_and_the_cache_iden
     assert len(identities) == 3
     with pytest.raises(BackendError, match="chat_template: nowhere.jinja is not a file"):
         fake_vllm(chat_template="nowhere.jinja")
+
+
+def test_the_response_cache_key_names_the_backend_kind():
+    """The same model name on two engines answers differently (chat template, sampling, media handling): a
+    response cached from one must never be served for the other, so every backend's identity carries its kind."""
+    from senri.backends.base import Backend
+    from senri.backends.llamacpp import model_identity as llamacpp_identity
+    from senri.backends.vllm import model_identity as vllm_identity
+
+    request = ask("q")
+    assert request_key({"kind": "vllm", "model": "m"}, request) != request_key({"kind": "transformers", "model": "m"},
+                                                                              request)
+    assert vllm_identity({"model": "m"})["kind"] == "vllm"
+    assert llamacpp_identity({"sha256": "0" * 64})["kind"] == "llamacpp"
+
+    class Engine(Backend):
+        kind = "some_engine"
+
+    backend = Engine.__new__(Engine)
+    backend.config = {"model": "m"}
+    assert backend.identity == {"kind": "some_engine", "model": "m"}

@@ -40,6 +40,18 @@ def test_plan_defaults_to_the_whole_video():
     assert decode.FramePlan("fps", rate=1, start_s=2).targets(0.0, 4.0) == [2, 3, 4]  # last frame reachable
 
 
+def test_a_plan_window_is_clamped_to_the_video():
+    """A window that starts before the first frame or ends after the last samples only the video's own span:
+    a uniform plan spreads its n frames over the overlap, not over the window asked for."""
+    plan = decode.FramePlan("uniform", n=3, placement="linspace", start_s=-5.0, end_s=100.0)
+    assert plan.targets(0.0, 10.0) == [0.0, 5.0, 10.0]
+    assert decode.FramePlan("uniform", n=3, placement="linspace", start_s=2.0, end_s=100.0).targets(0.0, 10.0) \
+        == [2.0, 6.0, 10.0]
+    assert decode.FramePlan("uniform", n=2, placement="linspace", start_s=-3.0, end_s=4.0).targets(1.0, 10.0) \
+        == [1.0, 4.0]
+    assert decode.FramePlan("fps", rate=1, start_s=-2.0, end_s=3.0).targets(0.0, 10.0) == [0, 1, 2]
+
+
 def test_nearest_frame_ties_go_to_the_earlier_frame():
     index = decode.VideoIndex(Fraction(1, 90000), [0, 3000, 6000, 9000], [0, 6000], 3000)
     assert index.nearest_frame(1500) == 0 and index.nearest_frame(1501) == 3000
