@@ -85,10 +85,14 @@ def test_cached_backend_stores_each_success_at_once_and_retries_failures(tmp_pat
     assert [r.text for r in first] == ["A", "", "B"] and first[1].error == "boom"
     backend.close()
     reopened = CachedBackend(inner, ResponseCache(tmp_path / "c.sqlite"))
-    again = reopened.complete_many([ask("a"), ask("fail"), ask("b")])
+    done: list[tuple[int, str]] = []
+    again = reopened.complete_many([ask("a"), ask("fail"), ask("b")], on_done=lambda i, r: done.append((i, r.text)))
     assert inner.calls == ["a", "fail", "b", "fail"]  # only the failed call was issued again
     assert [r.cached for r in again] == [True, False, True] and again[0].latency_s == 0.5
     assert (reopened.hits, reopened.misses) == (2, 1)
+    assert sorted(done) == [(0, "A"), (1, ""), (2, "B")]  # a cached answer is reported done too, at its index
+    reopened.complete_many([ask("a"), ask("b"), ask("a"), ask("new")])
+    assert (reopened.hits, reopened.misses) == (5, 2)
 
 
 # --- openai backend against a flaky server ---------------------------------------------------------------
@@ -771,6 +775,7 @@ def test_the_response_cache_key_names_the_backend_kind():
     from senri.backends.vllm import model_identity as vllm_identity
 
     request = ask("q")
+    assert request_key({"kind": "vllm", "model": "m"}, request) == request_key({"model": "m", "kind": "vllm"}, request)
     assert request_key({"kind": "vllm", "model": "m"}, request) != request_key({"kind": "transformers", "model": "m"},
                                                                               request)
     assert vllm_identity({"model": "m"})["kind"] == "vllm"
