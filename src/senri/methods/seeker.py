@@ -36,6 +36,8 @@ def bicubic(image: np.ndarray, height: int, width: int) -> np.ndarray:
     shrinks, as torchvision's ``antialias=True`` does in qwen-vl-utils)."""
     from PIL import Image
 
+    if min(height, width) <= 0:  # qwen-vl-utils' unclamped smart_resize on a thin frame; torch refuses it too
+        raise ValueError(f"cannot resize a frame to {width}×{height}")
     if image.shape[:2] == (height, width):
         return image
     return np.asarray(Image.fromarray(image).resize((width, height), Image.BICUBIC))
