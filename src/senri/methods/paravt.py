@@ -165,6 +165,21 @@ def extract_letter(text: str) -> str:
     return text[:1]
 
 
+def crop_plan(start_s: float, end_s: float, fps: float, n_frames: int, target_fps: float = 1.0,
+              min_frames: int = 1, max_frames: int = 16) -> list[int]:
+    """A crop's source frames (P-T1, P-T2) as crop_frames picks them: the torchcodec rule; where that refuses
+    the window (its first frame not before its last), torchvision's fallback (:func:`torchvision_fallback`:
+    a span between two frames still gives them both); [] where that fails too (P3b)."""
+    try:
+        return window_indices(start_s, end_s, fps, n_frames, target_fps, min_frames, max_frames)
+    except ValueError:
+        pass
+    try:
+        return torchvision_fallback(start_s, end_s, fps, n_frames, target_fps, min_frames, max_frames)
+    except ValueError:
+        return []
+
+
 class ParaVT(CropSeeker):
     @classmethod
     def capability_problems(cls, method: str, spec: Any, model: str, capabilities: Any,
@@ -222,17 +237,8 @@ class ParaVT(CropSeeker):
         return self._overview
 
     def crop_indices(self, start_s: float, end_s: float) -> list[int]:
-        """A crop's source frames (P-T1, P-T2) as crop_frames picks them: the torchcodec rule; where that refuses
-        the window (its first frame not before its last), torchvision's fallback (:func:`torchvision_fallback`:
-        a span between two frames still gives them both); [] where that fails too (P3b)."""
-        try:
-            return window_indices(start_s, end_s, self.fps, self.n_frames, self.crop_fps, *self.crop_frames)
-        except ValueError:
-            pass
-        try:
-            return torchvision_fallback(start_s, end_s, self.fps, self.n_frames, self.crop_fps, *self.crop_frames)
-        except ValueError:
-            return []
+        """A crop's source frames (:func:`crop_plan`)."""
+        return crop_plan(start_s, end_s, self.fps, self.n_frames, self.crop_fps, *self.crop_frames)
 
     def crop(self, start_s: float, end_s: float) -> list[ImagePart]:
         """A crop's frames, decoded (those that fail to decode left out); [] where a frame would be resized to

@@ -1,0 +1,56 @@
+"""A model that replays a release case's scripted replies in order (the k-th call gets ``replies[k]``), for the
+evidence seekers' episode cases (tests/reference/release_cases/{paravt,video_o3,longvideo_r1}): the release
+harness scripted its clients the same way. A reply that is an object ``{"raise": …}`` or None is a failed call."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Sequence
+
+from senri.backends.base import Backend, ChatRequest, ChatResponse, cut_at_stop
+from senri.backends.scripted import ScriptedBackend
+
+
+class Replay(ScriptedBackend):
+    """The replies of one episode, in order; every request is kept in ``requests``."""
+
+    def __init__(self, replies: Sequence[Any] = (), **config: Any) -> None:
+        Backend.__init__(self, {"backend": "scripted", "images": True, **config})
+        self.rules, self.record, self.concurrency = [], None, 1
+        self.load(replies)
+
+    def load(self, replies: Sequence[Any]) -> None:
+        self.replies, self.requests = list(replies), []
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return {"kind": "replay", "replies": json.dumps(self.replies)}
+
+    def complete(self, request: ChatRequest) -> ChatResponse:
+        self.requests.append(request)
+        if not self.replies:
+            return ChatResponse(text="", error="replay: no reply left")
+        reply = self.replies.pop(0)
+        if reply is None or isinstance(reply, dict):
+            return ChatResponse(text="", error=f"replay: scripted failure {reply!r}")
+        text, stopped = cut_at_stop(str(reply), request.stop)
+        return ChatResponse(text=text, completion_tokens=max(1, len(text.split())), finish_reason="stop")
+
+
+def seeker(folder, method: str, video_id: str, backend: Replay, model: dict | None = None, **overrides: Any):
+    """The ``method`` (paravt, video_o3) over a probed test clip (conftest's 160×120, 4 fps, 480 frames: the
+    release cases' ``pv`` geometry) answering through ``backend``, its config file's defaults plus ``overrides``."""
+    import yaml
+
+    from conftest import make_probed_clip
+    from senri.methods import METHODS
+    from senri.methods.base import RunContext
+    from senri.prompts import prompt_identity
+
+    video, info = make_probed_clip(folder, video_id)
+    config = {**yaml.safe_load(open(f"config/method/{method}.yaml")), **overrides}
+    config["prompt_identity"] = prompt_identity(config)
+    model_config = {"backend": "scripted", "images": True, **(model or {})}
+    context = RunContext(video=info, method_name=method, method_config=config, model_name="vlm",
+                         model_config=model_config, seed=0, backend=backend, pixels=video)
+    return METHODS.load(method)(context)
