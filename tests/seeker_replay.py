@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from senri.backends.base import Backend, ChatRequest, ChatResponse, cut_at_stop
+from senri.backends.base import Backend, ChatRequest, ChatResponse, stop_match
 from senri.backends.scripted import ScriptedBackend
 
 
@@ -33,8 +33,9 @@ class Replay(ScriptedBackend):
         reply = self.replies.pop(0)
         if reply is None or isinstance(reply, dict):
             return ChatResponse(text="", error=f"replay: scripted failure {reply!r}")
-        text, stopped = cut_at_stop(str(reply), request.stop)
-        return ChatResponse(text=text, completion_tokens=max(1, len(text.split())), finish_reason="stop")
+        text, matched = stop_match(str(reply), request.stop)
+        return ChatResponse(text=text, completion_tokens=max(1, len(text.split())), finish_reason="stop",
+                            stop_reason=matched or "")
 
 
 def seeker(folder, method: str, video_id: str, backend: Replay, model: dict | None = None, **overrides: Any):

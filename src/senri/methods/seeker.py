@@ -91,9 +91,10 @@ class CropSeeker(Method):
         return out
 
     def send(self, messages: Sequence[Message], max_tokens: int, purpose: str, tally: CallTally,
-             calls: list[dict[str, Any]], stop: Sequence[str] = ()) -> tuple[str, bool] | None:
-        """One completion of the whole history: (text, whether it ended on a stop string or its own end), ""
-        for a failed call; None when the history no longer fits the model (not sent, ``context_overflows``)."""
+             calls: list[dict[str, Any]], stop: Sequence[str] = ()) -> tuple[str, str | bool] | None:
+        """One completion of the whole history: (text, how it ended: the stop string that ended it, "" when
+        none did — its own end, or cut at its limit —, True when it ended but the backend does not say how),
+        "" for a failed call; None when the history no longer fits the model (not sent, ``context_overflows``)."""
         from senri.backends.budget import overflow
 
         request = ChatRequest(messages=tuple(messages), purpose=purpose,
@@ -109,4 +110,7 @@ class CropSeeker(Method):
         calls.append(call_record(request, response))
         if response.truncated:
             tally.count("truncated_replies")
-        return ("", False) if response.error else (response.text or "", not response.truncated)
+        if response.error:
+            return "", ""
+        ended = "" if response.truncated else (True if response.stop_reason is None else response.stop_reason)
+        return response.text or "", ended
