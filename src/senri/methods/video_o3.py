@@ -273,15 +273,15 @@ class VideoO3(CropSeeker):
         max_tokens = self.role_max_tokens("answer")
         forced, generations, final, outcome = False, 0, "", "apology"
         while True:
-            if generations >= self.max_turn + 2:  # the 11th generation is replaced by the apology (O-L6)
-                final, outcome = self.apology, "cap"
-                break
             sent = self.send(messages, max_tokens, f"video_o3:turn{generations}", tally, calls, CLOSING_TAGS)
             if sent is None:  # the history outgrew the model (context_overflows): no answer
                 final, outcome = "", "overflow"
                 break
             generations += 1
             tally.did("rounds")
+            if generations > self.max_turn + 2:  # the 11th generation is made, then replaced by the apology (O-L6)
+                final, outcome = self.apology, "cap"
+                break
             reply = cut_reply(close_stopped(*sent), forced)
             turn = read_turn(reply, forced)
             if turn.kind in ("answer", "raw"):
