@@ -1,6 +1,7 @@
 """A model that replays a release case's scripted replies in order (the k-th call gets ``replies[k]``), for the
 evidence seekers' episode cases (tests/reference/release_cases/{paravt,video_o3,longvideo_r1}): the release
-harness scripted its clients the same way. A reply that is an object ``{"raise": …}`` or None is a failed call."""
+harness scripted its clients the same way. A reply that is an object ``{"raise": …}`` is a failed call, None a
+reply whose content is null."""
 
 from __future__ import annotations
 
@@ -34,7 +35,9 @@ class Replay(ScriptedBackend):
         if not self.replies:
             return ChatResponse(text="", error="replay: no reply left")
         reply = self.replies.pop(0)
-        if reply is None or isinstance(reply, dict):
+        if reply is None:  # the server's content: null
+            return ChatResponse(text="", finish_reason="stop", stop_reason="", content_null=True)
+        if isinstance(reply, dict):
             return ChatResponse(text="", error=f"replay: scripted failure {reply!r}")
         text, matched = stop_match(str(reply), request.stop if self.stop else ())
         return ChatResponse(text=text, completion_tokens=max(1, len(text.split())), finish_reason="stop",

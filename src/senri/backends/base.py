@@ -187,6 +187,9 @@ class ChatResponse:
     #: backend does not say. Video-o3 reads it: the release keeps the closing tag its stop criterion fired on,
     #: and a reply that ended by itself with an unclosed ``<grounding>`` is its answer as it stands.
     stop_reason: str | None = None
+    #: The server sent ``content: null`` (``text`` is then ""): LongVideo-R1's release raises on such a reply
+    #: where it pops and nudges an empty one.
+    content_null: bool = False
 
     @property
     def truncated(self) -> bool:
@@ -200,6 +203,7 @@ class ChatResponse:
             "finish_reason": self.finish_reason,
             **({"timed_out_attempts": self.timed_out_attempts} if self.timed_out_attempts else {}),
             **({"stop_reason": self.stop_reason} if self.stop_reason is not None else {}),
+            **({"content_null": True} if self.content_null else {}),
         }, sort_keys=True)
 
     @classmethod

@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from senri.backends.base import ChatRequest, Message
+from senri.backends.base import ChatRequest, ChatResponse, Message
 from senri.methods.base import CallTally, Method, RunContext
 from senri.methods.resample import smart_resize
 from senri.methods.structured import call_record
@@ -91,10 +91,11 @@ class CropSeeker(Method):
         return out
 
     def send(self, messages: Sequence[Message], max_tokens: int, purpose: str, tally: CallTally,
-             calls: list[dict[str, Any]], stop: Sequence[str] = ()) -> tuple[str, str | bool] | None:
+             calls: list[dict[str, Any]], stop: Sequence[str] = ()) -> tuple[str, str | bool, ChatResponse] | None:
         """One completion of the whole history: (text, how it ended: the stop string that ended it, "" when
-        none did — its own end, or cut at its limit —, True when it ended but the backend does not say how),
-        "" for a failed call; None when the history no longer fits the model (not sent, ``context_overflows``)."""
+        none did — its own end, or cut at its limit —, True when it ended but the backend does not say how;
+        the response), "" for a failed call; None when the history no longer fits the model (not sent,
+        ``context_overflows``)."""
         from senri.backends.budget import overflow
 
         request = ChatRequest(messages=tuple(messages), purpose=purpose,
@@ -111,6 +112,6 @@ class CropSeeker(Method):
         if response.truncated:
             tally.count("truncated_replies")
         if response.error:
-            return "", ""
+            return "", "", response
         ended = "" if response.truncated else (True if response.stop_reason is None else response.stop_reason)
-        return response.text or "", ended
+        return response.text or "", ended, response

@@ -282,7 +282,7 @@ class VideoO3(CropSeeker):
             if generations > self.max_turn + 2:  # the 11th generation is made, then replaced by the apology (O-L6)
                 final, outcome = self.apology, "cap"
                 break
-            reply = cut_reply(close_stopped(*sent), forced)
+            reply = cut_reply(close_stopped(sent[0], sent[1]), forced)
             turn = read_turn(reply, forced)
             if turn.kind in ("answer", "raw"):
                 final, outcome = turn.text, turn.kind
