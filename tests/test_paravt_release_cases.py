@@ -283,3 +283,19 @@ def test_a_malformed_call_loses_the_question_by_default_and_is_dropped_under_the
 def test_the_options_are_checked_when_the_method_is_made(tmp_path):
     with pytest.raises(ValueError, match="malformed_tool_calls must be one of"):
         seeker(tmp_path, "paravt", "pv", Replay(), malformed_tool_calls="crop")
+
+
+@pytest.mark.parametrize("method", ["paravt", "video_o3", "longvideo_r1"])
+def test_each_deviation_option_defaults_to_the_release_and_the_schema_knows_its_values(method):
+    """The seekers' deviation options (each module's DEVIATIONS: option -> the release's value) default to the
+    release in config/method/<method>.yaml, and the config schema lists the release's value among the allowed."""
+    import importlib
+
+    import yaml
+
+    deviations = importlib.import_module(f"senri.methods.{method}").DEVIATIONS
+    defaults = yaml.safe_load(open(f"config/method/{method}.yaml"))
+    schema = json.load(open("workflow/schemas/config.schema.json"))["$defs"][f"method_{method}"]["properties"]
+    for option, release in deviations.items():
+        assert defaults[option] == release, option
+        assert release in schema[option]["enum"] and len(schema[option]["enum"]) >= 2, option

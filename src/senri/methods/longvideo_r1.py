@@ -63,6 +63,11 @@ TOOL_ROLES = ("caption", "video_qa")
 NULL_REPLIES = ("lose_question", "nudge")
 
 
+#: The options whose non-default value departs from the release (option -> the release's value): the report marks
+#: a run that set one (the registry ``senri.methods.DEVIATIONS`` reads this mapping).
+DEVIATIONS = {"call_parser": "release", "null_reply": "lose_question", "missing_answer": "A"}
+
+
 class SampleKilled(Exception):
     """What the release raises inside a question (an assert, a bad unpacking, a failed request): the question
     ends there without an answer (EV:211-215)."""

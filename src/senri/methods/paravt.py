@@ -48,6 +48,11 @@ MALFORMED_TOOL_CALLS = ("lose_question", "drop")
 ANSWER_READERS = ("release", "senri")
 
 
+#: The options whose non-default value departs from the release (option -> the release's value): the report marks
+#: a run that set one (the registry ``senri.methods.DEVIATIONS`` reads this mapping).
+DEVIATIONS = {"malformed_tool_calls": "lose_question", "answer_reader": "release"}
+
+
 class MalformedCall(ValueError):
     """A parsed ``<tool_call>`` the release cannot run: its body or its ``arguments`` is not a JSON object."""
 

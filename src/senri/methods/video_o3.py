@@ -62,6 +62,11 @@ ANSWER_READERS = ("release", "senri")
 PLACEHOLDER = "<video>"
 
 
+#: The options whose non-default value departs from the release (option -> the release's value): the report marks
+#: a run that set one (the registry ``senri.methods.DEVIATIONS`` reads this mapping).
+DEVIATIONS = {"answer_reader": "release", "media": "video"}
+
+
 class GroundingError(ValueError):
     """A grounding block the release could not read (O-L3)."""
 
