@@ -5,7 +5,11 @@ reply whose content is null."""
 
 from __future__ import annotations
 
+import atexit
 import json
+import shutil
+import tempfile
+from pathlib import Path
 from typing import Any, Sequence
 
 from senri.backends.base import Backend, ChatRequest, ChatResponse, stop_match
@@ -44,17 +48,30 @@ class Replay(ScriptedBackend):
                             stop_reason=matched or "")
 
 
-def seeker(folder, method: str, video_id: str, backend: Replay, model: dict | None = None, **overrides: Any):
-    """The ``method`` (paravt, video_o3) over a probed test clip (conftest's 160×120, 4 fps, 480 frames: the
-    release cases' ``pv`` geometry) answering through ``backend``, its config file's defaults plus ``overrides``."""
+_CLIPS: list[Path] = []
+
+
+def shared_clip(video_id: str = "pv"):
+    """conftest's probed test clip (160×120, 4 fps, 480 frames: the release cases' ``pv`` geometry), encoded once
+    per test session in a folder removed at exit (make_probed_clip reuses an existing file)."""
+    from conftest import make_probed_clip
+
+    if not _CLIPS:
+        _CLIPS.append(Path(tempfile.mkdtemp(prefix="senri-seeker-clips-")))
+        atexit.register(shutil.rmtree, _CLIPS[0], True)
+    return make_probed_clip(_CLIPS[0], video_id)
+
+
+def seeker(method: str, backend: Replay, model: dict | None = None, **overrides: Any):
+    """The ``method`` (paravt, video_o3, longvideo_r1) over the shared ``pv`` clip answering through ``backend``,
+    its config file's defaults plus ``overrides``."""
     import yaml
 
-    from conftest import make_probed_clip
     from senri.methods import METHODS
     from senri.methods.base import RunContext
     from senri.prompts import prompt_identity
 
-    video, info = make_probed_clip(folder, video_id)
+    video, info = shared_clip()
     config = {**yaml.safe_load(open(f"config/method/{method}.yaml")), **overrides}
     config["prompt_identity"] = prompt_identity(config)
     model_config = {"backend": "scripted", "images": True, **(model or {})}

@@ -147,10 +147,9 @@ class Captions(Replay):
 
 
 @pytest.fixture(scope="module")
-def longvideo_r1(tmp_path_factory):
+def longvideo_r1():
     controller, video_qa = Replay(), Replay()
-    method = seeker(tmp_path_factory.mktemp("longvideo_r1"), "longvideo_r1", "pv", controller,
-                    model={"images": False})
+    method = seeker("longvideo_r1", controller, model={"images": False})
     method.tool_models = {"caption": ("captions", Captions()), "video_qa": ("video_qa", video_qa)}
     return method, controller, video_qa
 

@@ -204,11 +204,11 @@ def _expected(message: dict, method, replies: list) -> dict:
 
 
 @pytest.fixture(scope="module")
-def paravt(tmp_path_factory):
+def paravt():
     """One ParaVT over the ``pv`` clip for the module (its overview is decoded once), answering through a
     :class:`Replay` loaded per episode."""
     backend = Replay()
-    return seeker(tmp_path_factory.mktemp("paravt"), "paravt", "pv", backend), backend
+    return seeker("paravt", backend), backend
 
 
 def test_episodes_with_scripted_replies(paravt):
@@ -280,9 +280,9 @@ def test_a_malformed_call_loses_the_question_by_default_and_is_dropped_under_the
     assert kept.pred == "B" and kept.error is None and kept.trace["crops"][0]["start_s"] == 1.0
 
 
-def test_the_options_are_checked_when_the_method_is_made(tmp_path):
+def test_the_options_are_checked_when_the_method_is_made():
     with pytest.raises(ValueError, match="malformed_tool_calls must be one of"):
-        seeker(tmp_path, "paravt", "pv", Replay(), malformed_tool_calls="crop")
+        seeker("paravt", Replay(), malformed_tool_calls="crop")
 
 
 @pytest.mark.parametrize("method", ["paravt", "video_o3", "longvideo_r1"])

@@ -127,10 +127,10 @@ def test_reply_reading():
 
 # ------------------------------------------------------------------------------------------------- episodes
 @pytest.fixture(scope="module")
-def video_o3(tmp_path_factory):
+def video_o3():
     """One Video-o3 over the ``pv`` clip for the module (its main video is decoded once)."""
     backend = Replay(video=True)
-    return seeker(tmp_path_factory.mktemp("video_o3"), "video_o3", "pv", backend, model={"video": True}), backend
+    return seeker("video_o3", backend, model={"video": True}), backend
 
 
 def _texts(message) -> str:
