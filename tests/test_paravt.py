@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import make_probed_clip
+from seeker_replay import shared_clip
 from senri.methods.paravt import MalformedCall, call_window, extract_letter, parse_calls, parse_time, read_calls
 
 
@@ -47,7 +47,7 @@ def _context(tmp_path, rules, **method):
     from senri.methods.base import RunContext
     from senri.prompts import prompt_identity
 
-    video, info = make_probed_clip(tmp_path, "pv")
+    video, info = shared_clip("pv")  # encoded once per session
     script, record = tmp_path / "model.jsonl", tmp_path / "calls.jsonl"
     script.write_text("".join(json.dumps(r) + "\n" for r in rules))
     model = {"backend": "scripted", "script": str(script), "record": str(record), "images": True}

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import make_probed_clip
+from seeker_replay import shared_clip
 from senri.answers import videomme_official_letter
 from senri.methods.video_o3 import close_stopped, cut_reply, parse_grounding, read_turn, GroundingError
 
@@ -59,7 +59,7 @@ def _context(tmp_path, rules, model_extra=None, **method):
     from senri.methods.base import RunContext
     from senri.prompts import prompt_identity
 
-    video, info = make_probed_clip(tmp_path, "vo")
+    video, info = shared_clip("vo")  # encoded once per session
     script, record = tmp_path / "model.jsonl", tmp_path / "calls.jsonl"
     script.write_text("".join(json.dumps(r) + "\n" for r in rules))
     model = {"backend": "scripted", "script": str(script), "record": str(record), "images": True, "video": True,
