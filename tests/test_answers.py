@@ -115,3 +115,27 @@ def test_split_reasoning_never_reads_an_unclosed_block_as_the_reply(text, reply,
     assert split_reasoning(text) == (reply, reasoning)
     if reply == "":
         assert parse_answer(text, ("a", "b", "c", "d")).letter is None
+
+
+@pytest.mark.parametrize("reply, letter", [
+    # spec benchmarks.md VM9 and its tricky cases
+    ("Best answer: C", "B"),                       # "Best answer:" is fused with "Best option:": never removed alone
+    ("The best option is C", "C"),                 # fused with "The correct option is": "The best option is" stays
+    ("The best option isThe correct option is B", "B"),  # the fused string itself is removed
+    ("Based on the video the answer is (c).", "B"),
+    ("Answer: C. Jade.", "C"),
+    ("Option: D", "D"),
+    ("The correct answer: A", "A"),
+    ("The correct option D", "D"),
+    ("  (A)  ", "A"),
+    ("ANSWER: D", "A"),                            # case-sensitive: "ANSWER:" is not a lead-in
+    ("c", None),
+    ("", None),
+    (None, None),
+    ("the cat sat on the mat while the dog barked at the mailman in the rain", None),  # > 10 words, no capital A–D
+    ("one two three four five six seven eight nine ten eleven twelve, so D", "D"),
+])
+def test_videomme_official_letter_is_the_official_scorer_s_rule(reply, letter):
+    from senri.answers import videomme_official_letter
+
+    assert videomme_official_letter(reply) == letter

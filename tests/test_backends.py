@@ -537,6 +537,28 @@ def test_finish_reason_from_every_wire_format():
     assert "repetition_penalty" not in chat_body(ask("x"), "m")
 
 
+def test_which_stop_string_ended_a_reply_and_a_null_content_are_read_from_the_wire_and_cached():
+    """Video-o3 puts back only the closing tag a stop string removed (an unclosed tag of a reply that ended by
+    itself is its answer), and LongVideo-R1's release loses a reply with null content: both need the server's
+    word (vLLM's ``stop_reason``; ``content: null``), kept through the response cache."""
+    from senri.backends.base import ChatResponse, stop_match
+    from senri.backends.openai_format import parse_chat_response
+
+    def choice(**fields):
+        return parse_chat_response({"choices": [{"message": {"content": "x"}, "finish_reason": "stop", **fields}]},
+                                   ask("x"), 0.1)
+
+    assert choice(stop_reason="</grounding>").stop_reason == "</grounding>"
+    assert choice(stop_reason=None).stop_reason == "" and choice().stop_reason is None  # none vs not said
+    assert choice(stop_reason=151645).stop_reason == ""  # a stop token id: no stop string
+    null = parse_chat_response({"choices": [{"message": {"content": None}}]}, ask("x"), 0.1)
+    assert null.content_null and null.text == "" and not choice().content_null
+    again = ChatResponse.from_json(ChatResponse(text="a", stop_reason="</answer>", content_null=True).to_json())
+    assert (again.stop_reason, again.content_null) == ("</answer>", True)
+    assert stop_match("a</grounding>b</answer>", ("</answer>", "</grounding>")) == ("a", "</grounding>")
+    assert stop_match("plain", ("</answer>",)) == ("plain", None)
+
+
 def test_a_scripted_rule_with_a_list_matches_only_prompts_holding_every_text(tmp_path):
     """A list ``match`` answers one role of one question: both texts must occur in the last user message."""
     script = tmp_path / "script.jsonl"

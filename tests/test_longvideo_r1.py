@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import make_probed_clip
+from seeker_replay import shared_clip
 from senri.methods.longvideo_r1 import (SampleKilled, blocks, caption_ids, caption_side, frame_time, level_parts,
                                         longest_side, nested_low_part, node_index, parse_call, sample_ids,
                                         tree_width, video_qa_args)
@@ -83,7 +83,7 @@ def _context(tmp_path, controller, method=None, tools=None, caption_cache=True):
     from senri.methods.base import RunContext
     from senri.prompts import prompt_identity
 
-    video, info = make_probed_clip(tmp_path, "lv")
+    video, info = shared_clip("lv")  # encoded once per session
     files = {}
     for name, rules in (("controller", controller), ("tools", tools or TOOL_RULES)):
         script = tmp_path / f"{name}.jsonl"

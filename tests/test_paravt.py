@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from conftest import make_probed_clip
-from senri.methods.paravt import extract_letter, parse_calls, parse_time, read_calls
+from seeker_replay import shared_clip
+from senri.methods.paravt import MalformedCall, call_window, extract_letter, parse_calls, parse_time, read_calls
 
 
 def test_the_call_grammar_reads_json_blocks_then_tool_code_and_drops_what_does_not_parse():
@@ -17,16 +17,25 @@ def test_the_call_grammar_reads_json_blocks_then_tool_code_and_drops_what_does_n
             '<tool_call>{not json}</tool_call>'
             '<tool_call>{"name": "anything", "arguments": "{\\"start\\": \\"1:00:00\\"}"}</tool_call>'
             '<tool_code>crop_video(video_path="x.mp4", start_time=5, end_time=abc)</tool_code>')
-    assert parse_calls(text) == [(12.0, 40.0), (3600.0, 3610.0), (5.0, 0.0)]
-    assert parse_calls("<answer>B</answer>") == [] and parse_calls('<tool_call>[1, 2]</tool_call>') == [(0.0, 10.0)]
-    assert read_calls(text)[1] == 1  # the "{not json}" block, counted unparsed_tool_calls by the loop
-    assert [parse_time(v) for v in (3, "4.5", "01:30", "1:02:03", "soon", True)] == [3.0, 4.5, 90.0, 3723.0, 0.0, 0.0]
+    calls, dropped = read_calls(text)
+    assert len(calls) == 3 and dropped == 1  # the "{not json}" block, counted unparsed_tool_calls by the loop
+    # the release runs a call's arguments only when they are an object: a JSON string of them raises there
+    assert call_window(calls[0]) == (12.0, 40.0) and call_window(calls[2]) == (5.0, 0.0)
+    with pytest.raises(MalformedCall):
+        call_window(calls[1])
+    assert call_window(calls[1], lenient=True) == (3600.0, 3610.0)  # malformed_tool_calls: drop reads it
+    assert parse_calls("<answer>B</answer>") == []
+    with pytest.raises(MalformedCall):
+        parse_calls('<tool_call>[1, 2]</tool_call>')
+    # release cases parse_time_val-*: a bool is an int, so True is 1.0
+    assert [parse_time(v) for v in (3, "4.5", "01:30", "1:02:03", "soon", True)] == [3.0, 4.5, 90.0, 3723.0, 0.0, 1.0]
 
 
 @pytest.mark.parametrize("text, letter", [
     ("<answer>C</answer>", "C"), ("<answer>maybe (B) fits</answer>", "B"), (" D ", "D"),
     ("<answer>I think (B) fits</answer>", "I"),  # the release's A-J pattern takes the word "I": a quirk kept
-    ("The answer is a", "A"), ("Final: C", "C"), ("so B is right", "B"), ("xyz", "x"), ("", None)])
+    ("The answer is a", "T"),  # release case extract_letter-07: case-sensitive, falls through to the first character
+    ("Final: C", "C"), ("so B is right", "B"), ("xyz", "x"), ("", "")])
 def test_the_answer_cascade_is_the_release_s(text, letter):
     assert extract_letter(text) == letter
 
@@ -38,7 +47,7 @@ def _context(tmp_path, rules, **method):
     from senri.methods.base import RunContext
     from senri.prompts import prompt_identity
 
-    video, info = make_probed_clip(tmp_path, "pv")
+    video, info = shared_clip("pv")  # encoded once per session
     script, record = tmp_path / "model.jsonl", tmp_path / "calls.jsonl"
     script.write_text("".join(json.dumps(r) + "\n" for r in rules))
     model = {"backend": "scripted", "script": str(script), "record": str(record), "images": True}

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from conftest import make_probed_clip
-from senri.methods.video_o3 import (close_stopped, cut_reply, parse_grounding, read_turn, videomme_letter,
-                                    GroundingError)
+from seeker_replay import shared_clip
+from senri.answers import videomme_official_letter
+from senri.methods.video_o3 import close_stopped, cut_reply, parse_grounding, read_turn, GroundingError
 
 
 def test_the_last_grounding_block_is_read_with_single_quotes_retried_and_bad_windows_refused():
@@ -43,11 +43,13 @@ def test_a_reply_is_cut_at_its_first_closing_tag_and_read_in_the_release_s_order
 
 
 @pytest.mark.parametrize("prediction, letter", [
-    ("C", "C"), ("The answer is B.", "B"), ("The best answer is (D)", "D"), ("Best option: A", "A"),
+    ("C", "C"), ("The answer is B.", "B"), ("The best answer is (D)", "D"),
+    ("Best option: A", "B"),  # release case videomme_extract-22: "Best answer:" + "Best option:" is one fused entry
+    ("Answer: C", "C"),
     ("Based on the video, it is C", "B"),  # the first capital A-D anywhere, as Video-MME's scorer reads it
-    ("I'm sorry, I can't answer this question.", None), ("", None)])
+    ("I'm sorry, I can't answer the question based on the video.", None), ("", None)])
 def test_the_answer_is_read_as_video_mme_s_scorer_reads_it(prediction, letter):
-    assert videomme_letter(prediction) == letter
+    assert videomme_official_letter(prediction) == letter
 
 
 def _context(tmp_path, rules, model_extra=None, **method):
@@ -57,7 +59,7 @@ def _context(tmp_path, rules, model_extra=None, **method):
     from senri.methods.base import RunContext
     from senri.prompts import prompt_identity
 
-    video, info = make_probed_clip(tmp_path, "vo")
+    video, info = shared_clip("vo")  # encoded once per session
     script, record = tmp_path / "model.jsonl", tmp_path / "calls.jsonl"
     script.write_text("".join(json.dumps(r) + "\n" for r in rules))
     model = {"backend": "scripted", "script": str(script), "record": str(record), "images": True, "video": True,
@@ -102,8 +104,8 @@ def test_the_overview_is_the_release_s_2_fps_video_and_a_crop_follows_its_quota(
     with av.open(io.BytesIO(part.mp4)) as container:  # 160x120 -> 168x112 at factor 28 (>= 15680 px)
         stream = container.streams.video[0]
         assert (stream.width, stream.height) == (168, 112)
-    clip, n_planned, n_decoded = method.crop(10, 40, "medium")
-    assert (n_planned, n_decoded) == (60, 60) and carrier_frame_count(clip[0].mp4) == 60
+    clip, n_planned, n_decoded, rate = method.crop(10, 40, "medium")
+    assert (n_planned, n_decoded) == (60, 60) and rate == 60 / 121 * 4  # the crop's own rate: 1.98 fps and carrier_frame_count(clip[0].mp4) == 60
     assert clip[0].times_s[:3] == (10.0, 10.5, 11.0)
     for start, end, strategy, error in ((200, 210, "fine", ValueError), (30, 30, "fine", ValueError),
                                         (10, 20, "ultra", KeyError)):
@@ -117,7 +119,9 @@ def test_crops_errors_and_an_answer_in_the_release_s_message_layout(tmp_path):
     grounding = '<think>look</think><grounding>{"temporal_segment": [%s], "sampling_strategy": "%s"}</grounding>'
     rules = [{"match": "two numbers", "text": "<think>enough</think><answer>The answer is C</answer> and more"},
              {"match": "unknown sampling_strategy",
-              "text": "<think>x</think><grounding>{'temporal_segment': [1, 'x'], 'sampling_strategy': 'fine'}"},
+              # ended by the stop string: the backend removes the tag and says so, senri puts it back
+              "text": "<think>x</think><grounding>{'temporal_segment': [1, 'x'], 'sampling_strategy': 'fine'}"
+                      "</grounding> never generated"},
              {"match": "After Action 1", "text": grounding % ("20, 30", "ultra")},
              {"match": "Options:", "text": grounding % ("2, 8", "medium") + " trailing text"}]
     context, record = _context(tmp_path, rules)
@@ -137,7 +141,8 @@ def test_crops_errors_and_an_answer_in_the_release_s_message_layout(tmp_path):
     assert messages[2]["content"][0].endswith('"medium"}</grounding>')  # cut after the closing tag
     assert _kinds(messages[3]) == ["text", "video", "text"]
     assert "refined clip (Observation 1)" in messages[3]["content"][0]
-    assert "sampled at 2.00 fps, 12.0 frames, from 2.0 to 8.0 seconds" in messages[3]["content"][2]
+    # the crop's own sample rate: 12 frames of the 25 in range at 4 fps (the release's header, not 2.00)
+    assert "sampled at 1.92 fps, 12.0 frames, from 2.0 to 8.0 seconds" in messages[3]["content"][2]
     assert messages[4] == messages[5]  # the release appends the reply twice after a strategy error
     assert "unknown sampling_strategy 'ultra'" in messages[6]["content"][0]
     assert "two numbers" in messages[8]["content"][0]

@@ -188,6 +188,30 @@ def parse_answer(text: str | None, options: Sequence[str]) -> ParsedAnswer:
     return ParsedAnswer(None, "none")
 
 
+#: Video-MME's lead-in phrases (spec ``benchmarks.md`` VM9), in the official scorer's order. Two pairs are one
+#: string each because the official list misses a comma after them: "Best answer:" and "The best option is" are
+#: therefore never removed on their own ("Best answer: D" reads as the B of "Best").
+VIDEOMME_LEAD_INS = ("The best answer is", "The correct answer is", "The answer is", "The answer",
+                     "The best option is" + "The correct option is", "Best answer:" + "Best option:",
+                     "Answer:", "Option:", "The correct answer", "The correct option")
+
+
+def videomme_official_letter(reply: str) -> str | None:
+    """The letter Video-MME's official scorer reads from ``reply`` (spec VM9), None where it reads none.
+
+    Trimmed; every case-sensitive occurrence of :data:`VIDEOMME_LEAD_INS` deleted (in order); then the answer
+    is the first capital A, B, C or D anywhere in what is left (no word boundary: "Based on …" reads as B), and
+    a text without one has none. (The official rule also says a text of more than 10 words without a capital
+    A–D has no answer: that is already so, whatever its length, so it needs no branch of its own.) Kept
+    literal, quirks included, because Video-MME's published numbers were scored this way; senri's own reading
+    is :func:`parse_answer`."""
+    text = (reply or "").strip()
+    for phrase in VIDEOMME_LEAD_INS:
+        text = text.replace(phrase, "")
+    found = re.search(r"[ABCD]", text)
+    return found.group(0) if found else None
+
+
 def cyclic_order(shift: int, n: int = len(LETTERS)) -> list[int]:
     """Original option index shown at each position under cyclic ``shift``: position j shows (j + shift) % n."""
     return [(j + shift) % n for j in range(n)]

@@ -182,6 +182,14 @@ class ChatResponse:
     #: ``timeouts`` run-health count, booked where the timeout happened (an HTTP client's deadline). In-process
     #: engines have no per-request deadline, so theirs stays 0.
     timed_out_attempts: int = 0
+    #: Which of the request's stop strings ended the reply (removed from ``text``, as the OpenAI API removes
+    #: it); "" where the backend knows none did (the model's own end or the token limit); None where the
+    #: backend does not say. Video-o3 reads it: the release keeps the closing tag its stop criterion fired on,
+    #: and a reply that ended by itself with an unclosed ``<grounding>`` is its answer as it stands.
+    stop_reason: str | None = None
+    #: The server sent ``content: null`` (``text`` is then ""): LongVideo-R1's release raises on such a reply
+    #: where it pops and nudges an empty one.
+    content_null: bool = False
 
     @property
     def truncated(self) -> bool:
@@ -194,6 +202,8 @@ class ChatResponse:
             **({"tool_calls": self.tool_calls} if self.tool_calls is not None else {}),
             "finish_reason": self.finish_reason,
             **({"timed_out_attempts": self.timed_out_attempts} if self.timed_out_attempts else {}),
+            **({"stop_reason": self.stop_reason} if self.stop_reason is not None else {}),
+            **({"content_null": True} if self.content_null else {}),
         }, sort_keys=True)
 
     @classmethod
@@ -257,8 +267,17 @@ def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
     """``text`` up to the first of the ``stop`` strings (excluded), and whether one occurred: engines that keep
     the matched stop string (transformers' ``stop_strings``) or a script's canned reply are cut the way the
     OpenAI API cuts them."""
-    positions = [i for i in (text.find(s) for s in stop if s) if i >= 0]
-    return (text[:min(positions)], True) if positions else (text, False)
+    cut, matched = stop_match(text, stop)
+    return cut, matched is not None
+
+
+def stop_match(text: str, stop: Sequence[str]) -> tuple[str, str | None]:
+    """``text`` up to the first of the ``stop`` strings (excluded), and that stop string (None: none occurs)."""
+    found = [(i, s) for s in stop if s for i in [text.find(s)] if i >= 0]
+    if not found:
+        return text, None
+    at, matched = min(found, key=lambda hit: hit[0])
+    return text[:at], matched
 
 
 def text_only(request: ChatRequest) -> ChatRequest:

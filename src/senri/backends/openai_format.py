@@ -186,6 +186,10 @@ def parse_chat_response(body: Mapping[str, Any], request: ChatRequest, latency_s
             attempts=attempts,
             tool_calls=tool_calls,
             finish_reason=str(choice["finish_reason"]) if choice.get("finish_reason") else None,
+            # vLLM's server names the stop string that ended the reply (null: its own end or the limit)
+            stop_reason=(choice["stop_reason"] if isinstance(choice.get("stop_reason"), str)
+                         else "" if "stop_reason" in choice else None),
+            content_null=message.get("content") is None,
         )
     except (AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:
         return failed(f"{type(exc).__name__}: {exc}")

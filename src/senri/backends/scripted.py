@@ -26,8 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from senri.backends.base import (Backend, BackendError, Capabilities, ChatRequest, ChatResponse, cut_at_stop,
-                                 reasoning_parser)
+from senri.backends.base import (Backend, BackendError, Capabilities, ChatRequest, ChatResponse, reasoning_parser,
+                                 stop_match)
 from senri.backends.budget import overflow
 
 
@@ -69,7 +69,8 @@ class ScriptedBackend(Backend):
                 time.sleep(float(rule.get("delay_s", 0)))
                 if rule.get("error"):
                     return ChatResponse(text="", error=str(rule["error"]))
-                text, stopped = cut_at_stop(str(rule.get("text", "")), request.stop)
+                text, matched = stop_match(str(rule.get("text", "")), request.stop)
+                stopped = matched is not None
                 return ChatResponse(
                     text=text,
                     prompt_tokens=int(rule.get("prompt_tokens", len(prompt.split()))),
@@ -80,6 +81,7 @@ class ScriptedBackend(Backend):
                                   else json.dumps(c["arguments"])} for c in rule.get("tool_calls") or []]
                                 if request.tools else None),
                     finish_reason="stop" if stopped else str(rule.get("finish_reason", "stop")),
+                    stop_reason=matched or "",
                 )
         return ChatResponse(text="", error=f"scripted backend: no rule matches the prompt {prompt[:80]!r}")
 

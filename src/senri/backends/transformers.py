@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from senri.backends.base import (FINISH_STOP, Backend, BackendError, Capabilities, ChatRequest, ChatResponse, ImagePart,
-                                 VideoPart, cut_at_stop, text_only)
+                                 VideoPart, stop_match, text_only)
 from senri.backends.openai_format import chat_template_kwargs
 
 log = logging.getLogger(__name__)
@@ -177,8 +177,10 @@ class TransformersBackend(Backend):
         new_tokens = output.sequences[0, prompt_tokens:]
         text = self.tokenizer.decode(new_tokens, skip_special_tokens=True)
         stopped = False
+        matched = None
         if request.stop:  # generate keeps the matched stop string; the OpenAI API's stop excludes it
-            text, stopped = cut_at_stop(text, request.stop)
+            text, matched = stop_match(text, request.stop)
+            stopped = matched is not None
         letter_logprobs = None
         if request.letter_logprobs:
             logprobs = torch.log_softmax(output.scores[0][0].float(), dim=-1)
@@ -190,7 +192,7 @@ class TransformersBackend(Backend):
                             latency_s=time.perf_counter() - started, letter_logprobs=letter_logprobs,
                             finish_reason=FINISH_STOP if stopped else finish_reason(
                                 new_tokens.tolist(), request.max_tokens, self.tokenizer.eos_token_id,
-                                self.model.generation_config))
+                                self.model.generation_config), stop_reason=matched or "")
 
     def close(self) -> None:
         del self.model

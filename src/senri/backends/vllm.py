@@ -281,7 +281,8 @@ class VLLMBackend(Backend):
         return ChatResponse(text=completion.text, prompt_tokens=len(output.prompt_token_ids or []),
                             completion_tokens=len(completion.token_ids), latency_s=latency_s,
                             letter_logprobs=letter_logprobs,
-                            finish_reason=str(completion.finish_reason) if completion.finish_reason else None)
+                            finish_reason=str(completion.finish_reason) if completion.finish_reason else None,
+                            stop_reason=stop if isinstance(stop := getattr(completion, "stop_reason", None), str) else "")
 
 
 def generate_prompt(request: ChatRequest, tokenizer: Any, template_kwargs: Mapping[str, Any],

@@ -54,8 +54,18 @@ from senri.records import Question
 LEVELS = ("high", "medium", "low")
 _BLOCK = {tag: re.compile(rf"<{tag}>(.*?)</{tag}>", re.DOTALL) for tag in ("think", "reasoning", "answer", "tool",
                                                                              "caption")}
-_CALL = re.compile(r"(\w+)\((.*)\)", re.DOTALL)
+#: The release's call pattern (EU:53-69) has no DOTALL: a call written over several lines does not match, and
+#: in a block of two lines only the first is read. ``call_parser: dotall`` (senri) reads across lines.
+_CALL = {"release": re.compile(r"(\w+)\((.*)\)"), "dotall": re.compile(r"(\w+)\((.*)\)", re.DOTALL)}
 TOOL_ROLES = ("caption", "video_qa")
+#: ``null_reply``: ``lose_question`` (the release: a reply whose content is null raises in its reader and the
+#: sample ends without an answer) or ``nudge`` (senri: read as an empty reply, popped and nudged).
+NULL_REPLIES = ("lose_question", "nudge")
+
+
+#: The options whose non-default value departs from the release (option -> the release's value): the report marks
+#: a run that set one (the registry ``senri.methods.DEVIATIONS`` reads this mapping).
+DEVIATIONS = {"call_parser": "release", "null_reply": "lose_question", "missing_answer": "A"}
 
 
 class SampleKilled(Exception):
@@ -84,10 +94,12 @@ def node_index(ids: Sequence[int], width: int) -> int:
 
 def nested_low_part(n_frames: int, width: int, ids: Sequence[int]) -> np.ndarray:
     """R-T1: video_qa's part of low node (h, m, l): range(N) split in w, that part in w, that part in w."""
-    part = np.arange(n_frames)
-    for i in ids:
-        part = np.array_split(part, width)[int(i) - 1]
-    return part
+    start, count = 0, n_frames
+    for i in ids:  # numpy's array_split: the first count % w parts hold one frame more
+        size, extra = divmod(count, width)
+        k = int(i) - 1
+        start, count = start + k * size + min(k, extra), size + (1 if k < extra else 0)
+    return np.arange(start, start + count)
 
 
 def sample_ids(part: np.ndarray, k: int) -> list[int]:
@@ -111,7 +123,19 @@ def longest_side(height: int, width: int, limit: int, rounding=round) -> tuple[i
 
 def caption_side(level: str, max_side: int = 512, min_side: int = 140) -> int:
     """R-C2: round(max_side / √s) for s = 4 / 2 / 1 (high / medium / low), at least ``min_side``."""
-    return max(min_side, round(max_side / math.sqrt((4, 2, 1)[LEVELS.index(level)])))
+    return scaled_side((4, 2, 1)[LEVELS.index(level)], max_side, min_side)
+
+
+def scaled_side(scale: float, max_side: int = 512, min_side: int = 140) -> int:
+    """DU:48-66: a caption frame's longest side for scale factor ``scale``: round(max_side / √scale), at least
+    ``min_side``."""
+    return max(min_side, round(max_side / math.sqrt(scale)))
+
+
+def stored_caption(reply: str) -> str:
+    """R-C3: the caption kept for a node: the raw reply when it holds a ``<caption>…</caption>`` block (case-
+    sensitive), else the reply wrapped as ``<caption> reply </caption>`` (an unclosed tag counts as none)."""
+    return reply if _BLOCK["caption"].search(reply) else f"<caption> {reply} </caption>"
 
 
 def blocks(text: str) -> dict[str, str]:
@@ -124,10 +148,11 @@ def blocks(text: str) -> dict[str, str]:
     return found
 
 
-def parse_call(text: str) -> tuple[str | None, Any, bool]:
+def parse_call(text: str, parser: str = "release") -> tuple[str | None, Any, bool]:
     """``name(args)`` read as the release reads it (EU:53-69): the name and ``ast.literal_eval`` of everything
-    between the first ``(`` and the last ``)``; (name, args, legal)."""
-    match = _CALL.match(text.strip())
+    between the first ``(`` and the last ``)`` of the first line (``parser="dotall"``: of the whole block);
+    (name, args, legal)."""
+    match = _CALL[parser].match(text.strip())
     if not match:
         return None, None, False
     name, body = match.group(1), match.group(2).strip()
@@ -211,6 +236,13 @@ class LongVideoR1(CropSeeker):
         self.qa_frames = int(config.get("video_qa_frames", 16))
         self.qa_max_side = int(config.get("video_qa_max_side", 1024))
         self.jpeg_quality = int(config.get("jpeg_quality", 75))
+        self.call_parser = str(config.get("call_parser", "release"))
+        self.null_reply = str(config.get("null_reply", "lose_question"))
+        for key, value, allowed in (("call_parser", self.call_parser, tuple(_CALL)),
+                                    ("null_reply", self.null_reply, NULL_REPLIES)):
+            if value not in allowed:
+                raise ValueError(f"method {context.method_name!r}: {key} must be one of {', '.join(allowed)}, "
+                                 f"got {value!r}")
         self.missing_answer = config.get("missing_answer", "A")
         if self.missing_answer not in ("A", None, "none"):
             raise ValueError(f"method {context.method_name!r}: missing_answer must be A or none, "
@@ -299,7 +331,7 @@ class LongVideoR1(CropSeeker):
         if response.truncated:
             tally.count("truncated_captions")
         text = response.text or ""
-        caption = text if _BLOCK["caption"].search(text) else f"<caption> {text} </caption>"
+        caption = stored_caption(text)
         self.computed += 1
         self.captions[key] = caption
         if cache_key:
@@ -377,6 +409,8 @@ class LongVideoR1(CropSeeker):
                 if tally.errors:  # the call failed for good (the release's client raises): no answer
                     raise SampleKilled(f"the controller's call failed: {tally.errors[-1]}")
                 reply = sent[0]
+                if sent[2].content_null and self.null_reply == "lose_question":  # EV: re.search(None) raises
+                    raise SampleKilled("the controller's reply has null content (the release's reader raises)")
                 messages.append(Message.text("assistant", reply))
                 rounds += 1
                 tally.did("rounds")
@@ -388,7 +422,7 @@ class LongVideoR1(CropSeeker):
                     step["kind"] = "answer"
                     break
                 if "tool" in found and "think" in found and "answer" not in found:
-                    name, args, legal = parse_call(found["tool"])
+                    name, args, legal = parse_call(found["tool"], self.call_parser)
                     step.update(kind="tool", call=found["tool"][:500])
                     if not legal or name not in ("get_caption", "video_qa"):
                         messages.pop()  # popped with no feedback (EV:100-105, 160-163)

@@ -6,7 +6,11 @@ re-implementation must pick the same frame indices and the same pixel sizes (on 
 reads the source's frame count and average rate):
 
 - :func:`window_indices` — start = ceil(clamp(s)·fps), end = min(floor(clamp(e)·fps), N − 1), n frames at
-  round(linspace(start, end, n)) (numpy's round: half to even);
+  round(linspace(start, end, n)), the linspace in float32 as torch's CPU kernel computes it
+  (:func:`torch_linspace`; float64 gives another frame at a few positions of long spans) and rounded half to
+  even;
+- :func:`torchvision_fallback` — the frames qwen-vl-utils' torchvision path reads where torchcodec refuses a
+  window that holds no whole frame span;
 - :func:`smart_nframes` — n = frames in range / fps · target fps, clamped to [min, max] (min rounded up to an
   even number, max down, max at most the frames in range), then floored to even;
 - :func:`smart_resize` — both sides multiples of ``factor`` (28 for Qwen2.5-VL's 14-px patches merged 2×2; 32 for
@@ -29,6 +33,41 @@ def _ceil_by(value: float, factor: int) -> int:
 
 def _floor_by(value: float, factor: int) -> int:
     return int(math.floor(value / factor) * factor)
+
+
+def torch_linspace(start: float, end: float, steps: int) -> np.ndarray:
+    """``torch.linspace(start, end, steps)`` in float32 as ATen's CPU kernel computes it: the step in float32;
+    the first half start + step·i, the second half end − step·(steps − 1 − i); in vector lanes of 8 (AVX2)
+    each lane base + k·step from its vector's first element, the tail past the last full pair of vectors
+    element by element. The release cases record that torch's AVX-512 and scalar variants agree with this on
+    every case; numpy's float64 linspace gives another frame at a few positions of long spans (a 3-h overview's
+    59th frame, 3 of 768 frames of a 1-h coarse crop)."""
+    f32 = np.float32
+    if steps <= 0:
+        return np.zeros(0, dtype=f32)
+    if steps == 1:
+        return np.array([start], dtype=f32)
+    first, last = f32(start), f32(end)
+    step = f32((last - first) / f32(steps - 1))
+    halfway, lanes = steps // 2, 8
+
+    def scalar(i: int) -> np.float32:
+        return f32(first + step * f32(i)) if i < halfway else f32(last - step * f32(steps - 1 - i))
+
+    out = np.empty(steps, dtype=f32)
+    vectorised = (steps // (2 * lanes)) * 2 * lanes
+    for base in range(0, vectorised, lanes):
+        head = scalar(base)
+        for k in range(lanes):
+            out[base + k] = head if k == 0 else f32(head + f32(k) * step)
+    for i in range(vectorised, steps):
+        out[i] = scalar(i)
+    return out
+
+
+def round_linspace(start: float, end: float, steps: int) -> list[int]:
+    """round(torch.linspace(start, end, steps)) as qwen-vl-utils picks frames (float32, half to even)."""
+    return [int(i) for i in np.round(torch_linspace(start, end, steps))]
 
 
 def frame_bounds(start_s: float, end_s: float, fps: float, n_total: int) -> tuple[int, int]:
@@ -63,12 +102,48 @@ def window_indices(start_s: float, end_s: float, fps: float, n_total: int, targe
     if first >= last:
         raise ValueError(f"window {start_s}–{end_s} s holds no frames (first {first} ≥ last {last})")
     n = smart_nframes(last - first + 1, fps, target_fps, min_frames, max_frames)
-    return [int(i) for i in np.round(np.linspace(first, last, n))]
+    return round_linspace(first, last, n)
+
+
+def fixed_nframes(requested: int, n_total: int) -> int:
+    """qwen-vl-utils' count for an explicit ``nframes``: rounded to even; outside [2, N] it raises ValueError
+    (so a 50-frame video gets no 64-frame overview at all)."""
+    count = round(requested / FRAME_FACTOR) * FRAME_FACTOR
+    if not FRAME_FACTOR <= count <= n_total:
+        raise ValueError(f"nframes should be in [{FRAME_FACTOR}, {n_total}], got {count}")
+    return count
 
 
 def overview_indices(n_total: int, n: int) -> list[int]:
-    """A uniform overview of the whole video (P-I1): round(linspace(0, N − 1, n))."""
-    return [int(i) for i in np.round(np.linspace(0, n_total - 1, n))]
+    """A uniform overview of the whole video (P-I1): round(linspace(0, N − 1, n)); ValueError where the video
+    has fewer than ``n`` frames (:func:`fixed_nframes`)."""
+    return round_linspace(0, n_total - 1, fixed_nframes(n, n_total))
+
+
+def torchvision_window(start_s: float, end_s: float, fps: float, n_total: int) -> list[int]:
+    """The frames ``torchvision.io.read_video`` decodes for [start, end] s (see :func:`torchvision_fallback`)."""
+    if end_s < start_s:
+        raise ValueError(f"end_pts should be larger than start_pts, got {start_s} and {end_s}")
+    eps = 1e-9
+    times = np.arange(n_total) / fps
+    decoded = [int(i) for i in np.flatnonzero((times >= start_s - eps) & (times <= end_s + eps))]
+    exact = bool(decoded) and abs(times[decoded[0]] - start_s) <= eps
+    before = np.flatnonzero(times < start_s - eps)
+    if start_s > 0 and not exact and before.size:
+        decoded.insert(0, int(before[-1]))
+    return decoded
+
+
+def torchvision_fallback(start_s: float, end_s: float, fps: float, n_total: int, target_fps: float,
+                         min_frames: int, max_frames: int) -> list[int]:
+    """The frames qwen-vl-utils' torchvision path returns for a window torchcodec refused (S3, P-T2): torchvision
+    decodes the frames whose time lies in [start, end] plus, when no frame starts exactly at ``start`` (and
+    start > 0), the last frame before it; then :func:`smart_nframes` over those frames (below two it raises)
+    and round(linspace) among them. A reversed window raises ValueError, as torchvision does. Frame times are
+    compared in seconds (torchvision compares stream time-base units: the two differ only within one unit)."""
+    decoded = torchvision_window(start_s, end_s, fps, n_total)
+    n = smart_nframes(len(decoded), fps, target_fps, min_frames, max_frames)
+    return [decoded[i] for i in round_linspace(0, len(decoded) - 1, n)]
 
 
 def capped_rate_indices(n_total: int, fps: float, target_fps: float = 2.0, cap: int = 768
@@ -85,15 +160,20 @@ def capped_rate_indices(n_total: int, fps: float, target_fps: float = 2.0, cap: 
 def smart_resize(height: int, width: int, factor: int = 28, min_pixels: int = 56 * 56,
                  max_pixels: int = 14 * 14 * 4 * 1280) -> tuple[int, int]:
     """(height, width) as qwen-vl-utils resizes a frame: multiples of ``factor`` nearest the frame, scaled down
-    to ``max_pixels`` or up to ``min_pixels`` (aspect ratio kept)."""
+    to ``max_pixels`` or up to ``min_pixels`` (aspect ratio kept). As the releases' copies (qwen-vl-utils
+    0.0.14, Video-o3's vision_process.py): an aspect ratio over 200 raises ValueError, and the scaled-down
+    branch is not kept at ``factor`` or more, so a thin frame gets a side of 0 (32×4000 → 0×2492), which the
+    resize then refuses."""
     if min(height, width) <= 0:
         raise ValueError(f"a {width}×{height} frame has no pixels")
+    if max(height, width) / min(height, width) > 200:
+        raise ValueError(f"absolute aspect ratio must be smaller than 200, got {max(height, width) / min(height, width)}")
     h = max(factor, round(height / factor) * factor)
     w = max(factor, round(width / factor) * factor)
     if h * w > max_pixels:
         beta = math.sqrt(height * width / max_pixels)
-        h = max(factor, _floor_by(height / beta, factor))
-        w = max(factor, _floor_by(width / beta, factor))
+        h = _floor_by(height / beta, factor)
+        w = _floor_by(width / beta, factor)
     elif h * w < min_pixels:
         beta = math.sqrt(min_pixels / (height * width))
         h = _ceil_by(height * beta, factor)

@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from senri.backends.base import ChatRequest, Message
+from senri.backends.base import ChatRequest, ChatResponse, Message
 from senri.methods.base import CallTally, Method, RunContext
 from senri.methods.resample import smart_resize
 from senri.methods.structured import call_record
@@ -36,6 +36,8 @@ def bicubic(image: np.ndarray, height: int, width: int) -> np.ndarray:
     shrinks, as torchvision's ``antialias=True`` does in qwen-vl-utils)."""
     from PIL import Image
 
+    if min(height, width) <= 0:  # qwen-vl-utils' unclamped smart_resize on a thin frame; torch refuses it too
+        raise ValueError(f"cannot resize a frame to {width}×{height}")
     if image.shape[:2] == (height, width):
         return image
     return np.asarray(Image.fromarray(image).resize((width, height), Image.BICUBIC))
@@ -89,9 +91,11 @@ class CropSeeker(Method):
         return out
 
     def send(self, messages: Sequence[Message], max_tokens: int, purpose: str, tally: CallTally,
-             calls: list[dict[str, Any]], stop: Sequence[str] = ()) -> tuple[str, bool] | None:
-        """One completion of the whole history: (text, whether it ended on a stop string or its own end), ""
-        for a failed call; None when the history no longer fits the model (not sent, ``context_overflows``)."""
+             calls: list[dict[str, Any]], stop: Sequence[str] = ()) -> tuple[str, str | bool, ChatResponse] | None:
+        """One completion of the whole history: (text, how it ended: the stop string that ended it, "" when
+        none did — its own end, or cut at its limit —, True when it ended but the backend does not say how;
+        the response), "" for a failed call; None when the history no longer fits the model (not sent,
+        ``context_overflows``)."""
         from senri.backends.budget import overflow
 
         request = ChatRequest(messages=tuple(messages), purpose=purpose,
@@ -107,4 +111,7 @@ class CropSeeker(Method):
         calls.append(call_record(request, response))
         if response.truncated:
             tally.count("truncated_replies")
-        return ("", False) if response.error else (response.text or "", not response.truncated)
+        if response.error:
+            return "", "", response
+        ended = "" if response.truncated else (True if response.stop_reason is None else response.stop_reason)
+        return response.text or "", ended, response

@@ -4,24 +4,26 @@ answers inside ``<answer>``.
 
 - O-I1/I2: the main video at 2 fps (int(i · fps / 2) for i < int(D · 2)); over 768 frames, 768 at
   int(i · N / 769) with the header's rate 768 / D; each frame JPEG round-tripped (PIL's default quality, as the
-  release's extracted frames), resized per image (factor 28, 15680–602112 px), the count padded to even with the
-  last frame, then the whole video resized within a 16384-token budget (:func:`video_frame_max_pixels`);
+  release's extracted frames), resized per image (factor 56 — qwen-vl-utils' fetch_image given the patch size
+  where it expects the merged one — within 15680–602112 px), the count padded to even with the last frame, then the whole video resized within a 16384-token budget (:func:`video_frame_max_pixels`);
 - O-I3: the first user turn is the header (rate to 2 decimals, frame count to 1, span "0 to D") with the video
   at its ``<video>`` placeholder, then the question and options;
 - O-L2/L3: every turn stops on ``</grounding>`` / ``</answer>`` (the closing tag a stop string removed is put
   back, as the release's keyword criterion keeps it); an ``<answer>…</answer>`` pair wins; otherwise in the
   forced turn the apology; otherwise the last ``<grounding>`` block's JSON (from its first ``{`` to its last
   ``}``, retried with ' → ") must hold a two-number ``temporal_segment`` and a ``sampling_strategy``; a reply
-  with neither tag is the answer as it stands;
+  without both tags of either (an unclosed ``<grounding>`` at its end included) is the answer as it stands;
 - O-T1/T2: a crop at 2 fps, 4–768 frames (even), per-frame pixels within the strategy's quota
-  (coarse 2048 / medium 4096 / fine 6144 tokens · 784); a window past the end, an end ≤ start or one without
-  frames is an error, as an unknown strategy is;
+  (coarse 2048 / medium 4096 / fine 6144 tokens · 784), its header stating its own sample rate
+  (:func:`crop_plan`); a window past the end, an end ≤ start or one without frames is an error, as an unknown
+  strategy is;
 - O-L4/L5/L6: a good crop appends the reply and [observation header, crop video] (the forced variant once 8
   generations were made, which sets forced mode); a parse error appends the reply and the error turn; a crop
   or strategy error appends the reply twice (the release's quirk) and the error turn; the 11th generation is
   replaced by the apology;
 - O-A1: the answer is the first ``<answer>`` pair's stripped text (or the apology, or the raw reply), read as
-  Video-MME's scorer reads it (:func:`videomme_letter`).
+  Video-MME's official scorer reads it (:func:`senri.answers.videomme_official_letter`: "Answer: C" is C,
+  "Best answer: D" is B; ``answer_reader: senri`` reads it with the project's parser).
 
 ``media: video`` (the default) sends each video as a carrier at 2 frames/s — Qwen2.5-VL's temporal positions use
 the processor's default 2 fps for every video, as the release never passes a rate (O-I3) — holding the
@@ -39,22 +41,30 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from senri.answers import format_options
+from senri.answers import format_options, parse_answer, videomme_official_letter
 from senri.backends.base import ImagePart, Message, Part, VideoPart
 from senri.methods.base import CallTally, MethodAnswer, RunContext
-from senri.methods.resample import (capped_rate_indices, header_numbers, smart_resize, video_frame_max_pixels,
-                                    window_indices)
+from senri.methods.resample import (capped_rate_indices, frame_bounds, header_numbers, smart_resize,
+                                    video_frame_max_pixels, window_indices)
 from senri.methods.seeker import CropSeeker, bicubic, pixel_rule
 from senri.records import Question
 
 _GROUNDING = re.compile(r"<grounding>(.*?)</grounding>", re.DOTALL)
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 CLOSING_TAGS = ("</grounding>", "</answer>")
-#: Video-MME's scorer strips these before it takes the first capital A–D (Eval/vlmeval/dataset/utils/videomme.py).
-_ANSWER_PREFIXES = ("The best answer is", "The correct answer is", "The answer is", "The answer",
-                    "The best option is", "The correct option is", "Best answer:", "Best option:")
+#: The main video's frames are first resized one by one at this factor (O-I2): qwen-vl-utils' fetch_image gets
+#: the patch size (28) where it expects the patch size before merging, so it snaps to 2 × 28 (640×360 → 336×616).
+MAIN_FRAME_FACTOR = 56
+#: ``answer_reader``: ``release`` (Video-MME's official reading, senri.answers.videomme_official_letter) or
+#: ``senri`` (the project's parser, senri.answers.parse_answer).
+ANSWER_READERS = ("release", "senri")
 #: The release's video placeholder inside a user text.
 PLACEHOLDER = "<video>"
+
+
+#: The options whose non-default value departs from the release (option -> the release's value): the report marks
+#: a run that set one (the registry ``senri.methods.DEVIATIONS`` reads this mapping).
+DEVIATIONS = {"answer_reader": "release", "media": "video"}
 
 
 class GroundingError(ValueError):
@@ -72,10 +82,15 @@ class Turn:
     window: tuple[float, float, str] | None = None
 
 
-def close_stopped(text: str, stopped: bool) -> str:
-    """A reply as the release's keyword criterion leaves it: the closing tag a stop string cut off put back when
-    the reply ended on a stop and its last opened tag is unclosed."""
-    if not stopped:
+def close_stopped(text: str, ended: str | bool) -> str:
+    """A reply as the release's keyword criterion leaves it: the closing tag a stop string cut off put back.
+    ``ended`` is how the reply ended (:meth:`CropSeeker.send`): the stop string itself (put back), "" or False
+    (no stop string: a reply that ended by itself with an unclosed ``<grounding>`` stays as it is, and the
+    release returns it as the answer), or True where the backend does not say which (the closing tag of the
+    last unclosed tag is put back)."""
+    if isinstance(ended, str):
+        return text + ended if ended in CLOSING_TAGS else text
+    if not ended:
         return text
     for opening, closing in (("<grounding>", "</grounding>"), ("<answer>", "</answer>")):
         if text.rfind(opening) > text.rfind(closing):
@@ -84,9 +99,11 @@ def close_stopped(text: str, stopped: bool) -> str:
 
 
 def cut_reply(text: str, forced: bool) -> str:
-    """O-L2's cut: outside forced mode after the first ``</grounding>``, else (and when there is none) after
-    the first ``</answer>``."""
-    for tag in (() if forced else ("</grounding>",)) + ("</answer>",):
+    """O-L2's cut (M:742-746): outside forced mode after the first ``</grounding>`` if there is one, else after
+    the first ``</answer>``; in forced mode not at all."""
+    if forced:
+        return text
+    for tag in CLOSING_TAGS:
         at = text.find(tag)
         if at >= 0:
             return text[:at + len(tag)]
@@ -125,12 +142,12 @@ def parse_grounding(text: str) -> tuple[float, float, str]:
 
 def read_turn(text: str, forced: bool) -> Turn:
     """The meaning of one (already cut) reply, in the release's order (O-L2, O-L5)."""
-    if "<answer>" in text and "</answer>" in text:
-        match = _ANSWER.search(text)
-        return Turn("answer", match.group(1).strip()) if match else Turn("repeat")
+    if "<answer>" in text and "</answer>" in text:  # the first of each: a "</answer>" before it repeats the turn
+        start, end = text.find("<answer>"), text.find("</answer>")
+        return Turn("answer", text[start + len("<answer>"):end].strip()) if end > start else Turn("repeat")
     if forced:
         return Turn("apology")
-    if "<grounding>" in text:
+    if "<grounding>" in text and "</grounding>" in text:  # an unclosed one is neither: the raw text answers
         try:
             return Turn("grounding", window=parse_grounding(text))
         except GroundingError as exc:
@@ -138,15 +155,20 @@ def read_turn(text: str, forced: bool) -> Turn:
     return Turn("raw", text)
 
 
-def videomme_letter(prediction: str) -> str | None:
-    """Video-MME's reading of a prediction (O-A1): answer-phrase prefixes removed, then the first capital A–D
-    anywhere (so a raw reply's "Based on…" reads as B, as the release scores it); a long text with none is no
-    answer."""
-    text = (prediction or "").strip()
-    for prefix in _ANSWER_PREFIXES:
-        text = text.replace(prefix, "")
-    match = re.search(r"[ABCD]", text)
-    return match.group(0) if match else None
+def crop_plan(start_s: float, end_s: float, fps: float, n_frames: int, target_fps: float = 2.0,
+              min_frames: int = 4, max_frames: int = 768) -> tuple[list[int], float]:
+    """A crop's source frames (O-T1) and the rate its header states: the crop's own sample rate, n over the
+    frames in range × the source rate (vision_process.py), so 10–11 s of a 30-fps video reads "3.87" and
+    10–10.04 s "30.00", not the 2.00 asked for. ValueError where the release's range checks refuse the window
+    (a start at or past the end, an end not after the start, no whole frame span)."""
+    duration = n_frames / fps
+    if start_s >= duration:
+        raise ValueError(f"start {start_s:g} s is not before the video's end ({duration:.1f} s)")
+    if end_s <= start_s:
+        raise ValueError(f"end {end_s:g} s is not after start {start_s:g} s")
+    indices = window_indices(start_s, end_s, fps, n_frames, target_fps, min_frames, max_frames)
+    first, last = frame_bounds(start_s, end_s, fps, n_frames)
+    return indices, len(indices) / (last - first + 1) * fps
 
 
 class VideoO3(CropSeeker):
@@ -180,7 +202,11 @@ class VideoO3(CropSeeker):
                                                    {"coarse": 2048, "medium": 4096, "fine": 6144}).items()}
         self.max_turn = int(config.get("max_turn", 8))
         self.mrope_fps = float(config.get("mrope_fps", 2.0))
-        self.apology = str(config.get("apology", "I'm sorry, I can't answer this question."))
+        self.apology = str(config.get("apology", "I'm sorry, I can't answer the question based on the video."))
+        self.answer_reader = str(config.get("answer_reader", "release"))
+        if self.answer_reader not in ANSWER_READERS:
+            raise ValueError(f"method {context.method_name!r}: answer_reader must be one of "
+                             f"{', '.join(ANSWER_READERS)}, got {self.answer_reader!r}")
         self.text = self.prompts()
         self._main: tuple[list[Part], float, int, int] | None = None
 
@@ -203,7 +229,8 @@ class VideoO3(CropSeeker):
         decoded (before the even padding)."""
         if self._main is None:
             indices, rate = capped_rate_indices(self.n_frames, self.fps, self.sample_fps, self.main_cap)
-            frames = self.decode(indices, pixel_rule(*self.frame_pixels), jpeg_quality=self.jpeg_quality)
+            frames = self.decode(indices, pixel_rule(*self.frame_pixels, factor=MAIN_FRAME_FACTOR),
+                                 jpeg_quality=self.jpeg_quality)
             decoded = len(frames)
             times = [i / self.fps for i in indices[:len(frames)]]
             if len(frames) % 2:  # the release pads to an even count with the last frame
@@ -215,21 +242,18 @@ class VideoO3(CropSeeker):
             self._main = (self._media(frames, times) if frames else [], rate, len(indices), decoded)
         return self._main
 
-    def crop(self, start_s: float, end_s: float, strategy: str) -> tuple[list[Part], int, int]:
-        """A grounded clip (O-T1/T2): its media, the frames planned and those decoded; ValueError for a window
-        the release's decoder refuses, KeyError for an unknown strategy."""
-        if start_s >= self.duration_s:
-            raise ValueError(f"start {start_s:g} s is not before the video's end ({self.duration_s:.1f} s)")
-        if end_s <= start_s:
-            raise ValueError(f"end {end_s:g} s is not after start {start_s:g} s")
-        indices = window_indices(start_s, end_s, self.fps, self.n_frames, self.sample_fps, *self.crop_frames)
+    def crop(self, start_s: float, end_s: float, strategy: str) -> tuple[list[Part], int, int, float]:
+        """A grounded clip (O-T1/T2): its media, the frames planned and those decoded, and its sample rate
+        (:func:`crop_plan`); KeyError for an unknown strategy (checked first, as the release's
+        ``_prepare_content`` does), ValueError for a window the release's decoder refuses."""
         if strategy not in self.quotas:
             raise KeyError(f"unknown sampling_strategy {strategy!r} (one of {', '.join(self.quotas)})")
+        indices, rate = crop_plan(start_s, end_s, self.fps, self.n_frames, self.sample_fps, *self.crop_frames)
         size = pixel_rule(self.frame_pixels[0], self._frame_max(self.quotas[strategy], len(indices)))
         frames = self.decode(indices, size)
         if not frames:
             raise ValueError(f"no frame of {start_s:g}–{end_s:g} s decodes")
-        return self._media(frames, [i / self.fps for i in indices[:len(frames)]]), len(indices), len(frames)
+        return self._media(frames, [i / self.fps for i in indices[:len(frames)]]), len(indices), len(frames), rate
 
     def _with_media(self, text: str, media: list[Part]) -> tuple[Part, ...]:
         """A user turn's content: the text with the media at its ``<video>`` placeholder (after it if none)."""
@@ -254,16 +278,16 @@ class VideoO3(CropSeeker):
         max_tokens = self.role_max_tokens("answer")
         forced, generations, final, outcome = False, 0, "", "apology"
         while True:
-            if generations >= self.max_turn + 2:  # the 11th generation is replaced by the apology (O-L6)
-                final, outcome = self.apology, "cap"
-                break
             sent = self.send(messages, max_tokens, f"video_o3:turn{generations}", tally, calls, CLOSING_TAGS)
             if sent is None:  # the history outgrew the model (context_overflows): no answer
                 final, outcome = "", "overflow"
                 break
             generations += 1
             tally.did("rounds")
-            reply = cut_reply(close_stopped(*sent), forced)
+            if generations > self.max_turn + 2:  # the 11th generation is made, then replaced by the apology (O-L6)
+                final, outcome = self.apology, "cap"
+                break
+            reply = cut_reply(close_stopped(sent[0], sent[1]), forced)
             turn = read_turn(reply, forced)
             if turn.kind in ("answer", "raw"):
                 final, outcome = turn.text, turn.kind
@@ -282,7 +306,7 @@ class VideoO3(CropSeeker):
             start_s, end_s, strategy = turn.window
             tally.did("tool_calls")
             try:
-                clip, planned_crop, decoded = self.crop(start_s, end_s, strategy)
+                clip, planned_crop, decoded, crop_rate = self.crop(start_s, end_s, strategy)
             except (KeyError, ValueError) as exc:
                 tally.count("rejected_tool_calls")
                 crops.append({"turn": generations, "start_s": start_s, "end_s": end_s, "strategy": strategy,
@@ -296,7 +320,7 @@ class VideoO3(CropSeeker):
             tally.did("frames_seen", decoded)
             crops.append({"turn": generations, "start_s": start_s, "end_s": end_s, "strategy": strategy,
                           "frames": decoded})
-            c_fps, c_n, c_start, c_end = header_numbers(planned_crop, self.sample_fps, start_s, end_s)
+            c_fps, c_n, c_start, c_end = header_numbers(planned_crop, crop_rate, start_s, end_s)
             role = "forced" if late else "observation"
             # "Action k": the release numbers it by turn_count, every generation so far, error turns included
             note = self.text.render(role, step=generations, fps=c_fps, n_frames=c_n,
@@ -306,7 +330,8 @@ class VideoO3(CropSeeker):
                 forced = True
         if forced or outcome in ("apology", "cap"):
             tally.count("forced_answers")
-        letter = videomme_letter(final)
+        letter = (parse_answer(final, question.options).letter if self.answer_reader == "senri"
+                  else videomme_official_letter(final))
         trace = {"crops": crops, "calls": calls, "forced": forced, "outcome": outcome, "final": final[:2000],
                  "generations": generations, "main_frames": planned, "main_fps": rate, "media": self.media}
         return MethodAnswer(letter, final, letter is not None, tally, trace)
