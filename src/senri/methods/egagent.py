@@ -213,16 +213,20 @@ def day_transcript(day: int, files: Sequence[Sequence[Any]]) -> str:
     """E-R5's transcript string of a day (EgoLife path, u 431-460): "DAY d SUBTITLES:\n " then each SRT file's
     kept lines (its time lines "HH:MM:SS,mmm --> HH:MM:SS,mmm" and text lines) as a Python list, each followed by
     a blank line. ``files``: each file's cues (:class:`~senri.memory.egagent.build.Cue`)."""
+    lists = [f"{transcript_lines(cues)}\n\n" for cues in files]
+    return f"DAY {day} SUBTITLES:\n " + ("".join(lists) if lists else "\n\n")
+
+
+def transcript_lines(cues: Sequence[Any]) -> list[str]:
+    """An SRT file's lines as the release keeps them for E-R5 (``keep_english_subs``): each cue's time line
+    "HH:MM:SS,mmm --> HH:MM:SS,mmm", then its text lines."""
     from senri.memory.egagent.build import cue_time_line
 
-    lists = []
-    for cues in files:
-        lines: list[str] = []
-        for cue in cues:
-            lines.append(cue_time_line(cue))
-            lines.extend(cue.text.splitlines())
-        lists.append(f"{lines}\n\n")
-    return f"DAY {day} SUBTITLES:\n " + ("".join(lists) if lists else "\n\n")
+    lines: list[str] = []
+    for cue in cues:
+        lines.append(cue_time_line(cue))
+        lines.extend(cue.text.splitlines())
+    return lines
 
 
 #: bm25s 0.2.14's default English stopwords (``stopwords="en"``: Lucene's English stop set).
@@ -247,8 +251,8 @@ def bm25_hits(texts: Sequence[str], queries: Sequence[str], k: int = BM25_K,
     :func:`bm25_tokens`), merged and in row order.
 
     As the release: a corpus of fewer than ``k`` cues raises :class:`SmallCorpus` (bm25s's ValueError: the
-    question is lost), and every query takes exactly ``k`` cues, zero scores included (which zero-score cues is
-    an unstable top-k's choice in the release; here the earliest). ``positive_only`` (senri's option): ``k``
+    question is lost), and every query takes exactly ``k`` cues, zero scores included (which tied cues is
+    ``numpy.argpartition``'s choice, as in bm25s). ``positive_only`` (senri's option): ``k``
     capped at the corpus and only cues with a positive score kept."""
     import numpy as np
 
@@ -262,8 +266,9 @@ def bm25_hits(texts: Sequence[str], queries: Sequence[str], k: int = BM25_K,
     hits: set[int] = set()
     for query in queries:
         scores = index.scores(query)
-        order = np.argsort(-scores, kind="stable")[:min(int(k), len(texts))]
-        hits.update(int(i) for i in order if scores[i] > 0 or not positive_only)
+        # bm25s's top-k: the last k of an argpartition (which tied cues it keeps is numpy's choice, as there)
+        top = np.argpartition(scores, -min(int(k), len(texts)))[-min(int(k), len(texts)):]
+        hits.update(int(i) for i in top if scores[i] > 0 or not positive_only)
     return sorted(hits)
 
 
@@ -273,10 +278,10 @@ def window_entry(start_hms6: int, end_hms6: int, day: int | None, relevance: str
     return f"Between {tf(int(start_hms6) * 100)[:8]} and {tf(int(end_hms6) * 100)[:8]} on Day {day} : {relevance} "
 
 
-def sql_writer_inputs(question: str, options: str, query_t8: int) -> tuple[str, str]:
+def sql_writer_inputs(question: str, options: str, query_t8: int, day: int = VIDEO_DAY) -> tuple[str, str]:
     """What the SQL writer (E6) is told: the question and its options joined with no separator (re 45-93) and
-    the query time "HH:MM:SS,CC on DAY1"."""
-    return f"{question}{options}", f"{tf(query_t8)} on DAY{VIDEO_DAY}"
+    the query time "HH:MM:SS,CC on DAYd"."""
+    return f"{question}{options}", f"{tf(query_t8)} on DAY{day}"
 
 
 def _choice(config: Mapping[str, Any], key: str, choices: Sequence[str], method: str) -> str:
