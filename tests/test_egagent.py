@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from senri.memory.egagent.common import clock, hms6, seconds_from_t8, t8_from_clock, t8_from_seconds, tf
-from senri.memory.egagent.frames import MAX_FRAMES, rank_frames
+from senri.memory.egagent.frames import MAX_FRAMES, rank_frames, window_rows
 from senri.memory.egagent.graph import (RefusedQuery, Relationship, open_read_only, render_rows, run_ladder,
                                         run_query, write_graph)
 
@@ -33,38 +33,44 @@ def test_t8_round_trips_and_renders_zero_padded_before_ten_o_clock():
 
 
 # --- frame ranking (E-R2) -----------------------------------------------------------------------------------------
+def _release_window(name):
+    """A ``frame_ranking`` release case's window: its frames (time order), their vectors, the query vectors."""
+    from reference import release_cases
+
+    data = release_cases("egagent")
+    case = next(c for c in data["kinds"]["frame_ranking"] if c["name"] == name)
+    day = f"day{case['input']['selected_video'][3:]}"
+    frames = [r for r in data["fixtures"]["frames_table"] if r["day"] == day]
+    rows = window_rows([int(r["timestamp"]) for r in frames], case["input"]["start_t"], case["input"]["end_t"])
+    vectors = np.array([frames[r]["vector"] for r in rows], dtype=np.float32)
+    queries = np.array([data["fixtures"]["text_vectors"][q] for q in case["input"]["queries"]], dtype=np.float32)
+    return case, [frames[r]["file"] for r in rows], vectors, queries
+
+
 def test_frames_rank_by_query_hits_then_later_rows_first_and_at_most_fifty_are_kept():
-    rng = np.random.default_rng(0)
-    frames = rng.normal(size=(8, 4)).astype(np.float32)
-    q1, q2 = frames[2] * 3.0, frames[5] * 0.5  # scale does not matter: vectors are normalised at query time
-    # each query's top 3: q1 → rows near 2, q2 → rows near 5; a row both hit comes first
-    ranked = rank_frames(np.stack([q1, q2]), frames, top_k=3)
-    hits = {r.row: r.hits for r in ranked}
-    s1 = (frames / np.linalg.norm(frames, axis=1, keepdims=True)) @ (q1 / np.linalg.norm(q1))
-    s2 = (frames / np.linalg.norm(frames, axis=1, keepdims=True)) @ (q2 / np.linalg.norm(q2))
-    top1, top2 = set(np.argsort(-s1)[:3]), set(np.argsort(-s2)[:3])
-    assert set(hits) == top1 | top2 and all(hits[r] == (r in top1) + (r in top2) for r in hits)
+    # the release's case with hit counts 1..3 and no tie inside the kept frames: its order exactly
+    case, files, vectors, queries = _release_window("k_equals_n_two_queries")
+    ranked = rank_frames(queries, vectors)
+    assert [files[r.row] for r in ranked] == case["output"]["kept_files"]
     assert [r.hits for r in ranked] == sorted((r.hits for r in ranked), reverse=True)
-    for a, b in zip(ranked, ranked[1:]):  # equal hits: the later row first (the release's reversed argsort)
+    for a, b in zip(ranked, ranked[1:]):  # equal hits: the later row first (one order the release's sort gives)
         if a.hits == b.hits:
             assert a.row > b.row
 
 
 def test_with_one_query_the_release_keeps_the_latest_fifty_of_the_top_hundred_and_the_option_the_closest():
-    rng = np.random.default_rng(1)
-    frames = rng.normal(size=(300, 16)).astype(np.float32)
-    query = frames[:1] + 0.1 * rng.normal(size=(1, 16)).astype(np.float32)
-    released = rank_frames(query, frames)
-    assert len(released) == MAX_FRAMES
-    scores = (frames / np.linalg.norm(frames, axis=1, keepdims=True)) @ (query[0] / np.linalg.norm(query[0]))
-    top100 = sorted(np.argsort(-scores)[:100])
-    assert [r.row for r in released] == top100[::-1][:50]  # the latest 50 of the top 100, not the most similar
-    assert 0 not in {r.row for r in released}  # the frame the query was made from is among the earliest rows
-    closest = rank_frames(query, frames, order="similarity")
-    assert [r.row for r in closest] == list(np.argsort(-scores)[:50]) and closest[0].row == 0
+    case, files, vectors, queries = _release_window("one_query_top100_of_130")
+    released = rank_frames(queries, vectors)
+    assert len(released) == MAX_FRAMES == len(case["output"]["kept_files"])
+    assert [files[r.row] for r in released] == case["output"]["kept_files"]  # the latest 50, not the closest
+    # frame_order: similarity (senri's option): the 50 with the release's highest cosines, closest first
+    cosine = dict(zip(case["output"]["ranked_files"], case["output"]["ranked_max_cosine"]))
+    closest = [files[r.row] for r in rank_frames(queries, vectors, order="similarity")]
+    assert [cosine[f] for f in closest] == sorted(cosine.values(), reverse=True)[:50]
+    assert set(closest) != set(case["output"]["kept_files"])
     with pytest.raises(ValueError, match="dimension"):
-        rank_frames(np.ones((1, 3)), frames)
-    assert rank_frames(query, np.zeros((0, 16))) == []
+        rank_frames(np.ones((1, 3)), vectors)
+    assert rank_frames(queries, np.zeros((0, 4))) == []
 
 
 # --- the entity-graph table and the SQL ladder (E-F4, E-R4) -------------------------------------------------------
