@@ -14,8 +14,8 @@ import pytest
 
 from reference import release_cases
 from senri.memory.egagent import graph as eg
-from senri.memory.egagent.build import Cue, nearest_cue_text, overlapping, read_srt
-from senri.memory.egagent.common import t8_from_clock, tf, tf_value
+from senri.memory.egagent.build import Cue, fusion_item, nearest_cue_text, overlapping, read_srt
+from senri.memory.egagent.common import millis_from_clock, seconds_from_t8, t8_from_clock, tf, tf_value
 from senri.memory.egagent.frames import rank_frames, window_rows
 from senri.methods import egagent as m
 
@@ -267,40 +267,48 @@ def test_srt_cues_keep_the_release_s_english_lines_and_the_day_string(cases, tmp
         assert ours - table == {line for line in kept if "-->" not in line} - table
 
 
+def _cues(lines: list[str]) -> list[Cue]:
+    """An hour's kept lines (time lines and text lines) as senri's cues: a time line opens a cue, the text
+    lines after it are its text (a cue with none is left out, as senri's SRT reader leaves it out)."""
+    cues: list[Cue] = []
+    for line in lines:
+        if "-->" in line:
+            start, end = line.split(" --> ")
+            cues.append(Cue(millis_from_clock(start) / 1000, millis_from_clock(end) / 1000, ""))
+        elif cues:
+            last = cues[-1]
+            cues[-1] = Cue(last.start_s, last.end_s, f"{last.text}\n{line}".lstrip("\n"))
+    return [c for c in cues if c.text]
+
+
 def test_the_nearest_cue_reads_milliseconds_as_the_release(cases):
+    import ast
+
     for case in _kind(cases, "nearest_cue"):
-        import ast
-
-        lines = ast.literal_eval(case["input"]["dt_hour"])
-        cues, text = [], []
-        for line in lines + ["00:00:00,000 --> 00:00:00,000"]:
-            if "-->" in line:
-                if cues and text:
-                    cues[-1] = Cue(cues[-1].start_s, cues[-1].end_s, "\n".join(text))
-                start, end = line.split(" --> ")
-                from senri.memory.egagent.common import millis_from_clock
-
-                cues.append(Cue(millis_from_clock(start) / 1000, millis_from_clock(end) / 1000, ""))
-                text = []
-            else:
-                text.append(line)
-        cues = [c for c in cues[:-1] if c.text]
+        cues = _cues(ast.literal_eval(case["input"]["dt_hour"]))
         assert nearest_cue_text(cues, case["input"]["interval_start"]) == case["output"]["transcript"], case["name"]
 
 
-def test_fusion_collects_the_cues_overlapping_each_clip(cases):
+def test_fusion_gives_each_clip_its_overlapping_cues_first_lines_as_the_release_until_its_pairing_breaks(cases):
     for case in _kind(cases, "fusion_overlap"):
-        # the release pairs (time, text) two lines at a time: a cue without English makes the next time line its
-        # text and a second English line shifts every later pair; senri reads whole cues (its SRT reader)
-        per_clip = case["output"]["per_clip"]
-        starts = [int(n.rsplit("_", 1)[1][:6]) for n in case["input"]["clip_names"]]
-        for start, collected in zip(starts, per_clip):
-            s = (start // 10000) * 3600 + (start // 100 % 100) * 60 + start % 100
-            for item in collected:
-                begin = item["timestamp"].split(" --> ")[0]
-                h, mi, rest = begin.split(":")
-                t = int(h) * 3600 + int(mi) * 60 + float(rest.replace(",", "."))
-                assert overlapping([Cue(t, t + 0.001, item["text"])], s, s + 30)
+        cues = _cues(case["input"]["diarized_lines"])
+        # the release pairs the hour's lines two at a time: right up to the first cue without exactly one text
+        # line (a cue of two lines still pairs right, its second line shifts every later pair); senri reads cues
+        lines = case["input"]["diarized_lines"]
+        times = [n for n, line in enumerate(lines) if "-->" in line]
+        good = set()
+        for n, nxt in zip(times, times[1:] + [len(lines)]):
+            good.add(lines[n])
+            if nxt - n != 2:
+                if nxt - n == 1:
+                    good.discard(lines[n])
+                break
+        for name, theirs in zip(case["input"]["clip_names"], case["output"]["per_clip"]):
+            start = seconds_from_t8(int(name.rsplit("_", 1)[1].split(".")[0]))
+            ours = [fusion_item(c) for c in overlapping(cues, start, start + 30)]
+            assert [i for i in ours if i["timestamp"] in good] == \
+                [i for i in theirs if i["timestamp"] in good and "-->" not in i["text"]], case["name"]
+            assert all("-->" in i["text"] or i in ours for i in theirs), case["name"]
 
 
 def test_times_render_and_read_as_the_release_s_except_the_zero_padding(cases):

@@ -112,6 +112,12 @@ def cue_line(cue: Cue) -> str:
     return f"{cue_time_line(cue)} : {cue.text.splitlines()[-1]}"
 
 
+def fusion_item(cue: Cue) -> dict[str, str]:
+    """A cue as the fuser (E13) gets it: its time line and its first text line (the release reads the hour's
+    lines as (time, text) pairs, so a cue's second line is never its text)."""
+    return {"timestamp": cue_time_line(cue), "text": cue.text.splitlines()[0]}
+
+
 def _srt_clock(seconds: float) -> str:
     millis = int(round(seconds * 1000))
     return f"{clock(millis // 1000)},{millis % 1000:03d}"
@@ -194,7 +200,8 @@ def fuse(builder: BuilderCalls, clips: Sequence[tuple[float, float, str]], cues:
         if heard:
             next_start = clips[i + 1][0] if i + 1 < len(clips) else start + CLIP_S
             asks.append((i, {"start": clock(start), "end": clock(next_start), "caption": caption,
-                             "speech": "\n".join(cue_line(c) for c in heard)}))
+                             "speech": "\n".join(f"{item['timestamp']} : {item['text']}"
+                                                  for item in map(fusion_item, heard))}))
         out.append(CaptionClip(start, end, caption, caption))
     replies = builder.ask("fuse", [f for _, f in asks], FUSE_SCHEMA)
     for (i, _), reply in zip(asks, replies):
