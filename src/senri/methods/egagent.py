@@ -343,7 +343,7 @@ class EGAgent(Method):
         #: E-R5's day string, the same for every step of every question (the whole transcript, S3)
         cues = [Cue(float(r["start_s"]), float(r["end_s"]), str(r["text"]))
                 for r in self.store.transcript.iter_rows(named=True)]
-        self.day_transcript = day_transcript(VIDEO_DAY, [cues] if cues else [])
+        self.transcript_day = day_transcript(VIDEO_DAY, [cues] if cues else [])
 
     # ------------------------------------------------------------------------------------------- one call
     def _ask(self, ep: Episode, role: str, parts: Sequence[Any] | None = None, **fields: Any) -> dict:
@@ -445,7 +445,7 @@ class EGAgent(Method):
     def _transcript(self, ep: Episode, step: str) -> None:
         if self.transcript_search == "bm25":
             return self._transcript_bm25(ep, step)
-        reply = self._ask(ep, "transcript_reader", step=step, memory=ep.memory, transcript=self.day_transcript)
+        reply = self._ask(ep, "transcript_reader", step=step, memory=ep.memory, transcript=self.transcript_day)
         ep.tally.did("searches")
         if len(self.store.transcript):
             ep.found += 1
