@@ -305,7 +305,9 @@ def test_the_store_builds_from_captions_and_a_transcript_and_its_search_returns_
 QUESTION_TEXT = "What did I use in the kitchen?"
 
 
-def _episode(tmp_path, clip_model, rules, **method):
+def _episode(tmp_path, clip_model, rules, built=None, **method):
+    """One question through EGAgent on the scripted model; ``built``: a store from :func:`build_store` to reuse
+    (the store is read only), else one is built under ``tmp_path``."""
     import json as _json
 
     import yaml
@@ -318,7 +320,7 @@ def _episode(tmp_path, clip_model, rules, **method):
     from senri.records import Question
 
     tmp_path.mkdir(parents=True, exist_ok=True)
-    folder, store_cfg, info, video = build_store(tmp_path, clip_model)
+    folder, store_cfg, info, video = built or build_store(tmp_path, clip_model)
     script, record = tmp_path / "agent.jsonl", tmp_path / "agent.calls.jsonl"
     script.write_text("".join(_json.dumps(r) + "\n" for r in rules))
     model = {"backend": "scripted", "script": str(script), "record": str(record), "images": True}
@@ -395,10 +397,11 @@ def test_a_window_without_a_time_loses_the_question_as_the_release_does_unless_w
 
     open_window = {"fs_params": [{"text_queries": ["cup"], "day": 1, "start_t": None, "end_t": None}]}
     rules = [{"match": "You choose where to look", "text": _json.dumps(open_window)}, *AGENT_RULES]
-    answer, calls = _episode(tmp_path / "error", tiny_clip, rules)
+    built = build_store(tmp_path, tiny_clip)
+    answer, calls = _episode(tmp_path / "error", tiny_clip, rules, built)
     assert answer.pred is None and "frame window without a time" in answer.error
     assert [c["purpose"] for c in calls] == ["egagent:planner", "egagent:frame_windows"]
-    answer, _ = _episode(tmp_path / "whole", tiny_clip, rules, incomplete_window="whole_day")
+    answer, _ = _episode(tmp_path / "whole", tiny_clip, rules, built, incomplete_window="whole_day")
     assert answer.pred == "A" and "Between 00:00:00 and 00:02:00 on Day 1" in answer.trace["working_memory"]
 
 
@@ -498,9 +501,11 @@ def test_the_bm25_transcript_search_writes_keyword_queries_and_shows_the_analyze
     rules = [{"match": "You search the transcript", "text": '{"text_queries": ["red cup"]}'},
              {"match": "found by a keyword search", "text": '{"relevance": "I asked for the red cup at 00:00:04"}'},
              *AGENT_RULES]
-    answer, _ = _episode(tmp_path / "release", tiny_clip, rules, transcript_search="bm25")
+    built = build_store(tmp_path, tiny_clip)
+    answer, _ = _episode(tmp_path / "release", tiny_clip, rules, built, transcript_search="bm25")
     assert answer.pred is None and "more than the 3 cues" in answer.error  # under 100 cues: bm25s raises
-    answer, calls = _episode(tmp_path, tiny_clip, rules, transcript_search="bm25", bm25_positive_only=True)
+    answer, calls = _episode(tmp_path / "option", tiny_clip, rules, built, transcript_search="bm25",
+                             bm25_positive_only=True)
     assert answer.pred == "A"
     roles = [c["purpose"].split(":")[1] for c in calls]
     assert "transcript_reader" not in roles and roles.count("transcript_queries") == 2
@@ -584,11 +589,12 @@ def test_a_frame_step_searches_every_window_and_max_windows_caps_them(tmp_path, 
     six = {"fs_params": [{"text_queries": [f"q{k}"], "day": 1, "start_t": 10 * k, "end_t": 10 * k + 5}
                          for k in range(6)]}
     rules = [{"match": "You choose where to look", "text": _json.dumps(six)}, *AGENT_RULES]
-    answer, calls = _episode(tmp_path / "release", tiny_clip, rules)
+    built = build_store(tmp_path, tiny_clip)
+    answer, calls = _episode(tmp_path / "release", tiny_clip, rules, built)
     windows = answer.trace["plan_steps"][0]["frames"]
     assert [w["queries"] for w in windows] == [[f"q{k}"] for k in range(6)]  # E-R1: the release runs them all
     assert [c["purpose"] for c in calls].count("egagent:frame_analyzer") == 2 * 6
-    answer, calls = _episode(tmp_path, tiny_clip, rules, max_windows=4)
+    answer, calls = _episode(tmp_path / "capped", tiny_clip, rules, built, max_windows=4)
     windows = answer.trace["plan_steps"][0]["frames"]
     assert [w["queries"] for w in windows] == [["q0"], ["q1"], ["q2"], ["q3"]]  # senri's option: the first 4
     assert [c["purpose"] for c in calls].count("egagent:frame_analyzer") == 2 * 4
