@@ -34,7 +34,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 from senri.answers import format_options
 from senri.backends.base import ImagePart, Message
-from senri.memory.egagent.build import Cue
+from senri.memory.egagent.build import Cue, cue_time_line
 from senri.memory.egagent.common import VIDEO_DAY, clock, hms6, seconds_from_t8, t8_from_seconds, tf
 from senri.memory.egagent.frames import MAX_FRAMES, WINDOW_COMPARES
 from senri.memory.egagent.graph import ROW_READINGS, UnrenderableRows, render_rows, run_ladder
@@ -220,8 +220,6 @@ def day_transcript(day: int, files: Sequence[Sequence[Any]]) -> str:
 def transcript_lines(cues: Sequence[Any]) -> list[str]:
     """An SRT file's lines as the release keeps them for E-R5 (``keep_english_subs``): each cue's time line
     "HH:MM:SS,mmm --> HH:MM:SS,mmm", then its text lines."""
-    from senri.memory.egagent.build import cue_time_line
-
     lines: list[str] = []
     for cue in cues:
         lines.append(cue_time_line(cue))
