@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from senri.memory.egagent.common import clock, hms6, seconds_from_t8, t8_from_clock, t8_from_seconds, tf
-from senri.memory.egagent.frames import MAX_FRAMES, rank_frames
+from senri.memory.egagent.frames import MAX_FRAMES, rank_frames, window_rows
 from senri.memory.egagent.graph import (RefusedQuery, Relationship, open_read_only, render_rows, run_ladder,
                                         run_query, write_graph)
 
@@ -24,8 +24,8 @@ def test_t8_round_trips_and_renders_zero_padded_before_ten_o_clock():
     assert hms6(1020550) == 10205 and clock(59.99) == "00:00:59"
     # "H:MM:SS,mmm": milliseconds right-padded to 3 digits, then // 10 (E-C8)
     assert t8_from_clock("1:02:05,5") == 1020550 and t8_from_clock("00:00:07,123") == 712
-    assert t8_from_clock("00:00:07") == 700
-    for bad in ("7 s", "00:61:00,000", "1:2:3"):
+    # the release's format (release case ts_to_int_centiseconds): a comma and a fraction required
+    for bad in ("7 s", "00:00:07", "00:00:07.5", "1:2:3"):
         with pytest.raises(ValueError):
             t8_from_clock(bad)
     with pytest.raises(ValueError):
@@ -33,38 +33,44 @@ def test_t8_round_trips_and_renders_zero_padded_before_ten_o_clock():
 
 
 # --- frame ranking (E-R2) -----------------------------------------------------------------------------------------
+def _release_window(name):
+    """A ``frame_ranking`` release case's window: its frames (time order), their vectors, the query vectors."""
+    from reference import release_cases
+
+    data = release_cases("egagent")
+    case = next(c for c in data["kinds"]["frame_ranking"] if c["name"] == name)
+    day = f"day{case['input']['selected_video'][3:]}"
+    frames = [r for r in data["fixtures"]["frames_table"] if r["day"] == day]
+    rows = window_rows([int(r["timestamp"]) for r in frames], case["input"]["start_t"], case["input"]["end_t"])
+    vectors = np.array([frames[r]["vector"] for r in rows], dtype=np.float32)
+    queries = np.array([data["fixtures"]["text_vectors"][q] for q in case["input"]["queries"]], dtype=np.float32)
+    return case, [frames[r]["file"] for r in rows], vectors, queries
+
+
 def test_frames_rank_by_query_hits_then_later_rows_first_and_at_most_fifty_are_kept():
-    rng = np.random.default_rng(0)
-    frames = rng.normal(size=(8, 4)).astype(np.float32)
-    q1, q2 = frames[2] * 3.0, frames[5] * 0.5  # scale does not matter: vectors are normalised at query time
-    # each query's top 3: q1 → rows near 2, q2 → rows near 5; a row both hit comes first
-    ranked = rank_frames(np.stack([q1, q2]), frames, top_k=3)
-    hits = {r.row: r.hits for r in ranked}
-    s1 = (frames / np.linalg.norm(frames, axis=1, keepdims=True)) @ (q1 / np.linalg.norm(q1))
-    s2 = (frames / np.linalg.norm(frames, axis=1, keepdims=True)) @ (q2 / np.linalg.norm(q2))
-    top1, top2 = set(np.argsort(-s1)[:3]), set(np.argsort(-s2)[:3])
-    assert set(hits) == top1 | top2 and all(hits[r] == (r in top1) + (r in top2) for r in hits)
+    # the release's case with hit counts 1..3 and no tie inside the kept frames: its order exactly
+    case, files, vectors, queries = _release_window("k_equals_n_two_queries")
+    ranked = rank_frames(queries, vectors)
+    assert [files[r.row] for r in ranked] == case["output"]["kept_files"]
     assert [r.hits for r in ranked] == sorted((r.hits for r in ranked), reverse=True)
-    for a, b in zip(ranked, ranked[1:]):  # equal hits: the later row first (the release's reversed argsort)
+    for a, b in zip(ranked, ranked[1:]):  # equal hits: the later row first (one order the release's sort gives)
         if a.hits == b.hits:
             assert a.row > b.row
 
 
 def test_with_one_query_the_release_keeps_the_latest_fifty_of_the_top_hundred_and_the_option_the_closest():
-    rng = np.random.default_rng(1)
-    frames = rng.normal(size=(300, 16)).astype(np.float32)
-    query = frames[:1] + 0.1 * rng.normal(size=(1, 16)).astype(np.float32)
-    released = rank_frames(query, frames)
-    assert len(released) == MAX_FRAMES
-    scores = (frames / np.linalg.norm(frames, axis=1, keepdims=True)) @ (query[0] / np.linalg.norm(query[0]))
-    top100 = sorted(np.argsort(-scores)[:100])
-    assert [r.row for r in released] == top100[::-1][:50]  # the latest 50 of the top 100, not the most similar
-    assert 0 not in {r.row for r in released}  # the frame the query was made from is among the earliest rows
-    closest = rank_frames(query, frames, order="similarity")
-    assert [r.row for r in closest] == list(np.argsort(-scores)[:50]) and closest[0].row == 0
+    case, files, vectors, queries = _release_window("one_query_top100_of_130")
+    released = rank_frames(queries, vectors)
+    assert len(released) == MAX_FRAMES == len(case["output"]["kept_files"])
+    assert [files[r.row] for r in released] == case["output"]["kept_files"]  # the latest 50, not the closest
+    # frame_order: similarity (senri's option): the 50 with the release's highest cosines, closest first
+    cosine = dict(zip(case["output"]["ranked_files"], case["output"]["ranked_max_cosine"]))
+    closest = [files[r.row] for r in rank_frames(queries, vectors, order="similarity")]
+    assert [cosine[f] for f in closest] == sorted(cosine.values(), reverse=True)[:50]
+    assert set(closest) != set(case["output"]["kept_files"])
     with pytest.raises(ValueError, match="dimension"):
-        rank_frames(np.ones((1, 3)), frames)
-    assert rank_frames(query, np.zeros((0, 16))) == []
+        rank_frames(np.ones((1, 3)), vectors)
+    assert rank_frames(queries, np.zeros((0, 4))) == []
 
 
 # --- the entity-graph table and the SQL ladder (E-F4, E-R4) -------------------------------------------------------
@@ -299,7 +305,9 @@ def test_the_store_builds_from_captions_and_a_transcript_and_its_search_returns_
 QUESTION_TEXT = "What did I use in the kitchen?"
 
 
-def _episode(tmp_path, clip_model, rules, **method):
+def _episode(tmp_path, clip_model, rules, built=None, **method):
+    """One question through EGAgent on the scripted model; ``built``: a store from :func:`build_store` to reuse
+    (the store is read only), else one is built under ``tmp_path``."""
     import json as _json
 
     import yaml
@@ -312,7 +320,7 @@ def _episode(tmp_path, clip_model, rules, **method):
     from senri.records import Question
 
     tmp_path.mkdir(parents=True, exist_ok=True)
-    folder, store_cfg, info, video = build_store(tmp_path, clip_model)
+    folder, store_cfg, info, video = built or build_store(tmp_path, clip_model)
     script, record = tmp_path / "agent.jsonl", tmp_path / "agent.calls.jsonl"
     script.write_text("".join(_json.dumps(r) + "\n" for r in rules))
     model = {"backend": "scripted", "script": str(script), "record": str(record), "images": True}
@@ -340,7 +348,7 @@ AGENT_RULES = [
     {"match": "You choose where to look", "text": __import__("json").dumps(WINDOWS)},
     {"match": "Below are frames", "text": '{"relevance": "a red cup on the counter"}'},
     {"match": "You search an SQLite table", "text": __import__("json").dumps(SQL)},
-    {"match": "Below is everything said", "text": '{"rel_tscripts": ["Pass me the red cup."], '
+    {"match": "Below is everything said", "text": '{"rel_tscripts": "Pass me the red cup.", '
                                                   '"relevance": "I asked for the red cup"}'},
     {"match": "Does what was found cover", "text": '{"binary_score": "yes"}'},
     {"match": "Choose the best option", "text": '{"mcq_prediction": "A", "justification": "the red cup"}'},
@@ -348,7 +356,8 @@ AGENT_RULES = [
 
 
 def test_every_step_runs_frames_then_the_graph_then_the_transcript_and_the_grader_is_ignored(tmp_path, tiny_clip):
-    answer, calls = _episode(tmp_path, tiny_clip, AGENT_RULES)
+    # windows by time here (the release compares them as text: its cases in test_egagent_release_cases.py)
+    answer, calls = _episode(tmp_path, tiny_clip, AGENT_RULES, window_compare="numeric")
     assert answer.pred == "A" and answer.error is None
     roles = [c["purpose"].split(":")[1] for c in calls]
     step = ["frame_windows", "frame_analyzer", "frame_analyzer", "sql_writer", "transcript_reader", "grader"]
@@ -388,10 +397,11 @@ def test_a_window_without_a_time_loses_the_question_as_the_release_does_unless_w
 
     open_window = {"fs_params": [{"text_queries": ["cup"], "day": 1, "start_t": None, "end_t": None}]}
     rules = [{"match": "You choose where to look", "text": _json.dumps(open_window)}, *AGENT_RULES]
-    answer, calls = _episode(tmp_path / "error", tiny_clip, rules)
-    assert answer.pred is None and "frame window without a day or time" in answer.error
+    built = build_store(tmp_path, tiny_clip)
+    answer, calls = _episode(tmp_path / "error", tiny_clip, rules, built)
+    assert answer.pred is None and "frame window without a time" in answer.error
     assert [c["purpose"] for c in calls] == ["egagent:planner", "egagent:frame_windows"]
-    answer, _ = _episode(tmp_path / "whole", tiny_clip, rules, incomplete_window="whole_day")
+    answer, _ = _episode(tmp_path / "whole", tiny_clip, rules, built, incomplete_window="whole_day")
     assert answer.pred == "A" and "Between 00:00:00 and 00:02:00 on Day 1" in answer.trace["working_memory"]
 
 
@@ -485,12 +495,17 @@ def test_the_bm25_transcript_search_writes_keyword_queries_and_shows_the_analyze
     from senri.methods.egagent import bm25_hits
 
     texts = ["Pass me the red cup.", "Thanks, Anna.", "The kettle is on.", "Where is the red kettle?"]
-    assert bm25_hits(texts, ["kettle"]) == [2, 3] and bm25_hits(texts, ["red cup", "anna"]) == [0, 1, 3]
-    assert bm25_hits(texts, ["kettle"], k=1) in ([2], [3]) and bm25_hits([], ["x"]) == []
+    assert bm25_hits(texts, ["kettle"], positive_only=True) == [2, 3]
+    assert bm25_hits(texts, ["red cup", "anna"], positive_only=True) == [0, 1, 3]
+    assert bm25_hits(texts, ["kettle"], k=1) in ([2], [3]) and bm25_hits([], ["x"], positive_only=True) == []
     rules = [{"match": "You search the transcript", "text": '{"text_queries": ["red cup"]}'},
              {"match": "found by a keyword search", "text": '{"relevance": "I asked for the red cup at 00:00:04"}'},
              *AGENT_RULES]
-    answer, calls = _episode(tmp_path, tiny_clip, rules, transcript_search="bm25")
+    built = build_store(tmp_path, tiny_clip)
+    answer, _ = _episode(tmp_path / "release", tiny_clip, rules, built, transcript_search="bm25")
+    assert answer.pred is None and "more than the 3 cues" in answer.error  # under 100 cues: bm25s raises
+    answer, calls = _episode(tmp_path / "option", tiny_clip, rules, built, transcript_search="bm25",
+                             bm25_positive_only=True)
     assert answer.pred == "A"
     roles = [c["purpose"].split(":")[1] for c in calls]
     assert "transcript_reader" not in roles and roles.count("transcript_queries") == 2
@@ -568,13 +583,18 @@ def test_egagent_and_senri_agent_run_through_the_dag_on_a_tiny_random_vlm_and_a_
     assert re.search(rf"^\| egagent( †)? \| tiny \| egagent/perception \| {questions} \| 0\.0 \|.*"
                      rf"\| 0 \| {questions} \| 0 \| 0 \|$", group, re.MULTILINE), group
 
-def test_a_frame_step_searches_at_most_four_windows(tmp_path, tiny_clip):
+def test_a_frame_step_searches_every_window_and_max_windows_caps_them(tmp_path, tiny_clip):
     import json as _json
 
     six = {"fs_params": [{"text_queries": [f"q{k}"], "day": 1, "start_t": 10 * k, "end_t": 10 * k + 5}
                          for k in range(6)]}
     rules = [{"match": "You choose where to look", "text": _json.dumps(six)}, *AGENT_RULES]
-    answer, calls = _episode(tmp_path, tiny_clip, rules)
+    built = build_store(tmp_path, tiny_clip)
+    answer, calls = _episode(tmp_path / "release", tiny_clip, rules, built)
     windows = answer.trace["plan_steps"][0]["frames"]
-    assert [w["queries"] for w in windows] == [["q0"], ["q1"], ["q2"], ["q3"]]  # E-R1: the first 4
+    assert [w["queries"] for w in windows] == [[f"q{k}"] for k in range(6)]  # E-R1: the release runs them all
+    assert [c["purpose"] for c in calls].count("egagent:frame_analyzer") == 2 * 6
+    answer, calls = _episode(tmp_path / "capped", tiny_clip, rules, built, max_windows=4)
+    windows = answer.trace["plan_steps"][0]["frames"]
+    assert [w["queries"] for w in windows] == [["q0"], ["q1"], ["q2"], ["q3"]]  # senri's option: the first 4
     assert [c["purpose"] for c in calls].count("egagent:frame_analyzer") == 2 * 4

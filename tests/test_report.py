@@ -206,19 +206,28 @@ def test_run_health_of_a_scripted_run_matches_its_hand_counted_calls(tmp_path, q
 def test_runs_of_release_trained_models_on_restated_prompts_are_marked_and_told_how_to_run_the_release_s(
         questions, tmp_path):
     """Issue 38 item 4: a ParaVT run on senri's restatement gets § and a sentence naming prompts_from_release and
-    the release's repository; the same method on the release's strings and a method of senri's own get nothing."""
+    the release's repository; the same method on the release's strings and a method of senri's own get nothing.
+    Issue 54: a run that set an option departing from its release (EG-Agent's ``answer_reading: lenient``) gets
+    ¶ and a sentence naming the option; one on the release's values gets nothing."""
     paths = write_run(tmp_path, questions, "paravt", "pv8b", "evidence_seeking", 2,
                       method_extra={"prompts": "paravt", "prompt_identity": {"family": "paravt", "files": {}}})
     paths += write_run(tmp_path, questions, "video_o3", "o3", "evidence_seeking", 2,
                        method_extra={"prompts": "video_o3", "prompt_identity": {
                            "family": "video_o3", "files": {}, "release": {"from_release": ["system"]}}})
     paths += write_run(tmp_path, questions, "blind", "m", "baseline", 3, method_extra={"prompts": "answer"})
+    paths += write_run(tmp_path, questions, "egagent", "lenient", "persistent_memory", 2,
+                       method_extra={"answer_reading": "lenient", "grader_routing": "release"})
+    paths += write_run(tmp_path, questions, "egagent", "faithful", "persistent_memory", 2,
+                       method_extra={"answer_reading": "release", "max_windows": None})
     build_report(paths, questions, tmp_path / "out", {**CONFIG, "pairs": [], "ablations": [],
                                                       "no_visual_input": []}, seed=0)
     main = (tmp_path / "out/report/tables/main.md").read_text()
     assert re.search(r"^\| paravt §( †)? \| pv8b \|", main, re.MULTILINE), main
     assert re.search(r"^\| video_o3( †)? \| o3 \|", main, re.MULTILINE) and "| blind" in main
     assert main.count(" §") == 1
+    assert re.search(r"^\| egagent ¶( †)? \| lenient \|", main, re.MULTILINE), main
+    assert main.count(" ¶") == 1 and ("¶ egagent/lenient departs from its release by option: "
+                                      "answer_reading='lenient' (the release: 'release')." in main)
     assert ("§ paravt/pv8b ran on senri's restatement of its release's prompts (config/prompts/paravt/)" in main
             and "method.paravt.prompts_from_release=<a checkout of EvolvingLMMs-Lab/ParaVT @cf55249>" in main)
     page = (tmp_path / "out/report.html").read_text()

@@ -28,7 +28,7 @@ import os
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -44,8 +44,10 @@ def tokens(text: str) -> list[str]:
 class BM25:
     """Okapi BM25 (k1 = 1.5, b = 0.75) over a small corpus."""
 
-    def __init__(self, texts: Sequence[str], k1: float = 1.5, b: float = 0.75) -> None:
-        self.docs = [Counter(tokens(t)) for t in texts]
+    def __init__(self, texts: Sequence[str], k1: float = 1.5, b: float = 0.75,
+                 tokenize: Callable[[str], list[str]] = tokens) -> None:
+        self.tokenize = tokenize
+        self.docs = [Counter(tokenize(t)) for t in texts]
         self.lengths = [sum(d.values()) for d in self.docs]
         self.average = (sum(self.lengths) / len(self.lengths)) if self.lengths else 0.0
         frequency = Counter(term for d in self.docs for term in d)
@@ -55,7 +57,7 @@ class BM25:
 
     def scores(self, query: str) -> np.ndarray:
         out = np.zeros(len(self.docs))
-        for term in set(tokens(query)):
+        for term in set(self.tokenize(query)):
             idf = self.idf.get(term)
             if idf is None:
                 continue

@@ -25,3 +25,20 @@ METHODS.register("egagent", "senri.methods.egagent:EGAgent")
 METHODS.register("paravt", "senri.methods.paravt:ParaVT")
 METHODS.register("video_o3", "senri.methods.video_o3:VideoO3")
 METHODS.register("longvideo_r1", "senri.methods.longvideo_r1:LongVideoR1")
+
+#: Per method implementation, its options whose non-default value departs from the release it restates (a
+#: module-level mapping option name -> the release's value, loaded only for the methods listed): the report marks
+#: a run that set one (:func:`senri.report.deviating_runs`).
+DEVIATIONS = Registry("deviation options")
+DEVIATIONS.register("egagent", "senri.methods.egagent:DEVIATIONS")
+
+
+def deviations_from_release(method_config: dict) -> dict[str, tuple[object, object]]:
+    """The options of a run's method config that depart from its release: name -> (value, the release's)."""
+    implementation = method_config.get("implementation")
+    if implementation not in DEVIATIONS:
+        return {}
+    release = DEVIATIONS.load(implementation)
+    return {name: (method_config[name], value) for name, value in release.items()
+            if name in method_config and method_config[name] != value}
+

@@ -4,17 +4,21 @@ what it found to one working-memory string; the grader is asked after every step
 one text-only call over the plan and the working memory.
 
 - planner (E1, ``planner.txt``): the question and options only; its steps are the plan, never revised (E-L3);
-- frames (E-R1): the window writer (E3) names up to :data:`~senri.memory.egagent.frames.MAX_WINDOWS` windows of
-  1–3 image queries; each window's frames are ranked as E-R2 ranks them (≤ 50) and shown to the analyzer (E5)
-  with labels "HH:MM:SS on DAY1"; appended as "Between … and … on Day 1 : <relevance> " in window order (the
-  release: completion order of its parallel calls). A window without a day or a time, or no window at all,
-  fails the question as the release's error does (``incomplete_window: error``; ``whole_day`` reads it as the
-  whole video instead);
+- frames (E-R1): the window writer (E3) names windows of image queries, every one of which runs (the release
+  runs them all, 4 at a time); each window's frames are selected as the release's merged table selects them
+  (its times compared as text, ``window_compare``), ranked as E-R2 ranks them (≤ 50) and shown to the
+  analyzer (E5) with labels "HH:MM:SS on DAY1"; appended as "Between … and … on Day d : <relevance> " in
+  window order (the release: completion order of its parallel calls). A window on another day than the
+  video's, or on day None, finds no frame and the analyzer is still asked ("on Day None"); a window without a
+  time, without a query, or no window at all, loses the question as the release's error does
+  (``incomplete_window: release``; ``whole_day`` reads a missing day or time as the whole video instead);
 - entity graph (E-R4): the SQL writer (E6) gives a ladder of queries, run on the store's read-only table; the
   kept rows are appended as "EntityGraph_Search: …" (``NONE`` when empty);
 - transcript (E-R5): the reader (E8) over the whole transcript (the question is asked at the end of the video,
   S3), its relevance appended as "Transcript_Search: …";
-- grader (E11, ``grader.txt``): asked, its tokens counted, its verdict ignored (E-L4);
+- grader (E11, ``grader.txt``): asked after every step, its tokens counted; on the last step any verdict goes
+  on to the answer, before it only exactly "yes" or "no" go on (both to the next step) and anything else loses
+  the question as the release's unmapped route does (``grader_routing: release``; ``ignore``: never lost);
 - answer (E12): "Plan:… Context relevant to plan: …", the question, the options, the query time.
 
 A failed or unreadable call of any role fails the question (the release skips it on any exception, E-L6): the
@@ -24,21 +28,30 @@ video = DAY1, query time = the end of the video, zero-padded times) are the stor
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Sequence
 
 from senri.answers import format_options
 from senri.backends.base import ImagePart, Message
-from senri.memory.egagent.common import VIDEO_DAY, clock, hms6, seconds_from_t8, t8_from_seconds
-from senri.memory.egagent.frames import MAX_FRAMES, MAX_WINDOWS
-from senri.memory.egagent.graph import render_rows, run_ladder
+from senri.memory.egagent.build import Cue, cue_time_line
+from senri.memory.egagent.common import VIDEO_DAY, clock, hms6, seconds_from_t8, t8_from_seconds, tf
+from senri.memory.egagent.frames import MAX_FRAMES, WINDOW_COMPARES
+from senri.memory.egagent.graph import ROW_READINGS, UnrenderableRows, render_rows, run_ladder
 from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
 from senri.methods.structured import ask_json
 from senri.records import LETTERS, Question
 
 #: The working memory a question starts with (E-L2, "Jake" as "the camera wearer": S3).
 INITIAL_MEMORY = "The long video is taken from the first-person perspective of the camera wearer. "
-INCOMPLETE_WINDOWS = ("error", "whole_day")
+INCOMPLETE_WINDOWS = ("release", "whole_day")
+ANSWER_READINGS = ("release", "lenient")
+GRADER_ROUTINGS = ("release", "ignore")
+#: The options whose non-default value departs from the release (name -> the release's value): a run that sets
+#: one is marked in the report (see :mod:`senri.report`), as restated prompts are.
+DEVIATIONS: dict[str, Any] = {"incomplete_window": "release", "answer_reading": "release",
+                              "grader_routing": "release", "window_compare": "text", "ladder_rows": "positional",
+                              "bm25_positive_only": False, "max_windows": None}
 #: E-R5 (``llm``: the reader over the whole transcript, the release's default) or E-R6 (``bm25``).
 TRANSCRIPT_SEARCHES = ("llm", "bm25")
 #: E-R6: cues each BM25 query takes.
@@ -49,57 +62,87 @@ class QuestionFailed(RuntimeError):
     """A role's call failed or its reply could not be read: the release loses the question (E-L6)."""
 
 
-def _strings(value: Any, limit: int | None = None) -> list[str] | None:
-    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value) or not value:
-        return None
-    return [v.strip() for v in value][:limit]
+def _str_list(value: Any) -> list[str] | None:
+    """A list of strings, as the release's pydantic ``list[str]`` accepts one (empty and blank items included)."""
+    return list(value) if isinstance(value, list) and all(isinstance(v, str) for v in value) else None
 
 
 def _plan(value: dict) -> dict | None:
-    steps = _strings(value.get("plan"))
-    return {"plan": steps} if steps else None
+    steps = _str_list(value.get("plan"))
+    return {"plan": steps} if steps is not None else None
+
+
+_INT_TEXT = re.compile(r"^\s*[+-]?\d+\s*$")
+
+
+def _lax_int(value: Any) -> tuple[bool, int | None]:
+    """pydantic's lax ``int | None``: None, an int (a bool as 0/1), a float without a fraction, digits as text
+    ("095950" is 95950); (False, None) for anything else."""
+    if value is None:
+        return True, None
+    if isinstance(value, bool):
+        return True, int(value)
+    if isinstance(value, int):
+        return True, value
+    if isinstance(value, float) and value.is_integer():
+        return True, int(value)
+    if isinstance(value, str) and _INT_TEXT.match(value):
+        return True, int(value)
+    return False, None
+
+
+def _day(value: Any) -> tuple[bool, int | None]:
+    """The release's ``day: Literal[0..7] | None``: equal to one of 0–7 (1.0 and True read as 1), never text."""
+    if value is None:
+        return True, None
+    if isinstance(value, (bool, int, float)) and value in range(8):
+        return True, int(value)
+    return False, None
 
 
 def _windows(value: dict) -> dict | None:
+    """FrameSearchQueries: ``fs_params``, each window with ``text_queries`` (strings, any number), ``day`` (0–7
+    or None), ``start_t`` and ``end_t`` (HHMMSS ints or None; every key required)."""
     windows = value.get("fs_params")
     if not isinstance(windows, list):
         return None
     out = []
     for window in windows:
-        if not isinstance(window, Mapping):
+        if not isinstance(window, Mapping) or not {"text_queries", "day", "start_t", "end_t"} <= set(window):
             return None
-        queries = _strings(window.get("text_queries"), 3)
-        if queries is None:
+        queries = _str_list(window["text_queries"])
+        (day_ok, day), (start_ok, start), (end_ok, end) = (_day(window["day"]), _lax_int(window["start_t"]),
+                                                           _lax_int(window["end_t"]))
+        if queries is None or not (day_ok and start_ok and end_ok):
             return None
-        out.append({"text_queries": queries, "day": window.get("day"), "start_t": window.get("start_t"),
-                    "end_t": window.get("end_t")})
+        out.append({"text_queries": queries, "day": day, "start_t": start, "end_t": end})
     return {"fs_params": out}
 
 
-def _field(name: str):
+def _strings(*names: str):
+    """A reply whose ``names`` are all strings (the release's ``str`` fields: empty allowed, none missing)."""
     def check(value: dict) -> dict | None:
-        text = value.get(name)
-        return {name: text.strip()} if isinstance(text, str) and text.strip() else None
+        return {n: value[n] for n in names} if all(isinstance(value.get(n), str) for n in names) else None
     return check
 
 
 def _sql(value: dict) -> dict | None:
-    queries = _strings(value.get("sql_queries"))
-    return {"reasoning": str(value.get("reasoning") or ""), "sql_queries": queries} if queries else None
-
-
-def _transcript(value: dict) -> dict | None:
-    relevance = value.get("relevance")
-    return {"relevance": relevance.strip(), "rel_tscripts": value.get("rel_tscripts") or []} \
-        if isinstance(relevance, str) and relevance.strip() else None
-
-
-def _grade(value: dict) -> dict | None:
-    score = str(value.get("binary_score") or "").strip().lower()
-    return {"binary_score": score} if score in ("yes", "no") else None
+    queries = _str_list(value.get("sql_queries"))
+    return {"reasoning": value["reasoning"], "sql_queries": queries} \
+        if queries is not None and isinstance(value.get("reasoning"), str) else None
 
 
 def _answer(value: dict) -> dict | None:
+    """FinalAnswer: ``mcq_prediction`` exactly one of "A"–"D" ("a", " B", "C." are not), a ``justification``."""
+    letter = value.get("mcq_prediction")
+    return {"mcq_prediction": letter, "justification": value["justification"]} \
+        if isinstance(letter, str) and letter in LETTERS[:4] and isinstance(value.get("justification"), str) \
+        else None
+
+
+def _lenient_answer(value: dict) -> dict | None:
+    """``answer_reading: lenient`` (senri's option): the first letter of the stripped, upper-cased prediction,
+    a missing justification read as empty."""
     letter = str(value.get("mcq_prediction") or "").strip().upper()[:1]
     return {"mcq_prediction": letter, "justification": str(value.get("justification") or "")} \
         if letter in LETTERS else None
@@ -110,7 +153,7 @@ SCHEMAS: dict[str, dict] = {
                 "required": ["plan"]},
     "frame_windows": {"type": "object", "properties": {"fs_params": {"type": "array", "items": {
         "type": "object", "properties": {"text_queries": {"type": "array", "items": {"type": "string"}},
-                                         "day": {"type": ["integer", "null"]},
+                                         "day": {"enum": [*range(8), None]},
                                          "start_t": {"type": ["integer", "null"]},
                                          "end_t": {"type": ["integer", "null"]}},
         "required": ["text_queries", "day", "start_t", "end_t"]}}}, "required": ["fs_params"]},
@@ -118,13 +161,12 @@ SCHEMAS: dict[str, dict] = {
     "sql_writer": {"type": "object", "properties": {"reasoning": {"type": "string"},
                                                     "sql_queries": {"type": "array", "items": {"type": "string"}}},
                    "required": ["reasoning", "sql_queries"]},
-    "transcript_reader": {"type": "object", "properties": {"rel_tscripts": {"type": "array",
-                                                                            "items": {"type": "string"}},
+    "transcript_reader": {"type": "object", "properties": {"rel_tscripts": {"type": "string"},
                                                            "relevance": {"type": "string"}},
                           "required": ["rel_tscripts", "relevance"]},
-    "grader": {"type": "object", "properties": {"binary_score": {"enum": ["yes", "no"]}},
+    "grader": {"type": "object", "properties": {"binary_score": {"type": "string"}},
                "required": ["binary_score"]},
-    "answer": {"type": "object", "properties": {"mcq_prediction": {"enum": list(LETTERS)},
+    "answer": {"type": "object", "properties": {"mcq_prediction": {"enum": list(LETTERS[:4])},
                                                 "justification": {"type": "string"}},
                "required": ["mcq_prediction", "justification"]},
 }
@@ -135,32 +177,116 @@ SCHEMAS["transcript_analyzer"] = SCHEMAS["frame_analyzer"]
 
 
 def _queries(value: dict) -> dict | None:
-    queries = _strings(value.get("text_queries"), 3)
-    return {"text_queries": queries} if queries else None
+    queries = _str_list(value.get("text_queries"))
+    return {"text_queries": queries} if queries is not None else None
 
 
-VALIDATORS = {"planner": _plan, "frame_windows": _windows, "frame_analyzer": _field("relevance"),
-              "sql_writer": _sql, "transcript_reader": _transcript, "grader": _grade, "answer": _answer,
-              "transcript_queries": _queries, "transcript_analyzer": _field("relevance")}
+#: Each role's reply as the release's pydantic class reads it (the release case ``structured_reply_validation``).
+VALIDATORS = {"planner": _plan, "frame_windows": _windows, "frame_analyzer": _strings("relevance"),
+              "sql_writer": _sql, "transcript_reader": _strings("rel_tscripts", "relevance"),
+              "grader": _strings("binary_score"), "answer": _answer, "transcript_queries": _queries,
+              "transcript_analyzer": _strings("relevance")}
 
 
-def bm25_hits(texts: Sequence[str], queries: Sequence[str], k: int = BM25_K) -> list[int]:
-    """E-R6: each query's top ``min(k, N)`` cues by BM25 (senri's Okapi BM25: Lucene idf, k1 1.5, b 0.75, on
-    ``\\w+`` words; the release's bm25s 0.2.14 drops one-letter words), merged and in row order."""
+def grader_route(steps: int, done: int, verdict: str) -> str | None:
+    """The release's route after the grader (lg 708-735): "complete" when the done steps equal the plan's,
+    whatever the verdict; before that "incomplete" for exactly "yes" or "no" (both go on) and None for any other
+    verdict ("Yes", "maybe": a route the graph does not map, which loses the question)."""
+    if done == steps:
+        return "complete"
+    return "incomplete" if verdict in ("yes", "no") else None
+
+
+def answer_context(plan: Sequence[str], memory: str) -> str:
+    """What the answerer (E12) reads besides the question: the plan's Python repr and the working memory."""
+    return f"Plan:{list(plan)}\n\n Context relevant to plan: {memory}"
+
+
+def day_search_dict(days: Mapping[int, tuple[int, int]], query_day: int, query_hms6: int) -> dict[str, dict]:
+    """E-L2's windows the frame writer is offered: each day up to the query's, its first and last frame's
+    HHMMSS (ints, so before 10:00 without the leading zero), the query day ending at the query time."""
+    return {f"DAY{d}": {"start": first, "end": query_hms6 if d == query_day else last}
+            for d, (first, last) in sorted(days.items()) if d <= query_day}
+
+
+def day_transcript(day: int, files: Sequence[Sequence[Any]]) -> str:
+    """E-R5's transcript string of a day (EgoLife path, u 431-460): "DAY d SUBTITLES:\n " then each SRT file's
+    kept lines (its time lines "HH:MM:SS,mmm --> HH:MM:SS,mmm" and text lines) as a Python list, each followed by
+    a blank line. ``files``: each file's cues (:class:`~senri.memory.egagent.build.Cue`)."""
+    lists = [f"{transcript_lines(cues)}\n\n" for cues in files]
+    return f"DAY {day} SUBTITLES:\n " + ("".join(lists) if lists else "\n\n")
+
+
+def transcript_lines(cues: Sequence[Any]) -> list[str]:
+    """An SRT file's lines as the release keeps them for E-R5 (``keep_english_subs``): each cue's time line
+    "HH:MM:SS,mmm --> HH:MM:SS,mmm", then its text lines."""
+    lines: list[str] = []
+    for cue in cues:
+        lines.append(cue_time_line(cue))
+        lines.extend(cue.text.splitlines())
+    return lines
+
+
+#: bm25s 0.2.14's default English stopwords (``stopwords="en"``: Lucene's English stop set).
+BM25_STOPWORDS = frozenset(("a an and are as at be but by for if in into is it no not of on or such that the their "
+                            "then there these they this to was will with").split())
+_BM25_WORD = re.compile(r"(?u)\b\w\w+\b")
+
+
+def bm25_tokens(text: str) -> list[str]:
+    """A text as bm25s 0.2.14 tokenizes it by default: lower case, words of two or more word characters, the
+    English stopwords dropped ("I am a" is ["am"], "don't Jake's" ["don", "jake"])."""
+    return [w for w in _BM25_WORD.findall(str(text).lower()) if w not in BM25_STOPWORDS]
+
+
+class SmallCorpus(ValueError):
+    """BM25 asked for more cues than the corpus holds: bm25s raises, and the release loses the question."""
+
+
+def bm25_hits(texts: Sequence[str], queries: Sequence[str], k: int = BM25_K,
+              positive_only: bool = False) -> list[int]:
+    """E-R6: each query's top ``k`` cues by BM25 (bm25s 0.2.14's defaults: Lucene idf, k1 1.5, b 0.75,
+    :func:`bm25_tokens`), merged and in row order.
+
+    As the release: a corpus of fewer than ``k`` cues raises :class:`SmallCorpus` (bm25s's ValueError: the
+    question is lost), and every query takes exactly ``k`` cues, zero scores included (which tied cues is
+    ``numpy.argpartition``'s choice, as in bm25s). ``positive_only`` (senri's option): ``k``
+    capped at the corpus and only cues with a positive score kept."""
     import numpy as np
 
     from senri.memory.retrieval import BM25
 
+    if len(texts) < int(k) and not positive_only:
+        raise SmallCorpus(f"BM25 k {k} is more than the {len(texts)} cues before the query time (bm25s raises)")
     if not texts:
         return []
-    index = BM25(texts)
+    index = BM25(texts, tokenize=bm25_tokens)
     hits: set[int] = set()
     for query in queries:
         scores = index.scores(query)
-        top = min(int(k), len(texts))
-        order = np.argsort(-scores, kind="stable")[:top]
-        hits.update(int(i) for i in order if scores[i] > 0)
+        # bm25s's top-k: the last k of an argpartition (which tied cues it keeps is numpy's choice, as there)
+        top = np.argpartition(scores, -min(int(k), len(texts)))[-min(int(k), len(texts)):]
+        hits.update(int(i) for i in top if scores[i] > 0 or not positive_only)
     return sorted(hits)
+
+
+def window_entry(start_hms6: int, end_hms6: int, day: int | None, relevance: str) -> str:
+    """A frame window's working-memory entry (E-R1): "Between HH:MM:SS and HH:MM:SS on Day d : <relevance> "
+    (times zero-padded, D7; day None renders "None")."""
+    return f"Between {tf(int(start_hms6) * 100)[:8]} and {tf(int(end_hms6) * 100)[:8]} on Day {day} : {relevance} "
+
+
+def sql_writer_inputs(question: str, options: str, query_t8: int, day: int = VIDEO_DAY) -> tuple[str, str]:
+    """What the SQL writer (E6) is told: the question and its options joined with no separator (re 45-93) and
+    the query time "HH:MM:SS,CC on DAYd"."""
+    return f"{question}{options}", f"{tf(query_t8)} on DAY{day}"
+
+
+def _choice(config: Mapping[str, Any], key: str, choices: Sequence[str], method: str) -> str:
+    value = str(config.get(key, choices[0]))
+    if value not in choices:
+        raise ValueError(f"method {method!r}: {key} {value!r} is not one of {', '.join(choices)}")
+    return value
 
 
 @dataclass
@@ -190,11 +316,15 @@ class EGAgent(Method):
             raise ValueError(f"method {context.method_name!r} reads an EG-Agent store (memory_system: egagent), "
                              f"got {context.memory_system!r}")
         config = context.method_config
-        self.incomplete = str(config.get("incomplete_window", "error"))
-        if self.incomplete not in INCOMPLETE_WINDOWS:
-            raise ValueError(f"method {context.method_name!r}: incomplete_window {self.incomplete!r} is not one of "
-                             f"{', '.join(INCOMPLETE_WINDOWS)}")
-        self.max_windows = int(config.get("max_windows", MAX_WINDOWS))
+        name = context.method_name
+        self.incomplete = _choice(config, "incomplete_window", INCOMPLETE_WINDOWS, name)
+        self.answer_reading = _choice(config, "answer_reading", ANSWER_READINGS, name)
+        self.grader_routing = _choice(config, "grader_routing", GRADER_ROUTINGS, name)
+        self.window_compare = _choice(config, "window_compare", WINDOW_COMPARES, name)
+        self.ladder_rows = _choice(config, "ladder_rows", ROW_READINGS, name)
+        self.bm25_positive_only = bool(config.get("bm25_positive_only", False))
+        cap = config.get("max_windows")
+        self.max_windows = None if cap is None else int(cap)
         self.frames_per_call = int(config.get("frames_per_call", MAX_FRAMES))
         self.image_max_side = int(config.get("image_max_side", 384))
         self.jpeg_quality = int(config.get("jpeg_quality", 85))
@@ -208,15 +338,17 @@ class EGAgent(Method):
         self.text = self.prompts()
         self.duration_s = float(context.video.duration_s or 0.0)
         self.query_t8 = t8_from_seconds(self.duration_s)  # S3: the question is asked at the end of the video
-        #: E-R5's cue list, the same for every step of every question (the whole transcript, S3)
-        self.transcript_lines = [f"{clock(r['start_s'])} --> {clock(r['end_s'])} : {r['text']!r}"
-                                 for r in self.store.transcript.iter_rows(named=True)]
+        #: E-R5's day string, the same for every step of every question (the whole transcript, S3)
+        cues = [Cue(float(r["start_s"]), float(r["end_s"]), str(r["text"]))
+                for r in self.store.transcript.iter_rows(named=True)]
+        self.transcript_day = day_transcript(VIDEO_DAY, [cues] if cues else [])
 
     # ------------------------------------------------------------------------------------------- one call
     def _ask(self, ep: Episode, role: str, parts: Sequence[Any] | None = None, **fields: Any) -> dict:
         prompt = self.text.render(role, **fields)
         content = (prompt,) if not parts else (prompt, *parts)
-        reply = ask_json(self, (Message("user", tuple(content)),), SCHEMAS[role], VALIDATORS[role],
+        validator = _lenient_answer if role == "answer" and self.answer_reading == "lenient" else VALIDATORS[role]
+        reply = ask_json(self, (Message("user", tuple(content)),), SCHEMAS[role], validator,
                          self.text.render("repair"), f"egagent:{role}", ep.tally, retries=self.retries,
                          max_tokens=self.role_max_tokens(role))
         ep.calls.append(reply.record(role))
@@ -228,29 +360,33 @@ class EGAgent(Method):
         return f"{clock(seconds_from_t8(self.query_t8))} on DAY{VIDEO_DAY}"
 
     # ------------------------------------------------------------------------------------------- the tools
-    def _window_span(self, window: Mapping[str, Any]) -> tuple[float, float]:
-        """A window's span in seconds (its HHMMSS bounds, closed), or the whole video (``whole_day``) where its
-        day or a bound is missing; QuestionFailed (the release's error) otherwise."""
-        day, start, end = window.get("day"), window.get("start_t"), window.get("end_t")
-        if day is None or start is None or end is None:
-            if self.incomplete == "whole_day":
-                return 0.0, self.duration_s
-            raise QuestionFailed(f"frame window without a day or time: {dict(window)}")
-        try:
-            return seconds_from_t8(int(start) * 100), seconds_from_t8(int(end) * 100)
-        except (TypeError, ValueError) as exc:
-            raise QuestionFailed(f"frame window time unreadable ({exc}): {dict(window)}") from None
+    def _window_span(self, window: Mapping[str, Any]) -> tuple[int, int, int | None]:
+        """A window's day and HHMMSS bounds. A missing time is the release's TypeError (the question is lost);
+        ``whole_day`` reads a missing day or time as the whole video instead."""
+        day, start, end = window["day"], window["start_t"], window["end_t"]
+        if self.incomplete == "whole_day" and (day is None or start is None or end is None):
+            return 0, hms6(self.query_t8), VIDEO_DAY
+        if start is None or end is None:
+            raise QuestionFailed(f"frame window without a time (the release's TypeError): {dict(window)}")
+        return int(start), int(end), day
 
     def _frames(self, ep: Episode, step: str) -> None:
+        days = {VIDEO_DAY: (0, hms6(self.query_t8))}
         reply = self._ask(ep, "frame_windows", step=step, query_time=self.query_time(), memory=ep.memory,
-                          day_ranges=f"DAY{VIDEO_DAY}: 000000 to {hms6(self.query_t8):06d}")
-        windows = reply["fs_params"][:self.max_windows]
-        if not windows and self.incomplete == "error":
-            raise QuestionFailed("the frame-window writer gave no window")
-        for window in windows or [{"text_queries": [step], "day": None, "start_t": None, "end_t": None}]:
-            start_s, end_s = self._window_span(window)
-            end_s = min(end_s, self.duration_s)
-            hits = self.store.frame_search(window["text_queries"], self.frames_per_call, window=(start_s, end_s))
+                          day_ranges=str(day_search_dict(days, VIDEO_DAY, hms6(self.query_t8))))
+        windows = reply["fs_params"] if self.max_windows is None else reply["fs_params"][:self.max_windows]
+        if not windows:
+            if self.incomplete != "whole_day":
+                raise QuestionFailed("the frame-window writer gave no window (the release's ValueError)")
+            windows = [{"text_queries": [step], "day": None, "start_t": None, "end_t": None}]
+        for window in windows:
+            start, end, day = self._window_span(window)
+            if not window["text_queries"]:
+                raise QuestionFailed("a frame window without a query (the release's ValueError)")
+            # one video is DAY1 (S3): a window on another day, or on day None, finds no frame (the release's
+            # "dayNone" search), and the analyzer is still asked
+            hits = self.store.frame_search(window["text_queries"], self.frames_per_call, hms6_window=(start, end),
+                                           compare=self.window_compare) if day == VIDEO_DAY else []
             ep.tally.did("searches")
             images = self._images(ep, [h.start_s for h in hits])
             ep.tally.did("frames_seen", sum(1 for part in images if isinstance(part, ImagePart)))
@@ -258,10 +394,9 @@ class EGAgent(Method):
             ep.found += len(hits)
             relevance = self._ask(ep, "frame_analyzer", parts=images, step=step,
                                   queries=", ".join(window["text_queries"]))["relevance"]
-            ep.memory += (f"Frame_Search: Between {clock(start_s)} and {clock(end_s)} on Day {VIDEO_DAY} : "
-                          f"{relevance} \n")
-            ep.steps[-1].setdefault("frames", []).append({"queries": window["text_queries"], "span": [start_s, end_s],
-                                                          "frames": [h.start_s for h in hits]})
+            ep.memory += f"Frame_Search: {window_entry(start, end, day, relevance)}\n"
+            ep.steps[-1].setdefault("frames", []).append({"queries": window["text_queries"], "day": day,
+                                                          "span": [start, end], "frames": [h.start_s for h in hits]})
 
     def _images(self, ep: Episode, times: Sequence[float]) -> list[Any]:
         """The frames at ``times``, each after its label "HH:MM:SS on DAY1"; one that fails to decode is left
@@ -288,26 +423,29 @@ class EGAgent(Method):
         return parts
 
     def _entity_graph(self, ep: Episode, step: str, question: Question) -> None:
-        block = f"{question.question}\n{format_options(question.options)}"
-        reply = self._ask(ep, "sql_writer", question=block, query_time=self.query_time(), memory=ep.memory, step=step)
+        block, query_time = sql_writer_inputs(question.question, format_options(question.options), self.query_t8)
+        reply = self._ask(ep, "sql_writer", question=block, query_time=query_time, memory=ep.memory, step=step)
         result = run_ladder(self.store.db, reply["sql_queries"])
         ep.tally.did("searches")
         ep.tally.did("memories_returned", len(result.rows))
         ep.found += len(result.rows)
         if result.errors:
             ep.tally.count("failed_search_calls", len(result.errors))
-        ep.memory += f"EntityGraph_Search: {render_rows(result.rows)}\n"
+        try:
+            rendered = render_rows(result.rows, self.ladder_rows)
+        except UnrenderableRows as exc:
+            raise QuestionFailed(f"entity-graph rows unreadable by position ({exc}; the release's IndexError)") \
+                from None
+        ep.memory += f"EntityGraph_Search: {rendered}\n"
         ep.steps[-1]["entity_graph"] = {"queries": reply["sql_queries"], "rung": result.rung, "tried": result.tried,
                                         "rows": len(result.rows), "errors": list(result.errors)}
 
     def _transcript(self, ep: Episode, step: str) -> None:
         if self.transcript_search == "bm25":
             return self._transcript_bm25(ep, step)
-        lines = self.transcript_lines
-        reply = self._ask(ep, "transcript_reader", step=step, memory=ep.memory,
-                          transcript="\n".join(lines) if lines else "NO TRANSCRIPTS AVAILABLE ")
+        reply = self._ask(ep, "transcript_reader", step=step, memory=ep.memory, transcript=self.transcript_day)
         ep.tally.did("searches")
-        if lines:
+        if len(self.store.transcript):
             ep.found += 1
         ep.memory += f"Transcript_Search: {reply['relevance']}\n"
 
@@ -316,7 +454,10 @@ class EGAgent(Method):
         queries = self._ask(ep, "transcript_queries", step=step, memory=ep.memory)["text_queries"]
         rows = [r for r in self.store.transcript.iter_rows(named=True)
                 if t8_from_seconds(float(r["start_s"])) < self.query_t8 or self.query_t8 == 0]
-        hits = bm25_hits([str(r["text"]) for r in rows], queries)
+        try:
+            hits = bm25_hits([str(r["text"]) for r in rows], queries, positive_only=self.bm25_positive_only)
+        except SmallCorpus as exc:
+            raise QuestionFailed(str(exc)) from None
         ep.tally.did("searches")
         ep.tally.did("memories_returned", len(hits))
         ep.found += len(hits)
@@ -334,6 +475,8 @@ class EGAgent(Method):
         pred, raw = None, None
         try:
             plan = self._ask(ep, "planner", question=question.question, options=options)["plan"]
+            if not plan:
+                raise QuestionFailed("an empty plan (the release's IndexError on its first step)")
             for n, step in enumerate(plan):
                 ep.steps.append({"step": step})
                 ep.tally.did("rounds")
@@ -341,8 +484,11 @@ class EGAgent(Method):
                 self._entity_graph(ep, step, question)
                 self._transcript(ep, step)
                 ep.tally.did("tool_calls", 3)
-                self._ask(ep, "grader", plan=plan, done=plan[:n + 1], memory=ep.memory)  # asked, then ignored
-            context = f"Plan:{plan}\n\n Context relevant to plan: {ep.memory}"
+                verdict = self._ask(ep, "grader", plan=plan, done=plan[:n + 1], memory=ep.memory)["binary_score"]
+                if self.grader_routing == "release" and grader_route(len(plan), n + 1, verdict) is None:
+                    raise QuestionFailed(f"grader verdict {verdict!r} before the last step (a route the release's "
+                                         "graph does not map)")
+            context = answer_context(plan, ep.memory)
             reply = self._ask(ep, "answer", context=context, question=question.question, options=options,
                               query_time=self.query_time())
             ep.tally.did("qa_calls")

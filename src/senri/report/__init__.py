@@ -21,6 +21,7 @@ from senri.aggregate import (CATEGORY_LABELS, FAILURE_COLUMNS, FAILURE_LABELS, F
                              RUN_HEALTH_LABELS, RUN_HEALTH_NOTE, RUN_KEYS, STORE_HEALTH_LABELS, answer_positions, load_predictions, main_table, mark_failures,
                              per_video_table, run_health_table, score, store_health_table, to_markdown)
 from senri.config import sidecar_path
+from senri.methods import deviations_from_release
 from senri.release_prompts import RELEASES, prompt_source
 from senri.report import figures
 from senri.report.browser import build_browser, discordant_html, run_labels
@@ -46,9 +47,11 @@ def run_metadata(prediction_paths: Sequence[str | Path]) -> pl.DataFrame:
         key = (method.get("name"), model.get("name"))
         rows.setdefault(key, {"method": key[0], "model": key[1], "approach": method.get("approach", "baseline"),
                               "implementation": method.get("implementation"), "frames": method.get("frames"),
-                              "prompts": prompt_source(method), "prompt_family": method.get("prompts")})
+                              "prompts": prompt_source(method), "prompt_family": method.get("prompts"),
+                              "deviations": "; ".join(f"{name}={value!r} (the release: {release!r})" for name,
+                                                      (value, release) in deviations_from_release(method).items())})
     schema = {"method": pl.String, "model": pl.String, "approach": pl.String, "implementation": pl.String,
-              "frames": pl.Int64, "prompts": pl.String, "prompt_family": pl.String}
+              "frames": pl.Int64, "prompts": pl.String, "prompt_family": pl.String, "deviations": pl.String}
     return pl.DataFrame(list(rows.values()), schema=schema)
 
 
@@ -166,6 +169,7 @@ STORES_NOTE = ("One row per memory store (memory system and captioner × video) 
 NO_RETRIEVAL_SHARE = 0.5
 NO_RETRIEVAL_MARK = " ‡"
 RESTATED_MARK = " §"
+DEVIATION_MARK = " ¶"
 
 
 def restated_runs(runs: pl.DataFrame) -> pl.DataFrame:
@@ -188,6 +192,17 @@ def restated_sentences(restated: pl.DataFrame) -> list[str]:
             f"method.{r['method']}.prompts_from_release=<a checkout of {release.repository} @{release.commit}> "
             "runs those.")
     return sentences
+
+
+def deviating_runs(runs: pl.DataFrame) -> pl.DataFrame:
+    """The runs (method, model) that set an option departing from their method's release
+    (:data:`senri.methods.DEVIATIONS`)."""
+    return runs.filter(pl.col("deviations").fill_null("") != "").select("method", "model", "deviations")
+
+
+def deviation_sentences(runs: pl.DataFrame) -> list[str]:
+    return [f"{r['method']}/{r['model']} departs from its release by option: {r['deviations']}."
+            for r in runs.iter_rows(named=True)]
 
 
 def no_retrieval_runs(run_health: pl.DataFrame) -> pl.DataFrame:
@@ -256,11 +271,14 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
     flagged_no_visual = mark_failures(report.no_visual, "setting")
     no_retrieval = no_retrieval_runs(run_health)
     restated = restated_runs(runs)
-    shown_main = mark_failures(mark_restated(mark_no_retrieval(report.main, no_retrieval), restated))
+    deviating = deviating_runs(runs)
+    shown_main = mark_failures(mark_runs(mark_restated(mark_no_retrieval(report.main, no_retrieval), restated),
+                                         deviating, ["method", "model"], DEVIATION_MARK))
     _write_table(report.main, tables_dir, "main",
                  _markdown_grouped(shown_main, "approach", decimals)
                  + "".join(f"\n‡ {sentence}\n" for sentence in no_retrieval_sentences(no_retrieval))
-                 + "".join(f"\n§ {sentence}\n" for sentence in restated_sentences(restated)))
+                 + "".join(f"\n§ {sentence}\n" for sentence in restated_sentences(restated))
+                 + "".join(f"\n¶ {sentence}\n" for sentence in deviation_sentences(deviating)))
     _write_table(report.pairs, tables_dir, "pairs", to_markdown(flagged_pairs, HEADERS, decimals))
     _write_table(report.ablations, tables_dir, "ablations", to_markdown(flagged_ablations, HEADERS, decimals))
     _write_table(report.no_visual, tables_dir, "no_visual_input", to_markdown(flagged_no_visual, HEADERS, decimals))
@@ -304,6 +322,7 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
             pl.col("approach").replace(APPROACH_LABELS)), HEADERS, group_by="approach", decimals=decimals)
          + no_retrieval_html(no_retrieval, f"{base}questions/", run_labels(scored))
          + "".join(f'<p class="note restated">§ {html.escape(s)}</p>' for s in restated_sentences(restated))
+         + "".join(f'<p class="note deviation">¶ {html.escape(s)}</p>' for s in deviation_sentences(deviating))
          + chance_html(report.chance, decimals)),
         ("Run health", run_health_html(run_health, decimals)
          + "<h3>Memory stores</h3>" + (table_html(stores, STORE_HEALTH_LABELS, decimals=decimals) if stores.height

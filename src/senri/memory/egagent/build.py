@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from senri.memory.cost import RoleCost
-from senri.memory.egagent.common import VIDEO_DAY, clock, seconds_from_t8, t8_from_clock
+from senri.memory.egagent.common import VIDEO_DAY, clock, millis_from_clock, t8_from_clock
 from senri.memory.egagent.graph import NODE_TYPES, RELATION_TYPES, Relationship
 
 log = logging.getLogger(__name__)
@@ -76,7 +76,8 @@ def read_srt(path: Path) -> list[Cue]:
         match = _SRT_TIME.search(lines[timing])
         if not match:
             raise ValueError(f"{path}: block {n}: time line {lines[timing]!r} is not HH:MM:SS,mmm --> HH:MM:SS,mmm")
-        start, end = (seconds_from_t8(t8_from_clock(t.replace(".", ","))) for t in match.groups())
+        # the release's reading of an SRT time (shift_timestamp): the fraction in whole milliseconds
+        start, end = (millis_from_clock(t.replace(".", ",")) / 1000 for t in match.groups())
         words = [line for line in lines[timing + 1:] if not line.isdigit() and not re.search(r"[\u3000-\u9fff]", line)]
         if words:
             cues.append(Cue(start, end, "\n".join(words)))
@@ -102,8 +103,19 @@ def overlapping(cues: Sequence[Cue], start_s: float, end_s: float) -> list[Cue]:
     return [c for c in cues if c.start_s <= end_s and c.end_s >= start_s]
 
 
+def cue_time_line(cue: Cue) -> str:
+    """A cue's SRT time line, "HH:MM:SS,mmm --> HH:MM:SS,mmm"."""
+    return f"{_srt_clock(cue.start_s)} --> {_srt_clock(cue.end_s)}"
+
+
 def cue_line(cue: Cue) -> str:
-    return f"{_srt_clock(cue.start_s)} --> {_srt_clock(cue.end_s)} : {cue.text.splitlines()[-1]}"
+    return f"{cue_time_line(cue)} : {cue.text.splitlines()[-1]}"
+
+
+def fusion_item(cue: Cue) -> dict[str, str]:
+    """A cue as the fuser (E13) gets it: its time line and its first text line (the release reads the hour's
+    lines as (time, text) pairs, so a cue's second line is never its text)."""
+    return {"timestamp": cue_time_line(cue), "text": cue.text.splitlines()[0]}
 
 
 def _srt_clock(seconds: float) -> str:
@@ -188,7 +200,8 @@ def fuse(builder: BuilderCalls, clips: Sequence[tuple[float, float, str]], cues:
         if heard:
             next_start = clips[i + 1][0] if i + 1 < len(clips) else start + CLIP_S
             asks.append((i, {"start": clock(start), "end": clock(next_start), "caption": caption,
-                             "speech": "\n".join(cue_line(c) for c in heard)}))
+                             "speech": "\n".join(f"{item['timestamp']} : {item['text']}"
+                                                  for item in map(fusion_item, heard))}))
         out.append(CaptionClip(start, end, caption, caption))
     replies = builder.ask("fuse", [f for _, f in asks], FUSE_SCHEMA)
     for (i, _), reply in zip(asks, replies):
@@ -241,12 +254,14 @@ def read_relationships(reply: Mapping[str, Any] | None) -> tuple[list[dict[str, 
     return kept, dropped
 
 
-def nearest_cue_text(cues: Sequence[Cue], start_s: float) -> str:
-    """The transcript of a span (E-C7): the cue whose start is nearest the span's start, its last line; "" when
-    there is no cue."""
+def nearest_cue_text(cues: Sequence[Cue], start: str) -> str:
+    """The transcript of a span (E-C7): the cue whose start is nearest the span's start (its text "H:MM:SS,f",
+    read in whole milliseconds as the release reads it: ",7" is 7 ms), ties to the earlier cue, its last line;
+    "" when there is no cue."""
     if not cues:
         return ""
-    cue = min(cues, key=lambda c: (abs(c.start_s - start_s), c.start_s))
+    start_ms = millis_from_clock(start)
+    cue = min(cues, key=lambda c: (abs(round(c.start_s * 1000) - start_ms), c.start_s))
     return cue.text.splitlines()[-1]
 
 
@@ -295,15 +310,15 @@ def graph_rows(builder: BuilderCalls, docs: Sequence[Mapping[str, Any]], cues: S
             readable = []
             for span in spans.get(n, []):
                 try:
-                    readable.append((t8_from_clock(span["start_t"]), t8_from_clock(span["end_t"])))
+                    readable.append((t8_from_clock(span["start_t"]), t8_from_clock(span["end_t"]),
+                                     str(span["start_t"])))
                 except (KeyError, TypeError, ValueError):
                     counts.unreadable_spans += 1
             if not readable:
                 counts.unsupported_relationships += 1
                 continue
-            for start, end in readable:
-                start_s = seconds_from_t8(start)
-                rows.append(Relationship(VIDEO_DAY, start, end, nearest_cue_text(cues, start_s), **relationship))
+            for start, end, start_text in readable:
+                rows.append(Relationship(VIDEO_DAY, start, end, nearest_cue_text(cues, start_text), **relationship))
     return rows
 
 

@@ -55,23 +55,47 @@ def tf(t8: int) -> str:
     return f"{digits[0:2]}:{digits[2:4]}:{digits[4:6]},{digits[6:8]}"
 
 
+def tf_value(value: object) -> str:
+    """What the release's ``tf`` renders for a value that reaches it from a table or a reply: a T8 int as
+    :func:`tf` (D7's zero padding), anything else as the release does — the characters of ``str(value)`` cut at
+    2, 4, 6 and 8 (a NULL end time renders "No:ne:,", a source id in the time's column "Ja:ke:,")."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return tf(value)
+    text = str(value)
+    return f"{text[0:2]}:{text[2:4]}:{text[4:6]},{text[6:8]}"
+
+
 def hms6(t8: int) -> int:
     """The HHMMSS part of a T8 (the frame-window writer's bounds, E-R1)."""
     return int(t8) // 100
 
 
-_CLOCK = re.compile(r"^\s*(\d{1,2}):([0-5]\d):([0-5]\d)(?:[,.](\d{1,3}))?\s*$")
+#: E-C8's interval times as the release's builder reads them: "H:MM:SS,m" to "HH:MM:SS,mmm", a comma before the
+#: fraction, surrounding blanks ignored; the minutes and seconds are any two digits ("11:60:00,000" reads).
+_CLOCK = re.compile(r"^(\d{1,2}):(\d{2}):(\d{2}),(\d{1,3})$")
 
 
 def t8_from_clock(text: str) -> int:
-    """T8 of "H:MM:SS,mmm" (E-C8: milliseconds right-padded to 3 digits, then // 10). A ValueError names what
-    does not read (the release drops such an interval; the builder counts it)."""
-    match = _CLOCK.match(str(text))
+    """T8 of "H:MM:SS,mmm" (E-C8: milliseconds right-padded to 3 digits, then // 10, so ",7" is 700 ms and
+    ",07" 70 ms). A ValueError names what does not read (the release drops such an interval; the builder
+    counts it); an empty time is a ValueError here where the release stores NULL (the builder drops it)."""
+    match = _CLOCK.match(str(text).strip())
     if not match:
         raise ValueError(f"time {text!r} is not H:MM:SS,mmm")
     hours, minutes, seconds, millis = match.groups()
-    centis = int((millis or "0").ljust(3, "0")) // 10
+    centis = int(millis.ljust(3, "0")) // 10
     return ((int(hours) * 100 + int(minutes)) * 100 + int(seconds)) * 100 + centis
+
+
+def millis_from_clock(text: str) -> int:
+    """Milliseconds of "H:MM:SS,f" as the release reads a cue's or a span's start for the nearest cue (E-C7) and
+    an SRT time (``shift_timestamp``): the fraction is an integer count of milliseconds, not right-padded
+    (",7" is 7 ms, ",70" 70 ms, ",700" 700 ms)."""
+    match = _CLOCK.match(str(text).strip())
+    if not match:
+        raise ValueError(f"time {text!r} is not H:MM:SS,mmm")
+    hours, minutes, seconds, millis = (int(g) for g in match.groups())
+    return ((hours * 60 + minutes) * 60 + seconds) * 1000 + millis
 
 
 def clock(seconds: float) -> str:

@@ -12,6 +12,7 @@ the best cosine instead (named option, recorded in the store's config and ``docs
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -19,9 +20,29 @@ import numpy as np
 MAX_FRAMES = 50
 #: Candidates each query takes per window (EgoLife's topk; the Video-MME path uses 50).
 TOP_K = 100
-#: Windows one frame step searches (their analyzer calls run in parallel in the release).
-MAX_WINDOWS = 4
+#: Windows one frame step searches at once (the release's thread pool; every window of the reply runs).
+PARALLEL_WINDOWS = 4
 ORDERS = ("release", "similarity")
+#: How a window's bounds select frames: ``text`` as the release's merged table does (its ``timestamp`` column
+#: is TEXT, so ``BETWEEN`` compares the T8 digits as strings), ``numeric`` by time.
+WINDOW_COMPARES = ("text", "numeric")
+
+
+def window_rows(frame_t8s: Sequence[int], start_hms6: int, end_hms6: int, compare: str = "text") -> np.ndarray:
+    """The rows (in order) of the frames a window ``[start_hms6, end_hms6]`` (HHMMSS ints, closed) selects (E-R2).
+
+    ``text`` (the release): the merged frames table stores each T8 as TEXT and the bounds ``int(f"{t:06d}00")``
+    are compared with it as strings, so a window crossing 10:00 selects nothing ("9595500" sorts after
+    "10000500") and 0–235959 drops every frame whose digits sort after "23595900" (03:00–09:59). ``numeric``
+    compares the times (senri's option)."""
+    if compare not in WINDOW_COMPARES:
+        raise ValueError(f"window compare {compare!r}: one of {', '.join(WINDOW_COMPARES)}")
+    low, high = int(f"{int(start_hms6):06d}00"), int(f"{int(end_hms6):06d}00")
+    if compare == "numeric":
+        keep = [low <= int(t) <= high for t in frame_t8s]
+    else:
+        keep = [str(low) <= str(int(t)) <= str(high) for t in frame_t8s]
+    return np.flatnonzero(np.asarray(keep, dtype=bool))
 
 
 @dataclass(frozen=True)
@@ -45,7 +66,12 @@ def rank_frames(query_vectors: np.ndarray, frame_vectors: np.ndarray, top_k: int
 
     Each query's top ``min(top_k, N)`` by cosine (the release's unordered top-k: which frames, not their order)
     joins the candidates; candidates are ordered by hit count (descending), ties by reversed row order
-    (``release``) or by best cosine then row (``similarity``); the first ``keep`` are returned."""
+    (``release``) or by best cosine then row (``similarity``); the first ``keep`` are returned.
+
+    The release orders equal hit counts with numpy's default (unstable) ``argsort``, so its order among ties —
+    and which tied frames make the 50 — depends on numpy's CPU dispatch (its release cases give two orders for
+    one input). ``release`` is one order that sort can give (a stable sort, reversed: later frames first),
+    the same on every machine; a test checks it against both recorded orders."""
     if order not in ORDERS:
         raise ValueError(f"frame order {order!r}: one of {', '.join(ORDERS)}")
     frames = np.asarray(frame_vectors, dtype=np.float32)

@@ -17,9 +17,9 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
-from senri.memory.egagent.common import tf
+from senri.memory.egagent.common import tf_value
 
 NODE_TYPES = ("Person", "Location", "Object")
 RELATION_TYPES = ("TALKS_TO", "INTERACTS_WITH", "MENTIONS", "USES")
@@ -90,9 +90,9 @@ def open_read_only(path: Path) -> sqlite3.Connection:
     return db
 
 
-def run_query(db: sqlite3.Connection, query: str) -> list[dict]:
-    """One model-written query's rows (as dicts); RefusedQuery for one that is not a single read, sqlite3's
-    error for one that does not run."""
+def execute(db: sqlite3.Connection, query: str) -> list[sqlite3.Row]:
+    """One model-written query's rows as SQLite returned them (by position and by name); RefusedQuery for one
+    that is not a single read, sqlite3's error for one that does not run."""
     text = str(query).strip().rstrip(";").strip()
     if not text:
         raise RefusedQuery("an empty query")
@@ -104,7 +104,12 @@ def run_query(db: sqlite3.Connection, query: str) -> list[dict]:
         if "not authorized" in str(exc) or "readonly" in str(exc):
             raise RefusedQuery(f"refused (reads only): {query!r}") from None
         raise
-    return [dict(row) for row in cursor.fetchall()]
+    return cursor.fetchall()
+
+
+def run_query(db: sqlite3.Connection, query: str) -> list[dict]:
+    """One model-written query's rows as dicts (see :func:`execute`)."""
+    return [dict(row) for row in execute(db, query)]
 
 
 def read_rows(path: Path, query: str, what: str) -> list[dict]:
@@ -124,7 +129,7 @@ class LadderResult:
     """What an E-R4 search kept: the rows, which rung gave them (0-based; None: none ran), how many rungs ran,
     and the errors of those that failed or were refused."""
 
-    rows: list[dict]
+    rows: list[sqlite3.Row]
     rung: int | None
     tried: int
     errors: tuple[str, ...]
@@ -133,14 +138,14 @@ class LadderResult:
 def run_ladder(db: sqlite3.Connection, queries: Sequence[str], enough: int = ENOUGH_ROWS) -> LadderResult:
     """E-R4: the queries in order, errors skipped; the first result with more than ``enough`` rows, else the
     last successful one (possibly empty). No row cap."""
-    kept: list[dict] = []
+    kept: list[sqlite3.Row] = []
     rung: int | None = None
     errors: list[str] = []
     tried = 0
     for n, query in enumerate(queries):
         tried += 1
         try:
-            rows = run_query(db, query)
+            rows = execute(db, query)
         except (RefusedQuery, sqlite3.Error) as exc:
             errors.append(f"{n}: {type(exc).__name__}: {exc}")
             continue
@@ -150,18 +155,36 @@ def run_ladder(db: sqlite3.Connection, queries: Sequence[str], enough: int = ENO
     return LadderResult(kept, rung, tried, tuple(errors))
 
 
-def render_rows(rows: Sequence[dict]) -> str:
+#: How the kept rows are read for the agent: ``positional`` as the release does (``row[1]`` … ``row[9]``: a rung
+#: that selected fewer columns fails the question, one that reordered them renders other columns in their
+#: places), ``by_name`` by column name (a missing column renders "?", senri's option).
+ROW_READINGS = ("positional", "by_name")
+
+
+class UnrenderableRows(IndexError):
+    """A kept row with fewer than the table's ten columns, read by position: the release's IndexError, which
+    loses the question."""
+
+
+def render_rows(rows: Sequence[Sequence[Any] | Mapping[str, Any]], reading: str = "positional") -> str:
     """The rows as the agent reads them (E-R4): "src (type) REL tgt (type) on day D between time … and … . "
-    each, the transcript column never shown; "NONE" for no row. A row lacking a column (a query that selected
-    fewer) renders what it has."""
+    each, the transcript column never shown; "NONE" for no row. Times render as the release's ``tf`` renders
+    what it is given (:func:`~senri.memory.egagent.common.tf_value`: a NULL end "No:ne:,")."""
+    if reading not in ROW_READINGS:
+        raise ValueError(f"row reading {reading!r}: one of {', '.join(ROW_READINGS)}")
     if not rows:
         return "NONE"
     parts = []
     for row in rows:
-        try:
-            when = f" on day {row['day']} between time {tf(row['start_t'])} and {tf(row['end_t'])}"
-        except (KeyError, TypeError, ValueError):
-            when = ""
-        parts.append(f"{row.get('source_id', '?')} ({row.get('source_type', '?')}) {row.get('rel_type', '?')} "
-                     f"{row.get('target_id', '?')} ({row.get('target_type', '?')}){when}. ")
+        if reading == "positional":
+            values = list(row.values()) if isinstance(row, Mapping) else list(row)
+            if len(values) < len(COLUMNS):
+                raise UnrenderableRows(f"a kept row has {len(values)} columns, the rendering reads {len(COLUMNS)}")
+            named = dict(zip(COLUMNS, values))
+        else:
+            named = dict(row) if isinstance(row, Mapping) else {k: row[k] for k in row.keys()}
+        when = (f" on day {named['day']} between time {tf_value(named['start_t'])} and {tf_value(named['end_t'])}"
+                if all(k in named for k in ("day", "start_t", "end_t")) else "")
+        parts.append(f"{named.get('source_id', '?')} ({named.get('source_type', '?')}) {named.get('rel_type', '?')} "
+                     f"{named.get('target_id', '?')} ({named.get('target_type', '?')}){when}. ")
     return "".join(parts)

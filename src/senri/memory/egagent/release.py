@@ -111,7 +111,8 @@ def import_transcript(root: Path, day: int) -> list[tuple[float, float, str]]:
             try:
                 if int(row["day"]) != int(day):
                     continue
-                start, end = (seconds_from_t8(t8_from_clock(row[k])) for k in ("start_t", "end_t"))
+                # the cache cuts the milliseconds ("HH:MM:SS", E-C4)
+                start, end = (seconds_from_t8(t8_from_clock(f"{row[k]},000")) for k in ("start_t", "end_t"))
             except (KeyError, TypeError, ValueError) as exc:
                 raise ValueError(f"{path}: line {n}: field day/start_t/end_t unreadable ({exc})") from None
             text = (row.get("transcript_english") or "").strip()

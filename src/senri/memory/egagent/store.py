@@ -31,8 +31,8 @@ from senri.memory.cost import write_cost
 from senri.memory.egagent.build import (BuilderCalls, CaptionClip, Cue, GraphCounts, caption_clips, fuse,
                                         graph_rows, hour_documents, read_srt, seconds_grid)
 from senri.memory.egagent.common import (CLIPS_FILE, CONFIG_FILE, FRAMES_FILE, GRAPH_FILE, TRANSCRIPT_FILE,
-                                         seconds_from_t8)
-from senri.memory.egagent.frames import rank_frames
+                                         seconds_from_t8, t8_from_seconds)
+from senri.memory.egagent.frames import rank_frames, window_rows
 from senri.memory.egagent.graph import TABLE, open_read_only, render_rows, run_query, write_graph
 from senri.memory.store import BuildRequest, MemoryItem, MemoryStore, SearchContext
 
@@ -224,13 +224,19 @@ class EGAgentStore(MemoryStore):
         return (graph_hits or frame_hits)[:k]
 
     def frame_search(self, queries: Sequence[str], k: int, until_s: float | None = None,
-                     window: tuple[float, float] | None = None) -> list[MemoryItem]:
-        """The frames of ``window`` (default: the whole video, up to ``until_s``) ranked for ``queries`` (E-R2)."""
+                     window: tuple[float, float] | None = None, hms6_window: tuple[int, int] | None = None,
+                     compare: str = "text") -> list[MemoryItem]:
+        """The frames of ``window`` (seconds) or ``hms6_window`` (the window writer's HHMMSS bounds, selected as
+        ``compare`` says: :func:`~senri.memory.egagent.frames.window_rows`), default the whole video, up to
+        ``until_s``, ranked for ``queries`` (E-R2)."""
         if not len(self.frame_vectors) or not queries:
             return []
         rows = np.arange(len(self.frame_times))
         if window is not None:
             rows = rows[(self.frame_times >= window[0]) & (self.frame_times <= window[1])]
+        if hms6_window is not None:
+            rows = rows[window_rows([t8_from_seconds(float(self.frame_times[r])) for r in rows], *hms6_window,
+                                    compare=compare)]
         if until_s is not None:
             rows = rows[self.frame_times[rows] <= until_s]
         if not len(rows):
