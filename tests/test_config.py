@@ -264,3 +264,17 @@ def test_table2_evidence_runs_videoarm_on_the_backbones_and_each_seeker_on_its_o
         ("videoarm", "qwen25vl7b_vllm"), ("worldmm", "qwen25vl7b_vllm"), ("magic_video", "qwen25vl7b_vllm"),
         ("egagent", "qwen25vl7b_vllm")]
     assert len(cfgmod.runs(full)) == 7
+
+
+def test_every_method_with_release_deviations_runs_as_its_release_by_default():
+    """Each method registered in ``senri.methods.DEVIATIONS`` (EG-Agent, ParaVT, Video-o3, LongVideo-R1) has its
+    shipped config on the release's values, so the report marks no default run ¶; flipping one option marks it."""
+    from senri.methods import DEVIATIONS, deviations_from_release
+
+    names = sorted(DEVIATIONS.names())
+    assert names == ["egagent", "longvideo_r1", "paravt", "video_o3"]
+    for name in names:
+        cfg = cfgmod.compose(f"method=[{name}]")["method"][name]
+        assert deviations_from_release(cfg) == {}, name
+        option, release = next(iter(DEVIATIONS.load(name).items()))
+        assert set(deviations_from_release({**cfg, option: "something else"})) == {option}, name

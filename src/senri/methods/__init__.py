@@ -31,6 +31,9 @@ METHODS.register("longvideo_r1", "senri.methods.longvideo_r1:LongVideoR1")
 #: a run that set one (:func:`senri.report.deviating_runs`).
 DEVIATIONS = Registry("deviation options")
 DEVIATIONS.register("egagent", "senri.methods.egagent:DEVIATIONS")
+DEVIATIONS.register("paravt", "senri.methods.paravt:DEVIATIONS")
+DEVIATIONS.register("video_o3", "senri.methods.video_o3:DEVIATIONS")
+DEVIATIONS.register("longvideo_r1", "senri.methods.longvideo_r1:DEVIATIONS")
 
 
 def deviations_from_release(method_config: dict) -> dict[str, tuple[object, object]]:
