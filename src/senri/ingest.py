@@ -159,19 +159,27 @@ def _schema_problems(validator: jsonschema.Draft202012Validator, raw: RawRecord,
     return problems
 
 
+def repeated_options(options: Sequence[str]) -> list[tuple[int, int]]:
+    """(index of the first, index of the repeat) for each option that reads like an earlier one (whitespace and
+    case aside); empty options are not compared."""
+    pairs, seen = [], {}
+    for i, option in enumerate(options):
+        key = " ".join(option.split()).casefold()
+        if key and key in seen:
+            pairs.append((seen[key], i))
+        elif key:
+            seen[key] = i
+    return pairs
+
+
 def _consistency_problems(raw: RawRecord, record: dict) -> list[Problem]:
     """What a schema cannot say: two options that read the same, an evidence window that ends before it starts."""
     problems = []
     options = record.get("options")
     if isinstance(options, list) and all(isinstance(o, str) for o in options):
-        seen: dict[str, int] = {}
-        for i, option in enumerate(options[: len(LETTERS)]):
-            key = " ".join(option.split()).casefold()
-            if key in seen:
-                problems.append(Problem(raw.file, raw.row, "options",
-                                        f"options {LETTERS[seen[key]]} and {LETTERS[i]} are identical ({option!r})"))
-            else:
-                seen[key] = i
+        for first, i in repeated_options(options[: len(LETTERS)]):
+            problems.append(Problem(raw.file, raw.row, "options",
+                                    f"options {LETTERS[first]} and {LETTERS[i]} are identical ({options[i]!r})"))
     start, end = record.get("evidence_start_s"), record.get("evidence_end_s")
     if isinstance(start, (int, float)) and isinstance(end, (int, float)) and start > end:
         problems.append(Problem(raw.file, raw.row, "evidence_start_s",

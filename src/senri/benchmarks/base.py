@@ -142,16 +142,14 @@ def strip_letter_prefixes(options: Sequence[str]) -> list[str]:
 
 
 def option_flags(options: Sequence[str]) -> list[tuple[str, str]]:
-    """(flag, detail) for options that repeat another's text or are empty."""
-    flags, seen = [], {}
-    for letter, option in zip(OPTION_LETTERS, options):
-        key = " ".join(option.split()).casefold()
-        if not key:
-            flags.append(("empty_option", f"option {letter} is empty"))
-        elif key in seen:
-            flags.append(("repeated_option", f"options {seen[key]} and {letter} read the same ({option!r})"))
-        else:
-            seen[key] = letter
+    """(flag, detail) for options that repeat another's text (SENRI's rule, :func:`senri.ingest.repeated_options`)
+    or are empty."""
+    from senri.ingest import repeated_options
+
+    flags = [("empty_option", f"option {letter} is empty") for letter, option in zip(OPTION_LETTERS, options)
+             if not option.strip()]
+    flags += [("repeated_option", f"options {OPTION_LETTERS[first]} and {OPTION_LETTERS[i]} read the same "
+                                  f"({options[i]!r})") for first, i in repeated_options(options[: len(OPTION_LETTERS)])]
     return flags
 
 
