@@ -16,6 +16,7 @@ import jsonschema
 import polars as pl
 
 from senri.paths import SCHEMA_DIR
+from senri.benchmarks.base import repeated_options
 from senri.records import LETTERS, TASK_DIRECTION, IngestQuirk, Question, to_frame
 
 if TYPE_CHECKING:
@@ -157,19 +158,6 @@ def _schema_problems(validator: jsonschema.Draft202012Validator, raw: RawRecord,
             message = error.message
         problems.append(Problem(raw.file, raw.row, field, message))
     return problems
-
-
-def repeated_options(options: Sequence[str]) -> list[tuple[int, int]]:
-    """(index of the first, index of the repeat) for each option that reads like an earlier one (whitespace and
-    case aside); empty options are not compared."""
-    pairs, seen = [], {}
-    for i, option in enumerate(options):
-        key = " ".join(option.split()).casefold()
-        if key and key in seen:
-            pairs.append((seen[key], i))
-        elif key:
-            seen[key] = i
-    return pairs
 
 
 def _consistency_problems(raw: RawRecord, record: dict) -> list[Problem]:

@@ -141,11 +141,22 @@ def strip_letter_prefixes(options: Sequence[str]) -> list[str]:
     return out
 
 
-def option_flags(options: Sequence[str]) -> list[tuple[str, str]]:
-    """(flag, detail) for options that repeat another's text (SENRI's rule, :func:`senri.ingest.repeated_options`)
-    or are empty."""
-    from senri.ingest import repeated_options
+def repeated_options(options: Sequence[str]) -> list[tuple[int, int]]:
+    """(index of the first, index of the repeat) for each option that reads like an earlier one (whitespace and
+    case aside); empty options are not compared."""
+    pairs, seen = [], {}
+    for i, option in enumerate(options):
+        key = " ".join(option.split()).casefold()
+        if key and key in seen:
+            pairs.append((seen[key], i))
+        elif key:
+            seen[key] = i
+    return pairs
 
+
+def option_flags(options: Sequence[str]) -> list[tuple[str, str]]:
+    """(flag, detail) for options that repeat another's text (:func:`repeated_options`, SENRI's rule too) or are
+    empty."""
     flags = [("empty_option", f"option {letter} is empty") for letter, option in zip(OPTION_LETTERS, options)
              if not option.strip()]
     flags += [("repeated_option", f"options {OPTION_LETTERS[first]} and {OPTION_LETTERS[i]} read the same "
