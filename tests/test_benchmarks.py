@@ -84,6 +84,15 @@ def test_videomme_parquet_rows_read_as_the_nested_layout(tmp_path):
     assert from_parquet.questions == from_json.questions
 
 
+def test_a_record_whose_video_id_cannot_name_a_file_is_left_out_and_reported(tmp_path):
+    records = json.loads(EGOMEM_EXCERPT.read_text())[:2]
+    records[0]["videoID"] = "A1 JAKE/DAY1"
+    path = tmp_path / "EgoMem.json"
+    path.write_text(json.dumps(records))
+    native = _read("egomem", questions=[str(path)])
+    assert [q.qid for q in native.questions] == ["1"] and _flagged(native, "bad_video_id") == ["0"]
+
+
 def test_youtube_id_from_video_id_column_url_parameter_short_link_or_bare_id():
     assert youtube_id({"videoID": "-ApL8d6tX5U"}) == "-ApL8d6tX5U"
     assert youtube_id({"url": "https://www.youtube.com/watch?v=_tvmjsKXTu8&t=3"}) == "_tvmjsKXTu8"

@@ -188,7 +188,11 @@ def answer_flags(answer: str, n_options: int) -> list[tuple[str, str]]:
     return []
 
 
-def check_video_id(video_id: str, question_file: str, record: str) -> None:
-    if not NATIVE_VIDEO_ID.match(video_id):
-        raise NativeFileError(f"{question_file}, record {record}: video id {video_id!r} cannot name a file "
-                              f"(letters, digits, '_', '-', '.')")
+def unusable_video_id(native: NativeSet, question_file: str, record: str, video_id: str) -> bool:
+    """Whether a record's video id cannot name a file (empty, a path separator, a space, …): the record is left
+    out and reported ``bad_video_id`` instead of refusing the whole file."""
+    if NATIVE_VIDEO_ID.match(video_id):
+        return False
+    native.flag(question_file, record, video_id, "bad_video_id",
+                f"video id {video_id!r} cannot name a file (letters, digits, '_', '-', '.'): the record is left out")
+    return True

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from senri.benchmarks.base import (Benchmark, NativeFileError, NativeSet, NativeVideo, answer_flags, check_video_id,
+from senri.benchmarks.base import (Benchmark, NativeFileError, NativeSet, NativeVideo, answer_flags, unusable_video_id,
                                    load_json, make_question, option_flags, question_files, strip_letter_prefixes)
 
 TYPES = ("Event", "Detail")
@@ -37,7 +37,8 @@ def read(dataset: Mapping[str, Any]) -> NativeSet:
                 raise NativeFileError(f"{path}: item {index} is not an object")
             video_id = str(record.get("videoID", "")).strip()
             qid = str(record.get("question_id", index)).strip()
-            check_video_id(video_id, str(path), qid)
+            if unusable_video_id(native, str(path), qid, video_id):
+                continue
             options = strip_letter_prefixes([str(o).strip() for o in record.get("options") or []])
             answer = str(record.get("answer") or "").strip()
             flags = [native.flag(str(path), qid, video_id, flag, detail)

@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any, Mapping
 
-from senri.benchmarks.base import (Benchmark, NativeFileError, NativeSet, NativeVideo, answer_flags, check_video_id,
+from senri.benchmarks.base import (Benchmark, NativeFileError, NativeSet, NativeVideo, answer_flags, unusable_video_id,
                                    make_question, option_flags, preset_by_bins, question_files)
 
 #: LV3/LV6: question_type text → the leaderboard's abbreviation, in Table 2's column order.
@@ -93,7 +93,8 @@ def read(dataset: Mapping[str, Any]) -> NativeSet:
                 if not isinstance(video, dict) or not isinstance(video.get("key"), str):
                     raise NativeFileError(f"{path}: line {line_no}: expected a video object with a string 'key'")
                 key = video["key"].strip()
-                check_video_id(key, str(path), f"line {line_no}")
+                if unusable_video_id(native, str(path), f"line {line_no}", key):
+                    continue
                 info = video.get("video_info") if isinstance(video.get("video_info"), dict) else {}
                 minutes = info.get("duration_minutes")
                 duration = float(minutes) * 60 if isinstance(minutes, (int, float)) else None

@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlparse
 
 import polars as pl
 
-from senri.benchmarks.base import (Benchmark, NativeFileError, NativeSet, NativeVideo, answer_flags, check_video_id,
+from senri.benchmarks.base import (Benchmark, NativeFileError, NativeSet, NativeVideo, answer_flags, unusable_video_id,
                                    load_json, make_question, option_flags, question_files, strip_letter_prefixes)
 
 SPLITS = ("short", "medium", "long")
@@ -81,7 +81,8 @@ def read(dataset: Mapping[str, Any]) -> NativeSet:
             if file_id is None:
                 without_youtube_id += 1
                 file_id = number
-            check_video_id(file_id, str(path), qid)
+            if unusable_video_id(native, str(path), qid, file_id):
+                continue
             split = str(video.get("duration", "")).strip() or None
             options = [str(o).strip() for o in (row.get("options") or [])]
             options = strip_letter_prefixes(options)
