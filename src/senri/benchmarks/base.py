@@ -80,6 +80,16 @@ class Benchmark:
     strict: bool = False
 
 
+#: Separates a facet's key from its value in ``Question.categories`` (``domain=Knowledge``).
+FACET = "="
+
+
+def facet(key: str, value: object) -> list[str]:
+    """``[key=value]`` for a non-empty value, else ``[]``."""
+    text = str(value).strip() if value is not None else ""
+    return [f"{key}{FACET}{text}"] if text else []
+
+
 def no_preset(dataset: Mapping[str, Any], video: NativeVideo) -> str | None:
     """``memory.preset`` decides (SENRI-format data: ``auto``, by measured length)."""
     return None

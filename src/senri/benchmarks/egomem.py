@@ -1,15 +1,16 @@
 """EgoMem (VideoLucy's benchmark on EgoLife): ``EgoMem.json``, a list of 504 questions (spec EM1–EM7).
 
-Categories: the question's ``type`` (Event, Detail) and, for Event questions, the positional subtype (EM4: the
-k-th Event question of a video). Videos ``videos/<videoID>.mp4``; one preset, ``egomem``.
+Categories: the question's ``type`` (Event, Detail) and, for Event questions, the positional subtype as a facet
+``subtype=…`` (EM4: the k-th Event question of a video). Videos ``videos/<videoID>.mp4``; one preset, ``egomem``.
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from senri.benchmarks.base import (Benchmark, NativeFileError, NativeSet, NativeVideo, answer_flags, unusable_video_id,
-                                   load_json, make_question, option_flags, question_files, strip_letter_prefixes)
+from senri.benchmarks.base import (Benchmark, NativeFileError, NativeSet, NativeVideo, answer_flags, facet, load_json,
+                                   make_question, option_flags, question_files, strip_letter_prefixes,
+                                   unusable_video_id)
 
 TYPES = ("Event", "Detail")
 #: EM4: the subtype of a video's k-th Event question (k = 0…5), in file order.
@@ -52,7 +53,7 @@ def read(dataset: Mapping[str, Any]) -> NativeSet:
                 k = events_seen.get(video_id, 0)
                 events_seen[video_id] = k + 1
                 if k < len(EVENT_SUBTYPES):
-                    categories.append(EVENT_SUBTYPES[k])
+                    categories += facet("subtype", EVENT_SUBTYPES[k])
             elif kind not in TYPES:
                 flags.append(native.flag(str(path), qid, video_id, "unknown_category", f"type {kind!r}"))
             native.questions.append(make_question(

@@ -14,8 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from senri.benchmarks.base import (Benchmark, NativeFileError, NativeSet, NativeVideo, answer_flags, unusable_video_id,
-                                   load_json, make_question, option_flags, preset_by_bins, question_files)
+from senri.benchmarks.base import (Benchmark, NativeFileError, NativeSet, NativeVideo, answer_flags, load_json,
+                                   make_question, option_flags, preset_by_bins, question_files, unusable_video_id)
 from senri.records import OPTION_LETTERS
 
 #: The seven M-Avg tasks (dev), by the name every scorer uses (the file's "findNeedle" is "needle").
