@@ -36,7 +36,7 @@ IN_PROCESS_MODEL = senri_serving.in_process_model_pattern(SENRI)
 os.environ.update(PYTHONPATH=os.pathsep.join(p for p in (str(SENRI_SRC), os.environ.get("PYTHONPATH", "")) if p))
 
 wildcard_constraints:
-    video_id=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    video_id=r"[A-Za-z0-9_-][A-Za-z0-9_.-]*",  # YouTube ids of Video-MME and LVBench may start with - or _
     method=r"[A-Za-z0-9][A-Za-z0-9_.-]*(@[A-Za-z0-9][A-Za-z0-9_.-]*)?",  # <method>@<system>: over a memory system
     system=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     model=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
@@ -80,6 +80,11 @@ def memory_inputs(wildcards):
 def memory_options(wildcards, input):
     """``--track/--ocr/--detections`` for the captioner's optional inputs that this config has."""
     return " ".join(f"--{name} {input[name]}" for name in ("track", "ocr", "detections") if name in input.keys())
+
+
+def memory_preset(wildcards):
+    """``--preset NAME`` where the benchmark sets a video's memory preset (VideoLucy's appendix, by split)."""
+    return " ".join(senri_workflow.preset_args(SENRI, wildcards.video_id))
 
 
 def memory_gpus(wildcards):
