@@ -109,12 +109,14 @@ def cmd_needle_data(args: argparse.Namespace) -> None:
 def cmd_ingest(args: argparse.Namespace) -> None:
     from senri.ingest import ingest
     from senri.records import Question, write_table
+    from senri.subset import Subset, apply_subset
 
     stage = _stage_config(args, "ingest")
     files = args.questions or stage["questions"]
     table = ingest(files, args.videos_dir or stage["videos_dir"], stage["video_ext"])
+    table, drawn = apply_subset(table, Subset.from_config(stage.get("subset")))  # dataset.subset: recorded below
     write_table(table, args.out, Question)
-    cfgmod.write_sidecar(args.out, "ingest", stage)
+    cfgmod.write_sidecar(args.out, "ingest", {**stage, "subset_qids": drawn} if drawn is not None else stage)
     log.info("wrote %d questions on %d videos to %s", table.height, table["video_id"].n_unique(), args.out)
 
 

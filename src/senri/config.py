@@ -440,7 +440,9 @@ def stage_slice(cfg: Mapping[str, Any], stage: str, method: str | None = None, m
     if stage == "needle_data":
         return {"needle": dataset.get("needle")}
     if stage == "ingest":
-        return {key: dataset[key] for key in ("name", "questions", "videos_dir", "video_ext")}
+        # a subset only where one is set: a dataset without it keeps its ingest as it was
+        return {key: dataset[key] for key in ("name", "questions", "videos_dir", "video_ext", "subset")
+                if key != "subset" or dataset.get("subset")}
     if stage == "probe":
         return {"probe": cfg["probe"]}
     if stage == "anonymize":

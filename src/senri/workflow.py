@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from senri.demo import DemoConfig, video_ids as demo_video_ids
 from senri.ingest import find_video, video_ids_in
+from senri.subset import Subset, SubsetError, question_video_pairs, subset_video_ids
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 #: Backends that run the model on this job's own GPU(s); every other backend (a remote server, llama.cpp on
@@ -26,7 +27,7 @@ GPU_BACKENDS = frozenset({"vllm", "transformers"})
 STAGE_CODE: dict[str, tuple[str, ...]] = {
     "demo_data": ("demo.py", "media.py", "records.py"),
     "needle_data": ("needle.py", "demo.py", "media.py", "records.py", "ingest.py"),
-    "ingest": ("ingest.py", "records.py", "../../workflow/schemas/questions.schema.json"),
+    "ingest": ("ingest.py", "subset.py", "records.py", "../../workflow/schemas/questions.schema.json"),
     "probe": ("probe.py", "media.py", "records.py"),
     "frames": ("decode.py", "records.py"),
     "anonymize": ("anonymize/stage.py", "anonymize/detectors/__init__.py", "anonymize/detectors/base.py",
@@ -128,6 +129,13 @@ def planned_video_ids(cfg: Mapping[str, Any]) -> list[str]:
 
         return needle_video_ids(needle_config(cfg))
     ids = list(dataset["video_ids"]) or video_ids_in(dataset["questions"])
+    subset = Subset.from_config(dataset.get("subset"))
+    if subset is not None:  # only the drawn questions' videos (the ingest job reports a subset that cannot be drawn)
+        try:
+            drawn = set(subset_video_ids(question_video_pairs(dataset["questions"]), subset))
+            ids = [v for v in ids if v in drawn]
+        except SubsetError:
+            pass
     return [v for v in ids if find_video(dataset["videos_dir"], v, dataset["video_ext"]) is not None]
 
 
