@@ -13,6 +13,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any, Mapping
 
+from senri.config import run_captioner
 from senri.demo import DemoConfig, video_ids as demo_video_ids
 from senri.ingest import find_video, video_ids_in
 from senri.subset import Subset, SubsetError, question_video_pairs, subset_video_ids
@@ -44,7 +45,10 @@ STAGE_CODE: dict[str, tuple[str, ...]] = {
                       "memory/retrieval.py", "records.py", "registry.py", "backends/__init__.py", "backends/base.py",
                       "backends/cache.py"),
     "aggregate": ("aggregate.py", "records.py"),
+    "richness": ("analysis/richness.py", "aggregate.py", "answers.py", "records.py", "prompts.py",
+                 "backends/__init__.py", "backends/base.py", "backends/cache.py"),
     "report": ("aggregate.py", "records.py", "stats.py", "report/__init__.py", "report/tables.py",
+               "report/model_grid.py", "report/published/videolucy_table13_models.csv",
                "report/figures.py", "report/render.py", "report/browser.py", "report/browser_script.py", "decode.py"),
 }
 
@@ -172,11 +176,12 @@ def pixel_video(cfg: Mapping[str, Any], video_id: str) -> str:
     return video_path(cfg, video_id)
 
 
-def memory_inputs(cfg: Mapping[str, Any], video_id: str) -> dict[str, str]:
-    """What a captioner of ``video_id`` reads: the video, the track and OCR tables (perception captioner)
-    and the anonymization stage's detections (when anonymization is on)."""
+def memory_inputs(cfg: Mapping[str, Any], video_id: str, captioner: str | None = None) -> dict[str, str]:
+    """What a captioner of ``video_id`` reads (``captioner``: one of several; None: the only one): the video,
+    the track and OCR tables (perception captioner) and the anonymization stage's detections (when
+    anonymization is on)."""
     inputs = {"info": f"results/probe/{video_id}.parquet", "pixels": pixel_video(cfg, video_id)}
-    if cfg["memory"]["captioner"] == "perception":
+    if (captioner or run_captioner(cfg)) == "perception":
         inputs["track"] = f"results/track/{video_id}.parquet"
         inputs["ocr"] = f"results/track/{video_id}.ocr.parquet"
     if cfg["anonymize"]["enabled"]:
@@ -184,12 +189,12 @@ def memory_inputs(cfg: Mapping[str, Any], video_id: str) -> dict[str, str]:
     return inputs
 
 
-def memory_table(cfg: Mapping[str, Any], video_id: str) -> str:
-    return f"results/memory/{cfg['memory']['captioner']}/{video_id}.parquet"
+def memory_table(cfg: Mapping[str, Any], video_id: str, captioner: str | None = None) -> str:
+    return f"results/memory/{captioner or run_captioner(cfg)}/{video_id}.parquet"
 
 
-def caption_cache_dir(cfg: Mapping[str, Any], video_id: str) -> str:
-    return f"results/cache/captions/{cfg['memory']['captioner']}/{video_id}"
+def caption_cache_dir(cfg: Mapping[str, Any], video_id: str, captioner: str | None = None) -> str:
+    return f"results/cache/captions/{captioner or run_captioner(cfg)}/{video_id}"
 
 
 def method_memory_system(cfg: Mapping[str, Any], method: str) -> str | None:
@@ -198,15 +203,15 @@ def method_memory_system(cfg: Mapping[str, Any], method: str) -> str | None:
     return str(system) if system else None
 
 
-def memory_store_dir(cfg: Mapping[str, Any], system: str, video_id: str) -> str:
+def memory_store_dir(cfg: Mapping[str, Any], system: str, video_id: str, captioner: str | None = None) -> str:
     """A video's store folder of a memory system (issue 25 decision 2): one per (system, captioner, video)."""
-    return f"results/memory_system/{system}/{cfg['memory']['captioner']}/{video_id}"
+    return f"results/memory_system/{system}/{captioner or run_captioner(cfg)}/{video_id}"
 
 
-def memory_system_inputs(cfg: Mapping[str, Any], video_id: str) -> dict[str, str]:
+def memory_system_inputs(cfg: Mapping[str, Any], video_id: str, captioner: str | None = None) -> dict[str, str]:
     """What a store's build job reads: the caption table (the finest captions senri has) and what a captioner
     reads, so a builder can caption at its own base scale through the shared caption cache."""
-    return {"captions": memory_table(cfg, video_id), **memory_inputs(cfg, video_id)}
+    return {"captions": memory_table(cfg, video_id, captioner), **memory_inputs(cfg, video_id, captioner)}
 
 
 def memory_system_store(cfg: Mapping[str, Any], system: str) -> str:
@@ -222,11 +227,12 @@ def answer_inputs(cfg: Mapping[str, Any], method: str, model: str, video_id: str
     inputs = {"questions": "results/questions.parquet", "video": f"results/probe/{video_id}.parquet"}
     spec = cfg["method"][method]
     if spec.get("uses_memory"):
-        inputs["memory"] = memory_table(cfg, video_id)
-        inputs.update({k: v for k, v in memory_inputs(cfg, video_id).items() if k != "info"})
+        captioner = run_captioner(cfg, method)  # of several captioners, this run's
+        inputs["memory"] = memory_table(cfg, video_id, captioner)
+        inputs.update({k: v for k, v in memory_inputs(cfg, video_id, captioner).items() if k != "info"})
         system = method_memory_system(cfg, method)
         if system not in (None, "captions"):
-            inputs["store"] = memory_store_dir(cfg, system, video_id)
+            inputs["store"] = memory_store_dir(cfg, system, video_id, captioner)
     if spec.get("uses_pixels"):
         inputs["pixels"] = pixel_video(cfg, video_id)
     if spec.get("plan"):
@@ -253,7 +259,7 @@ def answer_media_args(cfg: Mapping[str, Any], inputs: Mapping[str, str], video_i
         if name in inputs:
             args += [f"--{option}", str(inputs[name])]
     if "memory" in inputs:
-        args += ["--caption-cache", caption_cache_dir(cfg, video_id)]
+        args += ["--caption-cache", caption_cache_dir(cfg, video_id, run_captioner(cfg, method))]
     elif method is not None:
         from senri.methods import METHODS
 
@@ -261,3 +267,14 @@ def answer_media_args(cfg: Mapping[str, Any], inputs: Mapping[str, str], video_i
         if METHODS.load(implementation).caches_captions:
             args += ["--caption-cache", f"results/cache/captions/{implementation}/{video_id}"]
     return args
+
+
+def richness_predictions(cfg: Mapping[str, Any], runs: list[tuple[str, str]], video_ids: list[str]) -> list[str]:
+    """The prediction files the richness analysis reads (VideoLucy's runs), or none when the analysis is off
+    (no ``analysis.richness.evaluator``) or no VideoLucy run is planned: the stage is then not planned."""
+    from senri.analysis.richness import videolucy_runs
+
+    if not ((cfg.get("analysis") or {}).get("richness") or {}).get("evaluator"):
+        return []
+    return [f"results/predictions/{method}/{model}/{video}.parquet" for method, model in videolucy_runs(cfg, runs)
+            for video in video_ids]
