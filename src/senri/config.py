@@ -200,7 +200,9 @@ def run_captioner(cfg: Mapping[str, Any], method: str | None = None) -> str:
         return str(own)
     names = captioner_names(cfg)
     if len(names) > 1:
-        raise ConfigError(f"config.memory.captioner lists {len(names)} captioners; say which one (run {method!r})")
+        which = f" for run {method!r}" if method is not None else ""
+        raise ConfigError(f"config.memory.captioner lists {len(names)} captioners ({', '.join(names)}); "
+                          f"a stage of one memory must say which{which}")
     return names[0]
 
 
