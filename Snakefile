@@ -12,6 +12,7 @@ include: "rules/memory.smk"
 include: "rules/answer.smk"
 include: "rules/serving.smk"
 include: "rules/report.smk"
+include: "rules/analysis.smk"
 
 
 # Prediction files are targets themselves: a deleted one is recomputed (then the tables), not skipped as
@@ -22,6 +23,7 @@ rule all:
         prediction_files,
         frame_stores,
         memory_files,
+        richness_curves,
         "results/tables/main.md",
         "results/report.html",
     default_target: True

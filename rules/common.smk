@@ -37,11 +37,13 @@ os.environ.update(PYTHONPATH=os.pathsep.join(p for p in (str(SENRI_SRC), os.envi
 
 wildcard_constraints:
     video_id=r"[A-Za-z0-9_-][A-Za-z0-9_.-]*",  # YouTube ids of Video-MME and LVBench may start with - or _
-    method=r"[A-Za-z0-9][A-Za-z0-9_.-]*(@[A-Za-z0-9][A-Za-z0-9_.-]*)?",  # <method>@<system>: over a memory system
+    # <method>@<system>: over a memory system; <method>+<captioner>: over one of several captioners' memories
+    method=r"[A-Za-z0-9][A-Za-z0-9_.-]*(@[A-Za-z0-9][A-Za-z0-9_.-]*)?(\+[A-Za-z0-9][A-Za-z0-9_.-]*)?",
     system=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     model=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     plan=r"[A-Za-z0-9][A-Za-z0-9_-]*",
-    captioner=re.escape(SENRI["memory"]["captioner"]),  # the memory stage runs the configured captioner only
+    # the memory stage runs the configured captioners only
+    captioner="|".join(re.escape(c) for c in senri_config.captioner_names(SENRI)),
 
 
 def stage_config(stage):
@@ -74,7 +76,12 @@ def video_file(wildcards):
 
 
 def memory_inputs(wildcards):
-    return senri_workflow.memory_inputs(SENRI, wildcards.video_id)
+    return senri_workflow.memory_inputs(SENRI, wildcards.video_id, wildcards.captioner)
+
+
+def memory_config(wildcards):
+    """The memory stage's slice for one captioner (of several, each its own memory)."""
+    return senri_config.canonical_json(senri_config.stage_slice(SENRI, "memory", captioner=wildcards.captioner))
 
 
 def memory_options(wildcards, input):
@@ -89,12 +96,12 @@ def memory_preset(wildcards):
 
 def memory_gpus(wildcards):
     """A VLM captioner on a GPU backend asks for its GPU; the perception captioner for none."""
-    model = SENRI.get("captioner_model") or {}
+    model = senri_config.captioner_config(SENRI, wildcards.captioner) or {}
     return int(model.get("gpus", 1 if model.get("backend") in senri_workflow.GPU_BACKENDS else 0))
 
 
 def memory_mem_mb(wildcards):
-    model = SENRI.get("captioner_model") or {}
+    model = senri_config.captioner_config(SENRI, wildcards.captioner) or {}
     return int(model.get("mem_mb", 16000 if model.get("backend") in senri_workflow.GPU_BACKENDS else 2000))
 
 
@@ -102,8 +109,9 @@ def memory_files(wildcards):
     """Memory tables (and the track's path plots) when a selected method reads the memory."""
     if not any(spec.get("uses_memory") for spec in SENRI["method"].values()):
         return []
-    files = [senri_workflow.memory_table(SENRI, v) for v in VIDEO_IDS]
-    if SENRI["memory"]["captioner"] == "perception":
+    captioners = senri_config.planned_captioners(SENRI)
+    files = [senri_workflow.memory_table(SENRI, v, c) for c in captioners for v in VIDEO_IDS]
+    if "perception" in captioners:
         files += [f"results/track/{v}.png" for v in VIDEO_IDS]
     return files
 
@@ -144,7 +152,8 @@ def answer_media_options(wildcards, input):
 
 
 def memory_system_config(wildcards):
-    return senri_config.canonical_json(senri_config.stage_slice(SENRI, "memory_system", system=wildcards.system))
+    return senri_config.canonical_json(senri_config.stage_slice(SENRI, "memory_system", system=wildcards.system,
+                                                                captioner=wildcards.captioner))
 
 
 def memory_system_code(wildcards):
@@ -153,7 +162,7 @@ def memory_system_code(wildcards):
 
 
 def memory_system_inputs(wildcards):
-    return senri_workflow.memory_system_inputs(SENRI, wildcards.video_id)
+    return senri_workflow.memory_system_inputs(SENRI, wildcards.video_id, wildcards.captioner)
 
 
 def memory_system_action(wildcards):
@@ -196,6 +205,19 @@ def needle_user_inputs(wildcards):
         if folder and Path(folder).is_dir():
             files += sorted(str(p) for p in Path(folder).iterdir() if p.suffix.lower() in needle["clip_ext"])
     return files
+
+
+def richness_predictions(wildcards):
+    return senri_workflow.richness_predictions(SENRI, RUNS, VIDEO_IDS)
+
+
+def richness_curves(wildcards):
+    """The richness analysis's curves when it is planned (the report draws Fig. 5 from them), else none."""
+    return ["results/analysis/richness/curves.parquet"] if richness_predictions(wildcards) else []
+
+
+def report_richness_args(wildcards, input):
+    return f"--richness {input.richness}" if input.richness else ""
 
 
 def report_needle_args(wildcards, input):

@@ -13,7 +13,7 @@ rule memory:
         cost="results/memory/{captioner}/{video_id}.cost.parquet",
         config="results/memory/{captioner}/{video_id}.config.yaml",
     params:
-        config=stage_config("memory"),
+        config=memory_config,
         code=stage_code("memory"),
         options=memory_options,
         preset=memory_preset,

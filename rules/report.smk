@@ -45,6 +45,7 @@ rule report:
         sidecars=prediction_sidecars,
         questions="results/questions.parquet",
         needles=["results/needle/needles.parquet"] if IS_NEEDLE else [],
+        richness=richness_curves,
         videos="results/videos.parquet",
     output:
         html=report("results/report.html", caption="../workflow/report/report.rst", category="Report"),
@@ -65,6 +66,7 @@ rule report:
         config=stage_config("report"),
         code=stage_code("report"),
         needles=report_needle_args,
+        richness=report_richness_args,
     log:
         "results/logs/report.log",
     benchmark:
@@ -76,4 +78,5 @@ rule report:
         "../envs/cpu.yaml"
     shell:
         "python -m senri report --config {params.config:q} --predictions {input.predictions:q}"
-        " --questions {input.questions} {params.needles} --videos {input.videos} --out results > {log} 2>&1"
+        " --questions {input.questions} {params.needles} {params.richness} --videos {input.videos} --out results"
+        " > {log} 2>&1"

@@ -121,14 +121,16 @@ def cmd_needle_data(args: argparse.Namespace) -> None:
 def cmd_ingest(args: argparse.Namespace) -> None:
     from senri.ingest import ingest_dataset, report_path
     from senri.records import IngestQuirk, Question, write_table
+    from senri.subset import Subset, apply_subset
 
     stage = _stage_config(args, "ingest")
     dataset = {**stage, "questions": args.questions or stage["questions"],
                "videos_dir": args.videos_dir or stage["videos_dir"]}
     table, report = ingest_dataset(dataset)
+    table, drawn = apply_subset(table, Subset.from_config(stage.get("subset")))  # dataset.subset: recorded below
     write_table(table, args.out, Question)
     write_table(report, report_path(args.out), IngestQuirk)
-    cfgmod.write_sidecar(args.out, "ingest", stage)
+    cfgmod.write_sidecar(args.out, "ingest", {**stage, "subset_qids": drawn} if drawn is not None else stage)
     log.info("wrote %d questions on %d videos to %s", table.height, table["video_id"].n_unique(), args.out)
     if report.height:
         import polars as pl
@@ -368,6 +370,20 @@ def cmd_aggregate(args: argparse.Namespace) -> None:
     log.info("wrote tables for %d run(s) to %s", tables["main"].height, args.out)
 
 
+def cmd_analyze(args: argparse.Namespace) -> None:
+    import polars as pl
+
+    from senri.analysis.richness import run_richness
+    from senri.records import Question, read_table
+
+    stage = _stage_config(args, args.analysis)
+    levels, curves = run_richness(stage, args.predictions, read_table(args.questions, Question), args.cache,
+                                  args.out)
+    cfgmod.write_sidecar(Path(args.out), args.analysis, stage)
+    log.info("%s: %d level text(s) of %d question(s) scored; %d reply(ies) not scored; wrote %s", args.analysis,
+             levels.height, levels["qid"].n_unique(), levels.filter(pl.col("relevance").is_null()).height, args.out)
+
+
 def cmd_report(args: argparse.Namespace) -> None:
     import polars as pl
 
@@ -377,9 +393,10 @@ def cmd_report(args: argparse.Namespace) -> None:
     stage = _stage_config(args, "report")
     needles = pl.read_parquet(args.needles) if args.needles else None
     videos = read_table(args.videos, VideoInfo) if args.videos else None
+    richness = pl.read_parquet(args.richness) if args.richness else None
     path = build_report(args.predictions, read_table(args.questions, Question), args.out, stage["report"],
                         seed=int(stage["seed"]), decimals=stage["aggregate"]["decimals"], needles=needles,
-                        videos=videos)
+                        videos=videos, richness=richness)
     cfgmod.write_sidecar(Path(args.out) / "report", "report", stage)
     log.info("wrote %s", path)
 
@@ -545,8 +562,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--questions", default="results/questions.parquet")
     p.add_argument("--out", default="results", help="writes OUT/report.html and OUT/report/")
     p.add_argument("--needles", help="the needle stage's needles.parquet (dataset=needle): the needle figure")
+    p.add_argument("--richness", help="the richness analysis's curves.parquet: VideoLucy Fig. 5's curves")
     p.add_argument("--videos", help="the videos table (results/videos.parquet): the question browser's thumbnails "
                                     "come from its video files")
+
+    p = add("analyze", cmd_analyze, "an analysis over finished runs (richness: VideoLucy Fig. 5, entropy and "
+                                    "relevance per memory level)")
+    p.add_argument("analysis", choices=["richness"])
+    _add_config_options(p)
+    p.add_argument("--predictions", nargs="+", required=True, help="the VideoLucy runs' prediction files")
+    p.add_argument("--questions", default="results/questions.parquet")
+    p.add_argument("--cache", help="the evaluator's response cache (SQLite)")
+    p.add_argument("--out", default="results/analysis/richness", help="writes levels.parquet and curves.parquet")
 
     p = add("config", cmd_config, "print the composed, validated config and the runs it implies")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. method=[random] seed=3")

@@ -54,9 +54,10 @@ def compose(overrides: str | Iterable[str] | None = None, config_dir: Path = CON
     expand_memory_systems(cfg, Path(config_dir))
     pin_method_models(cfg, Path(config_dir))
     expand_report_models(cfg)
-    cfg["captioner_model"] = captioner_model(cfg, Path(config_dir))
+    expand_captioners(cfg, Path(config_dir))
     attach_tool_models(cfg, Path(config_dir))
     attach_memory_system_models(cfg, Path(config_dir))
+    attach_analysis_models(cfg, Path(config_dir))
     validate(cfg)
     attach_prompt_identities(cfg)
     return cfg
@@ -97,6 +98,7 @@ def attach_prompt_identities(cfg: dict[str, Any]) -> None:
     parts.append(("config.memory", cfg.get("memory", {})))
     # A memory system's builder prompts are part of its store's slice: editing one rebuilds its stores.
     parts += [(f"config.memory_system.{name}", spec) for name, spec in cfg.get("memory_system", {}).items()]
+    parts += [(f"config.analysis.{name}", spec) for name, spec in (cfg.get("analysis") or {}).items()]
     for where, spec in parts:
         if isinstance(spec, dict) and spec.get("prompts"):
             try:
@@ -147,13 +149,75 @@ def pin_method_models(cfg: dict[str, Any], config_dir: Path) -> None:
         cfg["pinned_models"] = list(dict.fromkeys(brought_in))
 
 
-def captioner_model(cfg: Mapping[str, Any], config_dir: Path) -> dict[str, Any] | None:
+def captioner_model(cfg: Mapping[str, Any], config_dir: Path, name: str | None = None) -> dict[str, Any] | None:
     """The model config of a VLM captioner (``memory.captioner`` names a model config), or None for the
     perception captioner. It need not be among the selected inference models."""
-    name = cfg.get("memory", {}).get("captioner", "perception")
+    name = name or cfg.get("memory", {}).get("captioner", "perception")
     if name == "perception":
         return None
     return named_model_config(cfg, name, config_dir, "config.memory.captioner", "is neither 'perception' nor")
+
+
+def captioner_names(cfg: Mapping[str, Any]) -> list[str]:
+    """The captioners of the config: ``memory.captioner`` is one name or a list of them."""
+    value = cfg.get("memory", {}).get("captioner", "perception")
+    return [str(v) for v in value] if isinstance(value, list) else [str(value)]
+
+
+def captioner_run_name(run: str, captioner: str) -> str:
+    """A memory run's name over one of several captioners: ``videolucy+internvl25_8b_vllm``."""
+    return f"{run}+{captioner}"
+
+
+def expand_captioners(cfg: dict[str, Any], config_dir: Path) -> None:
+    """Give every memory method one run per captioner when ``memory.captioner`` lists several (VideoLucy's
+    Table 13: captioner × reasoning model): run ``<method>+<captioner>`` records its captioner as ``captioner``
+    and reads that captioner's memory (its own memory tables and caption cache; the ``memory`` column names it).
+    One captioner, as a name or a one-item list, is today's config: runs, names and paths unchanged. Each
+    captioner's model config is in ``captioner_models`` (null for perception); ``captioner_model`` holds the
+    single captioner's, as before."""
+    names = captioner_names(cfg)
+    if not names or len(set(names)) != len(names):
+        raise ConfigError(f"config.memory.captioner: one captioner or a list of distinct ones, got {names!r}")
+    cfg["captioner_models"] = {name: captioner_model(cfg, config_dir, name) for name in names}
+    if len(names) == 1:
+        cfg["memory"]["captioner"] = names[0]
+        cfg["captioner_model"] = cfg["captioner_models"][names[0]]
+        return
+    methods: dict[str, Any] = {}
+    for run, spec in cfg["method"].items():
+        if isinstance(spec, dict) and spec.get("uses_memory"):
+            methods.update({captioner_run_name(run, name): {**spec, "captioner": name} for name in names})
+        else:
+            methods[run] = spec
+    cfg["method"] = methods
+
+
+def run_captioner(cfg: Mapping[str, Any], method: str | None = None) -> str:
+    """The captioner whose memory a run reads: its own (``captioner``, one of several) or the config's only one."""
+    own = cfg["method"][method].get("captioner") if method is not None else None
+    if own:
+        return str(own)
+    names = captioner_names(cfg)
+    if len(names) > 1:
+        which = f" for run {method!r}" if method is not None else ""
+        raise ConfigError(f"config.memory.captioner lists {len(names)} captioners ({', '.join(names)}); "
+                          f"a stage of one memory must say which{which}")
+    return names[0]
+
+
+def captioner_config(cfg: Mapping[str, Any], name: str) -> dict[str, Any] | None:
+    """A captioner's model config (None for perception), from ``captioner_models`` (hand-made configs without
+    it: the single ``captioner_model``)."""
+    models = cfg.get("captioner_models")
+    return models.get(name) if isinstance(models, Mapping) else cfg.get("captioner_model")
+
+
+def planned_captioners(cfg: Mapping[str, Any]) -> list[str]:
+    """The captioners some planned memory run reads, in config order (their memories are built)."""
+    used = {run_captioner(cfg, method) for method, spec in cfg["method"].items()
+            if isinstance(spec, dict) and spec.get("uses_memory")}
+    return [name for name in captioner_names(cfg) if name in used]
 
 
 def named_model_config(cfg: Mapping[str, Any], name: str, config_dir: Path, where: str,
@@ -194,6 +258,18 @@ def attach_memory_system_models(cfg: dict[str, Any], config_dir: Path) -> None:
         if isinstance(spec, dict) and isinstance(spec.get("models"), dict):
             spec["model_configs"] = role_model_configs(cfg, spec["models"], f"config.memory_system.{name}.models",
                                                        config_dir)
+
+
+def attach_analysis_models(cfg: dict[str, Any], config_dir: Path) -> None:
+    """Resolve the relevance evaluator of the richness analysis (``analysis.richness.evaluator``, a model config
+    name) into ``evaluator_config`` beside it: a change to the evaluator's config reruns the analysis."""
+    richness = (cfg.get("analysis") or {}).get("richness")
+    if isinstance(richness, dict) and int(richness.get("score_min", 0)) >= int(richness.get("score_max", 1)):
+        raise ConfigError("config.analysis.richness.score_min: must be below score_max, got "
+                          f"{richness.get('score_min')} and {richness.get('score_max')}")
+    if isinstance(richness, dict) and richness.get("evaluator"):
+        richness["evaluator_config"] = named_model_config(cfg, str(richness["evaluator"]), config_dir,
+                                                          "config.analysis.richness.evaluator")
 
 
 #: The memory system of every memory method unless the config selects others (``memory_system: [captions]``).
@@ -429,7 +505,7 @@ NATIVE_DATASET_KEYS: tuple[str, ...] = ("benchmark", "root", "video_ids", "repai
 
 
 def stage_slice(cfg: Mapping[str, Any], stage: str, method: str | None = None, model: str | None = None,
-                plan: str | None = None, system: str | None = None) -> dict:
+                plan: str | None = None, system: str | None = None, captioner: str | None = None) -> dict:
     """The part of the config a stage reads. Anything not in a stage's slice cannot affect its output."""
     dataset = cfg["dataset"]
     if stage == "frames":
@@ -446,6 +522,8 @@ def stage_slice(cfg: Mapping[str, Any], stage: str, method: str | None = None, m
         return {"needle": dataset.get("needle")}
     if stage == "ingest":
         slice_ = {key: dataset[key] for key in ("name", "questions", "videos_dir", "video_ext")}
+        if dataset.get("subset"):  # a subset only where one is set: a dataset without it keeps its ingest as it was
+            slice_["subset"] = dataset["subset"]
         if dataset.get("benchmark", "senri") != "senri":  # a native benchmark's reader options (SENRI has none)
             slice_ |= {key: dataset[key] for key in NATIVE_DATASET_KEYS if key in dataset}
         return slice_
@@ -456,7 +534,10 @@ def stage_slice(cfg: Mapping[str, Any], stage: str, method: str | None = None, m
     if stage == "track":
         return {"track": cfg["track"], "on_damaged_video": cfg.get("on_damaged_video", "fail")}
     if stage == "memory":
-        return {"memory": cfg["memory"], "track": cfg["track"], "captioner_model": cfg.get("captioner_model")}
+        # one captioner's memory (of several: the one named; one: as it always was)
+        name = captioner or run_captioner(cfg)
+        return {"memory": {**cfg["memory"], "captioner": name}, "track": cfg["track"],
+                "captioner_model": captioner_config(cfg, name)}
     if stage == "answer":
         assert method is not None and model is not None
         slice_ = {
@@ -467,7 +548,7 @@ def stage_slice(cfg: Mapping[str, Any], stage: str, method: str | None = None, m
             "model": {"name": model, **cfg["model"].get(model, {})},
         }
         if cfg["method"][method].get("uses_memory"):
-            slice_["memory"] = stage_slice(cfg, "memory")
+            slice_["memory"] = stage_slice(cfg, "memory", captioner=run_captioner(cfg, method))
         system = cfg["method"][method].get("memory_system")
         if system:
             slice_["memory_system"] = {"name": system, **memory_systems(cfg)[system]}
@@ -477,7 +558,9 @@ def stage_slice(cfg: Mapping[str, Any], stage: str, method: str | None = None, m
         if system not in memory_systems(cfg):
             raise ConfigError(f"config.memory_system: no memory system named {system!r}")
         return {"seed": cfg["seed"], "memory_system": {"name": system, **memory_systems(cfg)[system]},
-                "memory": stage_slice(cfg, "memory")}
+                "memory": stage_slice(cfg, "memory", captioner=captioner)}
+    if stage == "richness":
+        return {"richness": cfg["analysis"]["richness"], "seed": cfg["seed"]}
     if stage == "aggregate":
         return {"aggregate": cfg["aggregate"]}
     if stage == "report":

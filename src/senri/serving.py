@@ -254,8 +254,10 @@ def answer_role_models(cfg: Mapping[str, Any], method: str) -> dict[str, Mapping
         store = MEMORY_SYSTEMS.load(cfgmod.memory_systems(cfg)[system].get("store", system))
         configs = cfgmod.memory_systems(cfg)[system].get("model_configs") or {}
         roles.update({f"{system}.{role}": configs[role] for role in store.query_roles if configs.get(role)})
-    if getattr(METHODS.load(spec.get("implementation", method)), "recaptions", False) and cfg.get("captioner_model"):
-        roles["captioner"] = {"name": cfg["memory"]["captioner"], "config": cfg["captioner_model"]}
+    captioner = cfgmod.run_captioner(cfg, method) if spec.get("uses_memory") else None
+    if (getattr(METHODS.load(spec.get("implementation", method)), "recaptions", False) and captioner
+            and cfgmod.captioner_config(cfg, captioner)):
+        roles["captioner"] = {"name": captioner, "config": cfgmod.captioner_config(cfg, captioner)}
     return roles
 
 

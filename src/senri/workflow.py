@@ -15,11 +15,13 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from senri.config import run_captioner
 from senri.demo import DemoConfig, video_ids as demo_video_ids
 from senri.ingest import find_video, locate_video, video_ids_in
+from senri.subset import Subset, SubsetError, question_video_pairs, subset_video_ids
 
 if TYPE_CHECKING:
-    from senri.benchmarks.base import NativeVideo
+    from senri.benchmarks.base import NativeSet, NativeVideo
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 #: Backends that run the model on this job's own GPU(s); every other backend (a remote server, llama.cpp on
@@ -31,9 +33,9 @@ GPU_BACKENDS = frozenset({"vllm", "transformers"})
 STAGE_CODE: dict[str, tuple[str, ...]] = {
     "demo_data": ("demo.py", "media.py", "records.py"),
     "needle_data": ("needle.py", "demo.py", "media.py", "records.py", "ingest.py"),
-    "ingest": ("ingest.py", "records.py", "../../workflow/schemas/questions.schema.json", "benchmarks/__init__.py",
-               "benchmarks/base.py", "benchmarks/senri.py", "benchmarks/videomme.py", "benchmarks/lvbench.py",
-               "benchmarks/mlvu.py", "benchmarks/egomem.py"),
+    "ingest": ("ingest.py", "subset.py", "records.py", "../../workflow/schemas/questions.schema.json",
+               "benchmarks/__init__.py", "benchmarks/base.py", "benchmarks/senri.py", "benchmarks/videomme.py",
+               "benchmarks/lvbench.py", "benchmarks/mlvu.py", "benchmarks/egomem.py"),
     "probe": ("probe.py", "media.py", "records.py"),
     "frames": ("decode.py", "records.py"),
     "anonymize": ("anonymize/stage.py", "anonymize/detectors/__init__.py", "anonymize/detectors/base.py",
@@ -50,7 +52,10 @@ STAGE_CODE: dict[str, tuple[str, ...]] = {
                       "memory/retrieval.py", "records.py", "registry.py", "backends/__init__.py", "backends/base.py",
                       "backends/cache.py"),
     "aggregate": ("aggregate.py", "records.py"),
+    "richness": ("analysis/richness.py", "aggregate.py", "answers.py", "records.py", "prompts.py",
+                 "backends/__init__.py", "backends/base.py", "backends/cache.py"),
     "report": ("aggregate.py", "records.py", "stats.py", "report/__init__.py", "report/tables.py",
+               "report/model_grid.py", "report/published/videolucy_table13_models.csv",
                "report/figures.py", "report/render.py", "report/browser.py", "report/browser_script.py", "decode.py"),
 }
 
@@ -134,12 +139,30 @@ def planned_video_ids(cfg: Mapping[str, Any]) -> list[str]:
         from senri.needle import video_ids as needle_video_ids
 
         return needle_video_ids(needle_config(cfg))
+    subset = Subset.from_config(dataset.get("subset"))
     if is_native(cfg):
-        videos = native_videos(cfg)
-        ids = list(dataset["video_ids"]) or list(videos)
-        return [v for v in ids if v in videos and locate_video(dataset, videos[v]) is not None]
+        native = native_set(cfg)
+        ids = list(dataset["video_ids"]) or list(native.videos)
+        ids = [v for v in ids if v in native.videos and locate_video(dataset, native.videos[v]) is not None]
+        # the pairs ingest draws from: the questions whose video is there (ingest_dataset keeps exactly those)
+        kept = set(ids)
+        return only_drawn(ids, lambda: [(q.qid, q.video_id) for q in native.questions if q.video_id in kept], subset)
     ids = list(dataset["video_ids"]) or video_ids_in(dataset["questions"])
+    ids = only_drawn(ids, lambda: question_video_pairs(dataset["questions"]), subset)
     return [v for v in ids if find_video(dataset["videos_dir"], v, dataset["video_ext"]) is not None]
+
+
+def only_drawn(ids: list[str], pairs, subset: "Subset | None") -> list[str]:
+    """``ids`` cut to the videos of the questions ``dataset.subset`` draws from ``pairs()`` (``(qid, video_id)``),
+    so no job is planned for a video none of the drawn questions is on; the ingest job reports a subset that
+    cannot be drawn."""
+    if subset is None:
+        return ids
+    try:
+        drawn = set(subset_video_ids(pairs(), subset))
+    except SubsetError:
+        return ids
+    return [v for v in ids if v in drawn]
 
 
 def is_native(cfg: Mapping[str, Any]) -> bool:
@@ -149,20 +172,24 @@ def is_native(cfg: Mapping[str, Any]) -> bool:
     return benchmark_name(cfg["dataset"]) != "senri"
 
 
-def native_videos(cfg: Mapping[str, Any]) -> dict[str, "NativeVideo"]:
-    """A native benchmark's videos (file candidates, split, stated duration), read once per process: the
-    planner asks for every video's file and preset."""
+def native_set(cfg: Mapping[str, Any]) -> "NativeSet":
+    """A native benchmark's questions and videos (file candidates, split, stated duration), read once per
+    process: the planner asks for every video's file and preset."""
     from senri.config import canonical_json, stage_slice
 
-    return _native_videos(canonical_json(stage_slice(cfg, "ingest")))
+    return _native_set(canonical_json(stage_slice(cfg, "ingest")))
+
+
+def native_videos(cfg: Mapping[str, Any]) -> dict[str, "NativeVideo"]:
+    return native_set(cfg).videos
 
 
 @functools.lru_cache(maxsize=4)
-def _native_videos(ingest_slice: str) -> dict[str, "NativeVideo"]:
+def _native_set(ingest_slice: str) -> "NativeSet":
     from senri.benchmarks import load_benchmark
 
     dataset = json.loads(ingest_slice)
-    return load_benchmark(dataset).read(dataset).videos
+    return load_benchmark(dataset).read(dataset)
 
 
 def video_path(cfg: Mapping[str, Any], video_id: str) -> str:
@@ -222,11 +249,12 @@ def pixel_video(cfg: Mapping[str, Any], video_id: str) -> str:
     return video_path(cfg, video_id)
 
 
-def memory_inputs(cfg: Mapping[str, Any], video_id: str) -> dict[str, str]:
-    """What a captioner of ``video_id`` reads: the video, the track and OCR tables (perception captioner)
-    and the anonymization stage's detections (when anonymization is on)."""
+def memory_inputs(cfg: Mapping[str, Any], video_id: str, captioner: str | None = None) -> dict[str, str]:
+    """What a captioner of ``video_id`` reads (``captioner``: one of several; None: the only one): the video,
+    the track and OCR tables (perception captioner) and the anonymization stage's detections (when
+    anonymization is on)."""
     inputs = {"info": f"results/probe/{video_id}.parquet", "pixels": pixel_video(cfg, video_id)}
-    if cfg["memory"]["captioner"] == "perception":
+    if (captioner or run_captioner(cfg)) == "perception":
         inputs["track"] = f"results/track/{video_id}.parquet"
         inputs["ocr"] = f"results/track/{video_id}.ocr.parquet"
     if cfg["anonymize"]["enabled"]:
@@ -234,12 +262,12 @@ def memory_inputs(cfg: Mapping[str, Any], video_id: str) -> dict[str, str]:
     return inputs
 
 
-def memory_table(cfg: Mapping[str, Any], video_id: str) -> str:
-    return f"results/memory/{cfg['memory']['captioner']}/{video_id}.parquet"
+def memory_table(cfg: Mapping[str, Any], video_id: str, captioner: str | None = None) -> str:
+    return f"results/memory/{captioner or run_captioner(cfg)}/{video_id}.parquet"
 
 
-def caption_cache_dir(cfg: Mapping[str, Any], video_id: str) -> str:
-    return f"results/cache/captions/{cfg['memory']['captioner']}/{video_id}"
+def caption_cache_dir(cfg: Mapping[str, Any], video_id: str, captioner: str | None = None) -> str:
+    return f"results/cache/captions/{captioner or run_captioner(cfg)}/{video_id}"
 
 
 def method_memory_system(cfg: Mapping[str, Any], method: str) -> str | None:
@@ -248,15 +276,15 @@ def method_memory_system(cfg: Mapping[str, Any], method: str) -> str | None:
     return str(system) if system else None
 
 
-def memory_store_dir(cfg: Mapping[str, Any], system: str, video_id: str) -> str:
+def memory_store_dir(cfg: Mapping[str, Any], system: str, video_id: str, captioner: str | None = None) -> str:
     """A video's store folder of a memory system (issue 25 decision 2): one per (system, captioner, video)."""
-    return f"results/memory_system/{system}/{cfg['memory']['captioner']}/{video_id}"
+    return f"results/memory_system/{system}/{captioner or run_captioner(cfg)}/{video_id}"
 
 
-def memory_system_inputs(cfg: Mapping[str, Any], video_id: str) -> dict[str, str]:
+def memory_system_inputs(cfg: Mapping[str, Any], video_id: str, captioner: str | None = None) -> dict[str, str]:
     """What a store's build job reads: the caption table (the finest captions senri has) and what a captioner
     reads, so a builder can caption at its own base scale through the shared caption cache."""
-    return {"captions": memory_table(cfg, video_id), **memory_inputs(cfg, video_id)}
+    return {"captions": memory_table(cfg, video_id, captioner), **memory_inputs(cfg, video_id, captioner)}
 
 
 def memory_system_store(cfg: Mapping[str, Any], system: str) -> str:
@@ -272,11 +300,12 @@ def answer_inputs(cfg: Mapping[str, Any], method: str, model: str, video_id: str
     inputs = {"questions": "results/questions.parquet", "video": f"results/probe/{video_id}.parquet"}
     spec = cfg["method"][method]
     if spec.get("uses_memory"):
-        inputs["memory"] = memory_table(cfg, video_id)
-        inputs.update({k: v for k, v in memory_inputs(cfg, video_id).items() if k != "info"})
+        captioner = run_captioner(cfg, method)  # of several captioners, this run's
+        inputs["memory"] = memory_table(cfg, video_id, captioner)
+        inputs.update({k: v for k, v in memory_inputs(cfg, video_id, captioner).items() if k != "info"})
         system = method_memory_system(cfg, method)
         if system not in (None, "captions"):
-            inputs["store"] = memory_store_dir(cfg, system, video_id)
+            inputs["store"] = memory_store_dir(cfg, system, video_id, captioner)
     if spec.get("uses_pixels"):
         inputs["pixels"] = pixel_video(cfg, video_id)
     if spec.get("plan"):
@@ -303,7 +332,8 @@ def answer_media_args(cfg: Mapping[str, Any], inputs: Mapping[str, str], video_i
         if name in inputs:
             args += [f"--{option}", str(inputs[name])]
     if "memory" in inputs:
-        args += ["--caption-cache", caption_cache_dir(cfg, video_id), *preset_args(cfg, video_id)]
+        args += ["--caption-cache", caption_cache_dir(cfg, video_id, run_captioner(cfg, method)),
+                 *preset_args(cfg, video_id)]
     elif method is not None:
         from senri.methods import METHODS
 
@@ -311,3 +341,14 @@ def answer_media_args(cfg: Mapping[str, Any], inputs: Mapping[str, str], video_i
         if METHODS.load(implementation).caches_captions:
             args += ["--caption-cache", f"results/cache/captions/{implementation}/{video_id}"]
     return args
+
+
+def richness_predictions(cfg: Mapping[str, Any], runs: list[tuple[str, str]], video_ids: list[str]) -> list[str]:
+    """The prediction files the richness analysis reads (VideoLucy's runs), or none when the analysis is off
+    (no ``analysis.richness.evaluator``) or no VideoLucy run is planned: the stage is then not planned."""
+    from senri.analysis.richness import videolucy_runs
+
+    if not ((cfg.get("analysis") or {}).get("richness") or {}).get("evaluator"):
+        return []
+    return [f"results/predictions/{method}/{model}/{video}.parquet" for method, model in videolucy_runs(cfg, runs)
+            for video in video_ids]

@@ -569,7 +569,9 @@ class VideoLucy(Method):
         spent = self.service.stats.since(before)
         tally.add_captions(spent.calls, spent.reused, spent.prompt_tokens, spent.completion_tokens, spent.seconds,
                            self.service.captioner.is_vlm)
-        trace.update(final_memory=[e.label() for e in memory], captions=spent.as_dict())
+        # the texts beside their labels: the richness / relevance analysis (Fig. 5) reads each level's text here
+        trace.update(final_memory=[e.label() for e in memory], final_memory_texts=[e.row.text for e in memory],
+                     captions=spent.as_dict())
         letter = reply.value["answer"] if reply is not None and reply.value else None
         return MethodAnswer(letter, reply.text if reply else None, letter is not None, tally, trace)
 

@@ -25,6 +25,7 @@ from senri.methods import deviations_from_release
 from senri.release_prompts import RELEASES, prompt_source
 from senri.report import figures
 from senri.report.browser import build_browser, discordant_html, run_labels
+from senri.report.model_grid import model_grid_display, model_grid_markdown, model_grid_table
 from senri.report.render import figure_html, page, table_html
 from senri.report.tables import APPROACH_LABELS, ReportTables, ablation_variants, build_tables
 
@@ -249,9 +250,11 @@ def no_retrieval_html(runs: pl.DataFrame, browser: str, labels: Mapping[tuple[st
 
 def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame, out: str | Path,
                  config: Mapping[str, Any], seed: int, decimals: int = 1,
-                 needles: pl.DataFrame | None = None, videos: pl.DataFrame | None = None) -> Path:
+                 needles: pl.DataFrame | None = None, videos: pl.DataFrame | None = None,
+                 richness: pl.DataFrame | None = None) -> Path:
     """``needles``: the needle stage's per-question table (dataset=needle), for the needle figure; ``videos``:
-    the videos table, whose files give the question browser its thumbnails and time strips their length."""
+    the videos table, whose files give the question browser its thumbnails and time strips their length;
+    ``richness``: the richness analysis's curves (VideoLucy Fig. 5)."""
     out = Path(out)
     tables_dir, figures_dir = out / "report" / "tables", out / "report" / "figures"
     tables_dir.mkdir(parents=True, exist_ok=True)
@@ -303,6 +306,14 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
     if needle_table.height:
         _write_table(needle_table, tables_dir, "needle", to_markdown(needle_table, decimals=decimals))
     pngs["needle"] = figures.needle_curves(needle_table, figures_dir)
+    # VideoLucy Table 13 (captioner × reasoning model, beside the published numbers) and Fig. 5 (richness)
+    grid = model_grid_table(main, config["model_grid"]) if config.get("model_grid") else None
+    if grid is not None:
+        _write_table(grid, tables_dir, "model_grid", model_grid_markdown(grid))
+    richness = richness if richness is not None else pl.DataFrame()
+    if richness.height:
+        _write_table(richness, tables_dir, "richness", to_markdown(richness, decimals=decimals))
+    pngs["richness"] = figures.richness_relevance_curves(richness, figures_dir)
 
     resamples = int(config["bootstrap_resamples"])
     stats_note = (f"Δ = treatment − baseline in points, from the displayed accuracies; 95% paired bootstrap CI "
@@ -346,6 +357,13 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
             pngs["needle"], "Needle accuracy vs haystack length and needle position",
             "this run set is not a needle benchmark (dataset=needle)")
          + (table_html(needle_table, HEADERS, decimals=decimals) if needle_table.height else "")),
+        *([("Captioner × reasoning model (VideoLucy Table 13 layout)",
+            table_html(model_grid_display(grid)) + '<p class="note">Each cell: our accuracy (%), then the paper\'s '
+            "published number (VideoLucy Table 13, 200 random LVBench questions).</p>")] if grid is not None else []),
+        ("Information richness and relevance per memory level (VideoLucy Fig. 5 layout)", figure_html(
+            pngs["richness"], "Shannon entropy and relevance of the memory texts per level",
+            "the richness analysis is not in this run set (analysis.richness.evaluator=<model> with a VideoLucy run)")
+         + (table_html(richness, decimals=decimals) if richness.height else "")),
         ("Accuracy by task type", figure_html(pngs["task_types"], "Accuracy by task type", "no runs")),
         ("Answer letters", figure_html(pngs["letters"], "Predicted letters vs ground truth", "no runs")
          + table_html(positions, HEADERS)),

@@ -164,3 +164,26 @@ def needle_curves(table: pl.DataFrame, out_dir: Path) -> Path | None:
     axes[1].legend(fontsize=7)
     fig.suptitle("Needle in a video haystack (points: correct/n; dashed: chance)")
     return _save(fig, out_dir, "needle")
+
+
+def richness_relevance_curves(curves: pl.DataFrame, out_dir: Path) -> Path | None:
+    """VideoLucy Fig. 5: per memory level, the mean Shannon entropy of the memory texts (information richness)
+    and the evaluator's mean relevance score, one line per run, over the questions that reached the deepest
+    level (the richness analysis's ``curves`` table)."""
+    if curves.is_empty():
+        return None
+    levels = ["coarse", "fine", "ultra_fine"]
+    fig, (rich, rel) = plt.subplots(1, 2, figsize=(8, 3.2))
+    for (method, model, memory), part in sorted(curves.group_by("method", "model", "memory"), key=lambda kv: kv[0]):
+        x = [levels.index(level) for level in part["level"]]
+        label = f"{method}/{model}"
+        rich.plot(x, part["entropy_bits"], marker="o", label=label)
+        rel.plot(x, part["relevance"], marker="o", label=label)
+    for ax, title, ylabel in ((rich, "Information richness", "Shannon entropy (bits)"),
+                              (rel, "Relevance to the question", "mean relevance score")):
+        ax.set_xticks(range(len(levels)), ["coarse", "fine", "ultra-fine"])
+        ax.set_xlabel("memory level")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+    rel.legend(fontsize=7)
+    return _save(fig, out_dir, "richness_relevance")
