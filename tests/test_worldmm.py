@@ -410,9 +410,13 @@ def test_episodic_ppr_matches_the_reference_and_the_w8_filter_decides_the_seeds(
     notes = []
     dense = index.retrieve(query, store.encoder.encode([query])[0], 5, config["episodic"],
                            lambda q, f: store.filter_facts(q, f, SearchContext(ask=ask, notes=notes)), notes, "10sec")
-    expected = np.argsort(-(store.encoder.encode([p.text for p in index.passages]) @ store.encoder.encode([query])[0]),
-                          kind="stable")
-    assert [p.item_id for p, _ in dense] == [index.passages[i].item_id for i in expected]
+    # HippoRAG's dense passage retrieval ranks by query·passage cosine. Bag of words (no two of these words share a
+    # bin): "red mug hot water" (|q| = 2) shares red+mug with 0-10 (|p| = √11: "the" twice) → 2/(2√11) = 0.30,
+    # water with 10-20 (√6) → 1/(2√6) = 0.20, hot+water+red+mug with 20-30 (√8) → 4/(2√8) = 0.71, nothing with
+    # 30-40 and 40-50 (0, tied: kept in passage order).
+    assert [p.item_id for p, _ in dense] == ["10sec@20-30", "10sec@0-10", "10sec@10-20", "10sec@30-40", "10sec@40-50"]
+    assert [s for _, s in dense] == pytest.approx([1.0, (2 / (2 * 11 ** 0.5)) / (4 / (2 * 8 ** 0.5)),
+                                                   (1 / (2 * 6 ** 0.5)) / (4 / (2 * 8 ** 0.5)), 0.0, 0.0], abs=1e-6)
     assert notes == ["10sec: dense passages (no fact kept)"]
 
 
@@ -908,15 +912,19 @@ def test_a_visual_retrieval_does_not_hide_that_clip_s_episodic_caption(tmp_path,
     assert "10sec@20-30" not in [i.item_id for i in again]
 
 
+#: HippoRAG's dense passage order for "kettle water" over PASSAGES (bag of words, no two words share a bin):
+#: cosine 2/(√2·√6) = 0.58 with 10-20 (kettle, water), 1/(√2·√8) = 0.25 with 20-30 (water), 0 with the rest,
+#: tied, which keep passage order: 0-10 is third.
+KETTLE_WATER_DENSE_TOP_3 = ["10sec@10-20", "10sec@20-30", "10sec@0-10"]
+
+
 def test_an_unreadable_w8_reply_keeps_no_fact_and_counts_a_failed_search_call(tmp_path, bag_of_words):
     """Issue 34 item 3: a W8 reply that cannot be read gives no facts, so the level takes the dense-passage
     fallback (the release's filter then keeps nothing), booked ``failed_search_calls`` by the store; a failed
     call falls back the same way and is the method's ask to count. The request carries the worked examples."""
     config = _only(bag_of_words, **FINE)
     store = hand_made_store(tmp_path / "store", config)
-    qv = store.encoder.encode(["kettle water"])[0]
-    dense = [store.index("10sec", None).passages[int(i)].item_id
-             for i in np.argsort(-store.index("10sec", None).dense(qv), kind="stable")[:3]]
+    dense = KETTLE_WATER_DENSE_TOP_3
     for reply, counted in (({"text": "I would keep the kettle facts."}, 1),
                            ({"text": '{"fact": [["i", "fill", "kettle"], "kettle holds water"]}'}, 1),
                            ({"error": "server down"}, 0)):
@@ -1217,10 +1225,7 @@ def test_skipping_w8_on_every_level_that_fits_k_is_an_option_off_by_default(tmp_
     context = SearchContext(ask=ask)
     found = store.search("kettle water", 3, memory_type="episodic", context=context)
     assert sent == [] and any(FILTER_SKIP_NOTE in n and "skip_filter_when_level_fits" in n for n in context.notes)
-    qv = store.encoder.encode(["kettle water"])[0]
-    index = store.index("10sec", None)
-    assert [i.item_id for i in found] == [index.passages[int(n)].item_id
-                                          for n in np.argsort(-index.dense(qv), kind="stable")[:3]]
+    assert [i.item_id for i in found] == KETTLE_WATER_DENSE_TOP_3
 
 
 class _CutShort(ScriptedBackend):
