@@ -468,13 +468,17 @@ def test_semantic_retrieval_ranks_triples_by_entity_ppr_against_the_reference(tm
     found = store.search(query, k, memory_type="semantic", context=SearchContext())
     triples = [("I", "drink", "tea"), ("red mug", "belongs to", "I"), ("cat", "likes", "sofa"),
                ("kettle", "is in", "kitchen")]
-    graph = networkx.Graph()
-    graph.add_edges_from((s, o) for s, _, o in triples)
-    seeds = {e for s, _, o in triples for e in (s, o)}
-    ppr = networkx.pagerank(graph, alpha=0.85, personalization={n: float(n in seeds) for n in graph},
-                            tol=1e-14, max_iter=10000)
-    expected = sorted(triples, key=lambda t: -(ppr[t[0]] + ppr[t[2]]))[:k]
+    # W-R3 by hand: all 7 entities seed a uniform reset (1/7 each), damping 0.85. The two 2-node components
+    # (cat–sofa, kettle–kitchen) keep 1/7 a node. On the path tea–I–red mug, with x = PPR(I), y = PPR(tea) =
+    # PPR(red mug): y = 0.15/7 + 0.85·x/2 and x = 0.15/7 + 0.85·2y, so x = 0.15·2.7/(7·0.2775) = 0.208494 and
+    # y = 0.110039. A triple scores PPR(subject) + PPR(object): the two triples on I x + y = 0.318533 (tied, so
+    # in the snapshot's order), the other two 2/7 = 0.285714.
+    expected = [("I", "drink", "tea"), ("red mug", "belongs to", "I")]
     assert [i.text for i in found] == [wm.triple_text(t) for t in expected]
+    ranked = semantic_ranking(triples, store.encoder.encode([" ".join(t) for t in triples]),
+                              store.encoder.encode([query])[0], 4, 0.85)
+    assert [t for t, _ in ranked][:2] == expected
+    assert [score for _, score in ranked] == pytest.approx([0.318533, 0.318533, 2 / 7, 2 / 7], abs=1e-6)
     assert all(i.kind == "semantic" and not i.anchored for i in found)
     assert store.render(found) == "\n".join(wm.triple_text(t) for t in expected)  # one a line, as the release
     # Seen triples are dropped; an earlier query time reads the earlier snapshot.
@@ -1511,9 +1515,7 @@ def test_duplicate_semantic_triples_stay_as_the_release_keeps_them(tmp_path, bag
     for s, _, o in triples:  # parallel edges add up (igraph's multigraph, undirected)
         w = graph.get_edge_data(s, o, {"weight": 0.0})["weight"]
         graph.add_edge(s, o, weight=w + 1.0)
-    enc = store.encoder
-    sims = enc.encode([" ".join(t) for t in triples]) @ enc.encode([query])[0]
-    seeds = {e for i in np.argsort(-sims, kind="stable")[:6] for e in (triples[i][0], triples[i][2])}
+    seeds = {e for s, _, o in triples for e in (s, o)}  # 2k = 6 nearest triples ≥ the 5 there are: all seed
     ppr = networkx.pagerank(graph, alpha=0.85, personalization={n: float(n in seeds) for n in graph},
                             weight="weight", tol=1e-14, max_iter=10000)
     order = sorted(range(len(triples)), key=lambda i: -(ppr[triples[i][0]] + ppr[triples[i][2]]))[:3]
