@@ -1369,8 +1369,15 @@ def test_w9_repeats_take_slots_and_a_reply_naming_no_pool_id_is_a_failed_search_
     ``episodic.rank_unique_ids: true`` (a named option) gives each id one slot."""
     store = hand_made_store(tmp_path / "store", bag_of_words)
     pool = _pool(store)
-    assert len(pool) == 8
-    by_score = [i.item_id for i, _ in sorted(pool, key=lambda e: -e[1])]
+    # W8 keeps nothing, so every level is HippoRAG's dense path, min-max scaled: 10-s as in
+    # KETTLE_WATER_DENSE_TOP_3 (0.58 → 1, 0.25 → 0.25/0.58 = √3/4, the rest 0, in passage order); neither 30-s
+    # caption shares a word with the query and the 3-min level has one caption, so all three are 1.0.
+    assert [(i.item_id, round(s, 6)) for i, s in pool] == [
+        ("10sec@10-20", 1.0), ("10sec@20-30", round(3 ** 0.5 / 4, 6)), ("10sec@0-10", 0.0), ("10sec@30-40", 0.0),
+        ("10sec@40-50", 0.0), ("30sec@0-30", 1.0), ("30sec@30-60", 1.0), ("3min@0-180", 1.0)]
+    # By score, ties in pool order.
+    by_score = ["10sec@10-20", "30sec@0-30", "30sec@30-60", "3min@0-180", "10sec@20-30", "10sec@0-10",
+                "10sec@30-40", "10sec@40-50"]
     twice = '["3min@0-180", "3min@0-180", "10sec@30-40"]'
     ask, _ = asker([{"match": "Caption ranking", "text": twice}], tmp_path)
     tally = CallTally()
