@@ -1554,7 +1554,8 @@ def test_clip_embeddings_seed_the_visual_channel(tmp_path):
     # BM25 (rank_bm25's Okapi, k1 1.5, b 0.75, on lower().split() of the 12 display texts: 3 captions of 8
     # tokens, 3 summaries of 9, 3 clips of 3, 2 entities of 2, the triple of 3 → avgdl 67/12): "kettle." keeps
     # its full stop, so the query's "kettle" is only in "entity: kettle"; idf ln((12 − df + .5)/(df + .5)):
-    # anna (df 4), fills (3), the (3), kettle (1). A caption scores (idf anna + fills + the) · 2.5/(1 + K(8)),
+    # anna (df 4), fills (3), the (3), kettle (1), all positive (df < 6: rank_bm25's epsilon floor for negative
+    # idfs does not apply). A caption scores (idf anna + fills + the) · 2.5/(1 + K(8)),
     # an entity idf · 2.5/(1 + K(2)), with K(dl) = 1.5·(0.25 + 0.75·dl/avgdl).
     idf = {word: math.log((12 - df + 0.5) / (df + 0.5)) for word, df in (("anna", 4), ("fills", 3), ("the", 3),
                                                                          ("kettle", 1))}
