@@ -410,10 +410,10 @@ def test_episodic_ppr_matches_the_reference_and_the_w8_filter_decides_the_seeds(
     notes = []
     dense = index.retrieve(query, store.encoder.encode([query])[0], 5, config["episodic"],
                            lambda q, f: store.filter_facts(q, f, SearchContext(ask=ask, notes=notes)), notes, "10sec")
-    # HippoRAG's dense passage retrieval ranks by query·passage cosine. Bag of words (no two of these words share a
-    # bin): "red mug hot water" (|q| = 2) shares red+mug with 0-10 (|p| = √11: "the" twice) → 2/(2√11) = 0.30,
-    # water with 10-20 (√6) → 1/(2√6) = 0.20, hot+water+red+mug with 20-30 (√8) → 4/(2√8) = 0.71, nothing with
-    # 30-40 and 40-50 (0, tied: kept in passage order).
+    # HippoRAG's dense passage retrieval ranks by query·passage cosine. Bag of words (no two of these words share
+    # a bin): "red mug hot water" (|q| = 2) shares red+mug with 0-10 (|p| = √11: "the" twice) → 2/(2√11) = 0.30,
+    # water with 10-20 (√6) → 1/(2√6) = 0.20, hot+water+red+mug with 20-30 (√8) → 4/(2√8) = 0.71, nothing
+    # with 30-40 and 40-50 (0, tied: kept in passage order); then min-max scaled.
     assert [p.item_id for p, _ in dense] == ["10sec@20-30", "10sec@0-10", "10sec@10-20", "10sec@30-40", "10sec@40-50"]
     assert [s for _, s in dense] == pytest.approx([1.0, (2 / (2 * 11 ** 0.5)) / (4 / (2 * 8 ** 0.5)),
                                                    (1 / (2 * 6 ** 0.5)) / (4 / (2 * 8 ** 0.5)), 0.0, 0.0], abs=1e-6)
