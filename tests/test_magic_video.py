@@ -5,6 +5,7 @@ quotas and dedup (G-R4), the time bypass (G-R6), chain-fact tiers (G-R7), import
 from __future__ import annotations
 
 import hashlib
+import math
 from collections import defaultdict
 import json
 import pickle
@@ -1546,11 +1547,27 @@ def test_clip_embeddings_seed_the_visual_channel(tmp_path):
     keep, cos, reset, _ = store.seeds(query)
     sims = store.visual_vectors @ store.encode_visual_query(query)
     assert store.encode_visual_query(query) == pytest.approx(store.encode_visual_query(query))
-    visual = np.full(len(keep), np.nan)  # only the clips are visual candidates
-    visual[store.visual_index] = sims
-    bm25 = bm25_okapi([n.display_text().lower().split() for n in store.nodes], query.lower().split())
-    assert reset == pytest.approx(seed_weights(cos, bm25, visual, text_weight=0.7, bm25_weight=0.3,
-                                               visual_weight=0.3, seed_top_k=5))
+    # The release's build_reset_vector by hand (every channel has ≤ 5 positive scores, so every one is a seed):
+    # each node gets 0.7 × text cosine + 0.3 × BM25 / max BM25 + 0.3 × clip cosine, then the vector sums to 1.
+    # Text cosine (bag of words): each 30-s caption "Anna fills the kettle." is the query → 1; the triple
+    # "(Anna, likes, tea)" shares "anna" → 1/(√3·√4); summaries 0; entity and clip rows are zero vectors → 0.
+    # BM25 (rank_bm25's Okapi, k1 1.5, b 0.75, on lower().split() of the 12 display texts: 3 captions of 8
+    # tokens, 3 summaries of 9, 3 clips of 3, 2 entities of 2, the triple of 3 → avgdl 67/12): "kettle." keeps
+    # its full stop, so the query's "kettle" is only in "entity: kettle"; idf ln((12 − df + .5)/(df + .5)):
+    # anna (df 4), fills (3), the (3), kettle (1), all positive (df < 6: rank_bm25's epsilon floor for negative
+    # idfs does not apply). A caption scores (idf anna + fills + the) · 2.5/(1 + K(8)),
+    # an entity idf · 2.5/(1 + K(2)), with K(dl) = 1.5·(0.25 + 0.75·dl/avgdl).
+    idf = {word: math.log((12 - df + 0.5) / (df + 0.5)) for word, df in (("anna", 4), ("fills", 3), ("the", 3),
+                                                                         ("kettle", 1))}
+    tf = {dl: 2.5 / (1 + 1.5 * (0.25 + 0.75 * dl / (67 / 12))) for dl in (8, 2)}
+    caption_bm25 = (idf["anna"] + idf["fills"] + idf["the"]) * tf[8]  # 2.2038
+    anna_bm25, kettle_bm25 = idf["anna"] * tf[2], idf["kettle"] * tf[2]  # 0.8943, 2.8640 (the maximum)
+    caption = 0.7 * 1.0 + 0.3 * caption_bm25 / kettle_bm25
+    raw = {"ep_0.0_30.0_30sec": caption, "ep_30.0_60.0_30sec": caption, "ep_60.0_75.0_30sec": caption,
+           "ent_anna": 0.3 * anna_bm25 / kettle_bm25, "ent_kettle": 0.3 * 1.0, "sem_0_0": 0.7 / (3 ** 0.5 * 2),
+           **{store.nodes[n].node_id: 0.3 * float(sim) for n, sim in zip(store.visual_index, sims)}}
+    expected = [raw.get(store.nodes[i].node_id, 0.0) / sum(raw.values()) for i in keep]
+    assert list(reset) == pytest.approx(expected, rel=1e-5)
     assert store.search(query, 16)
 
 

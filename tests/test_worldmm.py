@@ -410,9 +410,13 @@ def test_episodic_ppr_matches_the_reference_and_the_w8_filter_decides_the_seeds(
     notes = []
     dense = index.retrieve(query, store.encoder.encode([query])[0], 5, config["episodic"],
                            lambda q, f: store.filter_facts(q, f, SearchContext(ask=ask, notes=notes)), notes, "10sec")
-    expected = np.argsort(-(store.encoder.encode([p.text for p in index.passages]) @ store.encoder.encode([query])[0]),
-                          kind="stable")
-    assert [p.item_id for p, _ in dense] == [index.passages[i].item_id for i in expected]
+    # HippoRAG's dense passage retrieval ranks by query·passage cosine. Bag of words (no two of these words share
+    # a bin): "red mug hot water" (|q| = 2) shares red+mug with 0-10 (|p| = √11: "the" twice) → 2/(2√11) = 0.30,
+    # water with 10-20 (√6) → 1/(2√6) = 0.20, hot+water+red+mug with 20-30 (√8) → 4/(2√8) = 0.71, nothing
+    # with 30-40 and 40-50 (0, tied: kept in passage order); then min-max scaled.
+    assert [p.item_id for p, _ in dense] == ["10sec@20-30", "10sec@0-10", "10sec@10-20", "10sec@30-40", "10sec@40-50"]
+    assert [s for _, s in dense] == pytest.approx([1.0, (2 / (2 * 11 ** 0.5)) / (4 / (2 * 8 ** 0.5)),
+                                                   (1 / (2 * 6 ** 0.5)) / (4 / (2 * 8 ** 0.5)), 0.0, 0.0], abs=1e-6)
     assert notes == ["10sec: dense passages (no fact kept)"]
 
 
@@ -424,15 +428,11 @@ def test_episodic_search_pools_granularities_ranks_by_w9_and_drops_seen_texts(tm
     context = SearchContext(ask=ask)
     found = store.search("kettle water", 3, memory_type="episodic", context=context)
     assert [i.item_id for i in found][:2] == ["3min@0-180", "10sec@30-40"]
-    # The shortfall is filled by score: the best-scored pool entry the ranking did not name.
-    qv = store.encoder.encode(["kettle water"])[0]
-    episodic = bag_of_words["episodic"]
-    pool = [entry for level in episodic["granularities"] for entry in store.index(level, None).retrieve(
-        "kettle water", qv, int(episodic["k"].get(level, episodic["default_k"])), episodic,
-        lambda q, facts: [("i", "fill", "kettle")] if ("i", "fill", "kettle") in facts else [], [], level)]
-    assert len(pool) == 8
-    best_rest = max((e for e in pool if e[0].item_id not in ("3min@0-180", "10sec@30-40")), key=lambda e: e[1])
-    assert len(found) == 3 and found[2].item_id == best_rest[0].item_id
+    # The shortfall is filled by score: the best-scored pool entry the ranking did not name. The 30-s and 3-min
+    # captions have no triples, so their levels take HippoRAG's dense path, and neither 30-s caption shares a
+    # word with "kettle water": min-max of equal scores is all ones, so both score 1.0, above every 10-s PPR
+    # probability (< 1); the tie keeps pool order (levels as configured, then rank): 30sec@0-30.
+    assert len(found) == 3 and found[2].item_id == "30sec@0-30"
     rank_prompt = [r for r in sent if r.purpose == "worldmm:rank"][0].messages[0].plain_text()
     listed = json.loads(re.search(r"time span\):\n(.*)\n\nChoose", rank_prompt, re.S).group(1))
     assert len(listed) == 8 and {"id", "granularity", "start_time", "end_time", "text"} <= set(listed[0])
@@ -464,13 +464,17 @@ def test_semantic_retrieval_ranks_triples_by_entity_ppr_against_the_reference(tm
     found = store.search(query, k, memory_type="semantic", context=SearchContext())
     triples = [("I", "drink", "tea"), ("red mug", "belongs to", "I"), ("cat", "likes", "sofa"),
                ("kettle", "is in", "kitchen")]
-    graph = networkx.Graph()
-    graph.add_edges_from((s, o) for s, _, o in triples)
-    seeds = {e for s, _, o in triples for e in (s, o)}
-    ppr = networkx.pagerank(graph, alpha=0.85, personalization={n: float(n in seeds) for n in graph},
-                            tol=1e-14, max_iter=10000)
-    expected = sorted(triples, key=lambda t: -(ppr[t[0]] + ppr[t[2]]))[:k]
+    # W-R3 by hand: all 7 entities seed a uniform reset (1/7 each), damping 0.85. The two 2-node components
+    # (cat–sofa, kettle–kitchen) keep 1/7 a node. On the path tea–I–red mug, with x = PPR(I), y = PPR(tea) =
+    # PPR(red mug): y = 0.15/7 + 0.85·x/2 and x = 0.15/7 + 0.85·2y, so x = 0.15·2.7/(7·0.2775) = 0.208494 and
+    # y = 0.110039. A triple scores PPR(subject) + PPR(object): the two triples on I x + y = 0.318533 (tied, so
+    # in the snapshot's order), the other two 2/7 = 0.285714.
+    expected = [("I", "drink", "tea"), ("red mug", "belongs to", "I")]
     assert [i.text for i in found] == [wm.triple_text(t) for t in expected]
+    ranked = semantic_ranking(triples, store.encoder.encode([" ".join(t) for t in triples]),
+                              store.encoder.encode([query])[0], 4, 0.85)
+    assert [t for t, _ in ranked][:2] == expected
+    assert [score for _, score in ranked] == pytest.approx([0.318533, 0.318533, 2 / 7, 2 / 7], abs=1e-6)
     assert all(i.kind == "semantic" and not i.anchored for i in found)
     assert store.render(found) == "\n".join(wm.triple_text(t) for t in expected)  # one a line, as the release
     # Seen triples are dropped; an earlier query time reads the earlier snapshot.
@@ -908,15 +912,19 @@ def test_a_visual_retrieval_does_not_hide_that_clip_s_episodic_caption(tmp_path,
     assert "10sec@20-30" not in [i.item_id for i in again]
 
 
+#: HippoRAG's dense passage order for "kettle water" over PASSAGES (bag of words, no two words share a bin):
+#: cosine 2/(√2·√6) = 0.58 with 10-20 (kettle, water), 1/(√2·√8) = 0.25 with 20-30 (water), 0 with the rest,
+#: tied, which keep passage order: 0-10 is third.
+KETTLE_WATER_DENSE_TOP_3 = ["10sec@10-20", "10sec@20-30", "10sec@0-10"]
+
+
 def test_an_unreadable_w8_reply_keeps_no_fact_and_counts_a_failed_search_call(tmp_path, bag_of_words):
     """Issue 34 item 3: a W8 reply that cannot be read gives no facts, so the level takes the dense-passage
     fallback (the release's filter then keeps nothing), booked ``failed_search_calls`` by the store; a failed
     call falls back the same way and is the method's ask to count. The request carries the worked examples."""
     config = _only(bag_of_words, **FINE)
     store = hand_made_store(tmp_path / "store", config)
-    qv = store.encoder.encode(["kettle water"])[0]
-    dense = [store.index("10sec", None).passages[int(i)].item_id
-             for i in np.argsort(-store.index("10sec", None).dense(qv), kind="stable")[:3]]
+    dense = KETTLE_WATER_DENSE_TOP_3
     for reply, counted in (({"text": "I would keep the kettle facts."}, 1),
                            ({"text": '{"fact": [["i", "fill", "kettle"], "kettle holds water"]}'}, 1),
                            ({"error": "server down"}, 0)):
@@ -962,7 +970,10 @@ def test_an_imported_visual_memory_answers_text_queries_with_the_configured_embe
     from senri.memory.clip_embedding import open_query_encoder
 
     root = write_release(tmp_path / "release")
-    vectors = np.random.default_rng(0).normal(size=(3, 8)).astype(np.float32)
+    q = open_query_encoder(tiny_clip)(["a red mug"])[0]
+    # The clip at 10 s is the query's own direction (cosine 1), the clip at 20 s its opposite (cosine −1), the
+    # clip at 0 s a random direction in between: by text→clip cosine the top two are 10 s, then 0 s.
+    vectors = np.stack([np.random.default_rng(0).normal(size=8), 3 * q, -q]).astype(np.float32)
     starts = ["00000000", "00001000", "00002000"]
     with (root / "visual_memory" / VID / "visual_embeddings.pkl").open("wb") as handle:
         pickle.dump({s: v for s, v in zip(starts, vectors)}, handle, protocol=5)
@@ -972,9 +983,7 @@ def test_an_imported_visual_memory_answers_text_queries_with_the_configured_embe
     store = WorldMMStore.open(request.out_dir, bag_of_words, _Video())
     context = SearchContext()
     found = store.search("a red mug", 2, memory_type="visual", context=context)
-    q = open_query_encoder(tiny_clip)(["a red mug"])[0]
-    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-    assert [c.start_s for c in found] == [10.0 * int(n) for n in np.argsort(-(unit @ q), kind="stable")[:2]]
+    assert [c.start_s for c in found] == [10.0, 0.0]
     assert context.notes == ["visual: text→clip similarity"]
     record = yaml.safe_load((request.out_dir / "config.yaml").read_text())
     assert record["embedder_model"]["name"] == "tiny_clip" and record["models"] == {"embedder": "tiny_clip"}
@@ -1217,10 +1226,7 @@ def test_skipping_w8_on_every_level_that_fits_k_is_an_option_off_by_default(tmp_
     context = SearchContext(ask=ask)
     found = store.search("kettle water", 3, memory_type="episodic", context=context)
     assert sent == [] and any(FILTER_SKIP_NOTE in n and "skip_filter_when_level_fits" in n for n in context.notes)
-    qv = store.encoder.encode(["kettle water"])[0]
-    index = store.index("10sec", None)
-    assert [i.item_id for i in found] == [index.passages[int(n)].item_id
-                                          for n in np.argsort(-index.dense(qv), kind="stable")[:3]]
+    assert [i.item_id for i in found] == KETTLE_WATER_DENSE_TOP_3
 
 
 class _CutShort(ScriptedBackend):
@@ -1363,8 +1369,15 @@ def test_w9_repeats_take_slots_and_a_reply_naming_no_pool_id_is_a_failed_search_
     ``episodic.rank_unique_ids: true`` (a named option) gives each id one slot."""
     store = hand_made_store(tmp_path / "store", bag_of_words)
     pool = _pool(store)
-    assert len(pool) == 8
-    by_score = [i.item_id for i, _ in sorted(pool, key=lambda e: -e[1])]
+    # W8 keeps nothing, so every level is HippoRAG's dense path, min-max scaled: 10-s as in
+    # KETTLE_WATER_DENSE_TOP_3 (0.58 → 1, 0.25 → 0.25/0.58 = √3/4, the rest 0, in passage order); neither 30-s
+    # caption shares a word with the query and the 3-min level has one caption, so all three are 1.0.
+    assert [(i.item_id, round(s, 6)) for i, s in pool] == [
+        ("10sec@10-20", 1.0), ("10sec@20-30", round(3 ** 0.5 / 4, 6)), ("10sec@0-10", 0.0), ("10sec@30-40", 0.0),
+        ("10sec@40-50", 0.0), ("30sec@0-30", 1.0), ("30sec@30-60", 1.0), ("3min@0-180", 1.0)]
+    # By score, ties in pool order.
+    by_score = ["10sec@10-20", "30sec@0-30", "30sec@30-60", "3min@0-180", "10sec@20-30", "10sec@0-10",
+                "10sec@30-40", "10sec@40-50"]
     twice = '["3min@0-180", "3min@0-180", "10sec@30-40"]'
     ask, _ = asker([{"match": "Caption ranking", "text": twice}], tmp_path)
     tally = CallTally()
@@ -1506,9 +1519,7 @@ def test_duplicate_semantic_triples_stay_as_the_release_keeps_them(tmp_path, bag
     for s, _, o in triples:  # parallel edges add up (igraph's multigraph, undirected)
         w = graph.get_edge_data(s, o, {"weight": 0.0})["weight"]
         graph.add_edge(s, o, weight=w + 1.0)
-    enc = store.encoder
-    sims = enc.encode([" ".join(t) for t in triples]) @ enc.encode([query])[0]
-    seeds = {e for i in np.argsort(-sims, kind="stable")[:6] for e in (triples[i][0], triples[i][2])}
+    seeds = {e for s, _, o in triples for e in (s, o)}  # 2k = 6 nearest triples ≥ the 5 there are: all seed
     ppr = networkx.pagerank(graph, alpha=0.85, personalization={n: float(n in seeds) for n in graph},
                             weight="weight", tol=1e-14, max_iter=10000)
     order = sorted(range(len(triples)), key=lambda i: -(ppr[triples[i][0]] + ppr[triples[i][2]]))[:3]
