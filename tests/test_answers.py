@@ -3,7 +3,7 @@
 import pytest
 
 from senri.answers import (ANSWER_SCHEMA, FORMAT_INSTRUCTIONS, best_letter, cyclic_order, debiased_scores, parse_answer,
-                           question_prompt)
+                           question_prompt, videomme_official_letter)
 
 OPTIONS = ["To my rear left", "To my rear right", "To my front left", "To my front right"]
 
@@ -99,3 +99,21 @@ def test_the_answer_prompt_family_keeps_the_built_in_format_lines():
         assert prompts.render(f"format_{answer_format}") == line
         assert question_prompt("Where was I?", OPTIONS, answer_format, instruction=prompts.render(
             f"format_{answer_format}")) == question_prompt("Where was I?", OPTIONS, answer_format)
+
+
+LONG_NO_CAPITAL = "i think it is probably the one with the most items shown in the video clip"
+
+
+@pytest.mark.parametrize("reply, expected", [
+    ("Best answer: C", "B"),                                   # the fused entry never matches; B of "Best"
+    ("Based on the video the answer is (c).", "B"),            # lower-case phrase and letter are not read
+    ("Answer: C. Jade.", "C"),
+    ("The best answer is D", "D"),
+    ("Best option: D", "B"),                                   # "Best option:" is only removed fused
+    ("The best option isThe correct option is A", "A"),        # the fused entry itself
+    (LONG_NO_CAPITAL, None),                                   # > 10 words, no capital A–D
+    ("", None),
+    (None, None),
+])
+def test_videomme_official_letter_vm9(reply, expected):
+    assert videomme_official_letter(reply) == expected

@@ -211,3 +211,37 @@ def best_letter(scores: Sequence[float]) -> str | None:
     if top <= -1e8 or list(scores).count(top) > 1:
         return None
     return LETTERS[list(scores).index(top)]
+
+
+#: Video-MME's official lead-in phrases (spec VM9, the scorer its README links), in the order they are removed.
+#: Two entries are each two phrases fused by a missing comma in the official list, so "The best option is" and
+#: "Best answer:" are never removed on their own; they are kept fused here on purpose.
+VIDEOMME_LEAD_INS: tuple[str, ...] = (
+    "The best answer is", "The correct answer is", "The answer is", "The answer",
+    "The best option is" + "The correct option is", "Best answer:" + "Best option:",
+    "Answer:", "Option:", "The correct answer", "The correct option",
+)
+#: Above this many words with no capital A–D left, Video-MME's rule reads a reply as no answer.
+VIDEOMME_MAX_WORDS = 10
+
+
+def lead_in_letter(reply: str | None, lead_ins: Sequence[str], letters: str = "ABCD",
+                   max_words: int = VIDEOMME_MAX_WORDS) -> str | None:
+    """The Video-MME family of letter rules: trim, delete every occurrence of each lead-in phrase
+    (case-sensitive, anywhere, in list order), then the first capital of ``letters`` anywhere in what is left
+    (no word boundary, so "Based" reads as B). None when nothing is found (a long reply without any such capital
+    included). Shared by the official rule and the harnesses' copies of it, which differ only in ``lead_ins``."""
+    text = (reply or "").strip()
+    for phrase in lead_ins:
+        text = text.replace(phrase, "")
+    match = re.search(f"[{letters}]", text)
+    if len(text.split()) > max_words and match is None:
+        return None  # the official long-reply rule; a short reply without a capital ends the same way below
+    return match.group(0) if match else None
+
+
+def videomme_official_letter(reply: str | None) -> str | None:
+    """Video-MME's official answer extraction (spec VM9): :data:`VIDEOMME_LEAD_INS` removed, then the first
+    capital A–D anywhere; None is the official empty extraction, which the official scorer leaves out of the
+    denominator (VM10). "Best answer: C" reads as B and "Answer: C. Jade." as C."""
+    return lead_in_letter(reply, VIDEOMME_LEAD_INS)
