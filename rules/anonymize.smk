@@ -23,6 +23,6 @@ rule anonymize:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python -m senri anonymize {input.video:q} --video-id {wildcards.video_id} --config {params.config:q}"
+        "python -m senri anonymize {input.video:q} --video-id={wildcards.video_id} --config {params.config:q}"
         " --out {output.video} --detections {output.detections} > {log} 2>&1"
         " || (tail -n 3 {log} >&2; exit 1)"  # a damaged or unreadable video: its one-line reason on the console

@@ -36,7 +36,7 @@ IN_PROCESS_MODEL = senri_serving.in_process_model_pattern(SENRI)
 os.environ.update(PYTHONPATH=os.pathsep.join(p for p in (str(SENRI_SRC), os.environ.get("PYTHONPATH", "")) if p))
 
 wildcard_constraints:
-    video_id=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    video_id=r"[A-Za-z0-9_-][A-Za-z0-9_.-]*",  # YouTube ids of Video-MME and LVBench may start with - or _
     method=r"[A-Za-z0-9][A-Za-z0-9_.-]*(@[A-Za-z0-9][A-Za-z0-9_.-]*)?",  # <method>@<system>: over a memory system
     system=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     model=r"[A-Za-z0-9][A-Za-z0-9_.-]*",

@@ -21,7 +21,7 @@ rule frames:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python -m senri frames {input.video:q} --video-id {wildcards.video_id} --config {params.config:q}"
+        "python -m senri frames {input.video:q} --video-id={wildcards.video_id} --config {params.config:q}"
         " --threads {threads} --out {output.table} > {log} 2>&1"
         " || (tail -n 3 {log} >&2; exit 1)"  # a damaged or unreadable video: its one-line reason on the console
 

@@ -49,6 +49,7 @@ rule ingest:
         videos=demo_videos,
     output:
         table="results/questions.parquet",
+        report="results/questions.report.parquet",
         config="results/questions.config.yaml",
     params:
         config=stage_config("ingest"),
@@ -87,7 +88,7 @@ rule probe:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python -m senri probe {input.video:q} --video-id {wildcards.video_id} --config {params.config:q}"
+        "python -m senri probe {input.video:q} --video-id={wildcards.video_id} --config {params.config:q}"
         " --out {output.table} > {log} 2>&1"
 
 

@@ -25,6 +25,6 @@ rule track:
         "../envs/cpu.yaml"
     shell:
         "OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS={threads} python -m senri track {input.video:q}"
-        " --video-id {wildcards.video_id} --config {params.config:q} --out {output.table} --ocr {output.ocr}"
+        " --video-id={wildcards.video_id} --config {params.config:q} --out {output.table} --ocr {output.ocr}"
         " --plot {output.plot} > {log} 2>&1"
         " || (tail -n 3 {log} >&2; exit 1)"  # a damaged or unreadable video: its one-line reason on the console

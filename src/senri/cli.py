@@ -107,15 +107,25 @@ def cmd_needle_data(args: argparse.Namespace) -> None:
 
 
 def cmd_ingest(args: argparse.Namespace) -> None:
-    from senri.ingest import ingest
-    from senri.records import Question, write_table
+    from senri.ingest import ingest_dataset, report_path
+    from senri.records import IngestQuirk, Question, write_table
 
     stage = _stage_config(args, "ingest")
-    files = args.questions or stage["questions"]
-    table = ingest(files, args.videos_dir or stage["videos_dir"], stage["video_ext"])
+    dataset = {**stage, "questions": args.questions or stage["questions"],
+               "videos_dir": args.videos_dir or stage["videos_dir"]}
+    table, report = ingest_dataset(dataset)
     write_table(table, args.out, Question)
+    write_table(report, report_path(args.out), IngestQuirk)
     cfgmod.write_sidecar(args.out, "ingest", stage)
     log.info("wrote %d questions on %d videos to %s", table.height, table["video_id"].n_unique(), args.out)
+    if report.height:
+        import polars as pl
+
+        counts = report.group_by("flag").len().sort("flag")
+        log.info("ingest report %s: %s", report_path(args.out),
+                 ", ".join(f"{flag} {n}" for flag, n in counts.iter_rows()))
+        for note in report.filter(pl.col("flag") == "file_note").iter_rows(named=True):
+            log.info("%s: %s", note["file"], note["detail"])
 
 
 def cmd_probe(args: argparse.Namespace) -> None:

@@ -423,6 +423,11 @@ def capability_problems(cfg: Mapping[str, Any], pairs: list[tuple[str, str]] | N
     return list(dict.fromkeys(problems))
 
 
+#: Dataset keys a native benchmark's reader reads (config/dataset/<benchmark>.yaml documents each).
+NATIVE_DATASET_KEYS: tuple[str, ...] = ("benchmark", "root", "video_ids", "repair_json", "video_layout",
+                                        "samples_per_shard", "index_pattern", "preset_bins", "mlvu_answer_position")
+
+
 def stage_slice(cfg: Mapping[str, Any], stage: str, method: str | None = None, model: str | None = None,
                 plan: str | None = None, system: str | None = None) -> dict:
     """The part of the config a stage reads. Anything not in a stage's slice cannot affect its output."""
@@ -440,7 +445,10 @@ def stage_slice(cfg: Mapping[str, Any], stage: str, method: str | None = None, m
     if stage == "needle_data":
         return {"needle": dataset.get("needle")}
     if stage == "ingest":
-        return {key: dataset[key] for key in ("name", "questions", "videos_dir", "video_ext")}
+        slice_ = {key: dataset[key] for key in ("name", "questions", "videos_dir", "video_ext")}
+        if dataset.get("benchmark", "senri") != "senri":  # a native benchmark's reader options (SENRI has none)
+            slice_ |= {key: dataset[key] for key in NATIVE_DATASET_KEYS if key in dataset}
+        return slice_
     if stage == "probe":
         return {"probe": cfg["probe"]}
     if stage == "anonymize":

@@ -10,13 +10,16 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 import jsonschema
 import polars as pl
 
 from senri.paths import SCHEMA_DIR
-from senri.records import LETTERS, TASK_DIRECTION, Question, to_frame
+from senri.records import LETTERS, TASK_DIRECTION, IngestQuirk, Question, to_frame
+
+if TYPE_CHECKING:
+    from senri.benchmarks.base import NativeVideo
 
 QUESTION_SCHEMA = SCHEMA_DIR / "questions.schema.json"
 OPTION_COLUMNS = ("option_a", "option_b", "option_c", "option_d")
@@ -189,7 +192,19 @@ def ingest(
     videos_dir: str | Path,
     video_ext: Sequence[str],
 ) -> pl.DataFrame:
-    """Read, normalize and validate every question file; return the question table or raise with all problems."""
+    """Read, normalize and validate every SENRI-format question file; return the question table or raise with
+    all problems."""
+    return to_frame(validated_questions(question_files, videos_dir, video_ext), Question).sort(
+        "video_id", maintain_order=True)
+
+
+def validated_questions(
+    question_files: Sequence[str | Path],
+    videos_dir: str | Path,
+    video_ext: Sequence[str],
+) -> list[Question]:
+    """The SENRI format's strict reader: every record valid and every video present, or :class:`IngestError`
+    listing every problem."""
     validator = jsonschema.Draft202012Validator(json.loads(QUESTION_SCHEMA.read_text()))
     problems: list[Problem] = []
     questions: list[Question] = []
@@ -244,11 +259,12 @@ def ingest(
                         answer=record["answer"],
                         evidence_start_s=_float_or_none(record.get("evidence_start_s")),
                         evidence_end_s=_float_or_none(record.get("evidence_end_s")),
+                        categories=[record["task_type"]],
                     )
                 )
     if problems:
         raise IngestError(problems)
-    return to_frame(questions, Question).sort("video_id", maintain_order=True)
+    return questions
 
 
 def _float_or_none(value: Any) -> float | None:
@@ -269,3 +285,61 @@ def video_ids_in(question_files: Sequence[str | Path]) -> list[str]:
         except IngestError:
             continue  # the ingest job reports it, with every other problem
     return list(ids)
+
+
+def ingest_dataset(dataset: Mapping[str, Any]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The question table and the ingest report of a dataset config, read by its benchmark's module.
+
+    SENRI format: strict (:func:`ingest`; the report is empty). A native benchmark: every record kept, its
+    quirks flagged and counted in the report; a question whose video file is not under ``videos_dir`` is left
+    out and reported (``video_missing``: LVBench's release lists videos no longer downloadable); with
+    ``dataset.video_ids`` set, only those videos are kept.
+    """
+    from senri.benchmarks import load_benchmark
+    from senri.benchmarks.base import NativeFileError
+
+    benchmark = load_benchmark(dataset)
+    try:
+        native = benchmark.read(dataset)
+    except NativeFileError as exc:
+        raise IngestError([Problem(str(exc).partition(": ")[0], None, None, str(exc).partition(": ")[2])]) from None
+    quirks = list(native.quirks)
+    wanted = set(dataset.get("video_ids") or ())
+    kept: list[Question] = []
+    found: dict[str, bool] = {}
+    for question in native.questions:
+        if wanted and question.video_id not in wanted:
+            continue
+        if question.video_id not in found:
+            found[question.video_id] = locate_video(dataset, native.videos[question.video_id]) is not None
+            if not found[question.video_id] and not benchmark.strict:
+                video = native.videos[question.video_id]
+                quirks.append(IngestQuirk(
+                    file=", ".join(map(str, dataset["questions"])), record="", video_id=question.video_id,
+                    flag="video_missing", detail=f"no file {' or '.join(video.files)} under {dataset['videos_dir']}: "
+                                                 f"its questions are left out"))
+        if found[question.video_id] or benchmark.strict:
+            kept.append(question)
+    if not kept:
+        raise IngestError([Problem(", ".join(map(str, dataset["questions"])), None, None,
+                                   f"no question of benchmark {benchmark.name!r} has its video under "
+                                   f"{dataset['videos_dir']} (see the video-file rule in config/dataset/)")])
+    table = to_frame(kept, Question)
+    if benchmark.strict:
+        table = table.sort("video_id", maintain_order=True)
+    return table, to_frame(quirks, IngestQuirk)
+
+
+def locate_video(dataset: Mapping[str, Any], video: NativeVideo) -> Path | None:
+    """The first of a video's candidate files (relative to ``dataset.videos_dir``) that exists."""
+    for relative in video.files:
+        candidate = Path(dataset["videos_dir"]) / relative
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def report_path(table: str | Path) -> Path:
+    """The ingest report beside the question table: ``questions.parquet`` → ``questions.report.parquet``."""
+    table = Path(table)
+    return table.with_name(f"{table.stem}.report.parquet")

@@ -34,11 +34,21 @@ TASK_NAMES: dict[str, str] = {
 DIRECTION_NAMES: dict[str, str] = {"ES": "Event→Space: an event tied to a place",
                                    "SE": "Space→Event: a place or route tied to an event"}
 LETTERS: tuple[str, ...] = ("A", "B", "C", "D")
+#: Letters a native benchmark's question may carry: 2–6 options (MLVU's test set has A–F).
+OPTION_LETTERS: tuple[str, ...] = ("A", "B", "C", "D", "E", "F")
 
 
 @dataclass(frozen=True)
 class Question:
-    """One four-choice question about one video (SENRI-Bench format)."""
+    """One multiple-choice question about one video.
+
+    SENRI-format questions have exactly four options and a valid letter (strict validation). A benchmark read
+    from its native files (:mod:`senri.benchmarks`) may have 2–6 options (``option_e``/``option_f``; ``option_c``
+    /``option_d`` empty where fewer than four) and keeps records SENRI's rules would refuse, naming each quirk in
+    ``flags`` (``repeated_option``, ``empty_answer``, ``answer_not_an_option``, …); such a question's ``answer``
+    may be "" or a letter that is not an option, and it is always scored wrong (the papers count it).
+    ``task_type`` is the primary category, ``categories`` all of them (LVBench is multi-label).
+    """
 
     video_id: str
     qid: str
@@ -52,10 +62,35 @@ class Question:
     answer: str
     evidence_start_s: float | None = None
     evidence_end_s: float | None = None
+    #: The registered benchmark (senri.benchmarks.BENCHMARKS) whose file this question came from.
+    benchmark: str = "senri"
+    #: The benchmark's split label (Video-MME short/medium/long; a duration bin for MLVU and LVBench).
+    split: str | None = None
+    categories: list[str] = dataclasses.field(default_factory=list)
+    option_e: str | None = None
+    option_f: str | None = None
+    flags: list[str] = dataclasses.field(default_factory=list)
 
     @property
-    def options(self) -> tuple[str, str, str, str]:
-        return (self.option_a, self.option_b, self.option_c, self.option_d)
+    def options(self) -> tuple[str, ...]:
+        """The question's options in letter order (2–6; a SENRI question always has four)."""
+        if self.option_e is None and self.option_f is None:
+            return (self.option_a, self.option_b, self.option_c, self.option_d)
+        every = (self.option_a, self.option_b, self.option_c, self.option_d, self.option_e, self.option_f)
+        return tuple(o for o in every if o is not None)
+
+
+@dataclass(frozen=True)
+class IngestQuirk:
+    """One row of the ingest report (``results/questions.report.parquet``): a native record kept although SENRI's
+    rules would refuse it, and why (``flag``: repeated_option, empty_answer, answer_not_an_option, …), a question
+    left out (``video_missing``, ``not_multiple_choice``), or a note on a whole file (``file_note``: a repair)."""
+
+    file: str
+    record: str     # the question id (or task file + index); "" for a whole-file note
+    video_id: str
+    flag: str
+    detail: str
 
 
 @dataclass(frozen=True)
@@ -262,12 +297,16 @@ _POLARS_TYPES: dict[Any, pl.DataType] = {
 
 
 def _polars_type(annotation: Any) -> pl.DataType:
-    """Map ``T`` or ``T | None`` to the polars dtype of ``T`` (nullability is a column property in Arrow)."""
+    """Map ``T``, ``T | None`` or ``list[T]`` to the polars dtype of ``T`` (nullability is a column property in
+    Arrow; a list column holds one list per row)."""
     if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
         non_null = [a for a in typing.get_args(annotation) if a is not type(None)]
         if len(non_null) != 1:
             raise TypeError(f"unsupported annotation {annotation!r}")
         annotation = non_null[0]
+    if typing.get_origin(annotation) is list:
+        (item,) = typing.get_args(annotation)
+        return pl.List(_POLARS_TYPES[item])
     return _POLARS_TYPES[annotation]
 
 

@@ -1,0 +1,185 @@
+"""What every benchmark module provides (:class:`Benchmark`) and what its reader returns (:class:`NativeSet`).
+
+A reader turns a benchmark's native files into :class:`~senri.records.Question` rows *as the benchmark has them*:
+a record that SENRI's strict rules would refuse (a repeated option, an empty or impossible answer, an empty
+record) is kept, its quirks named in ``Question.flags`` and counted in the ingest report
+(:class:`~senri.records.IngestQuirk` rows), because the papers score the full sets (EgoMem's 504 include its four
+invalid answers). A file that is not what it claims (invalid JSON) is refused with its position, or repaired
+only behind a named option (``dataset.repair_json``) that the report states.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from senri.records import OPTION_LETTERS, IngestQuirk, Question
+
+#: A video id of a native benchmark: YouTube ids may start with "-" or "_" (Video-MME 24 of 900); no path parts.
+NATIVE_VIDEO_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$")
+
+
+class NativeFileError(ValueError):
+    """A native file that cannot be read as what it claims to be; the message names the file and position."""
+
+
+@dataclass(frozen=True)
+class NativeVideo:
+    """One video of a benchmark: where its file may be (paths relative to ``dataset.videos_dir``, the first that
+    exists wins), its split label and the duration the native file states (seconds; None where it states none)."""
+
+    video_id: str
+    files: tuple[str, ...]
+    split: str | None = None
+    duration_s: float | None = None
+
+
+@dataclass
+class NativeSet:
+    """What a reader made of a benchmark's files: questions, their videos, every kept quirk, and notes on whole
+    files (a repair, a skipped generation task) for the ingest report."""
+
+    questions: list[Question] = field(default_factory=list)
+    videos: dict[str, NativeVideo] = field(default_factory=dict)
+    quirks: list[IngestQuirk] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def flag(self, question_file: str, record: str, video_id: str, flag: str, detail: str) -> str:
+        self.quirks.append(IngestQuirk(file=question_file, record=record, video_id=video_id, flag=flag, detail=detail))
+        return flag
+
+    def note(self, question_file: str, text: str) -> None:
+        self.notes.append(text)
+        self.quirks.append(IngestQuirk(file=question_file, record="", video_id="", flag="file_note", detail=text))
+
+
+#: A reader: the dataset config (``questions`` files, options such as ``repair_json``) → the native set.
+Reader = Callable[[Mapping[str, Any]], NativeSet]
+#: The memory preset of one video (a name in ``memory.presets``), or None for ``memory.preset`` (``auto``).
+PresetRule = Callable[[Mapping[str, Any], NativeVideo], str | None]
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One benchmark: its reader, categories (display order), splits, official scorer (a name in
+    ``senri.benchmarks.scoring.SCORERS``), table layout (a name in ``senri.benchmarks.layouts.LAYOUTS``) and the
+    preset rule by which VideoLucy's appendix sets a video's temporal scopes."""
+
+    name: str
+    title: str
+    categories: tuple[str, ...]
+    splits: tuple[str, ...]
+    official_scorer: str
+    layout: str
+    read: Reader
+    preset: PresetRule
+    #: SENRI format: one record that fails validation refuses the whole ingest (with every problem listed).
+    strict: bool = False
+
+
+def no_preset(dataset: Mapping[str, Any], video: NativeVideo) -> str | None:
+    """``memory.preset`` decides (SENRI-format data: ``auto``, by measured length)."""
+    return None
+
+
+def preset_by_bins(bins: Mapping[str, float | None], duration_s: float) -> str:
+    """The preset whose bin holds ``duration_s``: the smallest upper bound ≥ the duration (a duration on an edge
+    takes the shorter bin, as ``memory.auto`` does); None = no upper bound. Below the first bin's lower edge the
+    first preset applies (the paper leaves shorter videos open: recorded in the dataset config)."""
+    bounded = sorted((float(bound), name) for name, bound in bins.items() if bound is not None)
+    unbounded = [name for name, bound in bins.items() if bound is None]
+    for bound, name in bounded:
+        if duration_s <= bound + 1e-9:
+            return name
+    if unbounded:
+        return unbounded[0]
+    return bounded[-1][1]
+
+
+def question_files(dataset: Mapping[str, Any]) -> list[Path]:
+    return [Path(p) for p in dataset["questions"]]
+
+
+def load_json(path: Path, repair: bool, native: NativeSet) -> Any:
+    """Parse a JSON file; invalid JSON is refused with line and column, unless ``repair`` is set, in which case
+    trailing commas before ``]``/``}`` (Video-MME's official template) are removed and the ingest report says so."""
+    text = path.read_text(encoding="utf-8-sig")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        if not repair:
+            raise NativeFileError(
+                f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg}); set "
+                f"dataset.repair_json=true to remove trailing commas (Video-MME's official template has them)"
+            ) from None
+        repaired, count = TRAILING_COMMA.subn(r"\1", text)
+        try:
+            data = json.loads(repaired)
+        except json.JSONDecodeError as again:
+            raise NativeFileError(f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg}), and "
+                                  f"still not after removing {count} trailing comma(s): line {again.lineno}, column "
+                                  f"{again.colno} ({again.msg})") from None
+        native.note(str(path), f"repaired: removed {count} trailing comma(s) (dataset.repair_json=true); first "
+                               f"error was at line {exc.lineno}, column {exc.colno}")
+        return data
+
+
+#: A comma, then only whitespace, before a closing bracket or brace (outside strings: a JSON string cannot hold
+#: a raw line break, and the pattern requires the closer to follow whitespace only).
+TRAILING_COMMA = re.compile(r",(\s*[\]}])")
+
+
+def strip_letter_prefixes(options: Sequence[str]) -> list[str]:
+    """Drop "A. " / "B) " prefixes that repeat each option's own letter (Video-MME, EgoMem write them)."""
+    out = []
+    for letter, option in zip(OPTION_LETTERS, options):
+        match = re.match(rf"^{letter}[.)]\s*", option)
+        out.append(option[match.end():] if match else option)
+    return out
+
+
+def option_flags(options: Sequence[str]) -> list[tuple[str, str]]:
+    """(flag, detail) for options that repeat another's text or are empty."""
+    flags, seen = [], {}
+    for letter, option in zip(OPTION_LETTERS, options):
+        key = " ".join(option.split()).casefold()
+        if not key:
+            flags.append(("empty_option", f"option {letter} is empty"))
+        elif key in seen:
+            flags.append(("repeated_option", f"options {seen[key]} and {letter} read the same ({option!r})"))
+        else:
+            seen[key] = letter
+    return flags
+
+
+def make_question(*, benchmark: str, video_id: str, qid: str, categories: Sequence[str], question: str,
+                  options: Sequence[str], answer: str, flags: Sequence[str], split: str | None = None,
+                  evidence: tuple[float, float] | None = None) -> Question:
+    """A native question row: 2–6 options spread over ``option_a``…``option_f`` (C and D empty when fewer than
+    four), the first category as ``task_type``, no SENRI direction."""
+    padded = list(options) + [""] * max(0, 4 - len(options))
+    extra = list(options[4:6]) + [None] * (2 - len(options[4:6]))
+    return Question(
+        video_id=video_id, qid=qid, task_type=categories[0] if categories else "", direction="",
+        question=question, option_a=padded[0], option_b=padded[1], option_c=padded[2], option_d=padded[3],
+        answer=answer, evidence_start_s=evidence[0] if evidence else None,
+        evidence_end_s=evidence[1] if evidence else None, benchmark=benchmark, split=split,
+        categories=list(categories), option_e=extra[0], option_f=extra[1], flags=sorted(set(flags)),
+    )
+
+
+def answer_flags(answer: str, n_options: int) -> list[tuple[str, str]]:
+    if not answer:
+        return [("empty_answer", "the answer is empty")]
+    if answer not in OPTION_LETTERS[:n_options]:
+        return [("answer_not_an_option", f"answer {answer!r} is not one of {', '.join(OPTION_LETTERS[:n_options])}")]
+    return []
+
+
+def check_video_id(video_id: str, question_file: str, record: str) -> None:
+    if not NATIVE_VIDEO_ID.match(video_id):
+        raise NativeFileError(f"{question_file}, record {record}: video id {video_id!r} cannot name a file "
+                              f"(letters, digits, '_', '-', '.')")
