@@ -82,6 +82,11 @@ def memory_options(wildcards, input):
     return " ".join(f"--{name} {input[name]}" for name in ("track", "ocr", "detections") if name in input.keys())
 
 
+def memory_preset(wildcards):
+    """``--preset NAME`` where the benchmark sets a video's memory preset (VideoLucy's appendix, by split)."""
+    return " ".join(senri_workflow.preset_args(SENRI, wildcards.video_id))
+
+
 def memory_gpus(wildcards):
     """A VLM captioner on a GPU backend asks for its GPU; the perception captioner for none."""
     model = SENRI.get("captioner_model") or {}

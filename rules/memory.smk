@@ -16,6 +16,7 @@ rule memory:
         config=stage_config("memory"),
         code=stage_code("memory"),
         options=memory_options,
+        preset=memory_preset,
         cache="results/cache/captions/{captioner}/{video_id}",
     log:
         "results/logs/memory/{captioner}/{video_id}.log",
@@ -30,8 +31,8 @@ rule memory:
         "../envs/cpu.yaml"
     shell:
         "OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS={threads} python -m senri memory --config {params.config:q}"
-        " --video-info {input.info} --video {input.pixels:q} {params.options} --caption-cache {params.cache}"
-        " --out {output.table} --cost {output.cost} > {log} 2>&1"
+        " --video-info {input.info} --video {input.pixels:q} {params.options} {params.preset}"
+        " --caption-cache {params.cache} --out {output.table} --cost {output.cost} > {log} 2>&1"
 
 
 # Stage 4c: a persistent memory system's store (WorldMM, MAGIC-Video, ...; issue 25). One job per (system,

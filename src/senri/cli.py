@@ -29,6 +29,18 @@ def _stage_config(args: argparse.Namespace, stage: str, **keys: str) -> dict[str
     return cfgmod.stage_slice(cfgmod.compose(args.override), stage, **keys)
 
 
+def _with_preset(stage: dict[str, Any], preset: str | None) -> dict[str, Any]:
+    """The stage config with the memory preset the benchmark gives this video (``--preset``, from the workflow:
+    VideoLucy's appendix by the benchmark's split), so the memory job, the answer job and their sidecars agree."""
+    if not preset or "memory" not in stage:
+        return stage
+    return {**stage, "memory": {**stage["memory"], "preset": preset}}
+
+
+def _add_preset_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--preset", help="the memory preset the video's benchmark sets (replaces memory.preset)")
+
+
 class _Parser(argparse.ArgumentParser):
     """Argument errors as one line naming the argument (no usage dump), exit status 2."""
 
@@ -222,7 +234,7 @@ def cmd_answer(args: argparse.Namespace) -> None:
     from senri.answer import answer_video
     from senri.records import Prediction, Question, VideoInfo, from_frame, read_table, write_table
 
-    stage = _stage_config(args, "answer", method=args.method, model=args.model)
+    stage = _with_preset(_stage_config(args, "answer", method=args.method, model=args.model), args.preset)
     video = from_frame(read_table(args.video_info, VideoInfo), VideoInfo)
     if len(video) != 1:
         raise SystemExit(f"senri answer: {args.video_info} must hold exactly one video, found {len(video)}")
@@ -318,7 +330,7 @@ def cmd_memory(args: argparse.Namespace) -> None:
     from senri.memory.hierarchy import build_memory, open_service
     from senri.records import MemoryCost, MemoryRow, VideoInfo, from_frame, read_table, write_table
 
-    stage = _stage_config(args, "memory")
+    stage = _with_preset(_stage_config(args, "memory"), args.preset)
     if args.plan_only:
         if args.duration is None and not args.video_info:
             raise SystemExit("senri memory --plan-only: give --duration SECONDS or --video-info")
@@ -480,6 +492,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_caption_inputs(p, "memory methods: ")
     p.add_argument("--server", metavar="URL", help="a served batch's server of this model (http://127.0.0.1:PORT; "
                                                    "its key in $SENRI_SERVER_KEY): calls go there, same cache keys")
+    _add_preset_option(p)
     p.add_argument("--out", required=True)
 
     p = add("memory-system", cmd_memory_system,
@@ -511,6 +524,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plan-only", action="store_true",
                    help="dry run: print the preset and each level's clips and frames per clip, caption nothing")
     p.add_argument("--duration", type=float, metavar="SECONDS", help="with --plan-only: a video of this length")
+    _add_preset_option(p)
 
     p = add("aggregate", cmd_aggregate, "accuracy tables (Parquet, CSV, Markdown) from prediction files")
     _add_config_options(p)

@@ -8,13 +8,18 @@ The digest hashes content, not modification times, so a fresh clone or a ``git c
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
+import json
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from senri.demo import DemoConfig, video_ids as demo_video_ids
-from senri.ingest import find_video, video_ids_in
+from senri.ingest import find_video, locate_video, video_ids_in
+
+if TYPE_CHECKING:
+    from senri.benchmarks.base import NativeVideo
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 #: Backends that run the model on this job's own GPU(s); every other backend (a remote server, llama.cpp on
@@ -26,7 +31,9 @@ GPU_BACKENDS = frozenset({"vllm", "transformers"})
 STAGE_CODE: dict[str, tuple[str, ...]] = {
     "demo_data": ("demo.py", "media.py", "records.py"),
     "needle_data": ("needle.py", "demo.py", "media.py", "records.py", "ingest.py"),
-    "ingest": ("ingest.py", "records.py", "../../workflow/schemas/questions.schema.json"),
+    "ingest": ("ingest.py", "records.py", "../../workflow/schemas/questions.schema.json", "benchmarks/__init__.py",
+               "benchmarks/base.py", "benchmarks/senri.py", "benchmarks/videomme.py", "benchmarks/lvbench.py",
+               "benchmarks/mlvu.py", "benchmarks/egomem.py"),
     "probe": ("probe.py", "media.py", "records.py"),
     "frames": ("decode.py", "records.py"),
     "anonymize": ("anonymize/stage.py", "anonymize/detectors/__init__.py", "anonymize/detectors/base.py",
@@ -127,15 +134,66 @@ def planned_video_ids(cfg: Mapping[str, Any]) -> list[str]:
         from senri.needle import video_ids as needle_video_ids
 
         return needle_video_ids(needle_config(cfg))
+    if is_native(cfg):
+        videos = native_videos(cfg)
+        ids = list(dataset["video_ids"]) or list(videos)
+        return [v for v in ids if v in videos and locate_video(dataset, videos[v]) is not None]
     ids = list(dataset["video_ids"]) or video_ids_in(dataset["questions"])
     return [v for v in ids if find_video(dataset["videos_dir"], v, dataset["video_ext"]) is not None]
 
 
+def is_native(cfg: Mapping[str, Any]) -> bool:
+    """The dataset is a benchmark read from its native files (``dataset.benchmark`` other than senri)."""
+    from senri.benchmarks import benchmark_name
+
+    return benchmark_name(cfg["dataset"]) != "senri"
+
+
+def native_videos(cfg: Mapping[str, Any]) -> dict[str, "NativeVideo"]:
+    """A native benchmark's videos (file candidates, split, stated duration), read once per process: the
+    planner asks for every video's file and preset."""
+    from senri.config import canonical_json, stage_slice
+
+    return _native_videos(canonical_json(stage_slice(cfg, "ingest")))
+
+
+@functools.lru_cache(maxsize=4)
+def _native_videos(ingest_slice: str) -> dict[str, "NativeVideo"]:
+    from senri.benchmarks import load_benchmark
+
+    dataset = json.loads(ingest_slice)
+    return load_benchmark(dataset).read(dataset).videos
+
+
 def video_path(cfg: Mapping[str, Any], video_id: str) -> str:
     dataset = cfg["dataset"]
+    if is_native(cfg):
+        video = native_videos(cfg).get(video_id)
+        if video is None:
+            raise ValueError(f"video {video_id!r} is not in the question files of benchmark "
+                             f"{dataset.get('benchmark')!r}")
+        return str(locate_video(dataset, video) or Path(dataset["videos_dir"]) / video.files[0])
     generated = is_demo(cfg) or is_needle(cfg)
     found = None if generated else find_video(dataset["videos_dir"], video_id, dataset["video_ext"])
     return str(found or Path(dataset["videos_dir"]) / f"{video_id}{dataset['video_ext'][0]}")
+
+
+def video_preset(cfg: Mapping[str, Any], video_id: str) -> str | None:
+    """The memory preset the benchmark module gives a video (VideoLucy's appendix: by the benchmark's split or
+    duration bin), or None where ``memory.preset`` decides (SENRI-format data: ``auto``). A preset named in the
+    config (``memory.preset=<name>``) overrides the benchmark's choice."""
+    if not is_native(cfg) or cfg["memory"].get("preset", "auto") != "auto":
+        return None
+    from senri.benchmarks import load_benchmark
+
+    video = native_videos(cfg).get(video_id)
+    return None if video is None else load_benchmark(cfg["dataset"]).preset(cfg["dataset"], video)
+
+
+def preset_args(cfg: Mapping[str, Any], video_id: str) -> list[str]:
+    """``--preset NAME`` for the memory and answer CLIs when the benchmark sets the video's preset."""
+    name = video_preset(cfg, video_id)
+    return ["--preset", name] if name else []
 
 
 def answer_resources(cfg: Mapping[str, Any], model: str) -> dict[str, int]:
@@ -245,7 +303,7 @@ def answer_media_args(cfg: Mapping[str, Any], inputs: Mapping[str, str], video_i
         if name in inputs:
             args += [f"--{option}", str(inputs[name])]
     if "memory" in inputs:
-        args += ["--caption-cache", caption_cache_dir(cfg, video_id)]
+        args += ["--caption-cache", caption_cache_dir(cfg, video_id), *preset_args(cfg, video_id)]
     elif method is not None:
         from senri.methods import METHODS
 

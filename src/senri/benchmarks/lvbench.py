@@ -1,0 +1,156 @@
+"""LVBench: ``video_info.meta.jsonl``, one video object per line with its ``qa`` list (spec LV1–LV5).
+
+The options live inside the question text ("(A) text" lines after the stem) and are split out; the multi-label
+``question_type`` becomes the leaderboard's ER/EU/KIR/TG/Rea/Sum; ``uid`` is kept as a string. Video files are
+``<key>.mp4`` (``dataset.video_layout: key``) or video2dataset's index-named shards (``index``: the line order of
+the meta file, ``dataset.index_pattern``). The preset is VideoLucy's by duration bin (``dataset.preset_bins`` on
+the meta file's ``video_info.duration_minutes``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Mapping
+
+from senri.benchmarks.base import (Benchmark, NativeFileError, NativeSet, NativeVideo, answer_flags, check_video_id,
+                                   make_question, option_flags, preset_by_bins, question_files)
+
+#: LV3/LV6: question_type text → the leaderboard's abbreviation, in Table 2's column order.
+CATEGORY_CODES: dict[str, str] = {"entity recognition": "ER", "event understanding": "EU",
+                                  "key information retrieval": "KIR", "temporal grounding": "TG",
+                                  "reasoning": "Rea", "summarization": "Sum"}
+CATEGORIES = tuple(CATEGORY_CODES.values())
+#: VideoLucy's appendix bins (1800–3600 / 3600–5400 / > 5400 s); shorter videos take lvbench_short (open edge).
+DEFAULT_BINS: dict[str, float | None] = {"lvbench_short": 3600.0, "lvbench_medium": 5400.0, "lvbench_long": None}
+DEFAULT_INDEX_PATTERN = "videos/{shard:05d}/{index:08d}.mp4"
+OPTION_LINE = re.compile(r"\n\s*\(([A-F])\)\s?")
+TIME_SPAN = re.compile(r"^\s*((?:\d+:)?\d+:\d+(?:\.\d+)?)\s*-\s*((?:\d+:)?\d+:\d+(?:\.\d+)?)\s*$")
+
+
+def split_options(text: str) -> tuple[str, list[str]] | None:
+    """LV4: the stem and the option texts of a question whose options are "(A) …" lines, or None when its
+    lines do not run A, B, C, … from the first line break before "(A)"."""
+    marks = list(OPTION_LINE.finditer(text))
+    start = next((i for i, m in enumerate(marks) if m.group(1) == "A"), None)
+    if start is None:
+        return None
+    marks = marks[start:]
+    expected = "ABCDEF"
+    kept = []
+    for i, mark in enumerate(marks):
+        if mark.group(1) != expected[len(kept)]:
+            continue  # "(B)" inside an option's own text, not at a new option
+        kept.append(mark)
+        if len(kept) == len(expected):
+            break
+    stem = text[: kept[0].start()].strip()
+    options = [text[m.end(): (kept[i + 1].start() if i + 1 < len(kept) else len(text))].strip()
+               for i, m in enumerate(kept)]
+    return stem, options
+
+
+def seconds(clock: str) -> float:
+    parts = [float(p) for p in clock.split(":")]
+    total = 0.0
+    for part in parts:
+        total = total * 60 + part
+    return total
+
+
+def time_reference(value: Any) -> tuple[float, float] | None:
+    """LV3: "MM:SS-MM:SS" (minutes may exceed 59) or "H:MM:SS-H:MM:SS" → seconds; None if absent or unreadable."""
+    match = TIME_SPAN.match(value) if isinstance(value, str) else None
+    return (seconds(match.group(1)), seconds(match.group(2))) if match else None
+
+
+def video_files(dataset: Mapping[str, Any], key: str, index: int) -> tuple[str, ...]:
+    """LV5: ``<key><ext>`` (and ``videos/<key><ext>``), or the index-named video2dataset file."""
+    if dataset.get("video_layout", "key") == "index":
+        per_shard = int(dataset.get("samples_per_shard") or 10000)
+        pattern = str(dataset.get("index_pattern") or DEFAULT_INDEX_PATTERN)
+        return (pattern.format(index=index, shard=index // per_shard, index_in_shard=index % per_shard),)
+    return tuple(f"{folder}{key}{ext}" for folder in ("", "videos/") for ext in dataset.get("video_ext", [".mp4"]))
+
+
+def read(dataset: Mapping[str, Any]) -> NativeSet:
+    native = NativeSet()
+    bins = dataset.get("preset_bins") or DEFAULT_BINS
+    seen_uids: dict[str, str] = {}
+    for path in question_files(dataset):
+        if not path.is_file():
+            raise NativeFileError(f"{path}: file not found (LVBench: video_info.meta.jsonl)")
+        index = -1
+        with path.open(encoding="utf-8-sig") as handle:
+            for line_no, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                index += 1  # video2dataset numbers the meta file's videos in line order
+                try:
+                    video = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise NativeFileError(f"{path}: line {line_no}, column {exc.colno}: invalid JSON ({exc.msg})") from None
+                if not isinstance(video, dict) or not isinstance(video.get("key"), str):
+                    raise NativeFileError(f"{path}: line {line_no}: expected a video object with a string 'key'")
+                key = video["key"].strip()
+                check_video_id(key, str(path), f"line {line_no}")
+                info = video.get("video_info") if isinstance(video.get("video_info"), dict) else {}
+                minutes = info.get("duration_minutes")
+                duration = float(minutes) * 60 if isinstance(minutes, (int, float)) else None
+                split = preset_by_bins(bins, duration).removeprefix("lvbench_") if duration is not None else None
+                native.videos[key] = NativeVideo(key, video_files(dataset, key, index), split=split, duration_s=duration)
+                for item in video.get("qa") or []:
+                    _question(native, str(path), line_no, key, split, item, seen_uids)
+    return native
+
+
+def _question(native: NativeSet, file: str, line_no: int, key: str, split: str | None, item: Mapping[str, Any],
+              seen_uids: dict[str, str]) -> None:
+    uid = str(item.get("uid", "")).strip()
+    if not uid:
+        uid = f"{key}:{line_no}:{len(native.questions)}"
+        native.flag(file, uid, key, "missing_uid", f"line {line_no}: a question without uid gets id {uid!r}")
+    flags = []
+    if uid in seen_uids:
+        flags.append(native.flag(file, uid, key, "duplicate_uid", f"uid {uid!r} also in video {seen_uids[uid]!r}"))
+        uid = f"{uid}@{key}"
+    seen_uids.setdefault(uid, key)
+    text = str(item.get("question") or "")
+    parts = split_options(text)
+    if parts is None:
+        stem, options = text.strip(), []
+        flags.append(native.flag(file, uid, key, "no_options", "no '(A) …' option lines in the question text"))
+    else:
+        stem, options = parts
+    answer = str(item.get("answer") or "").strip()
+    for flag, detail in option_flags(options) + answer_flags(answer, len(options)):
+        flags.append(native.flag(file, uid, key, flag, detail))
+    types = item.get("question_type") or []
+    types = [types] if isinstance(types, str) else list(types)
+    categories = []
+    for kind in types:
+        code = CATEGORY_CODES.get(str(kind).strip().lower())
+        if code is None:
+            flags.append(native.flag(file, uid, key, "unknown_category", f"question_type {kind!r}"))
+            code = str(kind).strip()
+        if code not in categories:
+            categories.append(code)
+    evidence = time_reference(item.get("time_reference"))
+    if item.get("time_reference") and evidence is None:
+        flags.append(native.flag(file, uid, key, "bad_time_reference", f"{item.get('time_reference')!r}"))
+    native.questions.append(make_question(benchmark="lvbench", video_id=key, qid=uid, categories=categories,
+                                          question=stem, options=options, answer=answer, flags=flags, split=split,
+                                          evidence=evidence))
+
+
+def preset(dataset: Mapping[str, Any], video: NativeVideo) -> str | None:
+    """VideoLucy's appendix: the duration bin of the meta file's ``duration_minutes``; a video whose meta has no
+    duration takes ``memory.preset`` (``auto``: by measured length, whose bins above 1800 s have the same
+    settings)."""
+    if video.duration_s is None:
+        return None
+    return preset_by_bins(dataset.get("preset_bins") or DEFAULT_BINS, video.duration_s)
+
+
+LVBENCH = Benchmark(name="lvbench", title="LVBench", categories=CATEGORIES, splits=("short", "medium", "long"),
+                    official_scorer="lvbench_official", layout="lvbench", read=read, preset=preset)

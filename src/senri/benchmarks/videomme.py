@@ -1,0 +1,115 @@
+"""Video-MME (w/o subtitles): the official parquet (one row per question) or the nested JSON the official scorer
+reads (one object per video with its ``questions``), spec VM1–VM8.
+
+The video file is the YouTube id (``videoID``, or the ``url``'s ``v=`` parameter or bare id):
+``data/<id>.mp4|.MP4|.mkv`` under ``dataset.videos_dir``; the three-digit ``video_id`` names the file only where a
+file has no YouTube id (the official template). The preset is VideoLucy's by the official split label.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+from urllib.parse import parse_qs, urlparse
+
+import polars as pl
+
+from senri.benchmarks.base import (Benchmark, NativeFileError, NativeSet, NativeVideo, answer_flags, check_video_id,
+                                   load_json, make_question, option_flags, question_files, strip_letter_prefixes)
+
+SPLITS = ("short", "medium", "long")
+#: VM5's twelve task types, in the order the official scorer lists them.
+TASK_TYPES = ("Temporal Perception", "Spatial Perception", "Attribute Perception", "Action Recognition",
+              "Object Recognition", "OCR Problems", "Counting Problem", "Temporal Reasoning", "Spatial Reasoning",
+              "Action Reasoning", "Object Reasoning", "Information Synopsis")
+VIDEO_EXTENSIONS = (".mp4", ".MP4", ".mkv")  # VM6: lmms-eval tries these three
+YOUTUBE_ID = re.compile(r"^[A-Za-z0-9_-]{6,}$")
+
+
+def youtube_id(row: Mapping[str, Any]) -> str | None:
+    """VM6: ``videoID`` (parquet), else the ``url``: its ``v=`` parameter, its last path part (youtu.be), or the
+    bare id some copies store there (the 900-video nested JSON)."""
+    if isinstance(row.get("videoID"), str) and row["videoID"].strip():
+        return row["videoID"].strip()
+    url = row.get("url")
+    if not isinstance(url, str) or not url.strip():
+        return None
+    url = url.strip()
+    if YOUTUBE_ID.match(url):
+        return url
+    parsed = urlparse(url)
+    if "v" in parse_qs(parsed.query):
+        return parse_qs(parsed.query)["v"][0]
+    tail = parsed.path.rstrip("/").rpartition("/")[2]
+    return tail if YOUTUBE_ID.match(tail) else None
+
+
+def _rows(path: Path, dataset: Mapping[str, Any], native: NativeSet) -> Iterator[tuple[dict, dict]]:
+    """(video fields, question fields) per question, from the parquet or the nested JSON."""
+    if path.suffix.lower() == ".parquet":
+        for row in pl.read_parquet(path).iter_rows(named=True):
+            yield row, row
+        return
+    data = load_json(path, bool(dataset.get("repair_json", False)), native)
+    if not isinstance(data, list):
+        raise NativeFileError(f"{path}: expected a JSON list of videos (Video-MME's nested layout)")
+    for index, video in enumerate(data):
+        if not isinstance(video, dict):
+            raise NativeFileError(f"{path}: item {index} is not an object")
+        questions = video.get("questions")
+        if questions is None:  # a flat row, as in the parquet
+            yield video, video
+            continue
+        if not isinstance(questions, list):
+            raise NativeFileError(f"{path}: video {video.get('video_id')!r}: 'questions' is not a list")
+        for question in questions:
+            yield video, question
+
+
+def read(dataset: Mapping[str, Any]) -> NativeSet:
+    native = NativeSet()
+    for path in question_files(dataset):
+        if not path.is_file():
+            raise NativeFileError(f"{path}: file not found (Video-MME: videomme/test-00000-of-00001.parquet or the "
+                                  f"nested JSON)")
+        without_youtube_id = 0
+        for video, row in _rows(path, dataset, native):
+            qid = str(row.get("question_id", "")).strip()
+            number = str(video.get("video_id", "")).strip()
+            file_id = youtube_id(video)
+            if file_id is None:
+                without_youtube_id += 1
+                file_id = number
+            check_video_id(file_id, str(path), qid)
+            split = str(video.get("duration", "")).strip() or None
+            options = [str(o).strip() for o in (row.get("options") or [])]
+            options = strip_letter_prefixes(options)
+            answer = str(row.get("answer") or "").strip()
+            flags = []
+            for flag, detail in option_flags(options) + answer_flags(answer, len(options)):
+                flags.append(native.flag(str(path), qid, file_id, flag, detail))
+            if split not in SPLITS:
+                flags.append(native.flag(str(path), qid, file_id, "unknown_split",
+                                         f"duration {split!r} is not one of {', '.join(SPLITS)}"))
+            task_type = str(row.get("task_type") or "").strip()
+            native.questions.append(make_question(
+                benchmark="videomme", video_id=file_id, qid=qid, categories=[task_type] if task_type else [],
+                question=str(row.get("question") or "").strip(), options=options, answer=answer, flags=flags,
+                split=split))
+            if file_id not in native.videos:
+                native.videos[file_id] = NativeVideo(file_id, tuple(f"data/{file_id}{ext}" for ext in VIDEO_EXTENSIONS),
+                                                     split=split)
+        if without_youtube_id:
+            native.note(str(path), f"{without_youtube_id} question(s) without a YouTube id (no videoID or url): "
+                                   f"their video file is named by the three-digit video_id")
+    return native
+
+
+def preset(dataset: Mapping[str, Any], video: NativeVideo) -> str | None:
+    """VideoLucy's appendix: ``videomme_<split>`` by the official split label (not the measured length)."""
+    return f"videomme_{video.split}" if video.split in SPLITS else None
+
+
+VIDEOMME = Benchmark(name="videomme", title="Video-MME (w/o subtitles)", categories=TASK_TYPES, splits=SPLITS,
+                     official_scorer="videomme_official", layout="videomme", read=read, preset=preset)
