@@ -101,3 +101,15 @@ def test_every_layout_names_registered_scorers_and_its_published_rows():
             header = next(csv.reader(handle))
         labels = {c.label for c in table.columns}
         assert header[:3] == ["Group", "Method", "Cite"] and set(header[3:]) <= labels
+
+
+def test_every_benchmark_names_a_registered_official_scorer_and_layout():
+    from senri.benchmarks import BENCHMARKS
+
+    for name in BENCHMARKS.names():
+        benchmark = BENCHMARKS.load(name)
+        table = layout(benchmark.layout)
+        assert benchmark.official_scorer in SCORERS and benchmark.official_scorer in table.scorers
+        if table.published is not None:   # the categories the reader gives are the ones the layout counts
+            counted = {m.lower() for c in table.columns if c.over == "category" for m in c.members}
+            assert counted <= {c.lower() for c in benchmark.categories}

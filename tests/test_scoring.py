@@ -86,7 +86,7 @@ def test_six_options_and_flagged_answers():
     six = ("a", "b", "c", "d", "e", "f")
     assert scorer("mlvu_official").verdict("F", "F", six) == "correct"
     # A flagged record (EgoMem's answer "" or "E" with four options) is wrong whatever the reply.
-    em = scorer("egomem_paper")
+    em = scorer("egomem_official")
     assert em.verdict(None, "", FOUR) == "wrong"
     assert em.verdict("E", "E", FOUR) == "wrong"
     assert em.verdict(em.extract("B. Candles", FOUR), "B", FOUR) == "correct"
@@ -121,7 +121,7 @@ def test_scored_reply_reads_a_structured_answer_field():
 
 def test_registry_names_every_scorer():
     assert {"videomme_official", "videomme_old", "lvbench_official", "lvbench_polish", "mlvu_official",
-            "egomem_paper", "lmms_eval_2025", "lmms_eval_2025_mlvu", "lmms_eval_2026", "vlmevalkit_videomme",
+            "egomem_official", "lmms_eval_2025", "lmms_eval_2025_mlvu", "lmms_eval_2026", "vlmevalkit_videomme",
             "vlmevalkit_mlvu", "senri_strict", "method"} <= set(SCORERS.names())
     assert all(isinstance(scorer(name), Scorer) and scorer(name).name == name for name in SCORERS.names())
 

@@ -173,7 +173,7 @@ EGOMEM = Layout(
     (Column("event", "Event", "category", ("Event",)), Column("detail", "Detail", "category", ("Detail",)),
      Column("avg", "Avg", "macro", ("event", "detail"))),
     headline="avg",
-    scorers=("egomem_paper", "videomme_official", "lmms_eval_2026", "senri_strict", "method"),
+    scorers=("egomem_official", "videomme_official", "lmms_eval_2026", "senri_strict", "method"),
     published="videolucy_table4_egomem.csv")
 
 #: name → Layout (a benchmark's ``layout`` names one).

@@ -19,7 +19,7 @@ Registered names (:data:`SCORERS`):
   exact comparison.
 - ``mlvu_official`` — ML10–ML11: the character before the first ")", otherwise the whole reply must be the
   letter; unreadable is wrong.
-- ``egomem_paper`` — EM8/EM9: VideoLucy's own reading of its answer ("B", "(B)", "B. text"); all questions
+- ``egomem_official`` — EM8/EM9: VideoLucy's own reading of its answer ("B", "(B)", "B. text"); all questions
   counted (the 4 with an invalid answer necessarily wrong), as the paper's 286/504 shows.
 - ``lmms_eval_2025`` — VM14/LV12: lmms-eval's Video-MME regex of Aug 2025 (the old phrase list), used for
   Video-MME and LVBench; every question in the denominator.
@@ -232,7 +232,7 @@ _ALL: tuple[Scorer, ...] = (
            "LVBench's polish_answer helper, then the exact letter"),
     Scorer("mlvu_official", mlvu_letter, "wrong", "wrong", "ML10-ML11",
            "MLVU official (character before the first ')', else the whole reply)"),
-    Scorer("egomem_paper", egomem_letter, "wrong", "wrong", "EM8-EM9",
+    Scorer("egomem_official", egomem_letter, "wrong", "wrong", "EM8-EM9",
            "EgoMem as the paper counts it (VideoLucy's answer letter; all questions counted)"),
     Scorer("lmms_eval_2025", videomme_old_letter, "wrong", "wrong", "VM14, LV12",
            "lmms-eval Aug 2025 (Video-MME regex, unreadable wrong)"),
