@@ -9,7 +9,8 @@ import polars as pl
 
 from senri.benchmarks.layouts import layout
 from senri.records import Prediction, Question, to_frame
-from senri.report.benchmark import benchmark_tables, question_options
+from senri.benchmarks.scoring import question_options
+from senri.report.benchmark import benchmark_tables
 
 VIDEOMME = SimpleNamespace(name="videomme", layout="videomme", official_scorer="videomme_official")
 #: (qid, split, answer, reply of run "m/x"): the spec's tricky replies (VM9, VM10, VM13).

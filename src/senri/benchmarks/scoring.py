@@ -39,18 +39,19 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Literal, Sequence
+from typing import Any, Callable, Literal, Mapping, Sequence
 
 from senri.answers import (VIDEOMME_LEAD_INS, json_objects, lead_in_letter, parse_answer, split_reasoning,
                            videomme_official_letter)
+from senri.records import OPTION_LETTERS
 from senri.registry import Registry
 
 #: What a reply without an extraction (or a question without a prediction) does to the accuracy.
 Denominator = Literal["wrong", "skipped"]
 #: A question's verdict under one scorer.
 Verdict = Literal["correct", "wrong", "skipped"]
-#: Option letters in order (up to six: MLVU test has A–F).
-OPTION_LETTERS = "ABCDEF"
+#: The question table's option columns, in letter order (2–6 options: MLVU's test set has A–F).
+OPTION_COLUMNS = tuple(f"option_{letter.lower()}" for letter in OPTION_LETTERS)
 
 
 @dataclass(frozen=True)
@@ -76,8 +77,18 @@ class Scorer:
             return "wrong" if self.absent == "wrong" else "skipped"
         if letter is None:
             return "wrong" if self.unreadable == "wrong" else "skipped"
-        valid = answer != "" and answer in OPTION_LETTERS[:len(options)]
+        valid = answer in OPTION_LETTERS[:len(options)]
         return "correct" if valid and letter == answer else "wrong"
+
+
+def question_options(row: Mapping[str, Any]) -> tuple[str, ...]:
+    """A question row's options in letter order: ``option_a``…``option_f`` without the absent ones (null, or the
+    empty C/D padding of a two- or three-option question)."""
+    options = [row.get(column) for column in OPTION_COLUMNS]
+    present = [o for o in options if o is not None]
+    while len(present) > 2 and present[-1] == "":
+        present.pop()
+    return tuple(present)
 
 
 # --- the reply the scorers read --------------------------------------------------------------------------------

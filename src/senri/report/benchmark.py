@@ -29,14 +29,12 @@ import polars as pl
 
 from senri.aggregate import RUN_KEYS, score
 from senri.benchmarks.layouts import Layout, column_counts, column_value, layout as load_layout, micro_value
-from senri.benchmarks.scoring import Scorer, scored_reply, scorer as load_scorer
-from senri.records import OPTION_LETTERS
+from senri.benchmarks.scoring import OPTION_COLUMNS, Scorer, question_options, scored_reply, scorer as load_scorer
 from senri.report.tables import STATS_SCHEMA, run_filter
 from senri.stats import PairedComparison, compare
 
 #: VideoLucy's published rows, copied from the paper's tables (tests check them against tests/reference/).
 PUBLISHED_DIR = Path(__file__).resolve().parent / "published"
-OPTION_COLUMNS = tuple(f"option_{letter.lower()}" for letter in OPTION_LETTERS)
 #: How long a reply is shown in the flips table (the question browser has it whole).
 REPLY_CHARS = 120
 
@@ -52,16 +50,6 @@ class BenchmarkTables:
     scorers: pl.DataFrame
     flips: pl.DataFrame
     stats: pl.DataFrame
-
-
-def question_options(row: Mapping[str, Any]) -> tuple[str, ...]:
-    """A question row's options in letter order: ``option_a``…``option_f`` without the absent ones (null, or the
-    empty C/D padding of a two- or three-option question)."""
-    options = [row.get(column) for column in OPTION_COLUMNS]
-    present = [o for o in options if o is not None]
-    while len(present) > 2 and present[-1] == "":
-        present.pop()
-    return tuple(present)
 
 
 def verdicts(predictions: pl.DataFrame, questions: pl.DataFrame, scorer_names: tuple[str, ...]) -> pl.DataFrame:
@@ -223,3 +211,91 @@ def benchmark_tables(predictions: pl.DataFrame, questions: pl.DataFrame, benchma
         table=layout_table(scored, table, official, decimals), published=published_rows(table),
         scorers=scorer_table(scored, table, official, decimals), flips=flips_table(scored, official),
         stats=pl.DataFrame(stats_rows, schema=STATS_SCHEMA))
+
+
+# --- files and page ----------------------------------------------------------------------------------------------
+
+SCORER_HEADERS = {"method": "Method", "model": "Model", "memory": "Memory", "scorer": "Scorer",
+                  "official": "Official", "headline": "Headline", "micro": "Micro (all counted)",
+                  "correct": "Correct", "counted": "Counted", "skipped": "Skipped", "unreadable": "Unreadable",
+                  "gained": "Gained vs official", "lost": "Lost vs official", "flips": "Flips"}
+FLIP_HEADERS = {"method": "Method", "model": "Model", "memory": "Memory", "qid": "Question", "answer": "Answer",
+                "reply": "Reply", "official_letter": "Official letter", "official_verdict": "Official verdict",
+                "scorer": "Scorer", "letter": "Letter", "verdict": "Verdict"}
+
+
+def shown_table(tables: BenchmarkTables) -> pl.DataFrame:
+    """The benchmark's table as shown: our runs (``source`` = this run set) under the official scorer, then the
+    published rows (``source`` = published), the layout's columns in order, N = counted questions."""
+    keys = tables.layout.keys
+    total = next((c.key for c in tables.layout.columns if c.over == "all"), tables.layout.headline)
+    ours = tables.table.select(
+        pl.lit("this run set").alias("source"), pl.lit("").alias("group"), *RUN_KEYS, *keys,
+        pl.col(f"n_{total}").alias("n"), "skipped", "missing")
+    published = tables.published.select(
+        "source", "group", "method", pl.lit("").alias("model"), pl.lit("").alias("memory"), *keys,
+        pl.lit(None, pl.Int64).alias("n"), pl.lit(None, pl.Int64).alias("skipped"),
+        pl.lit(None, pl.Int64).alias("missing"))
+    return pl.concat([ours, published], how="vertical")
+
+
+def table_headers(table: Layout) -> dict[str, str]:
+    return {"source": "Source", "group": "Group", "method": "Method", "model": "Model", "memory": "Memory",
+            "n": "N", "skipped": "Skipped", "missing": "Missing", **{c.key: c.label for c in table.columns}}
+
+
+def notes(tables: BenchmarkTables) -> list[str]:
+    official = load_scorer(tables.official)
+    return [f"Scored with {tables.official} ({official.description}; spec {official.source}): a reply it cannot "
+            f"read is {'left out of' if official.unreadable == 'skipped' else 'counted wrong in'} the denominator, "
+            f"a question without a prediction {'left out' if official.absent == 'skipped' else 'counted wrong'}. "
+            "N = counted questions; Skipped and Missing as counted by this scorer.",
+            "Rows marked published are VideoLucy's paper numbers (senri/report/published/), not runs of this run set.",
+            "Scorer variants: every scorer on the same stored replies; Gained/Lost/Flips compare each question's "
+            "verdict with the official scorer's; the flips table lists those questions."]
+
+
+def write_benchmark_tables(tables: BenchmarkTables, out_dir: Path, decimals: int = 1) -> None:
+    """``benchmark_<name>``, ``scorers_<name>``, ``flips_<name>`` and ``benchmark_stats_<name>`` as Parquet,
+    CSV and Markdown (Parquet/CSV keep the integer counts; the Markdown shows the table as printed)."""
+    from senri.aggregate import to_markdown
+
+    name = tables.benchmark
+    shown = shown_table(tables)
+    files = {f"benchmark_{name}": (pl.concat([tables.table.drop("scorer"), tables.published.drop("source", "group", "cite")],
+                                             how="diagonal_relaxed"),
+                                   f"**{tables.layout.title}**\n\n" + to_markdown(shown, table_headers(tables.layout),
+                                                                                   decimals)
+                                   + "\n" + "\n".join(notes(tables)) + "\n"),
+             f"scorers_{name}": (tables.scorers, to_markdown(tables.scorers, SCORER_HEADERS, decimals)),
+             f"flips_{name}": (tables.flips, to_markdown(tables.flips, FLIP_HEADERS, decimals)),
+             f"benchmark_stats_{name}": (tables.stats, to_markdown(tables.stats, decimals=decimals))}
+    for stem, (frame, markdown) in files.items():
+        frame.write_parquet(out_dir / f"{stem}.parquet")
+        frame.write_csv(out_dir / f"{stem}.csv")
+        (out_dir / f"{stem}.md").write_text(markdown)
+
+
+def benchmark_html(tables: BenchmarkTables, browser: str, decimals: int = 1) -> list[tuple[str, str]]:
+    """The page's sections for one benchmark: its table with the published rows, the scorer variants, the
+    flips (each question linked into the browser) and the paired statistics."""
+    import html
+
+    from senri.report.browser import question_slug
+    from senri.report.render import table_html
+
+    flips = tables.flips
+    links = "".join(f'<a href="{browser}q/{question_slug(q)}.html">{html.escape(q)}</a> '
+                    for q in flips["qid"].unique(maintain_order=True).to_list())
+    note = "".join(f'<p class="note">{html.escape(n)}</p>' for n in notes(tables))
+    return [
+        (tables.layout.title, table_html(shown_table(tables), table_headers(tables.layout), group_by="source",
+                                         decimals=decimals) + note),
+        (f"{tables.layout.title}: every scorer on the same replies",
+         table_html(tables.scorers, SCORER_HEADERS, decimals=decimals)),
+        (f"{tables.layout.title}: questions whose verdict flips between scorers",
+         (table_html(flips, FLIP_HEADERS, decimals=decimals) + f"<p>{links}</p>") if flips.height
+         else '<p class="note">Every scorer gives every question the official verdict.</p>'),
+        (f"{tables.layout.title}: paired statistics", table_html(tables.stats, decimals=decimals) if tables.stats.height
+         else '<p class="note">No configured pair (report.pairs) has both runs in this run set.</p>'),
+    ]

@@ -42,7 +42,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import polars as pl
 
 from senri.aggregate import RUN_KEYS
-from senri.records import DIRECTION_NAMES, TASK_NAMES
+from senri.benchmarks.scoring import question_options
+from senri.records import DIRECTION_NAMES, OPTION_LETTERS, TASK_NAMES
 from senri.report.browser_script import BROWSER_JS
 
 log = logging.getLogger(__name__)
@@ -728,10 +729,20 @@ def run_anchor(label: str) -> str:
     return f"r-{question_slug(label)}"
 
 
+def category_text(row: Mapping[str, Any]) -> str:
+    """A question's categories as shown: all of them (LVBench is multi-label), or the SENRI task type."""
+    return ", ".join(row.get("categories") or []) or row["task_type"]
+
+
+def group_text(row: Mapping[str, Any]) -> str:
+    """SENRI's direction, or a native benchmark's split label (Video-MME short / medium / long) where it has none."""
+    return row["direction"] or row.get("split") or ""
+
+
 def row_record(i: int, row: Mapping[str, Any], label: str, flags: Sequence[str]) -> dict[str, Any]:
     """One row of ``rows.js``: the list's sortable values of a (run, question)."""
-    return {"i": i, "run": label, "video": row["video_id"], "qid": row["qid"], "task": row["task_type"],
-            "direction": row["direction"], "answer": row["answer"], "pred": row.get("pred") or "–",
+    return {"i": i, "run": label, "video": row["video_id"], "qid": row["qid"], "task": category_text(row),
+            "direction": group_text(row), "answer": row["answer"], "pred": row.get("pred") or "–",
             "correct": _correct(row), "flags": list(flags),
             **{key: int(row.get(column) or 0) for key, _, column in BEHAVIOUR_FIELDS},
             "calls": _calls(row), "tokens": _tokens(row), "seconds": round(float(row.get("latency_s") or 0.0), 2)}
@@ -903,8 +914,8 @@ def question_page(question: Mapping[str, Any], runs: Sequence[Shown], duration_s
     evidence = None
     if question.get("evidence_start_s") is not None and question.get("evidence_end_s") is not None:
         evidence = (float(question["evidence_start_s"]), float(question["evidence_end_s"]))
-    options = "".join(f'<li class="{"truth" if letter == question["answer"] else ""}">{letter}. '
-                      f"{_esc(question['option_' + letter.lower()])}</li>" for letter in "ABCD")
+    options = "".join(f'<li class="{"truth" if letter == question["answer"] else ""}">{letter}. {_esc(text)}</li>'
+                      for letter, text in zip(OPTION_LETTERS, question_options(question)))
     strips = "".join(
         f'<div class="strip-run" data-run="{_esc(x.label)}"><h4><a href="#{run_anchor(x.label)}">{_esc(x.label)}</a>: '
         f'{_esc(x.row.get("pred") or "–")} {_verdict(x.row)}</h4>'
@@ -958,6 +969,8 @@ def build_browser(scored: pl.DataFrame, predictions: pl.DataFrame, questions: pl
     pages = folder / "q"
     pages.mkdir(parents=True, exist_ok=True)
     extra = [c for c in predictions.columns if c not in scored.columns or c in RUN_KEYS or c == "qid"]
+    native = [c for c in ("categories", "split") if c in questions.columns and c not in scored.columns]
+    scored = scored.join(questions.select("qid", *native), on="qid", how="left") if native else scored
     rows = list(scored.join(predictions.select(extra), on=[*RUN_KEYS, "qid"], how="left").iter_rows(named=True))
     labels = run_labels(scored)
     runs = list(dict.fromkeys(labels.values()))
