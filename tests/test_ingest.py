@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -123,3 +124,92 @@ def test_a_byte_order_mark_is_accepted_in_every_text_format(tmp_path, videos_dir
     path = _write_all_formats(tmp_path, [_record("q1")])[fmt]
     path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
     assert ingest([path], videos_dir, [".mp4"])["qid"].to_list() == ["q1"]
+
+
+# ------------------------------------------------------------------------------------ native benchmarks
+NATIVE = ("videomme", "lvbench", "mlvu", "egomem")
+
+
+@pytest.fixture(scope="module")
+def native_instances(tmp_path_factory) -> dict:
+    """Each native benchmark's generated instance (empty video files named by its file rule: planning and
+    ingest only) and its config composed with the shipped config/dataset/<benchmark>.yaml, once per module."""
+    from senri import config as cfgmod
+    from senri.benchmarks.instance import InstanceSize, write_instance
+
+    from omegaconf import OmegaConf
+
+    instances = {}
+    base = None
+    for benchmark in NATIVE:
+        root = tmp_path_factory.mktemp(benchmark)
+        write_instance(benchmark, root, InstanceSize(videos=3 if benchmark == "videomme" else 2, encode=False))
+        if base is None:  # one Hydra compose; the other dataset files are resolved alike and the whole validated
+            base = cfgmod.compose(f"dataset={benchmark} dataset.root={root}")
+            instances[benchmark] = (root, base)
+            continue
+        dataset = OmegaConf.load(cfgmod.CONFIG_DIR / "dataset" / f"{benchmark}.yaml")
+        dataset.root = str(root)
+        cfg = {**base, "dataset": OmegaConf.to_container(OmegaConf.create({"dataset": dataset}), resolve=True)["dataset"]}
+        cfgmod.validate(cfg)
+        instances[benchmark] = (root, cfg)
+    return instances
+
+
+@pytest.mark.parametrize("benchmark", NATIVE)
+def test_a_native_instance_ingests_with_its_quirks_reported_and_plans_by_its_file_rule(native_instances, benchmark):
+    from senri import config as cfgmod
+    from senri import workflow
+    from senri.ingest import ingest_dataset
+
+    root, cfg = native_instances[benchmark]
+    table, report = ingest_dataset(cfgmod.stage_slice(cfg, "ingest"))
+    assert set(table["benchmark"]) == {benchmark} and table["qid"].n_unique() == table.height
+    flagged = table.filter(pl.col("flags").list.len() > 0)
+    assert flagged.height == 1 and report.filter(pl.col("flag") != "file_note")["record"].to_list()[0] == flagged["qid"][0]
+    ids = workflow.planned_video_ids(cfg)
+    assert sorted(ids) == sorted(table["video_id"].unique())
+    for video_id in ids:
+        assert Path(workflow.video_path(cfg, video_id)).is_file()
+        assert Path(workflow.video_path(cfg, video_id)).is_relative_to(root)
+        preset = workflow.video_preset(cfg, video_id)
+        assert preset in cfg["memory"]["presets"] and workflow.preset_args(cfg, video_id) == ["--preset", preset]
+    named = {**cfg, "memory": {**cfg["memory"], "preset": "mlvu_long"}}
+    assert workflow.video_preset(named, ids[0]) is None  # a preset named in the config wins
+
+
+def test_videomme_ids_with_dashes_plan_per_split_presets_and_a_missing_video_is_left_out_and_reported(
+        native_instances):
+    from senri import config as cfgmod
+    from senri import workflow
+    from senri.ingest import ingest_dataset
+
+    root, cfg = native_instances["videomme"]
+    assert [workflow.video_preset(cfg, v) for v in workflow.planned_video_ids(cfg)] == [
+        "videomme_short", "videomme_medium", "videomme_long"]
+    (root / "data" / "fFjv93ACGo8.mp4").rename(root / "fFjv93ACGo8.mp4")
+    try:
+        table, report = ingest_dataset(cfgmod.stage_slice(cfg, "ingest"))
+    finally:
+        (root / "fFjv93ACGo8.mp4").rename(root / "data" / "fFjv93ACGo8.mp4")
+    assert table["video_id"].unique(maintain_order=True).to_list() == ["-ApL8d6tX5U", "_tvmjsKXTu8"]
+    assert report.filter(pl.col("flag") == "video_missing")["video_id"].to_list() == ["fFjv93ACGo8"]
+
+
+def test_cli_ingest_of_a_native_benchmark_writes_the_report_and_refuses_the_template_with_its_position(
+        native_instances, tmp_path, capsys):
+    from reference import reference_file
+    from senri import config as cfgmod
+
+    root, cfg = native_instances["egomem"]
+    out = tmp_path / "results" / "questions.parquet"
+    ingest_slice = cfgmod.stage_slice(cfg, "ingest")
+    assert main(["ingest", "--config", cfgmod.canonical_json(ingest_slice), "--out", str(out)]) == 0
+    report = pl.read_parquet(tmp_path / "results" / "questions.report.parquet")
+    assert report.select("record", "flag").rows() == [("4", "answer_not_an_option")]
+    questions = pl.read_parquet(out)
+    assert questions.filter(pl.col("qid") == "4")["answer"].to_list() == ["E"]  # kept as released
+    template = reference_file("benchmarks/videomme/output_test_template.json")
+    videomme = {**cfgmod.stage_slice(native_instances["videomme"][1], "ingest"), "questions": [str(template)]}
+    code = main(["ingest", "--config", cfgmod.canonical_json(videomme), "--out", str(tmp_path / "vm.parquet")])
+    assert code == 1 and "line 20, column 13" in capsys.readouterr().err and not (tmp_path / "vm.parquet").exists()

@@ -44,9 +44,10 @@ class Question:
 
     SENRI-format questions have exactly four options and a valid letter (strict validation). A benchmark read
     from its native files (:mod:`senri.benchmarks`) may have 2–6 options (``option_e``/``option_f``; ``option_c``
-    /``option_d`` empty where fewer than four) and keeps records SENRI's rules would refuse, naming each quirk in
+    /``option_d`` None where fewer than four) and keeps records SENRI's rules would refuse, naming each quirk in
     ``flags`` (``repeated_option``, ``empty_answer``, ``answer_not_an_option``, …); such a question's ``answer``
-    may be "" or a letter that is not an option, and it is always scored wrong (the papers count it).
+    may be "" or a letter that is not an option, and it is always scored wrong (the papers count it). A record
+    without any option (flagged ``no_options`` or ``empty_record``) keeps ``option_a``/``option_b`` as "".
     ``task_type`` is the primary category, ``categories`` all of them (LVBench is multi-label).
     """
 
@@ -57,8 +58,8 @@ class Question:
     question: str
     option_a: str
     option_b: str
-    option_c: str
-    option_d: str
+    option_c: str | None  # None: a native question with fewer options (never in the SENRI format)
+    option_d: str | None
     answer: str
     evidence_start_s: float | None = None
     evidence_end_s: float | None = None
@@ -74,8 +75,6 @@ class Question:
     @property
     def options(self) -> tuple[str, ...]:
         """The question's options in letter order (2–6; a SENRI question always has four)."""
-        if self.option_e is None and self.option_f is None:
-            return (self.option_a, self.option_b, self.option_c, self.option_d)
         every = (self.option_a, self.option_b, self.option_c, self.option_d, self.option_e, self.option_f)
         return tuple(o for o in every if o is not None)
 

@@ -158,16 +158,16 @@ def option_flags(options: Sequence[str]) -> list[tuple[str, str]]:
 def make_question(*, benchmark: str, video_id: str, qid: str, categories: Sequence[str], question: str,
                   options: Sequence[str], answer: str, flags: Sequence[str], split: str | None = None,
                   evidence: tuple[float, float] | None = None) -> Question:
-    """A native question row: 2–6 options spread over ``option_a``…``option_f`` (C and D empty when fewer than
-    four), the first category as ``task_type``, no SENRI direction."""
-    padded = list(options) + [""] * max(0, 4 - len(options))
-    extra = list(options[4:6]) + [None] * (2 - len(options[4:6]))
+    """A native question row: 2–6 options spread over ``option_a``…``option_f`` (None after the last; A and B ""
+    on a record without options), the first category as ``task_type``, no SENRI direction."""
+    padded: list[str | None] = list(options[:6]) + [None] * max(0, 6 - len(options))
+    padded[:2] = [o if o is not None else "" for o in padded[:2]]
     return Question(
         video_id=video_id, qid=qid, task_type=categories[0] if categories else "", direction="",
         question=question, option_a=padded[0], option_b=padded[1], option_c=padded[2], option_d=padded[3],
         answer=answer, evidence_start_s=evidence[0] if evidence else None,
         evidence_end_s=evidence[1] if evidence else None, benchmark=benchmark, split=split,
-        categories=list(categories), option_e=extra[0], option_f=extra[1], flags=sorted(set(flags)),
+        categories=list(categories), option_e=padded[4], option_f=padded[5], flags=sorted(set(flags)),
     )
 
 
