@@ -52,7 +52,8 @@ def test_videomme_template_is_refused_with_its_position_unless_repaired():
     assert any("removed 10 trailing comma(s)" in note for note in native.notes)
     assert [q.flag for q in native.quirks].count("file_note") == 2  # the repair, and no YouTube id in the template
     first = native.questions[0]
-    assert (first.video_id, first.qid, first.categories, first.answer) == ("001", "001-1", ["Counting Problem"], "C")
+    assert (first.video_id, first.qid, first.task_type, first.answer) == ("001", "001-1", "Counting Problem", "C")
+    assert first.categories == ["Counting Problem", "domain=Knowledge", "sub_category=Humanity & History"]
     assert first.options == ("Apples.", "Candles.", "Berries.", "The three kinds are of the same number.")
     assert native.videos["001"].files == ("data/001.mp4", "data/001.MP4", "data/001.mkv")
 
@@ -82,6 +83,15 @@ def test_videomme_parquet_rows_read_as_the_nested_layout(tmp_path):
     from_parquet = _read("videomme", questions=[str(path)])
     from_json = _read("videomme", questions=[str(VIDEOMME_EXCERPT)])
     assert from_parquet.questions == from_json.questions
+
+
+def test_a_record_whose_video_id_cannot_name_a_file_is_left_out_and_reported(tmp_path):
+    records = json.loads(EGOMEM_EXCERPT.read_text())[:2]
+    records[0]["videoID"] = "A1 JAKE/DAY1"
+    path = tmp_path / "EgoMem.json"
+    path.write_text(json.dumps(records))
+    native = _read("egomem", questions=[str(path)])
+    assert [q.qid for q in native.questions] == ["1"] and _flagged(native, "bad_video_id") == ["0"]
 
 
 def test_youtube_id_from_video_id_column_url_parameter_short_link_or_bare_id():
@@ -122,11 +132,11 @@ def test_lvbench_options_come_out_of_the_question_text_and_categories_map_to_the
     assert first.qid == "55" and second.qid == "56"  # LV3: uid as a string, int or not
     assert first.question == "What is written on the sign (in red)?"
     assert first.options == ("Exit (left)", "Stop", "(B) Go", "Wait") and first.answer == "C"
-    assert first.categories == ["KIR", "Rea"] and first.task_type == "KIR"  # LV6, multi-label
+    assert first.categories == ["KIR", "Rea", "video_type=documentary"] and first.task_type == "KIR"  # LV6
     assert (first.evidence_start_s, first.evidence_end_s) == (15.0, 19.0)
     assert (second.evidence_start_s, second.evidence_end_s) == (3723.0, 3900.0)
     assert (third.evidence_start_s, third.evidence_end_s) == (4500.0, 4570.0)  # minutes past 59
-    assert third.categories == ["TG", "Sum", "EU"]
+    assert third.categories == ["TG", "Sum", "EU", "video_type=documentary"]
     assert third.flags == ["answer_not_an_option", "repeated_option"]  # kept, flagged
     assert native.videos["-abcdefghij"].duration_s == pytest.approx(2430.0)
     assert native.videos["-abcdefghij"].split == "short" and native.videos["_klmnopqrst"].split is None
@@ -232,8 +242,8 @@ def test_egomem_keeps_invalid_answers_and_gives_event_questions_their_positional
     by_id = {q.qid: q for q in native.questions}
     assert by_id["354"].answer == "E" and by_id["141"].answer == "" and by_id["211"].answer == "D"  # as released
     assert [by_id[str(i)].categories for i in range(252, 258)] == [
-        ["Event", "Event Order"], ["Event", "Temporal Judge"], ["Event", "Temporal Align"],
-        ["Event", "Event Context"], ["Event", "Event Rectification"], ["Event", "Event Reconstruction"]]
+        ["Event", f"subtype={name}"] for name in ("Event Order", "Temporal Judge", "Temporal Align", "Event Context",
+                                                  "Event Rectification", "Event Reconstruction")]
     assert by_id["0"].categories == ["Detail"] and by_id["0"].options[0].startswith("A girl")  # "A. " dropped
     assert native.videos["A1_JAKE_DAY1"].files == ("videos/A1_JAKE_DAY1.mp4",)
 

@@ -194,6 +194,8 @@ def test_videomme_ids_with_dashes_plan_per_split_presets_and_a_missing_video_is_
         (root / "fFjv93ACGo8.mp4").rename(root / "data" / "fFjv93ACGo8.mp4")
     assert table["video_id"].unique(maintain_order=True).to_list() == ["-ApL8d6tX5U", "_tvmjsKXTu8"]
     assert report.filter(pl.col("flag") == "video_missing")["video_id"].to_list() == ["fFjv93ACGo8"]
+    subset, _ = ingest_dataset({**cfgmod.stage_slice(cfg, "ingest"), "video_ids": ["_tvmjsKXTu8"]})
+    assert subset["qid"].to_list() == ["002-1", "002-2"]
 
 
 def test_cli_ingest_of_a_native_benchmark_writes_the_report_and_refuses_the_template_with_its_position(

@@ -392,7 +392,14 @@ def cmd_config(args: argparse.Namespace) -> None:
     from senri.memory.hierarchy import describe_preset_rule
 
     memory = cfg["memory"]
-    if memory["preset"] == "auto":
+    from senri.benchmarks import benchmark_name, load_benchmark
+
+    if memory["preset"] == "auto" and benchmark_name(cfg["dataset"]) != "senri":
+        rule = " ".join((load_benchmark(cfg["dataset"]).preset.__doc__ or "").split())
+        bins = cfg["dataset"].get("preset_bins")
+        print(f"# memory preset by the benchmark ({benchmark_name(cfg['dataset'])}; recorded in each video's memory "
+              f"cost table): {rule}" + (f"\n#   bins (preset: upper bound s): {bins}" if bins else ""))
+    elif memory["preset"] == "auto":
         print("# memory preset rule (memory.preset=auto; the preset is recorded in each video's memory cost "
               "table):\n" + "\n".join(f"#   {line}" for line in describe_preset_rule(memory).splitlines()))
     else:

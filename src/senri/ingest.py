@@ -16,6 +16,7 @@ import jsonschema
 import polars as pl
 
 from senri.paths import SCHEMA_DIR
+from senri.benchmarks.base import repeated_options
 from senri.records import LETTERS, TASK_DIRECTION, IngestQuirk, Question, to_frame
 
 if TYPE_CHECKING:
@@ -164,14 +165,9 @@ def _consistency_problems(raw: RawRecord, record: dict) -> list[Problem]:
     problems = []
     options = record.get("options")
     if isinstance(options, list) and all(isinstance(o, str) for o in options):
-        seen: dict[str, int] = {}
-        for i, option in enumerate(options[: len(LETTERS)]):
-            key = " ".join(option.split()).casefold()
-            if key in seen:
-                problems.append(Problem(raw.file, raw.row, "options",
-                                        f"options {LETTERS[seen[key]]} and {LETTERS[i]} are identical ({option!r})"))
-            else:
-                seen[key] = i
+        for first, i in repeated_options(options[: len(LETTERS)]):
+            problems.append(Problem(raw.file, raw.row, "options",
+                                    f"options {LETTERS[first]} and {LETTERS[i]} are identical ({options[i]!r})"))
     start, end = record.get("evidence_start_s"), record.get("evidence_end_s")
     if isinstance(start, (int, float)) and isinstance(end, (int, float)) and start > end:
         problems.append(Problem(raw.file, raw.row, "evidence_start_s",

@@ -48,7 +48,9 @@ class Question:
     ``flags`` (``repeated_option``, ``empty_answer``, ``answer_not_an_option``, …); such a question's ``answer``
     may be "" or a letter that is not an option, and it is always scored wrong (the papers count it). A record
     without any option (flagged ``no_options`` or ``empty_record``) keeps ``option_a``/``option_b`` as "".
-    ``task_type`` is the primary category, ``categories`` all of them (LVBench is multi-label).
+    ``task_type`` is the primary category, ``categories`` all of them (LVBench is multi-label); an entry written
+    ``key=value`` is a facet a table may group by but never a category column (Video-MME ``domain=…``,
+    ``sub_category=…``; EgoMem ``subtype=…``; LVBench ``video_type=…``).
     """
 
     video_id: str

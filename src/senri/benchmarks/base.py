@@ -80,6 +80,16 @@ class Benchmark:
     strict: bool = False
 
 
+#: Separates a facet's key from its value in ``Question.categories`` (``domain=Knowledge``).
+FACET = "="
+
+
+def facet(key: str, value: object) -> list[str]:
+    """``[key=value]`` for a non-empty value, else ``[]``."""
+    text = str(value).strip() if value is not None else ""
+    return [f"{key}{FACET}{text}"] if text else []
+
+
 def no_preset(dataset: Mapping[str, Any], video: NativeVideo) -> str | None:
     """``memory.preset`` decides (SENRI-format data: ``auto``, by measured length)."""
     return None
@@ -141,17 +151,26 @@ def strip_letter_prefixes(options: Sequence[str]) -> list[str]:
     return out
 
 
-def option_flags(options: Sequence[str]) -> list[tuple[str, str]]:
-    """(flag, detail) for options that repeat another's text or are empty."""
-    flags, seen = [], {}
-    for letter, option in zip(OPTION_LETTERS, options):
+def repeated_options(options: Sequence[str]) -> list[tuple[int, int]]:
+    """(index of the first, index of the repeat) for each option that reads like an earlier one (whitespace and
+    case aside); empty options are not compared."""
+    pairs, seen = [], {}
+    for i, option in enumerate(options):
         key = " ".join(option.split()).casefold()
-        if not key:
-            flags.append(("empty_option", f"option {letter} is empty"))
-        elif key in seen:
-            flags.append(("repeated_option", f"options {seen[key]} and {letter} read the same ({option!r})"))
-        else:
-            seen[key] = letter
+        if key and key in seen:
+            pairs.append((seen[key], i))
+        elif key:
+            seen[key] = i
+    return pairs
+
+
+def option_flags(options: Sequence[str]) -> list[tuple[str, str]]:
+    """(flag, detail) for options that repeat another's text (:func:`repeated_options`, SENRI's rule too) or are
+    empty."""
+    flags = [("empty_option", f"option {letter} is empty") for letter, option in zip(OPTION_LETTERS, options)
+             if not option.strip()]
+    flags += [("repeated_option", f"options {OPTION_LETTERS[first]} and {OPTION_LETTERS[i]} read the same "
+                                  f"({options[i]!r})") for first, i in repeated_options(options[: len(OPTION_LETTERS)])]
     return flags
 
 
@@ -179,7 +198,11 @@ def answer_flags(answer: str, n_options: int) -> list[tuple[str, str]]:
     return []
 
 
-def check_video_id(video_id: str, question_file: str, record: str) -> None:
-    if not NATIVE_VIDEO_ID.match(video_id):
-        raise NativeFileError(f"{question_file}, record {record}: video id {video_id!r} cannot name a file "
-                              f"(letters, digits, '_', '-', '.')")
+def unusable_video_id(native: NativeSet, question_file: str, record: str, video_id: str) -> bool:
+    """Whether a record's video id cannot name a file (empty, a path separator, a space, …): the record is left
+    out and reported ``bad_video_id`` instead of refusing the whole file."""
+    if NATIVE_VIDEO_ID.match(video_id):
+        return False
+    native.flag(question_file, record, video_id, "bad_video_id",
+                f"video id {video_id!r} cannot name a file (letters, digits, '_', '-', '.'): the record is left out")
+    return True

@@ -1,15 +1,16 @@
 """EgoMem (VideoLucy's benchmark on EgoLife): ``EgoMem.json``, a list of 504 questions (spec EM1–EM7).
 
-Categories: the question's ``type`` (Event, Detail) and, for Event questions, the positional subtype (EM4: the
-k-th Event question of a video). Videos ``videos/<videoID>.mp4``; one preset, ``egomem``.
+Categories: the question's ``type`` (Event, Detail) and, for Event questions, the positional subtype as a facet
+``subtype=…`` (EM4: the k-th Event question of a video). Videos ``videos/<videoID>.mp4``; one preset, ``egomem``.
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from senri.benchmarks.base import (Benchmark, NativeFileError, NativeSet, NativeVideo, answer_flags, check_video_id,
-                                   load_json, make_question, option_flags, question_files, strip_letter_prefixes)
+from senri.benchmarks.base import (Benchmark, NativeFileError, NativeSet, NativeVideo, answer_flags, facet, load_json,
+                                   make_question, option_flags, question_files, strip_letter_prefixes,
+                                   unusable_video_id)
 
 TYPES = ("Event", "Detail")
 #: EM4: the subtype of a video's k-th Event question (k = 0…5), in file order.
@@ -37,7 +38,8 @@ def read(dataset: Mapping[str, Any]) -> NativeSet:
                 raise NativeFileError(f"{path}: item {index} is not an object")
             video_id = str(record.get("videoID", "")).strip()
             qid = str(record.get("question_id", index)).strip()
-            check_video_id(video_id, str(path), qid)
+            if unusable_video_id(native, str(path), qid, video_id):
+                continue
             options = strip_letter_prefixes([str(o).strip() for o in record.get("options") or []])
             answer = str(record.get("answer") or "").strip()
             flags = [native.flag(str(path), qid, video_id, flag, detail)
@@ -51,7 +53,7 @@ def read(dataset: Mapping[str, Any]) -> NativeSet:
                 k = events_seen.get(video_id, 0)
                 events_seen[video_id] = k + 1
                 if k < len(EVENT_SUBTYPES):
-                    categories.append(EVENT_SUBTYPES[k])
+                    categories += facet("subtype", EVENT_SUBTYPES[k])
             elif kind not in TYPES:
                 flags.append(native.flag(str(path), qid, video_id, "unknown_category", f"type {kind!r}"))
             native.questions.append(make_question(

@@ -13,8 +13,8 @@ import json
 import re
 from typing import Any, Mapping
 
-from senri.benchmarks.base import (Benchmark, NativeFileError, NativeSet, NativeVideo, answer_flags, check_video_id,
-                                   make_question, option_flags, preset_by_bins, question_files)
+from senri.benchmarks.base import (Benchmark, NativeFileError, NativeSet, NativeVideo, answer_flags, facet,
+                                   make_question, option_flags, preset_by_bins, question_files, unusable_video_id)
 
 #: LV3/LV6: question_type text → the leaderboard's abbreviation, in Table 2's column order.
 CATEGORY_CODES: dict[str, str] = {"entity recognition": "ER", "event understanding": "EU",
@@ -93,19 +93,20 @@ def read(dataset: Mapping[str, Any]) -> NativeSet:
                 if not isinstance(video, dict) or not isinstance(video.get("key"), str):
                     raise NativeFileError(f"{path}: line {line_no}: expected a video object with a string 'key'")
                 key = video["key"].strip()
-                check_video_id(key, str(path), f"line {line_no}")
+                if unusable_video_id(native, str(path), f"line {line_no}", key):
+                    continue
                 info = video.get("video_info") if isinstance(video.get("video_info"), dict) else {}
                 minutes = info.get("duration_minutes")
                 duration = float(minutes) * 60 if isinstance(minutes, (int, float)) else None
                 split = preset_by_bins(bins, duration).removeprefix("lvbench_") if duration is not None else None
                 native.videos[key] = NativeVideo(key, video_files(dataset, key, index), split=split, duration_s=duration)
                 for item in video.get("qa") or []:
-                    _question(native, str(path), line_no, key, split, item, seen_uids)
+                    _question(native, str(path), line_no, key, split, item, seen_uids, facet("video_type", video.get("type")))
     return native
 
 
 def _question(native: NativeSet, file: str, line_no: int, key: str, split: str | None, item: Mapping[str, Any],
-              seen_uids: dict[str, str]) -> None:
+              seen_uids: dict[str, str], facets: list[str]) -> None:
     uid = str(item.get("uid", "")).strip()
     if not uid:
         uid = f"{key}:{line_no}:{len(native.questions)}"
@@ -138,7 +139,7 @@ def _question(native: NativeSet, file: str, line_no: int, key: str, split: str |
     evidence = time_reference(item.get("time_reference"))
     if item.get("time_reference") and evidence is None:
         flags.append(native.flag(file, uid, key, "bad_time_reference", f"{item.get('time_reference')!r}"))
-    native.questions.append(make_question(benchmark="lvbench", video_id=key, qid=uid, categories=categories,
+    native.questions.append(make_question(benchmark="lvbench", video_id=key, qid=uid, categories=categories + facets,
                                           question=stem, options=options, answer=answer, flags=flags, split=split,
                                           evidence=evidence))
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from senri.benchmarks.base import (Benchmark, NativeFileError, NativeSet, NativeVideo, answer_flags, check_video_id,
-                                   load_json, make_question, option_flags, preset_by_bins, question_files)
+from senri.benchmarks.base import (Benchmark, NativeFileError, NativeSet, NativeVideo, answer_flags, load_json,
+                                   make_question, option_flags, preset_by_bins, question_files, unusable_video_id)
 from senri.records import OPTION_LETTERS
 
 #: The seven M-Avg tasks (dev), by the name every scorer uses (the file's "findNeedle" is "needle").
@@ -79,7 +79,8 @@ def read(dataset: Mapping[str, Any]) -> NativeSet:
                 continue
             stem = Path(file_name).stem if file_name else f"missing_{index}"
             video_id = f"{folder}{VIDEO_ID_JOIN}{stem}"
-            check_video_id(video_id, str(path), qid)
+            if unusable_video_id(native, str(path), qid, video_id):
+                continue
             candidates = [str(c).strip() for c in record.get("candidates") or []]
             answer_text = str(record.get("answer") or "").strip()
             question = str(record.get("question") or "").strip()

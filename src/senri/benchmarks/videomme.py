@@ -15,8 +15,9 @@ from urllib.parse import parse_qs, urlparse
 
 import polars as pl
 
-from senri.benchmarks.base import (Benchmark, NativeFileError, NativeSet, NativeVideo, answer_flags, check_video_id,
-                                   load_json, make_question, option_flags, question_files, strip_letter_prefixes)
+from senri.benchmarks.base import (Benchmark, NativeFileError, NativeSet, NativeVideo, answer_flags, facet, load_json,
+                                   make_question, option_flags, question_files, strip_letter_prefixes,
+                                   unusable_video_id)
 
 SPLITS = ("short", "medium", "long")
 #: VM5's twelve task types, in the order the official scorer lists them.
@@ -81,7 +82,8 @@ def read(dataset: Mapping[str, Any]) -> NativeSet:
             if file_id is None:
                 without_youtube_id += 1
                 file_id = number
-            check_video_id(file_id, str(path), qid)
+            if unusable_video_id(native, str(path), qid, file_id):
+                continue
             split = str(video.get("duration", "")).strip() or None
             options = [str(o).strip() for o in (row.get("options") or [])]
             options = strip_letter_prefixes(options)
@@ -94,7 +96,9 @@ def read(dataset: Mapping[str, Any]) -> NativeSet:
                                          f"duration {split!r} is not one of {', '.join(SPLITS)}"))
             task_type = str(row.get("task_type") or "").strip()
             native.questions.append(make_question(
-                benchmark="videomme", video_id=file_id, qid=qid, categories=[task_type] if task_type else [],
+                benchmark="videomme", video_id=file_id, qid=qid,
+                categories=([task_type] if task_type else []) + facet("domain", video.get("domain"))
+                + facet("sub_category", video.get("sub_category")),
                 question=str(row.get("question") or "").strip(), options=options, answer=answer, flags=flags,
                 split=split))
             if file_id not in native.videos:
