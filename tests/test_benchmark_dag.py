@@ -6,6 +6,7 @@ flips between them."""
 
 from __future__ import annotations
 
+import html
 import json
 
 import polars as pl
@@ -15,6 +16,8 @@ from conftest import snakemake
 from senri.benchmarks import BENCHMARKS
 from senri.benchmarks.instance import InstanceSize, write_instance
 from senri.benchmarks.layouts import layout
+from senri.benchmarks.scoring import question_options
+from senri.report.browser import question_slug
 
 pytestmark = pytest.mark.workflow
 
@@ -65,3 +68,8 @@ def test_random_blind_and_videolucy_write_each_benchmark_table(tmp_path, name):
     blind = scorers.filter((pl.col("method") == "blind") & (pl.col("scorer") == "senri_strict")).row(0, named=True)
     assert blind["unreadable"] == 0   # "Best answer: C" is C to senri's parse, whatever the official rule reads
     assert f"{table.title}: every scorer on the same replies" in (tmp_path / "results/report.html").read_text()
+    # The question browser over these runs: a question's page lists its options and all its categories.
+    question = questions.row(0, named=True)
+    page = (tmp_path / f"results/report/questions/q/{question_slug(question['qid'])}.html").read_text()
+    assert all(html.escape(option) in page for option in question_options(question))
+    assert html.escape(", ".join(question["categories"])) in (tmp_path / "results/report/questions/index.html").read_text()

@@ -845,12 +845,12 @@ def index_page(rows: Sequence[Mapping[str, Any]], labels: Mapping[tuple[str, str
         page = question_href(row["qid"])
         body.append(
             f'<tr data-i="{i}" data-run="{_esc(run)}" data-video="{_esc(row["video_id"])}" '
-            f'data-task="{_esc(row["task_type"])}" data-direction="{_esc(row["direction"])}" '
+            f'data-task="{_esc(category_text(row))}" data-direction="{_esc(group_text(row))}" '
             f'data-correct="{_correct(row)}" data-flag="{_esc(" ".join(flags))}">'
             f"<td>{_esc(run)}</td><td>{_esc(row['video_id'])}</td>"
             f'<td><a class="question" data-page="{page}" href="{page}">{_esc(row["qid"])}</a></td>'
             f'<td class="qtext">{_esc(texts.get(row["qid"], ""))}</td>'
-            f"<td>{_esc(row['task_type'])}</td><td>{_esc(row['direction'])}</td><td>{_esc(row['answer'])}</td>"
+            f"<td>{_esc(category_text(row))}</td><td>{_esc(group_text(row))}</td><td>{_esc(row['answer'])}</td>"
             f"<td>{_esc(row.get('pred') or '–')}</td><td>{_verdict(row)}</td>"
             f"<td>{_flag_spans(flags)}</td>{_behaviour(row)}"
             f'<td class="num">{_calls(row)}</td><td class="num">{_tokens(row)}</td>'
@@ -894,8 +894,8 @@ def grid_page(questions: Sequence[Mapping[str, Any]], cells: Mapping[str, Mappin
                              f'<a class="question" data-page="{page}" data-anchor="#{run_anchor(run)}" '
                              f'href="{page}#{run_anchor(run)}">{_esc(letter)} {mark}</a></td>')
         body.append(f'<tr data-qid="{_esc(q["qid"])}"><td><a class="question" data-page="{page}" href="{page}">'
-                    f"{_esc(q['qid'])}</a></td><td>{_esc(q['video_id'])}</td><td>{_esc(q['task_type'])}</td>"
-                    f"<td>{_esc(q['direction'])}</td><td>{_esc(q['answer'])}</td>"
+                    f"{_esc(q['qid'])}</a></td><td>{_esc(q['video_id'])}</td><td>{_esc(category_text(q))}</td>"
+                    f"<td>{_esc(group_text(q))}</td><td>{_esc(q['answer'])}</td>"
                     f'<td class="qtext">{_esc(q["question"])}</td>{"".join(row_cells)}'
                     f'<td class="num">{right}/{len(runs)}</td></tr>')
     page_body = (f'<p><a href="{report_href}">← report</a> · <a href="index.html">every answer (list)</a></p>'
@@ -942,8 +942,8 @@ def question_page(question: Mapping[str, Any], runs: Sequence[Shown], duration_s
             f'<a id="next" class="disabled">next →</a> · <a href="../grid.html">grid</a> · '
             f'<a href="../../index.html">report</a></p><div id="warnings" class="warning" hidden></div>'
             f"<h1>{_esc(question['qid'])}</h1><p>video <b>{_esc(question['video_id'])}</b> · "
-            f'<span title="{_esc(task)}">{_esc(question["task_type"])}</span> · '
-            f'<span title="{_esc(DIRECTION_NAMES.get(question["direction"], ""))}">{_esc(question["direction"])}</span>'
+            f'<span title="{_esc(task)}">{_esc(category_text(question))}</span> · '
+            f'<span title="{_esc(DIRECTION_NAMES.get(question["direction"], ""))}">{_esc(group_text(question))}</span>'
             f" ({_esc(task)}) · evidence window {window}</p>"
             f"<h2>{_esc(question['question'])}</h2><ul class=\"options\">{options}</ul>{middle}"
             f"<h2>Predictions</h2><table id=\"predictions\"><tr><th>run</th><th>prediction</th><th>correct</th>"
@@ -1007,8 +1007,8 @@ def build_browser(scored: pl.DataFrame, predictions: pl.DataFrame, questions: pl
     for item in shown:
         cells.setdefault(item.row["qid"], {})[item.label] = item.row
     (folder / "grid.html").write_text(grid_page(question_rows, cells, runs, report_href))
-    info = {q["qid"]: {"text": q["question"], "video": q["video_id"], "task": q["task_type"],
-                       "direction": q["direction"], "answer": q["answer"], "page": f"{question_slug(q['qid'])}.html"}
+    info = {q["qid"]: {"text": q["question"], "video": q["video_id"], "task": category_text(q),
+                       "direction": group_text(q), "answer": q["answer"], "page": f"{question_slug(q['qid'])}.html"}
             for q in question_rows if q["qid"] in by_question}
     order = [q["qid"] for q in question_rows if q["qid"] in by_question]
     (folder / "rows.js").write_text(data_script(records, runs, info, order))
