@@ -68,6 +68,9 @@ def test_random_blind_and_videolucy_write_each_benchmark_table(tmp_path, name):
     blind = scorers.filter((pl.col("method") == "blind") & (pl.col("scorer") == "senri_strict")).row(0, named=True)
     assert blind["unreadable"] == 0   # "Best answer: C" is C to senri's parse, whatever the official rule reads
     assert f"{table.title}: every scorer on the same replies" in (tmp_path / "results/report.html").read_text()
+    stats = pl.read_parquet(tables / f"benchmark_stats_{name}.parquet")   # every run against chance, per column
+    assert set(stats["comparison"]) == {"vs chance: random/none → blind/tiny", "vs chance: random/none → videolucy/tiny"}
+    assert set(stats["category"]) <= set(table.keys)
     # The question browser over these runs: a question's page lists its options and all its categories.
     question = questions.row(0, named=True)
     page = (tmp_path / f"results/report/questions/q/{question_slug(question['qid'])}.html").read_text()

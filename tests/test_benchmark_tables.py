@@ -78,6 +78,7 @@ def test_every_scorer_on_the_same_replies_and_the_flips():
 def test_paired_statistics_per_layout_column():
     stats = _tables().stats
     assert set(stats["category"]) == {"short", "medium", "long", "avg"}
+    assert set(stats["comparison"]) == {"c/x → m/x"}   # no random run: no comparison with chance
     avg = stats.filter(pl.col("category") == "avg").row(0, named=True)
     # Questions both runs had counted: the four m answered (c answered all of those).
     assert (avg["n"], avg["baseline_correct"], avg["treatment_correct"]) == (4, 4, 4)

@@ -14,7 +14,7 @@ The benchmark, its official scorer and its layout come from the registries (:dat
 - ``scorers``: one row per run × scorer: the headline under that scorer, the micro accuracy over all counted
   questions, correct / counted / skipped / unreadable, and how many questions it flips against the official one.
 - ``flips``: one row per run × question × scorer whose verdict differs from the official scorer's.
-- ``stats``: per configured pair, per layout column, :func:`senri.stats.compare` on the questions both runs had
+- ``stats``: every run against the ``random`` run (chance), then per configured pair, per layout column, :func:`senri.stats.compare` on the questions both runs had
   counted under the official scorer (the same long schema as the SENRI report's paired statistics).
 """
 
@@ -30,7 +30,7 @@ import polars as pl
 from senri.aggregate import RUN_KEYS, score
 from senri.benchmarks.layouts import Layout, column_counts, column_value, layout as load_layout, micro_value
 from senri.benchmarks.scoring import OPTION_COLUMNS, Scorer, question_options, scored_reply, scorer as load_scorer
-from senri.report.tables import STATS_SCHEMA, run_filter
+from senri.report.tables import CHANCE_METHOD, STATS_SCHEMA, run_filter
 from senri.stats import PairedComparison, compare
 
 #: VideoLucy's published rows, copied from the paper's tables (tests check them against tests/reference/).
@@ -198,8 +198,11 @@ def benchmark_tables(predictions: pl.DataFrame, questions: pl.DataFrame, benchma
     names = (official, *(s for s in table.scorers if s != official))
     scored = verdicts(predictions, questions, names)
     stats_rows: list[dict[str, Any]] = []
-    runs = {f"{m}/{mo}" for m, mo in scored.select("method", "model").unique().iter_rows()}
-    for pair in config.get("pairs") or []:
+    runs = sorted({f"{m}/{mo}" for m, mo in scored.select("method", "model").unique().iter_rows()})
+    # Every run against chance (the seeded ``random`` run), as the SENRI report's chance table, then the pairs.
+    chance = [r for r in runs if r.split("/")[0] == CHANCE_METHOD][:1]
+    pairs = [{"group": "vs chance", "baseline": chance[0], "treatment": r} for r in runs if chance and r != chance[0]]
+    for pair in pairs + list(config.get("pairs") or []):
         base, treat = pair["baseline"], pair["treatment"]
         if base in runs and treat in runs:
             label = f"{pair.get('group')}: {base} → {treat}" if pair.get("group") else f"{base} → {treat}"
@@ -297,5 +300,5 @@ def benchmark_html(tables: BenchmarkTables, browser: str, decimals: int = 1) -> 
          (table_html(flips, FLIP_HEADERS, decimals=decimals) + f"<p>{links}</p>") if flips.height
          else '<p class="note">Every scorer gives every question the official verdict.</p>'),
         (f"{tables.layout.title}: paired statistics", table_html(tables.stats, decimals=decimals) if tables.stats.height
-         else '<p class="note">No configured pair (report.pairs) has both runs in this run set.</p>'),
+         else '<p class="note">No random run and no configured pair (report.pairs) with both runs in this run set.</p>'),
     ]
