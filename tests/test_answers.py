@@ -3,7 +3,7 @@
 import pytest
 
 from senri.answers import (ANSWER_SCHEMA, FORMAT_INSTRUCTIONS, best_letter, cyclic_order, debiased_scores, parse_answer,
-                           question_prompt, split_reasoning)
+                           question_prompt, split_reasoning, videomme_official_letter)
 
 OPTIONS = ["To my rear left", "To my rear right", "To my front left", "To my front right"]
 
@@ -134,8 +134,9 @@ def test_split_reasoning_never_reads_an_unclosed_block_as_the_reply(text, reply,
     (None, None),
     ("the cat sat on the mat while the dog barked at the mailman in the rain", None),  # > 10 words, no capital A–D
     ("one two three four five six seven eight nine ten eleven twelve, so D", "D"),
+    ("The best answer is D", "D"),
+    ("Best option: D", "B"),                       # "Best option:" is only removed fused
+    ("i think it is probably the one with the most items shown in the video clip", None),
 ])
 def test_videomme_official_letter_is_the_official_scorer_s_rule(reply, letter):
-    from senri.answers import videomme_official_letter
-
     assert videomme_official_letter(reply) == letter

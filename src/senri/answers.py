@@ -188,30 +188,6 @@ def parse_answer(text: str | None, options: Sequence[str]) -> ParsedAnswer:
     return ParsedAnswer(None, "none")
 
 
-#: Video-MME's lead-in phrases (spec ``benchmarks.md`` VM9), in the official scorer's order. Two pairs are one
-#: string each because the official list misses a comma after them: "Best answer:" and "The best option is" are
-#: therefore never removed on their own ("Best answer: D" reads as the B of "Best").
-VIDEOMME_LEAD_INS = ("The best answer is", "The correct answer is", "The answer is", "The answer",
-                     "The best option is" + "The correct option is", "Best answer:" + "Best option:",
-                     "Answer:", "Option:", "The correct answer", "The correct option")
-
-
-def videomme_official_letter(reply: str) -> str | None:
-    """The letter Video-MME's official scorer reads from ``reply`` (spec VM9), None where it reads none.
-
-    Trimmed; every case-sensitive occurrence of :data:`VIDEOMME_LEAD_INS` deleted (in order); then the answer
-    is the first capital A, B, C or D anywhere in what is left (no word boundary: "Based on …" reads as B), and
-    a text without one has none. (The official rule also says a text of more than 10 words without a capital
-    A–D has no answer: that is already so, whatever its length, so it needs no branch of its own.) Kept
-    literal, quirks included, because Video-MME's published numbers were scored this way; senri's own reading
-    is :func:`parse_answer`."""
-    text = (reply or "").strip()
-    for phrase in VIDEOMME_LEAD_INS:
-        text = text.replace(phrase, "")
-    found = re.search(r"[ABCD]", text)
-    return found.group(0) if found else None
-
-
 def cyclic_order(shift: int, n: int = len(LETTERS)) -> list[int]:
     """Original option index shown at each position under cyclic ``shift``: position j shows (j + shift) % n."""
     return [(j + shift) % n for j in range(n)]
@@ -235,3 +211,37 @@ def best_letter(scores: Sequence[float]) -> str | None:
     if top <= -1e8 or list(scores).count(top) > 1:
         return None
     return LETTERS[list(scores).index(top)]
+
+
+#: Video-MME's official lead-in phrases (spec VM9, the scorer its README links), in the order they are removed.
+#: Two entries are each two phrases fused by a missing comma in the official list, so "The best option is" and
+#: "Best answer:" are never removed on their own; they are kept fused here on purpose.
+VIDEOMME_LEAD_INS: tuple[str, ...] = (
+    "The best answer is", "The correct answer is", "The answer is", "The answer",
+    "The best option is" + "The correct option is", "Best answer:" + "Best option:",
+    "Answer:", "Option:", "The correct answer", "The correct option",
+)
+#: Above this many words with no capital A–D left, Video-MME's rule reads a reply as no answer.
+VIDEOMME_MAX_WORDS = 10
+
+
+def lead_in_letter(reply: str | None, lead_ins: Sequence[str], letters: str = "ABCD",
+                   max_words: int = VIDEOMME_MAX_WORDS) -> str | None:
+    """The Video-MME family of letter rules: trim, delete every occurrence of each lead-in phrase
+    (case-sensitive, anywhere, in list order), then the first capital of ``letters`` anywhere in what is left
+    (no word boundary, so "Based" reads as B). None when nothing is found (a long reply without any such capital
+    included). Shared by the official rule and the harnesses' copies of it, which differ only in ``lead_ins``."""
+    text = (reply or "").strip()
+    for phrase in lead_ins:
+        text = text.replace(phrase, "")
+    match = re.search(f"[{letters}]", text)
+    if len(text.split()) > max_words and match is None:
+        return None  # the official long-reply rule; a short reply without a capital ends the same way below
+    return match.group(0) if match else None
+
+
+def videomme_official_letter(reply: str | None) -> str | None:
+    """Video-MME's official answer extraction (spec VM9): :data:`VIDEOMME_LEAD_INS` removed, then the first
+    capital A–D anywhere; None is the official empty extraction, which the official scorer leaves out of the
+    denominator (VM10). "Best answer: C" reads as B and "Answer: C. Jade." as C."""
+    return lead_in_letter(reply, VIDEOMME_LEAD_INS)

@@ -24,6 +24,8 @@ from senri.config import sidecar_path
 from senri.methods import deviations_from_release
 from senri.release_prompts import RELEASES, prompt_source
 from senri.report import figures
+from senri.benchmarks import BENCHMARKS
+from senri.report.benchmark import benchmark_html, benchmark_tables, write_benchmark_tables
 from senri.report.browser import build_browser, discordant_html, run_labels
 from senri.report.model_grid import model_grid_display, model_grid_markdown, model_grid_table
 from senri.report.render import figure_html, page, table_html
@@ -268,6 +270,14 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
     positions = answer_positions(scored, questions)
     runs = run_metadata(prediction_paths)
     report: ReportTables = build_tables(scored, main, runs, config, seed, decimals)
+    # A benchmark read from its native files gets its own table (official scorer, published rows), every scorer
+    # side by side and the flips between them; SENRI-Bench keeps the tables below unchanged.
+    benchmarks = [b for b in questions["benchmark"].unique(maintain_order=True).to_list() if b != "senri"] \
+        if "benchmark" in questions.columns else []
+    bench_tables = [benchmark_tables(predictions, questions.filter(pl.col("benchmark") == b), BENCHMARKS.load(b),
+                                     config, seed, decimals) for b in benchmarks]
+    for tables in bench_tables:
+        write_benchmark_tables(tables, tables_dir, decimals)
 
     flagged_pairs = mark_failures(report.pairs, "label")
     flagged_ablations = mark_failures(report.ablations, "variant")
@@ -324,11 +334,14 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
     def sections(base: str) -> list[tuple[str, str]]:
         """The page's sections, its links relative to ``base`` (the folder of ``questions/``)."""
         discordant = "".join(discordant_html(scored, a, t, f"{base}questions/") for a, t in pairs)
+        bench_sections = [section for tables in bench_tables
+                          for section in benchmark_html(tables, f"{base}questions/", decimals)]
         return [
         ("Questions", f'<p><a href="{base}questions/index.html">Question browser</a>: every run\'s answer to every '
                       "question, with its trace, the model calls and a time strip of where the method looked; "
                       f'<a href="{base}questions/grid.html">the question × run grid</a>: which runs got which '
                       "question right.</p>"),
+        *bench_sections,
         ("Main results (Table 2 layout)", table_html(shown_main.with_columns(
             pl.col("approach").replace(APPROACH_LABELS)), HEADERS, group_by="approach", decimals=decimals)
          + no_retrieval_html(no_retrieval, f"{base}questions/", run_labels(scored))

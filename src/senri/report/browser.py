@@ -42,7 +42,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import polars as pl
 
 from senri.aggregate import RUN_KEYS
-from senri.records import DIRECTION_NAMES, TASK_NAMES
+from senri.benchmarks.scoring import question_options
+from senri.records import DIRECTION_NAMES, OPTION_LETTERS, TASK_NAMES
 from senri.report.browser_script import BROWSER_JS
 
 log = logging.getLogger(__name__)
@@ -728,10 +729,20 @@ def run_anchor(label: str) -> str:
     return f"r-{question_slug(label)}"
 
 
+def category_text(row: Mapping[str, Any]) -> str:
+    """A question's categories as shown: all of them (LVBench is multi-label), or the SENRI task type."""
+    return ", ".join(row.get("categories") or []) or row["task_type"]
+
+
+def group_text(row: Mapping[str, Any]) -> str:
+    """SENRI's direction, or a native benchmark's split label (Video-MME short / medium / long) where it has none."""
+    return row["direction"] or row.get("split") or ""
+
+
 def row_record(i: int, row: Mapping[str, Any], label: str, flags: Sequence[str]) -> dict[str, Any]:
     """One row of ``rows.js``: the list's sortable values of a (run, question)."""
-    return {"i": i, "run": label, "video": row["video_id"], "qid": row["qid"], "task": row["task_type"],
-            "direction": row["direction"], "answer": row["answer"], "pred": row.get("pred") or "–",
+    return {"i": i, "run": label, "video": row["video_id"], "qid": row["qid"], "task": category_text(row),
+            "direction": group_text(row), "answer": row["answer"], "pred": row.get("pred") or "–",
             "correct": _correct(row), "flags": list(flags),
             **{key: int(row.get(column) or 0) for key, _, column in BEHAVIOUR_FIELDS},
             "calls": _calls(row), "tokens": _tokens(row), "seconds": round(float(row.get("latency_s") or 0.0), 2)}
@@ -834,12 +845,12 @@ def index_page(rows: Sequence[Mapping[str, Any]], labels: Mapping[tuple[str, str
         page = question_href(row["qid"])
         body.append(
             f'<tr data-i="{i}" data-run="{_esc(run)}" data-video="{_esc(row["video_id"])}" '
-            f'data-task="{_esc(row["task_type"])}" data-direction="{_esc(row["direction"])}" '
+            f'data-task="{_esc(category_text(row))}" data-direction="{_esc(group_text(row))}" '
             f'data-correct="{_correct(row)}" data-flag="{_esc(" ".join(flags))}">'
             f"<td>{_esc(run)}</td><td>{_esc(row['video_id'])}</td>"
             f'<td><a class="question" data-page="{page}" href="{page}">{_esc(row["qid"])}</a></td>'
             f'<td class="qtext">{_esc(texts.get(row["qid"], ""))}</td>'
-            f"<td>{_esc(row['task_type'])}</td><td>{_esc(row['direction'])}</td><td>{_esc(row['answer'])}</td>"
+            f"<td>{_esc(category_text(row))}</td><td>{_esc(group_text(row))}</td><td>{_esc(row['answer'])}</td>"
             f"<td>{_esc(row.get('pred') or '–')}</td><td>{_verdict(row)}</td>"
             f"<td>{_flag_spans(flags)}</td>{_behaviour(row)}"
             f'<td class="num">{_calls(row)}</td><td class="num">{_tokens(row)}</td>'
@@ -883,8 +894,8 @@ def grid_page(questions: Sequence[Mapping[str, Any]], cells: Mapping[str, Mappin
                              f'<a class="question" data-page="{page}" data-anchor="#{run_anchor(run)}" '
                              f'href="{page}#{run_anchor(run)}">{_esc(letter)} {mark}</a></td>')
         body.append(f'<tr data-qid="{_esc(q["qid"])}"><td><a class="question" data-page="{page}" href="{page}">'
-                    f"{_esc(q['qid'])}</a></td><td>{_esc(q['video_id'])}</td><td>{_esc(q['task_type'])}</td>"
-                    f"<td>{_esc(q['direction'])}</td><td>{_esc(q['answer'])}</td>"
+                    f"{_esc(q['qid'])}</a></td><td>{_esc(q['video_id'])}</td><td>{_esc(category_text(q))}</td>"
+                    f"<td>{_esc(group_text(q))}</td><td>{_esc(q['answer'])}</td>"
                     f'<td class="qtext">{_esc(q["question"])}</td>{"".join(row_cells)}'
                     f'<td class="num">{right}/{len(runs)}</td></tr>')
     page_body = (f'<p><a href="{report_href}">← report</a> · <a href="index.html">every answer (list)</a></p>'
@@ -903,8 +914,8 @@ def question_page(question: Mapping[str, Any], runs: Sequence[Shown], duration_s
     evidence = None
     if question.get("evidence_start_s") is not None and question.get("evidence_end_s") is not None:
         evidence = (float(question["evidence_start_s"]), float(question["evidence_end_s"]))
-    options = "".join(f'<li class="{"truth" if letter == question["answer"] else ""}">{letter}. '
-                      f"{_esc(question['option_' + letter.lower()])}</li>" for letter in "ABCD")
+    options = "".join(f'<li class="{"truth" if letter == question["answer"] else ""}">{letter}. {_esc(text)}</li>'
+                      for letter, text in zip(OPTION_LETTERS, question_options(question)))
     strips = "".join(
         f'<div class="strip-run" data-run="{_esc(x.label)}"><h4><a href="#{run_anchor(x.label)}">{_esc(x.label)}</a>: '
         f'{_esc(x.row.get("pred") or "–")} {_verdict(x.row)}</h4>'
@@ -931,8 +942,8 @@ def question_page(question: Mapping[str, Any], runs: Sequence[Shown], duration_s
             f'<a id="next" class="disabled">next →</a> · <a href="../grid.html">grid</a> · '
             f'<a href="../../index.html">report</a></p><div id="warnings" class="warning" hidden></div>'
             f"<h1>{_esc(question['qid'])}</h1><p>video <b>{_esc(question['video_id'])}</b> · "
-            f'<span title="{_esc(task)}">{_esc(question["task_type"])}</span> · '
-            f'<span title="{_esc(DIRECTION_NAMES.get(question["direction"], ""))}">{_esc(question["direction"])}</span>'
+            f'<span title="{_esc(task)}">{_esc(category_text(question))}</span> · '
+            f'<span title="{_esc(DIRECTION_NAMES.get(question["direction"], ""))}">{_esc(group_text(question))}</span>'
             f" ({_esc(task)}) · evidence window {window}</p>"
             f"<h2>{_esc(question['question'])}</h2><ul class=\"options\">{options}</ul>{middle}"
             f"<h2>Predictions</h2><table id=\"predictions\"><tr><th>run</th><th>prediction</th><th>correct</th>"
@@ -958,6 +969,8 @@ def build_browser(scored: pl.DataFrame, predictions: pl.DataFrame, questions: pl
     pages = folder / "q"
     pages.mkdir(parents=True, exist_ok=True)
     extra = [c for c in predictions.columns if c not in scored.columns or c in RUN_KEYS or c == "qid"]
+    native = [c for c in ("categories", "split") if c in questions.columns and c not in scored.columns]
+    scored = scored.join(questions.select("qid", *native), on="qid", how="left") if native else scored
     rows = list(scored.join(predictions.select(extra), on=[*RUN_KEYS, "qid"], how="left").iter_rows(named=True))
     labels = run_labels(scored)
     runs = list(dict.fromkeys(labels.values()))
@@ -994,8 +1007,8 @@ def build_browser(scored: pl.DataFrame, predictions: pl.DataFrame, questions: pl
     for item in shown:
         cells.setdefault(item.row["qid"], {})[item.label] = item.row
     (folder / "grid.html").write_text(grid_page(question_rows, cells, runs, report_href))
-    info = {q["qid"]: {"text": q["question"], "video": q["video_id"], "task": q["task_type"],
-                       "direction": q["direction"], "answer": q["answer"], "page": f"{question_slug(q['qid'])}.html"}
+    info = {q["qid"]: {"text": q["question"], "video": q["video_id"], "task": category_text(q),
+                       "direction": group_text(q), "answer": q["answer"], "page": f"{question_slug(q['qid'])}.html"}
             for q in question_rows if q["qid"] in by_question}
     order = [q["qid"] for q in question_rows if q["qid"] in by_question]
     (folder / "rows.js").write_text(data_script(records, runs, info, order))

@@ -48,6 +48,13 @@ def category_mask(scored: pl.DataFrame, category: str) -> pl.Expr:
     return pl.col("task_type").str.to_lowercase() == category
 
 
+#: The long table behind every Δ: one row per comparison × category (the SENRI categories or a benchmark
+#: layout's columns), with :class:`senri.stats.PairedComparison`'s fields.
+STATS_SCHEMA = {"comparison": pl.String, "baseline": pl.String, "treatment": pl.String, "category": pl.String,
+                **{k: (pl.Float64 if k in ("delta_pp", "ci_low_pp", "ci_high_pp", "mcnemar_p") else pl.Int64)
+                   for k in PairedComparison.__dataclass_fields__}}
+
+
 @dataclass
 class ReportTables:
     main: pl.DataFrame
@@ -177,16 +184,13 @@ def build_tables(scored: pl.DataFrame, main: pl.DataFrame, runs: pl.DataFrame, c
             continue
         no_visual_rows.append({"setting": setting["label"], "run": setting["run"], **shown(setting["run"])})
 
-    stats_schema = {"comparison": pl.String, "baseline": pl.String, "treatment": pl.String, "category": pl.String,
-                    **{k: (pl.Float64 if k in ("delta_pp", "ci_low_pp", "ci_high_pp", "mcnemar_p") else pl.Int64)
-                       for k in PairedComparison.__dataclass_fields__}}
     return ReportTables(
         main=main_by_approach(main, runs),
         chance=chance_table(scored, main, resamples, confidence, seed, decimals),
         pairs=_frame(pair_rows, ["group", "run", "memory", "label"]),
         ablations=_frame(ablation_rows, ["reference", "variant", "run", "memory"]),
         no_visual=_frame(no_visual_rows, ["setting", "run", "memory"]),
-        stats=pl.DataFrame(stats_rows, schema=stats_schema),
+        stats=pl.DataFrame(stats_rows, schema=STATS_SCHEMA),
         skipped=skipped,
     )
 

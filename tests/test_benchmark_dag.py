@@ -1,0 +1,78 @@
+"""End-to-end: each of VideoLucy's benchmarks, as a demo-sized instance laid out as the benchmark ships (one
+generated video named by its file rule, questions in its native format with one quirk record), through the DAG
+with ``random``, ``blind`` and ``videolucy`` on a scripted model: the report writes the benchmark's table in its
+layout under its official scorer with the published rows beside it, every scorer on the same replies and the
+flips between them."""
+
+from __future__ import annotations
+
+import html
+import json
+
+import polars as pl
+import pytest
+
+from conftest import snakemake
+from senri.benchmarks import BENCHMARKS
+from senri.benchmarks.instance import InstanceSize, write_instance
+from senri.benchmarks.layouts import layout
+from senri.benchmarks.scoring import question_options
+from senri.report.browser import question_slug
+
+pytestmark = pytest.mark.workflow
+
+#: The scripted model: VideoLucy localizes and answers B confidently; every other request (the blind baseline's,
+#: the captions) gets "Best answer: C", which the scorers read differently (Video-MME's official rule: B; senri's parse: C).
+SCRIPT = [
+    {"match": "Your task: decide which periods", "text": json.dumps({"Flag": True, "Time Period": [[0, 3]],
+                                                                     "Reason": "r"})},
+    {"match": "Your task: judge whether the descriptions above answer",
+     "text": json.dumps({"Confidence": True, "Answer": "B", "Time Period": [[0, 3]], "Reason": "r"})},
+    {"text": "Best answer: C"},
+]
+RUNS = {("random", "none"), ("blind", "tiny"), ("videolucy", "tiny")}
+
+
+@pytest.mark.parametrize("name", ["videomme", "lvbench", "mlvu", "egomem"])
+def test_random_blind_and_videolucy_write_each_benchmark_table(tmp_path, name):
+    root = tmp_path / "root"
+    write_instance(name, root, InstanceSize(videos=1, questions_per_video=2, seconds=4.0))
+    script = tmp_path / "script.jsonl"
+    script.write_text("".join(json.dumps(rule) + "\n" for rule in SCRIPT))
+    # The scripted model is VideoLucy's captioner too (no track, no perception model), anonymization off: the
+    # smallest DAG that still ingests, probes, builds a memory, answers and reports (~40 s a benchmark).
+    overrides = (f"dataset={name} dataset.root={root} method=[random,blind,videolucy] model=[] "
+                 f"+model.tiny={{backend:scripted,script:{script},images:true}} memory.captioner=tiny "
+                 "sampling.build=[] anonymize.enabled=false")
+    snakemake(tmp_path, "-c2", "--config", f"overrides={overrides}")
+
+    benchmark, tables = BENCHMARKS.load(name), tmp_path / "results/report/tables"
+    table = layout(benchmark.layout)
+    questions = pl.read_parquet(tmp_path / "results/questions.parquet")
+    ours = pl.read_parquet(tables / f"benchmark_{name}.parquet")
+    runs = ours.filter(pl.col("method").is_in(["random", "blind", "videolucy"]) & pl.col("model").is_not_null())
+    assert {(r["method"], r["model"]) for r in runs.iter_rows(named=True)} == RUNS
+    for key in table.keys:   # the layout's columns, with the integer counts behind each
+        assert {key, f"correct_{key}", f"n_{key}"} <= set(ours.columns)
+    total = next((c.key for c in table.columns if c.over == "all"), table.headline)
+    assert (runs[f"n_{total}"] + runs["skipped"] == questions.height).all()
+    shown = (tables / f"benchmark_{name}.md").read_text()
+    assert table.title in shown and "| published |" in shown and "VideoLucy" in shown
+
+    scorers = pl.read_parquet(tables / f"scorers_{name}.parquet")
+    assert scorers.height == len(RUNS) * len(table.scorers)
+    official = scorers.filter(pl.col("official"))
+    assert set(official["scorer"]) == {benchmark.official_scorer} and (official["flips"] == 0).all()
+    flips = pl.read_parquet(tables / f"flips_{name}.parquet")
+    assert flips.height == scorers["flips"].sum()
+    blind = scorers.filter((pl.col("method") == "blind") & (pl.col("scorer") == "senri_strict")).row(0, named=True)
+    assert blind["unreadable"] == 0   # "Best answer: C" is C to senri's parse, whatever the official rule reads
+    assert f"{table.title}: every scorer on the same replies" in (tmp_path / "results/report.html").read_text()
+    stats = pl.read_parquet(tables / f"benchmark_stats_{name}.parquet")   # every run against chance, per column
+    assert set(stats["comparison"]) == {"vs chance: random/none → blind/tiny", "vs chance: random/none → videolucy/tiny"}
+    assert set(stats["category"]) <= set(table.keys)
+    # The question browser over these runs: a question's page lists its options and all its categories.
+    question = questions.row(0, named=True)
+    page = (tmp_path / f"results/report/questions/q/{question_slug(question['qid'])}.html").read_text()
+    assert all(html.escape(option) in page for option in question_options(question))
+    assert html.escape(", ".join(question["categories"])) in (tmp_path / "results/report/questions/index.html").read_text()
