@@ -202,7 +202,7 @@ def test_run_health_sums_each_runs_prediction_columns_and_counts_its_failed_ques
         "failed_captions": 1, "builder_losses": 3 * store_videos, "capped_cells": 5, "cell_s_requested": 1000, "cell_s_seen": 520, "seen_share": 52.0,
         "failed_memory_updates": 1, "stripped_checks": 1, "refused_checks": 2, "repeated_queries": 2,
         "failed_search_calls": 3, "unparsed_tool_calls": 1, "spent_steps": 2, "rejected_tool_calls": 3,
-        "truncated_replies": 1, "black_frames": 4, "context_overflows": 0, "defaulted_answers": 0, "missing": 1,
+        "truncated_replies": 1, "black_frames": 4, "context_overflows": 0, "defaulted_answers": 0, "capped_llm_calls": 0, "missing": 1,
         # behaviour: means over the 11 answered questions (rounds 9, searches 6, memories 9, QA calls 1), totals
         "rounds_per_q": 0.8, "searches_per_q": 0.5, "memories_per_q": 0.8, "qa_calls_per_q": 0.1, "bypasses": 2,
         "checks": 3, "cells": 40, "frames_seen": 320, "tool_calls": 5, "no_retrieval": 1}

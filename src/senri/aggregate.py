@@ -164,7 +164,7 @@ RUN_HEALTH_COLUMNS: tuple[str, ...] = (
     "timeouts", "context_trims", "truncated_captions", "failed_captions", "builder_losses", "capped_cells",
     "cell_s_requested", "cell_s_seen", "seen_share", "failed_memory_updates", "stripped_checks", "refused_checks",
     "repeated_queries", "failed_search_calls", "unparsed_tool_calls", "spent_steps", "rejected_tool_calls",
-    "truncated_replies", "black_frames", "context_overflows", "defaulted_answers", "missing", *(
+    "truncated_replies", "black_frames", "context_overflows", "defaulted_answers", "capped_llm_calls", "missing", *(
         # What the method did (BEHAVIOUR_COUNTS): per-question means of its steps, totals of the rare ones, and
         # the questions answered with nothing retrieved — a memory method that never searched shows here.
         "rounds_per_q", "searches_per_q", "memories_per_q", "qa_calls_per_q", "bypasses", "checks", "cells",
@@ -186,7 +186,7 @@ RUN_HEALTH_LABELS = {**RUN_LABELS, "questions": "Questions", "correct": "Correct
                      "unparsed_tool_calls": "Unparsed tool calls", "spent_steps": "Spent steps",
                      "rejected_tool_calls": "Rejected tool calls", "truncated_replies": "Truncated replies",
                      "black_frames": "Black frames", "context_overflows": "Context overflows",
-                     "defaulted_answers": "Defaulted answers",
+                     "defaulted_answers": "Defaulted answers", "capped_llm_calls": "Capped at the call limit",
                      "missing": "Missing", "rounds_per_q": "Rounds / q", "searches_per_q": "Searches / q",
                      "memories_per_q": "Memories / q", "qa_calls_per_q": "QA calls / q", "bypasses": "Bypasses",
                      "checks": "Checks", "cells": "Cells", "frames_seen": "Frames seen", "tool_calls": "Tool calls",
@@ -203,7 +203,9 @@ RUN_HEALTH_NOTE = ("Counts are summed from the prediction files' columns, never 
                    "back unreadable, so the search took its fallback. Unparsed tool calls are replies holding a "
                    "tool call that could not be read; spent steps are controller steps that neither ran a tool nor "
                    "answered; rejected tool calls were refused as invalid; truncated replies are model replies cut "
-                   "at their token limit; black frames failed to decode and were sent black. "
+                   "at their token limit; black frames failed to decode and were sent black; capped at the call limit "
+                   "counts questions whose agent calls reached the method's cap (VideoLucy's max_llm_calls), so "
+                   "their answer was forced there. "
                    "The last columns say what the method did: "
                    "controller rounds, searches, memories returned and QA calls per answered question, time "
                    "bypasses, checks, verifier cells, frames seen and tool calls in all, and the questions answered with no "

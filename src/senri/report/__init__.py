@@ -121,7 +121,7 @@ RUN_HEALTH_HTML_PARTS: tuple[tuple[str, ...], ...] = (
     ("failed_captions", "builder_losses", "capped_cells", "cell_s_requested", "cell_s_seen", "seen_share",
      "failed_memory_updates", "stripped_checks", "refused_checks", "repeated_queries", "failed_search_calls"),
     ("unparsed_tool_calls", "spent_steps", "rejected_tool_calls", "truncated_replies", "black_frames",
-     "context_overflows", "defaulted_answers"),
+     "context_overflows", "defaulted_answers", "capped_llm_calls"),
     ("rounds_per_q", "searches_per_q", "memories_per_q", "qa_calls_per_q", "bypasses", "checks", "cells",
      "frames_seen", "tool_calls", "no_retrieval"),
 )
