@@ -232,3 +232,31 @@ def test_a_store_s_counts_are_counted_once_per_store_not_once_per_question():
     old = preds.drop("store_builder_losses", "store_failed_captions", "store_truncated_captions")
     again = run_health_table(with_defaults(old), score(preds, questions)).row(0, named=True)
     assert again["builder_losses"] == 12
+
+
+def test_llm_calls_per_question_by_role_as_mean_median_and_max_with_the_call_cap_and_a8_beside_them():
+    """Issue 52 item 3: agent calls (LLM and VLM calls less a VLM captioner's, which CallTally books in both) and
+    captioner calls apart, per run; VideoLucy appendix A.8's published rows under them, marked."""
+    from senri.aggregate import llm_call_table
+    from senri.report.published import with_a8_rows
+
+    rows = [("videolucy", "m", "captions/qwen25vl7b_vllm", *calls) for calls in ((5, 3, 3), (7, 2, 2), (12, 0, 0))]
+    rows += [("videolucy", "m", "captions/perception", 4, 0, 6), ("blind", "m", "none", 1, 0, 0)]
+    predictions = pl.DataFrame(rows, schema=["method", "model", "memory", "n_llm_calls", "n_vlm_calls",
+                                             "n_caption_calls"], orient="row")
+    caps = pl.DataFrame({"method": ["videolucy", "blind"], "model": ["m", "m"], "max_llm_calls": [20, None]})
+    table = llm_call_table(predictions, caps)
+    by_memory = {r["memory"]: r for r in table.iter_rows(named=True)}
+    vlm, perception = by_memory["captions/qwen25vl7b_vllm"], by_memory["captions/perception"]
+    assert {k: vlm[k] for k in ("questions", "agent_mean", "agent_median", "agent_max", "caption_mean",
+                                "caption_median", "caption_max", "max_llm_calls")} == {
+        "questions": 3, "agent_mean": 8.0, "agent_median": 7.0, "agent_max": 12, "caption_mean": 1.7,
+        "caption_median": 2.0, "caption_max": 3, "max_llm_calls": 20}
+    assert (perception["agent_max"], perception["caption_max"]) == (4, 6)  # perception captions are no VLM calls
+    assert by_memory["none"]["max_llm_calls"] is None
+    shown = with_a8_rows(table)
+    published = shown.filter(pl.col("source").str.starts_with("published"))
+    assert published["method"].to_list() == ["VideoLucy (published)", "VideoAgent (published)",
+                                             "VideoTree (published)"]
+    assert published["agent_mean"].to_list() == [6.3, 14.1, 9.6] and set(published["max_llm_calls"]) == {20}
+    assert set(shown.filter(~pl.col("source").str.starts_with("published"))["source"]) == {"this run set"}

@@ -250,6 +250,47 @@ def run_health_table(predictions: pl.DataFrame, scored: pl.DataFrame, decimals: 
     ).select(*RUN_KEYS, *RUN_HEALTH_COLUMNS).sort(RUN_KEYS)
 
 
+#: The model-call table's columns after the run keys (VideoLucy appendix A.8's efficiency measure, by role):
+#: the agent model's calls per question (every call the method made itself, repairs and forced answers included)
+#: and the captioner's, each as mean / median / max over the run's answered questions, and the run's call cap.
+LLM_CALL_COLUMNS: tuple[str, ...] = ("questions", "agent_mean", "agent_median", "agent_max", "caption_mean",
+                                     "caption_median", "caption_max", "max_llm_calls")
+LLM_CALL_LABELS = {**RUN_LABELS, "questions": "Questions", "agent_mean": "Agent mean", "agent_median": "Agent median",
+                   "agent_max": "Agent max", "caption_mean": "Captioner mean", "caption_median": "Captioner median",
+                   "caption_max": "Captioner max", "max_llm_calls": "Call cap"}
+#: The captioner whose captions are no model calls (measured text): its calls are not in ``n_vlm_calls``.
+PERCEPTION_CAPTIONER = "perception"
+
+
+def agent_calls() -> pl.Expr:
+    """A prediction row's agent-model calls: its LLM and VLM calls less the captioner's. A VLM captioner's calls
+    are booked in ``n_vlm_calls`` too (:meth:`senri.methods.base.CallTally.add_captions`); the perception
+    captioner's (memory ``captions/perception``) are not."""
+    captioner = pl.col("memory").str.split("/").list.last()  # ``captions/perception``; older files: ``perception``
+    vlm_captions = pl.when(captioner == PERCEPTION_CAPTIONER).then(0).otherwise(pl.col("n_caption_calls"))
+    return pl.col("n_llm_calls") + pl.col("n_vlm_calls") - vlm_captions
+
+
+def llm_call_table(predictions: pl.DataFrame, caps: pl.DataFrame | None = None, decimals: int = 1) -> pl.DataFrame:
+    """One row per run: model calls per answered question by role — the agent's (:func:`agent_calls`) and the
+    captioner's (``n_caption_calls``; captions reused from the cache are no calls) — as mean, median and max.
+    ``caps``: ``method``, ``model`` and ``max_llm_calls`` per run (from the runs' configs; null: uncapped)."""
+    table = predictions.with_columns(_agent=agent_calls(), _caption=pl.col("n_caption_calls")).group_by(RUN_KEYS).agg(
+        questions=pl.len().cast(pl.Int64),
+        **{f"{role}_{stat}": getattr(pl.col(f"_{role}"), stat)() for role in ("agent", "caption")
+           for stat in ("mean", "median", "max")})
+    table = table.with_columns(
+        *(pl.col(f"{role}_{stat}").cast(pl.Float64).round(decimals) for role in ("agent", "caption")
+          for stat in ("mean", "median")),
+        *(pl.col(f"{role}_max").cast(pl.Int64) for role in ("agent", "caption")))
+    if caps is not None and "max_llm_calls" in caps.columns:
+        table = table.join(caps.select("method", "model", pl.col("max_llm_calls").cast(pl.Int64)),
+                           on=["method", "model"], how="left")
+    else:
+        table = table.with_columns(max_llm_calls=pl.lit(None, pl.Int64))
+    return table.select(*RUN_KEYS, *LLM_CALL_COLUMNS).sort(RUN_KEYS)
+
+
 #: The per-store table's columns after the memory and video: the counts each store carries once.
 STORE_HEALTH_COLUMNS = ("runs", "questions", "failed_captions", "truncated_captions", "builder_losses")
 STORE_HEALTH_LABELS = {"memory": "Memory", "video_id": "Video", "runs": "Runs reading it",
