@@ -511,10 +511,10 @@ class VideoLucy(Method):
         a video's sparse-init calls — so llama.cpp's prompt cache and vLLM's prefix cache evaluate the memory
         once; a new deeper caption keeps the prefix up to where it is inserted."""
         values = {"duration": self.duration, "n_periods": self.sparse_periods, **values}
-        memory = self.templates.render("memory", memory=values.pop("memory"))
-        summary = values.pop("summary", None)
-        if summary is not None:  # max_depth: summary — the video's summary stands in for the memory list
-            memory = self.templates.render("summary_memory", summary=summary)
+        listed, summary = values.pop("memory"), values.pop("summary", None)
+        # max_depth: summary — the video's summary stands in for the memory list
+        memory = (self.templates.render("memory", memory=listed) if summary is None
+                  else self.templates.render("summary_memory", summary=summary))
         user = "\n\n".join((memory, self.templates.render(role, **values), self.templates.render(user_role, **values)))
         return Message.text("system", self.templates.render("system", **values)), Message.text("user", user)
 
