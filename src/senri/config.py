@@ -321,6 +321,11 @@ def expand_list_parameters(cfg: dict[str, Any]) -> None:
     methods: dict[str, Any] = {}
     for name, spec in cfg["method"].items():
         lists = [key for key in LIST_PARAMETERS if isinstance(spec, dict) and isinstance(spec.get(key), list)]
+        if not lists:
+            if name in methods:
+                raise ConfigError(f"config.method.{name}: named twice (a list value of another method names it)")
+            methods[name] = spec
+            continue
         for key in lists:
             if not spec[key]:
                 raise ConfigError(f"config.method.{name}.{key}: an empty list names no run")
@@ -328,7 +333,7 @@ def expand_list_parameters(cfg: dict[str, Any]) -> None:
             run = name
             for key, value in zip(lists, values):
                 run = LIST_PARAMETERS[key].format(method=run, value=value)
-            if run in methods or (run != name and run in cfg["method"]):
+            if run in methods or run in cfg["method"]:
                 raise ConfigError(f"config.method.{name}: the run {run!r} of its list values is named twice")
             methods[run] = {**spec, **dict(zip(lists, values))}
     cfg["method"] = methods
