@@ -203,7 +203,7 @@ def test_run_health_sums_each_runs_prediction_columns_and_counts_its_failed_ques
         "failed_captions": 1, "builder_losses": 3 * store_videos, "capped_cells": 5, "cell_s_requested": 1000, "cell_s_seen": 520, "seen_share": 52.0,
         "failed_memory_updates": 1, "stripped_checks": 1, "refused_checks": 2, "repeated_queries": 2,
         "failed_search_calls": 3, "unparsed_tool_calls": 1, "spent_steps": 2, "rejected_tool_calls": 3,
-        "truncated_replies": 1, "black_frames": 4, "context_overflows": 0, "defaulted_answers": 0, "missing": 1,
+        "truncated_replies": 1, "black_frames": 4, "context_overflows": 0, "defaulted_answers": 0, "capped_llm_calls": 0, "missing": 1,
         # behaviour: means over the 11 answered questions (rounds 9, searches 6, memories 9, QA calls 1), totals
         "rounds_per_q": 0.8, "searches_per_q": 0.5, "memories_per_q": 0.8, "qa_calls_per_q": 0.1, "bypasses": 2,
         "checks": 3, "cells": 40, "frames_seen": 320, "tool_calls": 5, "no_retrieval": 1}
@@ -245,3 +245,31 @@ def test_a_timeout_is_counted_whatever_its_case(tmp_path, error, timed_out):
     preds.write_parquet(tmp_path / "p.parquet")
     row = aggregate([tmp_path / "p.parquet"], questions, tmp_path / "t")["main"].row(0, named=True)
     assert (row["errors"], row["timeouts"]) == (1, int(timed_out))
+
+
+def test_llm_calls_per_question_by_role_as_mean_median_and_max_with_the_call_cap_and_a8_beside_them():
+    """Issue 52 item 3: agent calls (LLM and VLM calls less a VLM captioner's, which CallTally books in both) and
+    captioner calls apart, per run; VideoLucy appendix A.8's published rows under them, marked."""
+    from senri.aggregate import llm_call_table
+    from senri.report.published import with_a8_rows
+
+    rows = [("videolucy", "m", "captions/qwen25vl7b_vllm", *calls) for calls in ((5, 3, 3), (7, 2, 2), (12, 0, 0))]
+    rows += [("videolucy", "m", "captions/perception", 4, 0, 6), ("blind", "m", "none", 1, 0, 0)]
+    predictions = pl.DataFrame(rows, schema=["method", "model", "memory", "n_llm_calls", "n_vlm_calls",
+                                             "n_caption_calls"], orient="row")
+    caps = pl.DataFrame({"method": ["videolucy", "blind"], "model": ["m", "m"], "max_llm_calls": [20, None]})
+    table = llm_call_table(predictions, caps)
+    by_memory = {r["memory"]: r for r in table.iter_rows(named=True)}
+    vlm, perception = by_memory["captions/qwen25vl7b_vllm"], by_memory["captions/perception"]
+    assert {k: vlm[k] for k in ("questions", "agent_mean", "agent_median", "agent_max", "caption_mean",
+                                "caption_median", "caption_max", "max_llm_calls")} == {
+        "questions": 3, "agent_mean": 8.0, "agent_median": 7.0, "agent_max": 12, "caption_mean": 1.7,
+        "caption_median": 2.0, "caption_max": 3, "max_llm_calls": 20}
+    assert (perception["agent_max"], perception["caption_max"]) == (4, 6)  # perception captions are no VLM calls
+    assert by_memory["none"]["max_llm_calls"] is None
+    shown = with_a8_rows(table)
+    published = shown.filter(pl.col("source").str.starts_with("published"))
+    assert published["method"].to_list() == ["VideoLucy (published)", "VideoAgent (published)",
+                                             "VideoTree (published)"]
+    assert published["agent_mean"].to_list() == [6.3, 14.1, 9.6] and set(published["max_llm_calls"]) == {20}
+    assert set(shown.filter(~pl.col("source").str.starts_with("published"))["source"]) == {"this run set"}

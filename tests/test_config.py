@@ -114,6 +114,33 @@ def test_a_list_of_frame_budgets_is_one_run_and_one_plan_per_budget():
     assert cfgmod.runs(single) == [("direct", "qwen25vl3b_hf")] and single["method"]["direct"]["plan"] == "uniform_512"
 
 
+def test_a_list_of_max_iterations_is_one_labelled_run_per_value_and_a_new_value_reruns_none_of_the_others():
+    """Issue 52: the one list mechanism of ``frames`` expands ``max_iterations`` (Fig. 6(b)); each run's answer
+    slice holds its own value only, so widening the list leaves the other runs' params — what Snakemake reruns
+    on — unchanged. (``experiment=videolucy_depth``'s ``max_depth`` arms: the dry run in test_workflow.)"""
+    import copy
+
+    wider = cfgmod.compose(["experiment=videolucy_iterations"])
+    assert cfgmod.runs(wider) == [(f"videolucy_iter{n}", "smollm2") for n in (1, 3, 5, 7)]
+    narrower = copy.deepcopy(wider)
+    narrower["method"] = {"videolucy": {**wider["method"]["videolucy_iter1"], "max_iterations": [1, 3, 5]}}
+    cfgmod.expand_list_parameters(narrower)
+    assert list(narrower["method"]) == ["videolucy_iter1", "videolucy_iter3", "videolucy_iter5"]
+    for n in (1, 3, 5):
+        kept = cfgmod.stage_slice(narrower, "answer", f"videolucy_iter{n}", "smollm2")
+        assert kept["method"]["max_iterations"] == n
+        assert cfgmod.canonical_json(kept) == cfgmod.canonical_json(
+            cfgmod.stage_slice(wider, "answer", f"videolucy_iter{n}", "smollm2"))
+    both = {"method": {"videolucy": {"max_depth": ["summary", "fine"], "max_iterations": [1, 5]}}}
+    cfgmod.expand_list_parameters(both)
+    # two lists: one run per combination, named by each template in LIST_PARAMETERS' order
+    assert list(both["method"]) == ["videolucy_iter1_depth_summary", "videolucy_iter1_depth_fine",
+                                    "videolucy_iter5_depth_summary", "videolucy_iter5_depth_fine"]
+    assert both["method"]["videolucy_iter1_depth_fine"] == {"max_depth": "fine", "max_iterations": 1}
+    with pytest.raises(cfgmod.ConfigError, match="config.method.videolucy.max_iterations: an empty list"):
+        cfgmod.expand_list_parameters({"method": {"videolucy": {"max_iterations": []}}})
+
+
 def test_method_that_needs_a_model_without_one_is_rejected():
     cfg = cfgmod.compose()
     cfg["model"] = {}

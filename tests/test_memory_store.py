@@ -34,7 +34,7 @@ CLOCK_FIELDS = {"wall_s", "latency_s"}
 #: out (additions only; the requests are compared whole): the VideoARM tool-call count (0 here) and the attempts
 #: a repair replaced and the store's share of the health counts (issue 39).
 LATER_FIELDS = {"tool_calls", "rejected_attempts", "store_failed_captions", "store_truncated_captions",
-                "store_builder_losses", "context_overflows", "defaulted_answers"}
+                "store_builder_losses", "context_overflows", "defaulted_answers", "capped_llm_calls"}
 SECOND = Question(video_id="shop", qid="shop_2", task_type="TR", direction="ES",
                   question="What did I do right after looking at the shelves?",
                   option_a="Paid", option_b="Picked up a figure", option_c="Left", option_d="Sat down", answer="B")

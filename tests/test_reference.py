@@ -33,3 +33,14 @@ def test_the_vendored_copy_equals_the_shared_folder_where_it_is_present():
     assert sorted(vendored) == sorted(upstream)
     changed = [k for k in upstream if vendored[k] != upstream[k]]
     assert not changed, f"refresh tests/reference/ from the shared folder: {changed}"
+
+
+def test_the_published_numbers_shipped_in_the_package_equal_the_vendored_reference():
+    """The report reads papers' published numbers from the package (an installed senri has no tests/): each
+    shipped copy must be the vendored file byte for byte."""
+    from senri.report.published import PUBLISHED_DIR
+
+    shipped = sorted(PUBLISHED_DIR.glob("*.csv"))
+    assert shipped
+    for path in shipped:
+        assert path.read_bytes() == (REFERENCE / "videolucy" / path.name).read_bytes(), path.name

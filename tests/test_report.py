@@ -80,6 +80,10 @@ def test_tables_follow_the_paper_layouts(report):
     assert ablations["variant"].to_list()[1] == "fewer frames"
     no_visual = pl.read_parquet(out / "report/tables/no_visual_input.parquet")
     assert no_visual["setting"][0] == "Random guessing (expected)" and no_visual["total"][0] == "25.0"
+    # Model calls per question (VideoLucy A.8 layout): no VideoLucy run here, so no published A.8 rows beside them.
+    calls = pl.read_parquet(out / "report/tables/llm_calls.parquet")
+    assert calls.filter(pl.col("method") == "blind")["agent_mean"].to_list() == [1.0]
+    assert "source" not in calls.columns and calls.height == main.height
     # Every marked run carries † in the Markdown of each table it appears in.
     for name in ("main", "pairs", "no_visual_input"):
         text = (out / f"report/tables/{name}.md").read_text()
@@ -140,6 +144,11 @@ def test_the_memory_captioner_names_runs_in_every_table_and_the_page(questions, 
     assert pl.read_parquet(tables / "no_visual_input.parquet")["memory"].to_list() == ["none", "none"]
     assert "videolucy/m: ran over more than one memory" in html
     assert "qwen25vl7b_vllm" in (tables / "main.md").read_text() and ">perception<" in html
+    # A VideoLucy run set: appendix A.8's published rows beside the runs' own, marked as published.
+    calls = pl.read_parquet(tables / "llm_calls.parquet")
+    assert calls.filter(pl.col("source") == "this run set").height == 3
+    assert "VideoLucy (published)" in calls["method"].to_list() and "Model calls per question" in html
+    assert "(published)" in (tables / "llm_calls.md").read_text()
 
 
 def _unique_questions(questions, k):

@@ -89,6 +89,7 @@ def run(hall, tmp_path: Path, rules: list[dict], caption_cache: Path | None = No
     service.close()
     write_table(rows, tmp_path / "memory.parquet", MemoryRow)
     check_frame(cost, MemoryCost, "cost")
+    questions = method.pop("questions", [QUESTION])
     model_name = method.pop("model_name", "agent")
     model_extra = method.pop("model_extra", {})
     stage = {"seed": 0, "method": {"name": "videolucy", **METHOD, **method},
@@ -96,10 +97,10 @@ def run(hall, tmp_path: Path, rules: list[dict], caption_cache: Path | None = No
                        "max_tokens": 64, **model_extra},
              "memory": memory_slice}
     inputs = MemoryInputs(tmp_path / "memory.parquet", hall["video"], None, None, None, cache_dir)
-    predictions = answer_video(to_frame([QUESTION], Question), hall["info"], stage, memory=inputs)
+    predictions = answer_video(to_frame(questions, Question), hall["info"], stage, memory=inputs)
     row = predictions.row(0, named=True)
     calls = [json.loads(line) for line in record.read_text().splitlines()]
-    return row, calls, {"rows": rows, "cost": cost}
+    return row, calls, {"rows": rows, "cost": cost, "predictions": predictions}
 
 
 def texts(call: dict) -> tuple[str, str]:
@@ -593,3 +594,66 @@ def test_a_failed_coarse_caption_is_left_out_of_every_prompt_and_counted_and_a_c
     assert trace["failed_captions"] == ["coarse 30–60s: CUDA out of memory (tried to allocate 2 GiB)"]
     assert trace["truncated_captions"] == ["coarse 90–120s: cut at the token limit"]
     assert (row["failed_captions"], row["truncated_captions"]) == (1, 1)
+
+
+# ------------------------------------------------------------------ Fig. 6(a) memory depth, A.8 call cap (issue 52)
+def caption_levels(trace: dict) -> set[str]:
+    """The levels of every caption backtracking asked for, and of the final memory."""
+    names = [c for it in trace["iterations"] for c in it["captions"]] + trace["final_memory"]
+    return {name.split(" ")[0] for name in names}
+
+
+def test_max_depth_stops_backtracking_at_its_level_and_the_needle_then_stays_unseen(hall, tmp_path):
+    rules = script_rules(LOCALIZE_60_90, SEARCH_PATH)
+    row, _, _ = run(hall, tmp_path / "fine", rules, max_iterations=2, max_depth="fine")
+    trace = json.loads(row["trace"])
+    # coarse 60–90 s split into fine clips; fine 60–65 s re-captioned at its own depth, never split
+    assert [it["period"] for it in trace["iterations"]] == ["coarse 60–90s", "fine 60–65s"]
+    assert trace["iterations"][1]["captions"] == ["fine 60–65s"]
+    assert caption_levels(trace) == {"coarse", "fine"} and trace["max_depth"] == "fine"
+    assert trace["forced"] and row["pred"] == "A" and "llm_call_cap" not in trace  # uncapped by default
+    row, _, _ = run(hall, tmp_path / "coarse", rules, max_iterations=2, max_depth="coarse")
+    trace = json.loads(row["trace"])
+    assert [it["captions"] for it in trace["iterations"]][0] == ["coarse 60–90s"]
+    assert caption_levels(trace) == {"coarse"} and row["n_caption_calls"] == 2  # one re-caption per iteration
+
+
+SUMMARY_TEXT = "Summary: I walk along grey corridors from start to end."
+SECOND_QUESTION = Question(video_id="hall", qid="hall_2", task_type="OC", direction="ES",
+                           question="What colour were the corridor walls?", option_a="Grey", option_b="Red",
+                           option_c="Blue", option_d="Green", answer="A")
+
+
+def test_the_summary_arm_makes_one_summary_call_per_video_and_answers_from_it(hall, tmp_path):
+    rules = [{"match": "write one summary of the whole video", "text": SUMMARY_TEXT},
+             {"match": [SUMMARY_TEXT, "Your task: judge", "What was I holding"], "text": answer_json(True, "B")},
+             *script_rules(LOCALIZE_60_90, SEARCH_PATH)]
+    first, calls, built = run(hall, tmp_path, rules, max_depth="summary", questions=[QUESTION, SECOND_QUESTION])
+    second = built["predictions"].row(1, named=True)
+    summaries = agent_calls(calls, "summary")
+    assert len(summaries) == 1  # one per video, whichever question asks first
+    system, user = texts(summaries[0])
+    assert "120 seconds" in system and all(f"[{s}, {s + 30}] (coarse): {CORRIDOR}" in user for s in (0, 30, 60, 90))
+    one, two = json.loads(first["trace"]), json.loads(second["trace"])
+    assert [c["call"] for c in one["calls"]] == ["summary", "answer"] and one["summary"]["made_by_this_question"]
+    assert first["pred"] == "B" and first["n_llm_calls"] == 2 and not one["forced"]
+    # the second question reads the same summary: no call for it, and its forced answer is over the summary too
+    assert [c["call"] for c in two["calls"]] == ["answer", "answer:forced"]
+    assert two["summary"] == {"made_by_this_question": False, "text": SUMMARY_TEXT} and two["forced_memory"] == ["summary"]
+    for call in agent_calls(calls, "answer") + agent_calls(calls, "answer:forced"):
+        _, user = texts(call)
+        assert SUMMARY_TEXT in user and "(coarse)" not in user
+    assert not agent_calls(calls, "localize") and not agent_calls(calls, "search")
+    assert first["n_caption_calls"] == second["n_caption_calls"] == 0 and second["n_llm_calls"] == 2
+
+
+def test_the_call_cap_keeps_the_last_call_for_the_forced_answer_and_counts_the_question(hall, tmp_path):
+    # Every search reply is malformed: uncapped, each search costs a repair too (see the test above).
+    row, calls, _ = run(hall, tmp_path, script_rules(LOCALIZE_60_90, []), max_llm_calls=4)
+    trace = json.loads(row["trace"])
+    # localize, answer, search (no room left for its repair), then the cap: the 4th call is the forced answer
+    assert [c["call"] for c in trace["calls"]] == ["localize", "answer", "search", "answer:forced"]
+    assert trace["calls"][2]["attempts"] == 1 and len(trace["iterations"]) == 1
+    assert trace["llm_call_cap"] == {"cap": 4, "reached": True, "agent_calls": 4} and trace["forced"]
+    assert row["n_llm_calls"] == 4 and row["capped_llm_calls"] == 1 and row["forced_answers"] == 1
+    assert row["pred"] == "A" and len([c for c in calls if not c["purpose"].startswith("caption")]) == 4

@@ -298,6 +298,10 @@ def test_adding_a_method_reruns_only_answer_and_aggregate(demo_run):
     extra = "+method.random_b={implementation:random,approach:baseline,uses_model:false}"
     assert planned_jobs(demo_run, "--config", f"overrides={extra}") == {"answer": 2, "aggregate": 1, "report": 1,
                                                                         "all": 1}
+    # VideoLucy's Fig. 6 experiments by name (issue 52): one answer job per arm and video, over the memory built.
+    arms = {"answer": 4 * DEMO.n_videos, "aggregate": 1, "report": 1, "all": 1}
+    for experiment in ("videolucy_depth", "videolucy_iterations"):
+        assert planned_jobs(demo_run, "--config", f"overrides=experiment={experiment}") == arms, experiment
 
 
 def test_a_changed_slice_reruns_exactly_the_stages_that_read_it(demo_run):

@@ -164,7 +164,7 @@ RUN_HEALTH_COLUMNS: tuple[str, ...] = (
     "timeouts", "context_trims", "truncated_captions", "failed_captions", "builder_losses", "capped_cells",
     "cell_s_requested", "cell_s_seen", "seen_share", "failed_memory_updates", "stripped_checks", "refused_checks",
     "repeated_queries", "failed_search_calls", "unparsed_tool_calls", "spent_steps", "rejected_tool_calls",
-    "truncated_replies", "black_frames", "context_overflows", "defaulted_answers", "missing", *(
+    "truncated_replies", "black_frames", "context_overflows", "defaulted_answers", "capped_llm_calls", "missing", *(
         # What the method did (BEHAVIOUR_COUNTS): per-question means of its steps, totals of the rare ones, and
         # the questions answered with nothing retrieved — a memory method that never searched shows here.
         "rounds_per_q", "searches_per_q", "memories_per_q", "qa_calls_per_q", "bypasses", "checks", "cells",
@@ -186,7 +186,7 @@ RUN_HEALTH_LABELS = {**RUN_LABELS, "questions": "Questions", "correct": "Correct
                      "unparsed_tool_calls": "Unparsed tool calls", "spent_steps": "Spent steps",
                      "rejected_tool_calls": "Rejected tool calls", "truncated_replies": "Truncated replies",
                      "black_frames": "Black frames", "context_overflows": "Context overflows",
-                     "defaulted_answers": "Defaulted answers",
+                     "defaulted_answers": "Defaulted answers", "capped_llm_calls": "Capped at the call limit",
                      "missing": "Missing", "rounds_per_q": "Rounds / q", "searches_per_q": "Searches / q",
                      "memories_per_q": "Memories / q", "qa_calls_per_q": "QA calls / q", "bypasses": "Bypasses",
                      "checks": "Checks", "cells": "Cells", "frames_seen": "Frames seen", "tool_calls": "Tool calls",
@@ -203,7 +203,9 @@ RUN_HEALTH_NOTE = ("Counts are summed from the prediction files' columns, never 
                    "back unreadable, so the search took its fallback. Unparsed tool calls are replies holding a "
                    "tool call that could not be read; spent steps are controller steps that neither ran a tool nor "
                    "answered; rejected tool calls were refused as invalid; truncated replies are model replies cut "
-                   "at their token limit; black frames failed to decode and were sent black. "
+                   "at their token limit; black frames failed to decode and were sent black; capped at the call limit "
+                   "counts questions whose agent calls reached the method's cap (VideoLucy's max_llm_calls), so "
+                   "their answer was forced there. "
                    "The last columns say what the method did: "
                    "controller rounds, searches, memories returned and QA calls per answered question, time "
                    "bypasses, checks, verifier cells, frames seen and tool calls in all, and the questions answered with no "
@@ -246,6 +248,47 @@ def run_health_table(predictions: pl.DataFrame, scored: pl.DataFrame, decimals: 
         seen_share=display_percent(pl.col("cell_s_seen"), pl.col("cell_s_requested"), decimals),
         no_retrieval=pl.col("answered_without_retrieval"), **means,
     ).select(*RUN_KEYS, *RUN_HEALTH_COLUMNS).sort(RUN_KEYS)
+
+
+#: The model-call table's columns after the run keys (VideoLucy appendix A.8's efficiency measure, by role):
+#: the agent model's calls per question (every call the method made itself, repairs and forced answers included)
+#: and the captioner's, each as mean / median / max over the run's answered questions, and the run's call cap.
+LLM_CALL_COLUMNS: tuple[str, ...] = ("questions", "agent_mean", "agent_median", "agent_max", "caption_mean",
+                                     "caption_median", "caption_max", "max_llm_calls")
+LLM_CALL_LABELS = {**RUN_LABELS, "questions": "Questions", "agent_mean": "Agent mean", "agent_median": "Agent median",
+                   "agent_max": "Agent max", "caption_mean": "Captioner mean", "caption_median": "Captioner median",
+                   "caption_max": "Captioner max", "max_llm_calls": "Call cap"}
+#: The captioner whose captions are no model calls (measured text): its calls are not in ``n_vlm_calls``.
+PERCEPTION_CAPTIONER = "perception"
+
+
+def agent_calls() -> pl.Expr:
+    """A prediction row's agent-model calls: its LLM and VLM calls less the captioner's. A VLM captioner's calls
+    are booked in ``n_vlm_calls`` too (:meth:`senri.methods.base.CallTally.add_captions`); the perception
+    captioner's (memory ``captions/perception``) are not."""
+    captioner = pl.col("memory").str.split("/").list.last()  # ``captions/perception``; older files: ``perception``
+    vlm_captions = pl.when(captioner == PERCEPTION_CAPTIONER).then(0).otherwise(pl.col("n_caption_calls"))
+    return pl.col("n_llm_calls") + pl.col("n_vlm_calls") - vlm_captions
+
+
+def llm_call_table(predictions: pl.DataFrame, caps: pl.DataFrame | None = None, decimals: int = 1) -> pl.DataFrame:
+    """One row per run: model calls per answered question by role — the agent's (:func:`agent_calls`) and the
+    captioner's (``n_caption_calls``; captions reused from the cache are no calls) — as mean, median and max.
+    ``caps``: ``method``, ``model`` and ``max_llm_calls`` per run (from the runs' configs; null: uncapped)."""
+    table = predictions.with_columns(_agent=agent_calls(), _caption=pl.col("n_caption_calls")).group_by(RUN_KEYS).agg(
+        questions=pl.len().cast(pl.Int64),
+        **{f"{role}_{stat}": getattr(pl.col(f"_{role}"), stat)() for role in ("agent", "caption")
+           for stat in ("mean", "median", "max")})
+    table = table.with_columns(
+        *(pl.col(f"{role}_{stat}").cast(pl.Float64).round(decimals) for role in ("agent", "caption")
+          for stat in ("mean", "median")),
+        *(pl.col(f"{role}_max").cast(pl.Int64) for role in ("agent", "caption")))
+    if caps is not None and "max_llm_calls" in caps.columns:
+        table = table.join(caps.select("method", "model", pl.col("max_llm_calls").cast(pl.Int64)),
+                           on=["method", "model"], how="left")
+    else:
+        table = table.with_columns(max_llm_calls=pl.lit(None, pl.Int64))
+    return table.select(*RUN_KEYS, *LLM_CALL_COLUMNS).sort(RUN_KEYS)
 
 
 #: The per-store table's columns after the memory and video: the counts each store carries once.

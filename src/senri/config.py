@@ -6,6 +6,7 @@ change, so a change to one part of the config reruns exactly the stages that rea
 
 from __future__ import annotations
 
+import itertools
 import json
 import shlex
 from pathlib import Path
@@ -50,7 +51,8 @@ def compose(overrides: str | Iterable[str] | None = None, config_dir: Path = CON
     assert isinstance(cfg, dict)
     cfg.setdefault("method", {})
     cfg.setdefault("model", {})
-    expand_frame_budgets(cfg)
+    expand_list_parameters(cfg)
+    add_frame_plans(cfg)
     expand_memory_systems(cfg, Path(config_dir))
     pin_method_models(cfg, Path(config_dir))
     expand_report_models(cfg)
@@ -379,26 +381,46 @@ def _reads_store(spec: Mapping[str, Any]) -> bool:
     return bool(getattr(METHODS.load(implementation), "reads_store", False))
 
 
-def expand_frame_budgets(cfg: dict[str, Any]) -> None:
-    """Give every frame-reading method one run per frame budget, and each budget its sampling plan.
+#: Method parameters whose list value becomes one run per value, each run named by its template (``{method}`` the
+#: method entry's name, ``{value}`` the value): ``frames: [32, 64]`` → ``direct_32``, ``direct_64`` (the frame-budget
+#: curve); ``max_iterations: [1, 5]`` → ``videolucy_iter1``, ``videolucy_iter5`` (VideoLucy Fig. 6(b));
+#: ``max_depth: [summary, fine]`` → ``videolucy_depth_summary``, ``videolucy_depth_fine`` (Fig. 6(a)).
+LIST_PARAMETERS: dict[str, str] = {"frames": "{method}_{value}", "max_iterations": "{method}_iter{value}",
+                                   "max_depth": "{method}_depth_{value}"}
 
-    ``frames: [32, 64]`` in a method entry ``direct`` becomes runs ``direct_32`` and ``direct_64``; a method
-    without an explicit ``plan`` reads ``uniform_<frames>`` (whole video, its ``placement``), which is added to
-    ``sampling.plans`` when the sampling config does not define it. Runs with the same budget therefore share
-    one frame store, whichever method or model reads it.
-    """
+
+def expand_list_parameters(cfg: dict[str, Any]) -> None:
+    """Give a method entry one run per value of each of its list-valued :data:`LIST_PARAMETERS` (several lists:
+    one run per combination, named by each template in turn). Each run holds its own value only, and its name
+    follows from that value alone, so adding a value to a list adds runs and never changes, nor reruns, the
+    runs of the values already there. A scalar keeps the entry's own name."""
     methods: dict[str, Any] = {}
     for name, spec in cfg["method"].items():
-        if not isinstance(spec, dict) or "frames" not in spec:
+        lists = [key for key in LIST_PARAMETERS if isinstance(spec, dict) and isinstance(spec.get(key), list)]
+        if not lists:
+            if name in methods:
+                raise ConfigError(f"config.method.{name}: named twice (a list value of another method names it)")
             methods[name] = spec
             continue
-        budgets = spec["frames"] if isinstance(spec["frames"], list) else [spec["frames"]]
-        for budget in budgets:
-            run = f"{name}_{budget}" if isinstance(spec["frames"], list) else name
-            methods[run] = {**spec, "frames": budget}
+        for key in lists:
+            if not spec[key]:
+                raise ConfigError(f"config.method.{name}.{key}: an empty list names no run")
+        for values in itertools.product(*(spec[key] for key in lists)):
+            run = name
+            for key, value in zip(lists, values):
+                run = LIST_PARAMETERS[key].format(method=run, value=value)
+            if run in methods or run in cfg["method"]:
+                raise ConfigError(f"config.method.{name}: the run {run!r} of its list values is named twice")
+            methods[run] = {**spec, **dict(zip(lists, values))}
     cfg["method"] = methods
+
+
+def add_frame_plans(cfg: dict[str, Any]) -> None:
+    """Give each frame budget its sampling plan: a method without an explicit ``plan`` reads ``uniform_<frames>``
+    (whole video, its ``placement``), which is added to ``sampling.plans`` when the sampling config does not
+    define it. Runs with the same budget therefore share one frame store, whichever method or model reads it."""
     plans = cfg.get("sampling", {}).setdefault("plans", {})
-    for spec in methods.values():
+    for spec in cfg["method"].values():
         if isinstance(spec, dict) and isinstance(spec.get("frames"), int):
             plan = spec.setdefault("plan", f"uniform_{spec['frames']}")
             plans.setdefault(plan, {"kind": "uniform", "n": spec["frames"],

@@ -181,6 +181,7 @@ class Prediction:
     black_frames: int = 0
     context_overflows: int = 0
     defaulted_answers: int = 0
+    capped_llm_calls: int = 0
     # Behaviour (BEHAVIOUR_COUNTS): what the method did on this question, whatever it scored.
     rounds: int = 0
     searches: int = 0
@@ -224,12 +225,15 @@ class Prediction:
 #: ParaVT's and Video-o3's overviews and crops); ``context_overflows`` requests of an evidence seeker's
 #: whole re-sent history that no longer fit the model's context or image limits: not sent, and the question
 #: ends there without an answer (the release's call fails on it); ``defaulted_answers`` questions without an
-#: answer that the method's release scores as a fixed letter (LongVideo-R1's "missing answer counts as A").
+#: answer that the method's release scores as a fixed letter (LongVideo-R1's "missing answer counts as A");
+#: ``capped_llm_calls`` questions whose agent calls reached the method's call cap (VideoLucy's
+#: ``max_llm_calls``, appendix A.8), so the forced answer came early.
 HEALTH_COUNTS: tuple[str, ...] = (
     "forced_answers", "forced_recovered", "timeouts", "context_trims", "truncated_captions", "failed_captions",
     "builder_losses", "capped_cells", "cell_s_requested", "cell_s_seen", "failed_memory_updates", "stripped_checks",
     "refused_checks", "repeated_queries", "failed_search_calls", "unparsed_tool_calls", "spent_steps",
     "rejected_tool_calls", "truncated_replies", "black_frames", "context_overflows", "defaulted_answers",
+    "capped_llm_calls",
 )
 
 #: What a method did on a question, as integer columns of its prediction row (0 where a method has no such

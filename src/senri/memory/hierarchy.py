@@ -165,9 +165,11 @@ def split(start_s: float, end_s: float, clip_s: float) -> list[tuple[float, floa
     return spans
 
 
-def next_level(level: str) -> str | None:
+def next_level(level: str, deepest: str = LEVELS[-1]) -> str | None:
+    """The level below ``level``, or None at ``deepest`` (VideoLucy's ``max_depth``: a memory-depth arm of
+    Fig. 6(a) never splits a period past the depth it is allowed)."""
     index = LEVELS.index(level)
-    return LEVELS[index + 1] if index + 1 < len(LEVELS) else None
+    return LEVELS[index + 1] if index < LEVELS.index(deepest) else None
 
 
 def instruction_hash(instruction: str) -> str:

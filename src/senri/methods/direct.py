@@ -7,7 +7,7 @@ vLLM or transformers, a video-capable OpenAI-compatible server) gets them throug
 the store's 1 frame/s carrier, one video of exactly the sampled frames (checked at run time; at most
 ``max_video_frames`` = 512), with the source time of every carrier second in the text. Other backends get
 timestamped images (``visual_input: images`` forces that). Decoding is greedy (``greedy: true``).
-A list of budgets in the config (``frames: [32, 64, ...]``) becomes one run per budget.
+A list of budgets in the config (``frames: [32, 64, ...]``) becomes one run per budget (senri.config.LIST_PARAMETERS).
 """
 
 from __future__ import annotations

@@ -28,6 +28,20 @@ list first and the question last in the user message, so a server's prefix cache
 across a video's questions. Completion limits per role come from ``max_tokens`` (capped by the model config's
 ``max_tokens_cap``); a thinking model's reasoning is cut off before the JSON is read and kept in the trace.
 
+Memory depth (Fig. 6(a)): ``max_depth`` (``ultra_fine``, the default, is Algorithm 1) is the deepest level
+backtracking may split a period into; a period at that depth is still re-captioned with the agent's instruction
+but never split further (``coarse``: only coarse periods, refreshed). ``summary``, the figure's "rough summary
+only" arm, answers from one model-written summary of the whole coarse memory (the released code's
+summarisation step, ``summarize.txt`` in our words), made once per video and shown to the answering agent in
+place of the memory list: one answer call, and the forced answer over the same summary when it is not
+confident; no localization and no backtracking.
+
+Call cap (appendix A.8, "at most 20 LLM calls"): ``max_llm_calls`` (null: uncapped, the paper's main runs)
+bounds the agent model's calls per question, repairs and the summary call included, captioner calls not. The
+last call is kept for the forced answer: a call that would leave no room for it is not made, the forced answer
+is given over the memory gathered so far, the trace records the cap (``llm_call_cap``) and the question counts
+as ``capped_llm_calls``.
+
 Context guard (senri's; the paper has none): every agent request is sized against the model config's context
 window before it is sent (:meth:`VideoLucy._fit`). Past it, the memory shown loses what :func:`fit_memory`'s
 rule says (``context_trim: focus_then_coarse``: deeper captions outside the period searched last, earliest
@@ -46,14 +60,14 @@ from typing import Any, Callable, Sequence
 
 import polars as pl
 
-from senri.answers import question_block
+from senri.answers import question_block, split_reasoning
 from senri.backends.base import ChatRequest, ChatResponse, Message
 from senri.backends.budget import overflow, request_limits
 from senri.captioners.base import Clip
 from senri.memory.hierarchy import (LEVELS, caption_health, choose_preset, deeper_instruction, described, keep_good_caption,
                           next_level, open_service, prompt_variant, row_context, split)
 from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
-from senri.methods.structured import StructuredReply, ask_json
+from senri.methods.structured import StructuredReply, ask_json, call_record
 from senri.records import LETTERS, MemoryRow, Question, read_table
 
 _PERIOD = {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2}
@@ -120,6 +134,14 @@ ANSWER_FORM = ('{"Confidence": true|false, "Answer": "A|B|C|D" or "No Answer", '
                '"Time Period": [[start, end], ...] or "No Time", "Reason": "..."}')
 FORCED_FORM = '{"Answer": "A|B|C|D", "Time Period": [[start, end], ...], "Reason": "..."}'
 FORCED_MODES = ("full_memory", "current_memory")
+#: The ``max_depth`` arms of Fig. 6(a), shallowest first: a summary of the coarse memory, then each level.
+SUMMARY = "summary"
+DEPTHS = (SUMMARY, *LEVELS)
+
+
+class CallCapReached(Exception):
+    """Raised before an agent call that ``max_llm_calls`` leaves no room for; :meth:`VideoLucy.answer` then
+    gives the forced answer (the call the cap keeps for it)."""
 
 
 def reason_first(schema: dict) -> dict:
@@ -142,6 +164,15 @@ ORDINALS = re.compile(r"\b(first|second|third|fourth|fifth|sixth|seventh|eighth|
                       r"(thir|four|fif|six|seven|eigh|nine)teenth|(twen|thir|for|fif|six|seven|eigh|nine)tieth|"
                       r"hundredth|last|\d+(st|nd|rd|th))\b", re.IGNORECASE)
 _NUMBER_PAIR = re.compile(r"(-?\d+(?:\.\d+)?)\s*s?\s*(?:,|–|-|to)\s*(-?\d+(?:\.\d+)?)")
+
+
+@dataclass
+class Episode:
+    """What one question has gathered: its current memory and, under ``max_depth: summary``, the video's summary
+    (what a forced answer at the call cap is given)."""
+
+    memory: list["Entry"]
+    summary: str | None = None
 
 
 @dataclass
@@ -341,6 +372,17 @@ class VideoLucy(Method):
             raise ValueError(f"config.method.{context.method_name}.context_trim: {self.trim_rule!r} is not one of "
                              f"{', '.join(TRIM_RULES)}")
         self.min_reply_tokens = int(config.get("min_reply_tokens", 512))
+        self.max_depth = str(config.get("max_depth", LEVELS[-1]))
+        if self.max_depth not in DEPTHS:
+            raise ValueError(f"config.method.{context.method_name}.max_depth: {self.max_depth!r} is not one of "
+                             f"{', '.join(DEPTHS)}")
+        cap = config.get("max_llm_calls")
+        self.max_llm_calls = None if cap is None else int(cap)
+        if self.max_llm_calls is not None and self.max_llm_calls < 1:
+            raise ValueError(f"config.method.{context.method_name}.max_llm_calls: {cap!r} is below 1 (the forced "
+                             f"answer needs one call); null leaves the calls uncapped")
+        #: The video's summary (``max_depth: summary``), made by the first question that needs it.
+        self.video_summary: str | None = None
         #: The period backtracking searched last (the context guard keeps its captions longest).
         self.focus: tuple[float, float] | None = None
         # The video's viewpoint (memory.viewpoint) picks the wording: first-person only for egocentric videos.
@@ -371,19 +413,37 @@ class VideoLucy(Method):
         """One structured call over the memory ``entries``: JSON (or, as the released code's parser also takes,
         a Python-literal dict), reasoning cut off first; an unreadable reply gets up to ``json_retries`` repair
         turns (repair.txt). The request is sized before it is sent (:meth:`_fit`); a trim is recorded on the
-        call's trace entry and counted (``context_trims``)."""
+        call's trace entry and counted (``context_trims``). Under ``max_llm_calls`` a call the cap leaves no
+        room for raises :class:`CallCapReached`, and its repairs are bounded by the calls left."""
+        retries = self._retries_within_cap(tally, forced=purpose == "answer:forced")
         fitted = self._fit(role, user_role, values, entries, self.role_max_tokens(limit_role))
         if fitted.messages is None:
             reply = StructuredReply(None, "", 0, error="request does not fit the model's context even after trimming")
         else:
             schema = budgeted(schema, fitted.max_tokens, self.sparse_periods if role == "localize" else 9)
             reply = ask_json(self, fitted.messages, schema, valid, self.templates.render("repair", form=form),
-                             purpose, tally, self.retries, max_tokens=fitted.max_tokens,
+                             purpose, tally, retries, max_tokens=fitted.max_tokens,
                              fallback=python_literal_objects, send=self._send_sized)
         reply.context_trim = fitted.trim
         if fitted.trimmed:
             tally.count("context_trims")
         return reply
+
+    @staticmethod
+    def agent_calls(tally: CallTally) -> int:
+        """The agent model's calls so far on this question (the captioner's are booked apart, at the end)."""
+        return tally.n_llm_calls + tally.n_vlm_calls
+
+    def _retries_within_cap(self, tally: CallTally, forced: bool) -> int:
+        """The repair turns the next call may make: ``json_retries``, fewer where ``max_llm_calls`` leaves less
+        room; a call other than the forced answer keeps the cap's last call free for it, and raises
+        :class:`CallCapReached` when that leaves it none."""
+        if self.max_llm_calls is None:
+            return self.retries
+        room = self.max_llm_calls - self.agent_calls(tally) - (0 if forced else 1)
+        if room < 1 and not forced:
+            raise CallCapReached
+        return max(0, min(self.retries, room - 1))
 
     def _fit(self, role: str, user_role: str, values: dict[str, Any], entries: list[Entry], limit: int) -> Fitted:
         """The call's messages and completion limit, sized against the model config's context window
@@ -451,7 +511,10 @@ class VideoLucy(Method):
         a video's sparse-init calls — so llama.cpp's prompt cache and vLLM's prefix cache evaluate the memory
         once; a new deeper caption keeps the prefix up to where it is inserted."""
         values = {"duration": self.duration, "n_periods": self.sparse_periods, **values}
-        memory = self.templates.render("memory", memory=values.pop("memory"))
+        listed, summary = values.pop("memory"), values.pop("summary", None)
+        # max_depth: summary — the video's summary stands in for the memory list
+        memory = (self.templates.render("memory", memory=listed) if summary is None
+                  else self.templates.render("summary_memory", summary=summary))
         user = "\n\n".join((memory, self.templates.render(role, **values), self.templates.render(user_role, **values)))
         return Message.text("system", self.templates.render("system", **values)), Message.text("user", user)
 
@@ -474,7 +537,8 @@ class VideoLucy(Method):
         return self._ask("localize", "localize_user", {"question": self._question(question)}, entries,
                          LOCALIZE_SCHEMA, valid, LOCALIZE_FORM, "localize", "localize", tally)
 
-    def _answer(self, question: Question, memory: list[Entry], tally: CallTally, purpose: str) -> StructuredReply:
+    def _answer(self, question: Question, memory: list[Entry], tally: CallTally, purpose: str,
+                summary: str | None = None) -> StructuredReply:
         def valid(obj: dict) -> dict | None:
             confidence = _bool(_field(obj, "Confidence"))
             letter = letter_of(_field(obj, "Answer"))
@@ -483,10 +547,14 @@ class VideoLucy(Method):
             return {"confidence": confidence, "answer": letter, "time_period": periods(_field(obj, "Time Period")),
                     "reason": str(_field(obj, "Reason") or "")}
 
-        return self._ask_answering("answer", {"question": self._question(question)}, memory,
+        return self._ask_answering("answer", self._answer_values(question, summary), memory,
                                    ANSWER_SCHEMA, valid, ANSWER_FORM, purpose, tally)
 
-    def _forced(self, question: Question, memory: list[Entry], tally: CallTally) -> StructuredReply:
+    def _answer_values(self, question: Question, summary: str | None) -> dict[str, Any]:
+        return {"question": self._question(question), **({"summary": summary} if summary is not None else {})}
+
+    def _forced(self, question: Question, memory: list[Entry], tally: CallTally,
+                summary: str | None = None) -> StructuredReply:
         def valid(obj: dict) -> dict | None:
             letter = letter_of(_field(obj, "Answer"))
             if letter is None:
@@ -494,7 +562,7 @@ class VideoLucy(Method):
             return {"confidence": False, "answer": letter, "time_period": periods(_field(obj, "Time Period")),
                     "reason": str(_field(obj, "Reason") or "")}
 
-        return self._ask_answering("forced", {"question": self._question(question)}, memory,
+        return self._ask_answering("forced", self._answer_values(question, summary), memory,
                                    FORCED_SCHEMA, valid, FORCED_FORM, "answer:forced", tally)
 
     def _search(self, question: Question, memory: list[Entry], tally: CallTally) -> StructuredReply:
@@ -530,7 +598,7 @@ class VideoLucy(Method):
         row = entry.row
         full = deeper_instruction(self.memory_settings, instruction)
         clips = [Clip(row.start_s, row.end_s, self.levels[row.level].fps, full, row.level)]
-        deeper = next_level(row.level)
+        deeper = next_level(row.level, self.max_depth)
         if deeper is not None:
             spec = self.levels[deeper]
             clips += [Clip(s, e, spec.fps, full, deeper) for s, e in split(row.start_s, row.end_s, spec.clip_s)]
@@ -547,22 +615,25 @@ class VideoLucy(Method):
         tally = CallTally()
         self.focus = None
         before = self.service.stats.snapshot()
-        trace: dict[str, Any] = {"preset": self.preset, "captioner": self.service.name, "calls": [],
-                                 "iterations": [], "forced": False,
+        trace: dict[str, Any] = {"preset": self.preset, "captioner": self.service.name, "max_depth": self.max_depth,
+                                 "calls": [], "iterations": [], "forced": False,
                                  "failed_captions": [caption_label(r) for r in self.coarse if not described(r)],
                                  "truncated_captions": [caption_label(r) for r in self.coarse
                                                         if caption_health([r])[0]]}
         # The coarse memory's failed and cut captions are the video's memory, the same on every question: the
         # store's share (counted once per video in the report); those of this question's backtracking are its own.
         coarse = {"failed_captions": len(trace["failed_captions"]), "truncated_captions": len(trace["truncated_captions"])}
-        reply: StructuredReply | None = None
-        memory = [Entry(row) for row in self.coarse]
-        if self.full_coarse_first:
-            reply = self._answer(question, memory, tally, "answer:full_coarse")
-            trace["calls"].append(reply.record("answer:full_coarse"))
-        if not self._confident(reply):
-            memory, trace["sparse_init"] = self._initial_memory(question, tally, trace)
-            reply = self._loop(question, memory, tally, trace)
+        episode = Episode([Entry(row) for row in self.coarse])
+        capped = False
+        try:
+            reply = (self._answer_from_summary(question, tally, trace, episode) if self.max_depth == SUMMARY
+                     else self._backtracking(question, tally, trace, episode))
+        except CallCapReached:
+            capped = True
+            reply = self._force_at_cap(question, tally, trace, episode)
+        if self.max_llm_calls is not None:
+            trace["llm_call_cap"] = {"cap": self.max_llm_calls, "reached": capped,
+                                     "agent_calls": self.agent_calls(tally)}
         tally.book_store(coarse)
         for name, n in coarse.items():
             tally.count(name, len(trace[name]) - n)
@@ -570,10 +641,82 @@ class VideoLucy(Method):
         tally.add_captions(spent.calls, spent.reused, spent.prompt_tokens, spent.completion_tokens, spent.seconds,
                            self.service.captioner.is_vlm)
         # the texts beside their labels: the richness / relevance analysis (Fig. 5) reads each level's text here
-        trace.update(final_memory=[e.label() for e in memory], final_memory_texts=[e.row.text for e in memory],
+        trace.update(final_memory=[SUMMARY] if self.max_depth == SUMMARY else [e.label() for e in episode.memory],
+                     final_memory_texts=[] if self.max_depth == SUMMARY else [e.row.text for e in episode.memory],
                      captions=spent.as_dict())
         letter = reply.value["answer"] if reply is not None and reply.value else None
         return MethodAnswer(letter, reply.text if reply else None, letter is not None, tally, trace)
+
+    def _backtracking(self, question: Question, tally: CallTally, trace: dict, episode: Episode
+                      ) -> StructuredReply | None:
+        """Algorithm 1 (with the released code's options): sparse init, then the answer-search-backtrack loop."""
+        reply: StructuredReply | None = None
+        if self.full_coarse_first:
+            reply = self._answer(question, episode.memory, tally, "answer:full_coarse")
+            trace["calls"].append(reply.record("answer:full_coarse"))
+        if not self._confident(reply):
+            episode.memory, trace["sparse_init"] = self._initial_memory(question, tally, trace)
+            reply = self._loop(question, episode.memory, tally, trace)
+        return reply
+
+    def _answer_from_summary(self, question: Question, tally: CallTally, trace: dict, episode: Episode
+                             ) -> StructuredReply | None:
+        """Fig. 6(a)'s summary-only arm: the answering agent reads the video's summary instead of the memory
+        list; when it is not confident, the forced answer over the same summary. None when no summary could be
+        made (the question is unanswered, its failure in the trace)."""
+        episode.memory = []
+        episode.summary = self._summary(tally, trace)
+        if episode.summary is None:
+            return None
+        reply = self._answer(question, [], tally, "answer", episode.summary)
+        trace["calls"].append(reply.record("answer"))
+        if self._confident(reply):
+            return reply
+        return self._force(question, [], tally, trace, episode.summary)
+
+    def _summary(self, tally: CallTally, trace: dict) -> str | None:
+        """The video's summary, written by the run's model from the whole coarse memory (``summarize.txt``): one
+        call per video, made by the first question that needs it (the trace says which), like the released
+        code's summary cached per video; a failed or empty one is retried by the next question."""
+        if self.video_summary is not None:
+            trace["summary"] = {"made_by_this_question": False, "text": self.video_summary}
+            return self.video_summary
+        self._retries_within_cap(tally, forced=False)  # the cap may leave no room for it
+        fitted = self._fit("summarize", "summarize_user", {}, [Entry(row) for row in self.coarse],
+                           self.role_max_tokens("summary"))
+        if fitted.messages is None:
+            trace["summary"] = {"made_by_this_question": False,
+                                "failure": "the coarse memory does not fit the model's context even after trimming"}
+            return None
+        if fitted.trimmed:
+            tally.count("context_trims")
+        request = ChatRequest(messages=fitted.messages, purpose="summary",
+                              **{**self.sampling(), "max_tokens": fitted.max_tokens})
+        (response,) = self._send_sized([request])
+        tally.add(request, response)
+        record = call_record(request, response)
+        if fitted.trim:
+            record["context_trim"] = fitted.trim
+        trace["calls"].append(record)
+        body, _ = split_reasoning(response.text or "")
+        if response.error or not body.strip():
+            trace["summary"] = {"made_by_this_question": True, "failure": response.error or "empty summary"}
+            return None
+        self.video_summary = body.strip()
+        trace["summary"] = {"made_by_this_question": True, "text": self.video_summary}
+        return self.video_summary
+
+    def _force_at_cap(self, question: Question, tally: CallTally, trace: dict, episode: Episode) -> StructuredReply:
+        """The forced answer ``max_llm_calls`` kept room for, over what the question had gathered: the summary
+        (or, when none was made yet, the full coarse memory) under ``max_depth: summary``, else the memory the
+        ``forced_answer`` mode names. Counted as ``capped_llm_calls``."""
+        tally.count("capped_llm_calls")
+        if self.max_depth == SUMMARY:
+            memory = [] if episode.summary is not None else [Entry(row) for row in self.coarse]
+            return self._force(question, memory, tally, trace, episode.summary)
+        literal = self.forced_mode == "current_memory"
+        return self._force(question, episode.memory if literal else self._forced_memory(episode.memory), tally,
+                           trace)
 
     @staticmethod
     def _confident(reply: StructuredReply | None) -> bool:
@@ -625,11 +768,12 @@ class VideoLucy(Method):
         forced_memory = memory if literal else self._forced_memory(memory)
         return self._force(question, forced_memory, tally, trace)
 
-    def _force(self, question: Question, memory: list[Entry], tally: CallTally, trace: dict) -> StructuredReply:
+    def _force(self, question: Question, memory: list[Entry], tally: CallTally, trace: dict,
+               summary: str | None = None) -> StructuredReply:
         """The forced answering call, booked as ``forced_answers`` (the answer came from a forced call, as
-        every method counts it)."""
-        reply = self._forced(question, memory, tally)
+        every method counts it); over ``summary`` in place of the memory list when one is given."""
+        reply = self._forced(question, memory, tally, summary)
         tally.count("forced_answers")
         trace["calls"].append(reply.record("answer:forced"))
-        trace.update(forced=True, forced_memory=[e.label() for e in memory])
+        trace.update(forced=True, forced_memory=[SUMMARY] if summary is not None else [e.label() for e in memory])
         return reply

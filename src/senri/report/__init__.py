@@ -17,8 +17,9 @@ from typing import Any, Mapping, Sequence
 import polars as pl
 import yaml
 
-from senri.aggregate import (CATEGORY_LABELS, FAILURE_COLUMNS, FAILURE_LABELS, FAILURE_NOTE, RUN_HEALTH_COLUMNS,
-                             RUN_HEALTH_LABELS, RUN_HEALTH_NOTE, RUN_KEYS, STORE_HEALTH_LABELS, answer_positions, load_predictions, main_table, mark_failures,
+from senri.aggregate import (CATEGORY_LABELS, FAILURE_COLUMNS, FAILURE_LABELS, FAILURE_NOTE, LLM_CALL_LABELS,
+                             RUN_HEALTH_COLUMNS, RUN_HEALTH_LABELS, RUN_HEALTH_NOTE, RUN_KEYS, STORE_HEALTH_LABELS,
+                             answer_positions, llm_call_table, load_predictions, main_table, mark_failures,
                              per_video_table, run_health_table, score, store_health_table, to_markdown)
 from senri.config import sidecar_path
 from senri.methods import deviations_from_release
@@ -26,6 +27,7 @@ from senri.release_prompts import RELEASES, prompt_source
 from senri.report import figures
 from senri.benchmarks import BENCHMARKS
 from senri.report.benchmark import benchmark_html, benchmark_tables, write_benchmark_tables
+from senri.report.published import with_a8_rows
 from senri.report.browser import build_browser, discordant_html, run_labels
 from senri.report.model_grid import model_grid_display, model_grid_markdown, model_grid_table
 from senri.report.render import figure_html, page, table_html
@@ -39,7 +41,8 @@ HEADERS = {**CATEGORY_LABELS, **FAILURE_LABELS, "method": "Method", "model": "Mo
 
 
 def run_metadata(prediction_paths: Sequence[str | Path]) -> pl.DataFrame:
-    """Per run: approach, implementation and frame budget, read from each prediction file's config sidecar."""
+    """Per run: approach, implementation, frame budget and call cap, read from each prediction file's config
+    sidecar."""
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for path in map(Path, prediction_paths):
         sidecar = sidecar_path(path)
@@ -52,9 +55,11 @@ def run_metadata(prediction_paths: Sequence[str | Path]) -> pl.DataFrame:
                               "implementation": method.get("implementation"), "frames": method.get("frames"),
                               "prompts": prompt_source(method), "prompt_family": method.get("prompts"),
                               "deviations": "; ".join(f"{name}={value!r} (the release: {release!r})" for name,
-                                                      (value, release) in deviations_from_release(method).items())})
+                                                      (value, release) in deviations_from_release(method).items()),
+                              "max_llm_calls": method.get("max_llm_calls")})
     schema = {"method": pl.String, "model": pl.String, "approach": pl.String, "implementation": pl.String,
-              "frames": pl.Int64, "prompts": pl.String, "prompt_family": pl.String, "deviations": pl.String}
+              "frames": pl.Int64, "prompts": pl.String, "prompt_family": pl.String, "deviations": pl.String,
+              "max_llm_calls": pl.Int64}
     return pl.DataFrame(list(rows.values()), schema=schema)
 
 
@@ -127,7 +132,7 @@ RUN_HEALTH_HTML_PARTS: tuple[tuple[str, ...], ...] = (
     ("failed_captions", "builder_losses", "capped_cells", "cell_s_requested", "cell_s_seen", "seen_share",
      "failed_memory_updates", "stripped_checks", "refused_checks", "repeated_queries", "failed_search_calls"),
     ("unparsed_tool_calls", "spent_steps", "rejected_tool_calls", "truncated_replies", "black_frames",
-     "context_overflows", "defaulted_answers"),
+     "context_overflows", "defaulted_answers", "capped_llm_calls"),
     ("rounds_per_q", "searches_per_q", "memories_per_q", "qa_calls_per_q", "bypasses", "checks", "cells",
      "frames_seen", "tool_calls", "no_retrieval"),
 )
@@ -159,6 +164,15 @@ def stats_display(stats: pl.DataFrame) -> pl.DataFrame:
               "treatment_correct": pl.Int64, "delta_pp": pl.Float64, "ci": pl.String, "b_treatment_only": pl.Int64,
               "c_baseline_only": pl.Int64, "mcnemar_p": pl.String}
     return pl.DataFrame(rows, schema=schema)
+
+
+#: What the model-call table counts.
+LLM_CALLS_NOTE = ("Model calls per answered question, by role: agent calls are the calls the method's own model made "
+                  "(repairs, summaries and forced answers included), captioner calls those of the memory's captioner "
+                  "on this question (captions reused from the cache are no calls; a memory built before the "
+                  "questions is not counted). Call cap: the method's max_llm_calls (– uncapped); questions that "
+                  "reached it are counted in the run-health table. Rows marked (published) are the numbers VideoLucy's "
+                  "appendix A.8 reports (mean LLM calls per question), shown when a VideoLucy run is in the run set.")
 
 
 #: What the per-store table counts.
@@ -269,6 +283,9 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
     per_video = per_video_table(scored, decimals)
     positions = answer_positions(scored, questions)
     runs = run_metadata(prediction_paths)
+    calls = llm_call_table(predictions, runs, decimals)
+    if runs.filter(pl.col("implementation") == "videolucy").height:
+        calls = with_a8_rows(calls)
     report: ReportTables = build_tables(scored, main, runs, config, seed, decimals)
     # A benchmark read from its native files gets its own table (official scorer, published rows), every scorer
     # side by side and the flips between them; SENRI-Bench keeps the tables below unchanged.
@@ -299,6 +316,8 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
     _write_table(run_health, tables_dir, "run_health",
                  to_markdown(run_health, RUN_HEALTH_LABELS, decimals) + "\n" + RUN_HEALTH_NOTE + "\n")
     _write_table(report.chance, tables_dir, "chance", chance_markdown(report.chance, decimals))
+    _write_table(calls, tables_dir, "llm_calls",
+                 to_markdown(calls, {**LLM_CALL_LABELS, "source": "Source"}, decimals) + "\n" + LLM_CALLS_NOTE + "\n")
     _write_table(stores, tables_dir, "stores", to_markdown(stores, STORE_HEALTH_LABELS, decimals) + "\n" + STORES_NOTE + "\n")
 
     pair_specs = [(p.get("group") or f"{p['baseline']} → {p['treatment']}", p["baseline"], p["treatment"])
@@ -352,6 +371,9 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
          + "<h3>Memory stores</h3>" + (table_html(stores, STORE_HEALTH_LABELS, decimals=decimals) if stores.height
                                        else '<p class="note">No run of this run set read a memory store.</p>')
          + f'<p class="note">{html.escape(STORES_NOTE)}</p>'),
+        ("Model calls per question (VideoLucy A.8 layout)",
+         table_html(calls, {**LLM_CALL_LABELS, "source": "Source"}, decimals=decimals)
+         + f'<p class="note">{html.escape(LLM_CALLS_NOTE)}</p>'),
         ("Paired comparisons (Table 3 layout)", table_html(flagged_pairs, HEADERS, group_by="group", decimals=decimals)
          + f'<p class="note">{html.escape(stats_note)}</p>'
          + (f"<p>Discordant questions (won: the treatment right and the baseline wrong; lost: the reverse):</p>"
