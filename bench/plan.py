@@ -1,0 +1,120 @@
+"""Planning and reporting at benchmark scale (issue 53): ``snakemake -n`` over N tiny SENRI-format videos, and the
+aggregate and report stages over a fabricated benchmark's predictions.
+
+Planning reads the question files (for the video ids), checks that each video file exists and asks each job's
+input functions for its files and params; it never opens a video (probing is a job). So the benchmark is one
+1-s ffmpeg clip, linked under N video ids, with ``--questions`` SENRI-format questions per video. For each N the
+bench times ``snakemake -n -c2`` (wall clock of the whole command, start-up included) for two runs, printed side by
+side with the job count of the same DAG:
+
+* ``default``: the shipped defaults (``config/config.yaml``: five methods on SmolLM2) on the bench's videos;
+* ``table3``: ``experiment=table3 model=[qwen25vl7b_vllm]`` on them (stores of WorldMM and MAGIC-Video per video).
+
+``ms/job`` is the whole command's time over its jobs; ``marginal`` is the time per job added between two sizes
+(what one more video costs, start-up left out).
+
+``--report`` then fabricates predictions of ``--runs`` runs (the paper's 14 method variants' size) for every
+question of the largest N (900 videos × 3 questions = 2,700 questions × 14 runs = 37,800 rows), each with a
+prompt-and-reply trace as the prompted methods write, and times the two rules' commands (``senri aggregate``,
+``senri report``: tables, figures and the question browser) as the rules run them.
+
+    python bench/plan.py                      # N = 10, 100, 900; then --report is off
+    python bench/plan.py --videos 900 --report
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+TASKS = ("L", "RR", "OC", "NP", "RER", "TER")
+SETTINGS = {"default": "", "table3": "experiment=table3 model=[qwen25vl7b_vllm]"}
+
+
+def make_benchmark(folder: Path, n_videos: int, questions_per_video: int) -> dict[str, Path]:
+    """``folder/videos/v0001.mp4`` … (links to one 1-s clip) and ``folder/questions.json``; made once per N."""
+    videos, questions = folder / "videos", folder / "questions.json"
+    if questions.is_file() and len(list(videos.glob("*.mp4"))) == n_videos:
+        return {"videos": videos, "questions": questions}
+    shutil.rmtree(folder, ignore_errors=True)
+    videos.mkdir(parents=True)
+    clip = folder / "clip.mp4"
+    subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=s=320x180:r=30:d=1",
+                    "-c:v", "libx264", "-pix_fmt", "yuv420p", "-preset", "veryfast", str(clip)],
+                   check=True, stdin=subprocess.DEVNULL)
+    records = []
+    for v in range(1, n_videos + 1):
+        video_id = f"v{v:04d}"
+        (videos / f"{video_id}.mp4").symlink_to(clip.resolve())
+        for q in range(questions_per_video):
+            records.append({"video_id": video_id, "qid": f"{video_id}_q{q}", "task_type": TASKS[q % len(TASKS)],
+                            "question": f"Which sign did I pass {q + 1} time(s)?",
+                            "options": ["a red sign", "a blue sign", "a green sign", "a white sign"],
+                            "answer": "ABCD"[(v + q) % 4], "evidence_start_s": 0.0, "evidence_end_s": 1.0})
+    questions.write_text(json.dumps(records))
+    return {"videos": videos, "questions": questions}
+
+
+def dataset_overrides(bench: dict[str, Path]) -> str:
+    return f"dataset=senri dataset.questions=[{bench['questions']}] dataset.videos_dir={bench['videos']}"
+
+
+def plan(workdir: Path, overrides: str) -> tuple[int, float]:
+    """(jobs, seconds) of ``snakemake -n`` in a fresh ``workdir`` (nothing built: every job planned)."""
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(workdir),
+                           "-n", "-c2", "--quiet", "rules", "--config", f"overrides={overrides}"],
+                          capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"snakemake -n failed ({overrides}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    total = re.search(r"^total\s+(\d+)$", proc.stdout + proc.stderr, re.MULTILINE)
+    if total is None:
+        raise SystemExit(f"no job count in snakemake's output:\n{proc.stdout[-3000:]}")
+    return int(total.group(1)), seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--videos", type=int, nargs="+", default=[10, 100, 900])
+    parser.add_argument("--questions", type=int, default=3, help="questions per video")
+    parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
+    parser.add_argument("--report", action="store_true", help="also time aggregate and report at the largest N")
+    parser.add_argument("--runs", type=int, default=14, help="runs fabricated for --report")
+    parser.add_argument("--dir", type=Path, default=ROOT / "results" / "bench" / "plan")
+    args = parser.parse_args(argv)
+    print(f"snakemake -n -c2 over N tiny videos ({args.questions} questions each); one row per N and run")
+    print(f"{'N':>5} {'run':<8} {'jobs':>6} {'seconds':>8} {'ms/job':>7} {'marginal ms/job':>15}")
+    previous: dict[str, tuple[int, float]] = {}
+    for n in sorted(args.videos):
+        bench = make_benchmark(args.dir / f"n{n}", n, args.questions)
+        for setting in args.settings:
+            jobs, seconds = plan(args.dir / f"n{n}" / f"work-{setting}",
+                                 f"{dataset_overrides(bench)} {SETTINGS[setting]}".strip())
+            before = previous.get(setting)
+            marginal = (f"{1000 * (seconds - before[1]) / (jobs - before[0]):15.2f}" if before and jobs > before[0]
+                        else f"{'':>15}")
+            print(f"{n:>5} {setting:<8} {jobs:>6} {seconds:>8.1f} {1000 * seconds / jobs:>7.2f} {marginal}",
+                  flush=True)
+            previous[setting] = (jobs, seconds)
+    if args.report:
+        n = max(args.videos)
+        report_bench(args.dir / f"n{n}", make_benchmark(args.dir / f"n{n}", n, args.questions), args.runs)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
