@@ -10,8 +10,9 @@ side with the job count of the same DAG:
 * ``default``: the shipped defaults (``config/config.yaml``: five methods on SmolLM2) on the bench's videos;
 * ``table3``: ``experiment=table3 model=[qwen25vl7b_vllm]`` on them (stores of WorldMM and MAGIC-Video per video).
 
-``ms/job`` is the whole command's time over its jobs; ``marginal`` is the time per job added between two sizes
-(what one more video costs, start-up left out).
+``ms/job`` is the whole command's CPU time over its jobs (CPU, not wall: on a shared machine the wall clock
+measures the neighbours); ``marginal`` is the CPU time per job added between two sizes (what one more video
+costs, start-up left out).
 
 ``--report`` then fabricates predictions of ``--runs`` runs (the paper's 14 method variants' size) for every
 question of the largest N (900 videos × 3 questions = 2,700 questions × 14 runs = 37,800 rows), each with a
@@ -28,6 +29,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -69,22 +71,113 @@ def dataset_overrides(bench: dict[str, Path]) -> str:
     return f"dataset=senri dataset.questions=[{bench['questions']}] dataset.videos_dir={bench['videos']}"
 
 
-def plan(workdir: Path, overrides: str) -> tuple[int, float]:
-    """(jobs, seconds) of ``snakemake -n`` in a fresh ``workdir`` (nothing built: every job planned)."""
+def child_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def plan(workdir: Path, overrides: str) -> tuple[int, float, float]:
+    """(jobs, wall seconds, CPU seconds) of ``snakemake -n`` in a fresh ``workdir`` (nothing built: every job
+    planned). Planning is one process on one core: its CPU time is its wall time on an idle machine, and the
+    number to compare on a shared one."""
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    cpu = child_cpu_s()
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(workdir),
                            "-n", "-c2", "--quiet", "rules", "--config", f"overrides={overrides}"],
                           capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, child_cpu_s() - cpu
     if proc.returncode != 0:
         raise SystemExit(f"snakemake -n failed ({overrides}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     total = re.search(r"^total\s+(\d+)$", proc.stdout + proc.stderr, re.MULTILINE)
     if total is None:
         raise SystemExit(f"no job count in snakemake's output:\n{proc.stdout[-3000:]}")
-    return int(total.group(1)), seconds
+    return int(total.group(1)), seconds, cpu
+
+
+#: The paper-sized run set of bench/serving_plan.py: 14 method variants (``random`` under ``none``).
+REPORT_METHODS = ["random", "blind", "blind_letter", "blind_debiased", "direct", "memory_search", "senri_agent",
+                  "senri_agent_no_pv", "senri_agent_no_tg", "senri_agent_no_wm", "videoarm", "videoarm_text_only",
+                  "videolucy", "videolucy_release"]
+
+
+def fabricate_run_set(folder: Path, bench: dict[str, Path], runs: int) -> dict:
+    """``folder/results``: the question and videos tables the upstream stages would write, and ``runs`` runs'
+    prediction files (one per run and video, as the answer rule writes them) with their config sidecars. Each
+    prediction carries a one-call trace as a prompted method writes it; letters cycle so runs differ."""
+    import polars as pl
+
+    from senri import config as cfgmod
+    from senri.ingest import ingest
+    from senri.probe import probe
+    from senri.records import Prediction, Question, VideoInfo, to_frame, write_table
+
+    results = folder / "results"
+    shutil.rmtree(results, ignore_errors=True)
+    cfg = cfgmod.compose(f"{dataset_overrides(bench)} method=[{','.join(REPORT_METHODS)}] model=[qwen25vl7b_vllm]")
+    pairs = cfgmod.runs(cfg)[:runs]
+    questions = ingest([bench["questions"]], bench["videos"], [".mp4"])
+    write_table(questions, results / "questions.parquet", Question)
+    clip = probe(bench["videos"] / f"{questions['video_id'][0]}.mp4", questions["video_id"][0])
+    video_ids = questions["video_id"].unique(maintain_order=True).to_list()
+    videos = pl.DataFrame([{**clip.__dict__, "video_id": v, "path": str(bench["videos"] / f"{v}.mp4")}
+                           for v in video_ids])
+    write_table(videos, results / "videos.parquet", VideoInfo)
+    by_video = questions.partition_by("video_id", as_dict=True, maintain_order=True)
+    paths = []
+    for k, (method, model) in enumerate(pairs):
+        stage = cfgmod.stage_slice(cfg, "answer", method=method, model=model)
+        for (video_id,), rows in by_video.items():
+            preds = []
+            for j, q in enumerate(rows.iter_rows(named=True)):
+                letter = "ABCD"[(k + j + len(video_id)) % 4]
+                trace = {"answer_format": "letter", "parse_rule": "first letter", "calls": [
+                    {"call": "answer", "attempts": 1, "prompt": f"{q['question']}\nA. …\nB. …\nC. …\nD. …",
+                     "reply": letter, "prompt_tokens": 120, "completion_tokens": 1, "seconds": 0.4}]}
+                preds.append(Prediction(video_id, q["qid"], q["task_type"], method, model, letter, q["answer"],
+                                        letter == q["answer"], True, letter, 1, 0, 120, 1, 0.4, None,
+                                        json.dumps(trace)))
+            path = results / "predictions" / method / model / f"{video_id}.parquet"
+            write_table(to_frame(preds, Prediction), path, Prediction)
+            cfgmod.write_sidecar(path, "answer", stage)
+            paths.append(str(path.relative_to(folder)))
+    return {"cfg": cfg, "predictions": paths, "runs": len(pairs), "questions": questions.height}
+
+
+def report_bench(folder: Path, bench: dict[str, Path], runs: int) -> None:
+    """Time the aggregate and report rules' commands over a fabricated run set of the benchmark's questions."""
+    from senri import config as cfgmod
+
+    work = folder / "report-work"
+    start = time.perf_counter()
+    made = fabricate_run_set(work, bench, runs)
+    print(f"\nreport over {made['questions']:,} questions × {made['runs']} runs = "
+          f"{made['questions'] * made['runs']:,} prediction rows in {len(made['predictions']):,} files "
+          f"(fabricated in {time.perf_counter() - start:.0f} s)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    commands = {
+        "aggregate": ["aggregate", "--config", cfgmod.canonical_json(cfgmod.stage_slice(made["cfg"], "aggregate")),
+                      "--predictions", *made["predictions"], "--questions", "results/questions.parquet",
+                      "--out", "results/tables"],
+        "report": ["report", "--config", cfgmod.canonical_json(cfgmod.stage_slice(made["cfg"], "report")),
+                   "--predictions", *made["predictions"], "--questions", "results/questions.parquet",
+                   "--videos", "results/videos.parquet", "--out", "results"],
+    }
+    for name, args in commands.items():
+        start = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "senri", *args], cwd=work, env=env, capture_output=True,
+                              text=True, stdin=subprocess.DEVNULL)
+        seconds = time.perf_counter() - start
+        if proc.returncode != 0:
+            raise SystemExit(f"senri {name} failed:\n{proc.stderr[-3000:]}")
+        print(f"  {name:<10} {seconds:6.1f} s", flush=True)
+    browser = work / "results" / "report" / "questions"
+    sizes = {p.name: p.stat().st_size for p in (browser / "index.html", browser / "grid.html", browser / "rows.js")}
+    pages = sum(1 for _ in (browser / "q").glob("*.html"))
+    print("  browser: " + ", ".join(f"{name} {size / 2**20:.1f} MiB" for name, size in sizes.items())
+          + f", {pages:,} question pages")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,20 +189,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=14, help="runs fabricated for --report")
     parser.add_argument("--dir", type=Path, default=ROOT / "results" / "bench" / "plan")
     args = parser.parse_args(argv)
-    print(f"snakemake -n -c2 over N tiny videos ({args.questions} questions each); one row per N and run")
-    print(f"{'N':>5} {'run':<8} {'jobs':>6} {'seconds':>8} {'ms/job':>7} {'marginal ms/job':>15}")
+    print(f"snakemake -n -c2 over N tiny videos ({args.questions} questions each); one row per N and run "
+          "(CPU: the planner's user + system time; ms/job and marginal from it)")
+    print(f"{'N':>5} {'run':<8} {'jobs':>6} {'wall s':>7} {'CPU s':>6} {'ms/job':>7} {'marginal ms/job':>15}")
     previous: dict[str, tuple[int, float]] = {}
     for n in sorted(args.videos):
         bench = make_benchmark(args.dir / f"n{n}", n, args.questions)
         for setting in args.settings:
-            jobs, seconds = plan(args.dir / f"n{n}" / f"work-{setting}",
-                                 f"{dataset_overrides(bench)} {SETTINGS[setting]}".strip())
+            jobs, seconds, cpu = plan(args.dir / f"n{n}" / f"work-{setting}",
+                                      f"{dataset_overrides(bench)} {SETTINGS[setting]}".strip())
             before = previous.get(setting)
-            marginal = (f"{1000 * (seconds - before[1]) / (jobs - before[0]):15.2f}" if before and jobs > before[0]
+            marginal = (f"{1000 * (cpu - before[1]) / (jobs - before[0]):15.2f}" if before and jobs > before[0]
                         else f"{'':>15}")
-            print(f"{n:>5} {setting:<8} {jobs:>6} {seconds:>8.1f} {1000 * seconds / jobs:>7.2f} {marginal}",
+            print(f"{n:>5} {setting:<8} {jobs:>6} {seconds:>7.1f} {cpu:>6.1f} {1000 * cpu / jobs:>7.2f} {marginal}",
                   flush=True)
-            previous[setting] = (jobs, seconds)
+            previous[setting] = (jobs, cpu)
     if args.report:
         n = max(args.videos)
         report_bench(args.dir / f"n{n}", make_benchmark(args.dir / f"n{n}", n, args.questions), args.runs)
