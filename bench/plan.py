@@ -129,6 +129,7 @@ def fabricate_run_set(folder: Path, bench: dict[str, Path], runs: int) -> dict:
     paths = []
     for k, (method, model) in enumerate(pairs):
         stage = cfgmod.stage_slice(cfg, "answer", method=method, model=model)
+        sidecar = None  # one run's sidecars are one text: written once, copied
         for (video_id,), rows in by_video.items():
             preds = []
             for j, q in enumerate(rows.iter_rows(named=True)):
@@ -141,7 +142,10 @@ def fabricate_run_set(folder: Path, bench: dict[str, Path], runs: int) -> dict:
                                         json.dumps(trace)))
             path = results / "predictions" / method / model / f"{video_id}.parquet"
             write_table(to_frame(preds, Prediction), path, Prediction)
-            cfgmod.write_sidecar(path, "answer", stage)
+            if sidecar is None:
+                sidecar = cfgmod.write_sidecar(path, "answer", stage)
+            else:
+                shutil.copyfile(sidecar, cfgmod.sidecar_path(path))
             paths.append(str(path.relative_to(folder)))
     return {"cfg": cfg, "predictions": paths, "runs": len(pairs), "questions": questions.height}
 
@@ -166,13 +170,13 @@ def report_bench(folder: Path, bench: dict[str, Path], runs: int) -> None:
                    "--videos", "results/videos.parquet", "--out", "results"],
     }
     for name, args in commands.items():
-        start = time.perf_counter()
+        cpu, start = child_cpu_s(), time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "senri", *args], cwd=work, env=env, capture_output=True,
                               text=True, stdin=subprocess.DEVNULL)
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, child_cpu_s() - cpu
         if proc.returncode != 0:
             raise SystemExit(f"senri {name} failed:\n{proc.stderr[-3000:]}")
-        print(f"  {name:<10} {seconds:6.1f} s", flush=True)
+        print(f"  {name:<10} wall {seconds:6.1f} s, CPU {cpu:6.1f} s", flush=True)
     browser = work / "results" / "report" / "questions"
     sizes = {p.name: p.stat().st_size for p in (browser / "index.html", browser / "grid.html", browser / "rows.js")}
     pages = sum(1 for _ in (browser / "q").glob("*.html"))
@@ -184,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--videos", type=int, nargs="+", default=[10, 100, 900])
     parser.add_argument("--questions", type=int, default=3, help="questions per video")
-    parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
+    parser.add_argument("--settings", nargs="*", default=list(SETTINGS), choices=list(SETTINGS),
+                        help="runs to plan (none: only --report)")
     parser.add_argument("--report", action="store_true", help="also time aggregate and report at the largest N")
     parser.add_argument("--runs", type=int, default=14, help="runs fabricated for --report")
     parser.add_argument("--dir", type=Path, default=ROOT / "results" / "bench" / "plan")

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -23,7 +25,7 @@ import polars as pl
 import pytest
 import yaml
 
-from conftest import ONE_VIDEO_DEMO, REPO, snakemake
+from conftest import ONE_VIDEO_DEMO, REPO
 from senri import config as senri_config
 from test_magic_video import ROLE_REPLIES
 from test_memory_store import _snakemake
@@ -78,17 +80,30 @@ def header_overrides(experiment: Path) -> str:
     return commands[0]
 
 
-@pytest.mark.parametrize("experiment", sorted((REPO / "config/experiment").glob("*.yaml")), ids=lambda p: p.stem)
-def test_every_shipped_experiment_plans_its_header_command(experiment, tmp_path):
+EXPERIMENTS = sorted((REPO / "config/experiment").glob("*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def experiment_plans(tmp_path_factory) -> dict[str, str]:
+    """Each experiment's dry-run job list (or its failure), all planned in one process (tests/dry_run.py)."""
+    cases = {path.stem: header_overrides(path) for path in EXPERIMENTS}
+    proc = subprocess.run([sys.executable, str(REPO / "tests" / "dry_run.py"), str(tmp_path_factory.mktemp("plans")),
+                           json.dumps(cases)], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    parts = re.split(r"^=== (\S+)$", proc.stderr, flags=re.MULTILINE)
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS, ids=lambda p: p.stem)
+def test_every_shipped_experiment_plans_its_header_command(experiment, experiment_plans):
     """Issue 53: each experiment's own command builds its DAG on the demo (``snakemake -n``), every planned run's
     prediction file among the jobs. Table 2 stopped here once (``KeyError: 'egagent'``: a pinned store that no
     MemoryStore reader brought in) while composing it passed."""
     overrides = header_overrides(experiment)
     assert f"experiment={experiment.stem}" in overrides
-    proc = snakemake(tmp_path, "-n", "-c2", "--config", f"overrides={overrides}")
-    cfg = senri_config.compose(overrides)
-    for method, model in senri_config.runs(cfg):
-        assert f"results/predictions/{method}/{model}/demo_01.parquet" in proc.stdout, (method, model)
+    plan = experiment_plans[experiment.stem]
+    assert f"!!! {experiment.stem} failed" not in plan and "This was a dry-run" in plan, plan[-3000:]
+    for method, model in senri_config.runs(senri_config.compose(overrides)):
+        assert f"results/predictions/{method}/{model}/demo_01.parquet" in plan, (method, model)
 
 
 def _rows(table: pl.DataFrame, *columns: str) -> list[tuple]:
