@@ -182,6 +182,28 @@ def report_bench(folder: Path, bench: dict[str, Path], runs: int) -> None:
     pages = sum(1 for _ in (browser / "q").glob("*.html"))
     print("  browser: " + ", ".join(f"{name} {size / 2**20:.1f} MiB" for name, size in sizes.items())
           + f", {pages:,} question pages")
+    browser_open(browser / "index.html", folder / "chromium-profile")
+
+
+def browser_open(index: Path, profile: Path) -> None:
+    """Open the list in headless Chromium (as tests/test_browser.py does): a page of rows, the same sorted by
+    seconds, and every row at once (``rows=``: what the list drew before it paged), each timed with the rows
+    the page holds once its script ran."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        print("  (no chromium on PATH: the list's opening time is not measured)")
+        return
+    for label, query in (("a page", ""), ("a page, sorted by seconds", "?sort=seconds&order=desc"),
+                         ("every row at once", "?rows=100000")):
+        cpu, start = child_cpu_s(), time.perf_counter()
+        proc = subprocess.run(
+            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={profile}", "--virtual-time-budget=10000", "--dump-dom", index.as_uri() + query],
+            capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+        seconds, cpu = time.perf_counter() - start, child_cpu_s() - cpu
+        rows = len(re.findall(r"<tr data-i=", proc.stdout))
+        print(f"  list, {label:<26} wall {seconds:6.1f} s, CPU {cpu:6.1f} s, {rows:,} table rows", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
