@@ -31,6 +31,7 @@ files already hold.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import html
 import json
@@ -104,6 +105,7 @@ FLAG_NOTES = {
     "search-fallback": "a retriever's own model call failed, so the search took its fallback",
 }
 
+@functools.lru_cache(maxsize=None)  # asked for every row, run and link of every page: 37,800 rows x 14 runs
 def question_slug(qid: str) -> str:
     """A file name for a question id: the id itself when it is already a safe name, else a cleaned id with a
     short digest (two ids that clean to the same text still get two pages)."""
