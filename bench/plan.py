@@ -4,8 +4,8 @@ aggregate and report stages over a fabricated benchmark's predictions.
 Planning reads the question files (for the video ids), checks that each video file exists and asks each job's
 input functions for its files and params; it never opens a video (probing is a job). So the benchmark is one
 1-s ffmpeg clip, linked under N video ids, with ``--questions`` SENRI-format questions per video. For each N the
-bench times ``snakemake -n -c2`` (wall clock of the whole command, start-up included) for two runs, printed side by
-side with the job count of the same DAG:
+bench times ``snakemake -n -c2`` (the whole command, start-up included) for two runs, printed side by side with
+the job count of the same DAG:
 
 * ``default``: the shipped defaults (``config/config.yaml``: five methods on SmolLM2) on the bench's videos;
 * ``table3``: ``experiment=table3 model=[qwen25vl7b_vllm]`` on them (stores of WorldMM and MAGIC-Video per video).
@@ -17,10 +17,11 @@ costs, start-up left out).
 ``--report`` then fabricates predictions of ``--runs`` runs (the paper's 14 method variants' size) for every
 question of the largest N (900 videos × 3 questions = 2,700 questions × 14 runs = 37,800 rows), each with a
 prompt-and-reply trace as the prompted methods write, and times the two rules' commands (``senri aggregate``,
-``senri report``: tables, figures and the question browser) as the rules run them.
+``senri report``: tables, figures and the question browser) as the rules run them, then opens the browser's list
+in headless Chromium when it is installed (a page; sorted; every row at once, as it was drawn before paging).
 
-    python bench/plan.py                      # N = 10, 100, 900; then --report is off
-    python bench/plan.py --videos 900 --report
+    python bench/plan.py                                   # plan N = 10, 100, 900
+    python bench/plan.py --videos 900 --settings --report  # only the report over 900 videos
 """
 
 from __future__ import annotations
