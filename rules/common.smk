@@ -1,6 +1,8 @@
 # Shared by all rule files (the config, composed with Hydra and validated once per run; the config
 # slice and code digest each rule gets as params; the input functions). No rule logic lives here.
 
+import functools
+import inspect
 import os
 import re
 import sys
@@ -46,6 +48,19 @@ wildcard_constraints:
     captioner="|".join(re.escape(c) for c in senri_config.captioner_names(SENRI)),
 
 
+def per_job(func):
+    """Mark a function Snakemake calls once per job (an input function, a params, threads or resources
+    function): its signature is handed to Snakemake once (``overwrite_function_params``) instead of being
+    read by ``inspect.signature`` at every call, which at 10,000 jobs and a dozen functions a job was seconds
+    of planning (issue 53). A Snakemake without that hook reads the signature itself, as before."""
+    try:
+        from snakemake.common import overwrite_function_params
+    except ImportError:
+        return func
+    overwrite_function_params(func, inspect.signature(func).parameters)
+    return func
+
+
 def stage_config(stage):
     """A stage's config slice as canonical JSON: the params value that makes Snakemake rerun on change."""
     return senri_config.canonical_json(senri_config.stage_slice(SENRI, stage))
@@ -66,40 +81,53 @@ def question_files(wildcards):
     return list(SENRI["dataset"]["questions"])
 
 
+@per_job
 def original_video_file(wildcards):
     return senri_workflow.video_path(SENRI, wildcards.video_id)
 
 
+@per_job
 def video_file(wildcards):
     """The video every pixel-reading stage uses: the anonymized one when anonymization is on."""
     return senri_workflow.pixel_video(SENRI, wildcards.video_id)
 
 
+@per_job
 def memory_inputs(wildcards):
     return senri_workflow.memory_inputs(SENRI, wildcards.video_id, wildcards.captioner)
 
 
+@functools.cache
+def _memory_config(captioner):
+    return senri_config.canonical_json(senri_config.stage_slice(SENRI, "memory", captioner=captioner))
+
+
+@per_job
 def memory_config(wildcards):
     """The memory stage's slice for one captioner (of several, each its own memory)."""
-    return senri_config.canonical_json(senri_config.stage_slice(SENRI, "memory", captioner=wildcards.captioner))
+    return _memory_config(wildcards.captioner)
 
 
+@per_job
 def memory_options(wildcards, input):
     """``--track/--ocr/--detections`` for the captioner's optional inputs that this config has."""
     return " ".join(f"--{name} {input[name]}" for name in ("track", "ocr", "detections") if name in input.keys())
 
 
+@per_job
 def memory_preset(wildcards):
     """``--preset NAME`` where the benchmark sets a video's memory preset (VideoLucy's appendix, by split)."""
     return " ".join(senri_workflow.preset_args(SENRI, wildcards.video_id))
 
 
+@per_job
 def memory_gpus(wildcards):
     """A VLM captioner on a GPU backend asks for its GPU; the perception captioner for none."""
     model = senri_config.captioner_config(SENRI, wildcards.captioner) or {}
     return int(model.get("gpus", 1 if model.get("backend") in senri_workflow.GPU_BACKENDS else 0))
 
 
+@per_job
 def memory_mem_mb(wildcards):
     model = senri_config.captioner_config(SENRI, wildcards.captioner) or {}
     return int(model.get("mem_mb", 16000 if model.get("backend") in senri_workflow.GPU_BACKENDS else 2000))
@@ -120,8 +148,17 @@ def probe_tables(wildcards):
     return [f"results/probe/{v}.parquet" for v in VIDEO_IDS]
 
 
+# Params that depend on the method, model, plan or memory system but never on the video are worked out once
+# per planning run, not once per job: at 900 videos a config slice and a code digest per job were most of the
+# plan's time (issue 53; bench/plan.py). SENRI and the checkout's code do not change while Snakemake plans.
+@functools.cache
+def _frames_config(plan):
+    return senri_config.canonical_json(senri_config.stage_slice(SENRI, "frames", plan=plan))
+
+
+@per_job
 def frames_config(wildcards):
-    return senri_config.canonical_json(senri_config.stage_slice(SENRI, "frames", plan=wildcards.plan))
+    return _frames_config(wildcards.plan)
 
 
 def frame_stores(wildcards):
@@ -132,18 +169,27 @@ def frame_stores(wildcards):
             for suffix in suffixes]
 
 
+@functools.cache
+def _answer_params(method, model):
+    return senri_serving.answer_params(SENRI, method, model)
+
+
+@per_job
 def answer_config(wildcards):
-    return senri_serving.answer_params(SENRI, wildcards.method, wildcards.model)["config"]
+    return _answer_params(wildcards.method, wildcards.model)["config"]
 
 
+@per_job
 def answer_code(wildcards):
-    return senri_serving.answer_params(SENRI, wildcards.method, wildcards.model)["code"]
+    return _answer_params(wildcards.method, wildcards.model)["code"]
 
 
+@per_job
 def answer_inputs(wildcards):
     return senri_workflow.answer_inputs(SENRI, wildcards.method, wildcards.model, wildcards.video_id)
 
 
+@per_job
 def answer_media_options(wildcards, input):
     """``--frames``/``--carrier`` (frame methods) and ``--memory``, ``--video``, … (memory methods) options
     for the answer CLI, for the inputs this job has."""
@@ -151,33 +197,46 @@ def answer_media_options(wildcards, input):
     return " ".join(senri_workflow.answer_media_args(SENRI, inputs, wildcards.video_id, wildcards.method))
 
 
+@functools.cache
+def _memory_system_params(system, captioner):
+    return {"config": senri_config.canonical_json(senri_config.stage_slice(SENRI, "memory_system", system=system,
+                                                                           captioner=captioner)),
+            "code": senri_workflow.code_digest("memory_system",
+                                               memory_store=senri_workflow.memory_system_store(SENRI, system))}
+
+
+@per_job
 def memory_system_config(wildcards):
-    return senri_config.canonical_json(senri_config.stage_slice(SENRI, "memory_system", system=wildcards.system,
-                                                                captioner=wildcards.captioner))
+    return _memory_system_params(wildcards.system, wildcards.captioner)["config"]
 
 
+@per_job
 def memory_system_code(wildcards):
-    return senri_workflow.code_digest("memory_system",
-                                      memory_store=senri_workflow.memory_system_store(SENRI, wildcards.system))
+    return _memory_system_params(wildcards.system, wildcards.captioner)["code"]
 
 
+@per_job
 def memory_system_inputs(wildcards):
     return senri_workflow.memory_system_inputs(SENRI, wildcards.video_id, wildcards.captioner)
 
 
+@per_job
 def memory_system_action(wildcards):
     """``import`` when the system's config names a release folder (``import_dir``), else ``build``."""
     return "import" if senri_config.memory_systems(SENRI)[wildcards.system].get("import_dir") else "build"
 
 
+@per_job
 def answer_threads(wildcards):
     return senri_workflow.answer_resources(SENRI, wildcards.model)["threads"]
 
 
+@per_job
 def answer_gpus(wildcards):
     return senri_workflow.answer_resources(SENRI, wildcards.model)["gpu"]
 
 
+@per_job
 def answer_mem_mb(wildcards):
     return senri_workflow.answer_resources(SENRI, wildcards.model)["mem_mb"]
 

@@ -133,6 +133,26 @@ def test_duplicate_and_stale_predictions_are_errors(tmp_path):
         aggregate([tmp_path / "a.parquet"], questions.tail(5), tmp_path / "t")
 
 
+def test_prediction_files_read_at_once_or_one_by_one_give_the_same_rows_and_name_a_bad_file(tmp_path):
+    """Issue 53: files of one schema are read and checked at once; an older file without a later column (filled
+    with its default) or a file that breaks the contract sends the read file by file, the error naming it."""
+    from senri.aggregate import load_predictions
+    from senri.records import TableError
+
+    questions = _questions({"L": 2, "RR": 2}, n_videos=2)
+    a, b = _predictions(questions, "m", "x", {"L": 1}), _predictions(questions, "n", "x", {"RR": 2})
+    a.write_parquet(tmp_path / "a.parquet")
+    b.write_parquet(tmp_path / "b.parquet")
+    together = load_predictions([tmp_path / "a.parquet", tmp_path / "b.parquet"])
+    assert together.equals(pl.concat([a, b]))
+    b.drop("memory", "rounds").write_parquet(tmp_path / "old.parquet")  # written before those columns
+    mixed = load_predictions([tmp_path / "a.parquet", tmp_path / "old.parquet"])
+    assert mixed.equals(together)
+    a.with_columns(qid=pl.lit(None, pl.String)).write_parquet(tmp_path / "bad.parquet")
+    with pytest.raises(TableError, match=rf"bad\.parquet: not a valid Prediction table: column 'qid' has {a.height} null"):
+        load_predictions([tmp_path / "b.parquet", tmp_path / "bad.parquet"])
+
+
 def test_outputs_in_every_format(tmp_path):
     questions = _questions({"L": 2, "RR": 2, "OC": 2, "NP": 2, "RER": 2, "TER": 2}, n_videos=2)
     _predictions(questions, "random", "none", {"L": 1}).write_parquet(tmp_path / "p.parquet")

@@ -332,7 +332,7 @@ def test_the_time_strip_places_marks_on_the_video_timeline():
 def test_the_list_shows_what_each_run_did_and_flags_a_memory_method_that_retrieved_nothing():
     """Issue 34: rounds, searches, memories returned and QA calls are columns of the list, and a memory method
     that answered with nothing retrieved is flagged, so a run that never searched is visible at a glance."""
-    from senri.report.browser import index_page
+    from senri.report.browser import index_page, list_script, shown_rows
 
     base = {"video_id": "v", "qid": "q1", "task_type": "L", "direction": "ES", "answer": "A", "pred": "A",
             "correct": True, "model": "m", "memory": "magic_video/perception", "latency_s": 1.0}
@@ -342,6 +342,8 @@ def test_the_list_shows_what_each_run_did_and_flags_a_memory_method_that_retriev
              "memories_returned": 11, "qa_calls": 1, "bypasses": 0, "failed_search_calls": 2}]
     labels = {(r["method"], r["model"], r["memory"]): f"{r['method']}/{r['model']}" for r in rows}
     page = index_page(rows, labels, "../index.html")
+    script = list_script(shown_rows(rows, labels), {})  # the list's rows, which the page inserts a page at a time
+    page += "<table><tbody>" + "".join(json.loads(script.split(" = ", 1)[1].rstrip(";\n"))) + "</tbody></table>"
     listed = list_rows(page)
     assert [r["data-flag"] for r in listed] == ["no-retrieval", "search-fallback"]
     heads = "".join(f'<th data-key="{k}">{h}</th>' for k, h in (
@@ -352,6 +354,21 @@ def test_the_list_shows_what_each_run_did_and_flags_a_memory_method_that_retriev
     # The per-run line: magic_video's one question answered without retrieval, worldmm's none.
     runs = dict(re.findall(r'<tr data-run="([^"]+)">.*?<td class="num no-retrieval">(.*?)</td>', page))
     assert re.sub(r"<[^>]+>", "", runs["magic_video/m"]) == "1/1" and runs["worldmm/m"] == "0/1"
+
+
+@pytest.mark.workflow
+def test_both_views_page_through_their_rows(run, tmp_path):
+    """Issue 53: a view shows a page of rows (``rows=``, ``page=`` in the address), not 37,800 at once; the list
+    makes its table rows from ``list.js`` for the page it shows only."""
+    total = predictions(run).height
+    page = dom(index_url(run, "?rows=5&page=2"), tmp_path)
+    shown = list_rows(page)
+    assert [r["data-i"] for r in shown] == ["5", "6", "7", "8", "9"] and visible(shown) == shown
+    pages = -(-total // 5)
+    assert f"{total} of {total} rows shown" in page and f"rows 6–10 on page 2 of {pages}" in page
+    assert '<p class="pager">' in page and f'<span id="page-at" class="note">page 2 of {pages}</span>' in page
+    questions = pl.read_parquet(run / "results/questions.parquet")["qid"].to_list()
+    assert [r["data-qid"] for r in grid_rows(dom(grid_url(run, "?rows=4"), tmp_path))] == questions[:4]
 
 
 # --- issue 39: the address holds the state, bad values warn, the grid, previous / next, the copied folder -------
@@ -380,15 +397,18 @@ def warnings_of(page: str) -> str:
 @pytest.mark.workflow
 def test_bad_filter_values_are_named_in_a_warning_and_ignored(run, tmp_path):
     preds = predictions(run)
-    page = dom(index_url(run, "?run=memory_search&correct=0&colour=red"), tmp_path)
+    page = dom(index_url(run, "?run=memory_search&correct=0&colour=red&rows=all"), tmp_path)
     warning = warnings_of(page)
     assert 'unknown run "memory_search" ignored' in warning and "memory_search/agent" in warning
+    assert 'rows "all" ignored (a whole number from 1)' in warning
     assert 'unknown filter "colour" ignored' in warning and "correct" not in warning.split("colour")[0]
     wrong = preds.filter(pl.col("pred").is_null() | (pl.col("pred") != pl.col("answer")))
     assert len(visible(list_rows(page))) == wrong.height  # correct=0 read as "no"; the unknown run ignored
     assert warnings_of(dom(index_url(run, "?correct=no"), tmp_path)) == ""
-    grid = dom(grid_url(run, "?outcome=sometimes&right=nobody"), tmp_path)
+    grid = dom(grid_url(run, "?outcome=sometimes&right=nobody&page=99"), tmp_path)
     assert 'unknown outcome "sometimes"' in warnings_of(grid) and 'unknown right "nobody"' in warnings_of(grid)
+    assert "page 99 is past the last page of this selection; showing page 1" in warnings_of(grid)
+    assert len(grid_rows(grid)) == pl.read_parquet(run / "results/questions.parquet").height
 
 
 def link(page: str, ident: str) -> dict[str, str]:

@@ -577,6 +577,11 @@ def test_experiments_select_their_paper_table_s_runs_and_report_entries(tmp_path
         "w/o Target Guidance", "w/o Parallel Verifiers", "w/o Working Memory"]
     table2 = senri_config.compose(["experiment=table2_memory", "model=[smollm2]"], config_dir=config_dir)
     assert senri_config.run_pairs(table2) == [("worldmm", "smollm2"), ("magic_video", "smollm2"), ("egagent", "smollm2")]
+    # each pinned system is in play, EG-Agent's too (its class reads its store but is no MemoryStore reader):
+    # without it the answer jobs' params stopped the plan with KeyError 'egagent' (issue 53)
+    assert {"worldmm", "magic_video", "egagent"} <= set(senri_config.memory_systems(table2))
+    assert senri_config.stage_slice(table2, "answer", method="egagent", model="smollm2")["memory_system"]["store"] == \
+        "egagent"
     table11 = senri_config.compose(["experiment=table11", models], config_dir=config_dir)
     labels = [s["label"] for s in table11["report"]["no_visual_input"]]
     assert labels[:3] == ["Random guessing (seeded run)", "Question and options only (smollm2)",

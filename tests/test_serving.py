@@ -113,6 +113,16 @@ def test_batches_hold_exactly_the_in_process_rules_files_in_video_order():
     assert not pattern.fullmatch("smollm2/") and pattern.fullmatch("smollm2b/") and pattern.fullmatch("none/")
     assert serving.load_counts(cfg, videos) == {"answer_jobs": 4, "in_process": 4, "served": 1, "batches": 1,
                                                 "role_loads_served": 0}
+    # The digest works out each run's params once (issue 53: planning at 900 videos) and still hashes every
+    # answer with its own run's: blind's and blind_letter's slices differ.
+    import hashlib
+
+    expected_digest = hashlib.sha256()
+    for a in batch.answers:
+        expected_digest.update(cfgmod.canonical_json({"out": a.out, "inputs": dict(a.inputs),
+                                                      **serving.answer_params(cfg, a.method, a.model)}).encode())
+    assert serving.answer_params(cfg, "blind", "smollm2") != serving.answer_params(cfg, "blind_letter", "smollm2")
+    assert serving.batch_digest(cfg, batch) == expected_digest.hexdigest()[:16]
 
 
 def test_load_counts_count_the_models_an_answer_s_roles_open_beside_its_server():

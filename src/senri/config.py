@@ -303,10 +303,12 @@ def expand_memory_systems(cfg: dict[str, Any], config_dir: Path) -> None:
     systems: dict[str, Any] = dict(selected) if selected is not None else {CAPTIONS: dict(CAPTIONS_DEFAULT)}
     methods: dict[str, Any] = {}
     for name, spec in cfg["method"].items():
-        if not isinstance(spec, dict) or not spec.get("uses_memory") or not _reads_store(spec):
+        if not isinstance(spec, dict) or not spec.get("uses_memory"):
             methods[name] = spec
             continue
         pinned = spec.get("memory_system")
+        # A pin brings its system in whatever the method's class: EG-Agent reads its own store through a class
+        # that is no MemoryStore reader (``reads_store`` is False: it never runs over another system).
         if pinned:
             if pinned not in systems:
                 path = config_dir / "memory_system" / f"{pinned}.yaml"
@@ -314,6 +316,9 @@ def expand_memory_systems(cfg: dict[str, Any], config_dir: Path) -> None:
                     raise ConfigError(f"config.method.{name}.memory_system: memory system {pinned!r} has no "
                                       f"config ({path} is missing; is the system merged?)")
                 systems[pinned] = yaml.safe_load(path.read_text()) or {}
+            methods[name] = spec
+            continue
+        if not _reads_store(spec):  # VideoLucy: reads the caption hierarchy its own way, once
             methods[name] = spec
             continue
         if not selected and selected is not None:

@@ -233,9 +233,13 @@ def batch_digest(cfg: Mapping[str, Any], batch: Batch) -> str:
     """One hash over every answer's files, config slice and code digest: the job refuses to run a plan that is
     not the one the workflow planned (a config file edited in between)."""
     digest = hashlib.sha256()
+    params: dict[tuple[str, str], dict[str, str]] = {}  # per run, not per answer: a batch holds every video's
     for answer in batch.answers:
+        run = (answer.method, answer.model)
+        if run not in params:
+            params[run] = answer_params(cfg, *run)
         digest.update(cfgmod.canonical_json({"out": answer.out, "inputs": dict(answer.inputs),
-                                             **answer_params(cfg, answer.method, answer.model)}).encode())
+                                             **params[run]}).encode())
     return digest.hexdigest()[:16]
 
 

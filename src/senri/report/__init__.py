@@ -44,11 +44,16 @@ def run_metadata(prediction_paths: Sequence[str | Path]) -> pl.DataFrame:
     """Per run: approach, implementation, frame budget and call cap, read from each prediction file's config
     sidecar."""
     rows: dict[tuple[str, str], dict[str, Any]] = {}
+    parsed: dict[str, Any] = {}  # a run's sidecars are one text (its slice names no video): parsed once per run,
+    # not once per video (12,600 YAML parses for a 900-video benchmark's 14 runs; issue 53)
     for path in map(Path, prediction_paths):
         sidecar = sidecar_path(path)
         if not sidecar.is_file():
             continue
-        stage = (yaml.safe_load(sidecar.read_text()) or {}).get("config", {})
+        text = sidecar.read_text()
+        if text not in parsed:
+            parsed[text] = yaml.safe_load(text) or {}
+        stage = parsed[text].get("config", {})
         method, model = stage.get("method", {}), stage.get("model", {})
         key = (method.get("name"), model.get("name"))
         rows.setdefault(key, {"method": key[0], "model": key[1], "approach": method.get("approach", "baseline"),

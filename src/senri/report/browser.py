@@ -19,8 +19,9 @@ wrong, question by question, and what each method did to get there.
   window's middle, each opening a larger copy, decoded from the video the run read (the anonymized one), since
   traces hold frame times, not pictures.
 - ``browser.js`` and ``rows.js``: the one script of every page and the rows it filters
-  (:mod:`senri.report.browser_script`). The address holds each view's state (filters, text, sort), and a
-  question page opened from a view walks the same selection with previous / next and links back to it.
+  (:mod:`senri.report.browser_script`); ``list.js``: the list's rows as HTML, inserted a page at a time. The
+  address holds each view's state (filters, text, sort, page), and a question page opened from a view walks the
+  same selection with previous / next and links back to it. Both views show :data:`PAGE_ROWS` rows a page.
 
 No server and no network: every page links only to files in the folder, so the folder works from a cluster file
 system and when copied elsewhere (the report page sits one level up, in ``<out>/report/``, so copying
@@ -30,6 +31,7 @@ files already hold.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import html
 import json
@@ -104,6 +106,7 @@ FLAG_NOTES = {
     "search-fallback": "a retriever's own model call failed, so the search took its fallback",
 }
 
+@functools.lru_cache(maxsize=None)  # asked for every row, run and link of every page: 37,800 rows x 14 runs
 def question_slug(qid: str) -> str:
     """A file name for a question id: the id itself when it is already a safe name, else a cleaned id with a
     short digest (two ids that clean to the same text still get two pages)."""
@@ -752,7 +755,7 @@ def data_script(records: Sequence[Mapping[str, Any]], runs: Sequence[str],
                 questions: Mapping[str, Mapping[str, Any]], order: Sequence[str]) -> str:
     """``rows.js``: the rows, runs and questions every page's script reads."""
     data = {"runs": list(runs), "rows": list(records), "questions": dict(questions), "question_order": list(order),
-            "list_columns": [key for key, _ in LIST_COLUMNS]}
+            "list_columns": [key for key, _ in LIST_COLUMNS], "page_rows": PAGE_ROWS}
     return "window.SENRI_DATA = " + json.dumps(data, ensure_ascii=False, separators=(",", ":")) + ";\n"
 
 
@@ -831,20 +834,41 @@ def run_summary_html(shown: Sequence[Shown]) -> str:
             "methods without a memory). A count links to those rows.</p>")
 
 
+#: Rows (list) or questions (grid) a view shows at once; ``rows=`` in the address changes it, ``page=`` picks the
+#: page. A 900-video benchmark's 14 runs are 37,800 rows: all at once, the list took seconds to open and to sort.
+PAGE_ROWS = 100
+#: The page controls of both views (:func:`view` in ``browser.js`` fills them in, hidden on a single page).
+PAGER = ('<p class="pager" hidden><button id="page-prev" type="button">← previous page</button> '
+         '<span id="page-at" class="note"></span> <button id="page-next" type="button">next page →</button></p>')
+
+
 def index_page(rows: Sequence[Mapping[str, Any]], labels: Mapping[tuple[str, str, str], str],
-               report_href: str, texts: Mapping[str, str] | None = None, shown: Sequence[Shown] | None = None) -> str:
-    """The list (``index.html``). ``rows`` are the scored rows with their prediction columns; ``texts`` the
-    questions' texts by qid; ``shown`` the rows as :func:`shown_rows` gives them (worked out here if not given)."""
-    texts = texts or {}
+               report_href: str, shown: Sequence[Shown] | None = None) -> str:
+    """The list (``index.html``). ``rows`` are the scored rows with their prediction columns; ``shown`` the rows
+    as :func:`shown_rows` gives them (worked out here if not given). The rows themselves are in ``list.js``
+    (:func:`list_script`)."""
     shown = shown if shown is not None else shown_rows(rows, labels)
     filters = "".join(_select(k, n) for k, n in (("run", "run"), ("video", "video"), ("task", "task type"),
                                                  ("direction", "direction"), ("correct", "correct"), ("flag", "flag")))
-    body = []
-    for i, item in enumerate(shown):
-        row, run, flags = item.row, item.label, item.flags
-        page = question_href(row["qid"])
-        body.append(
-            f'<tr data-i="{i}" data-run="{_esc(run)}" data-video="{_esc(row["video_id"])}" '
+    page_body = (f'<p><a href="{report_href}">← report</a> · <a href="grid.html">question × run grid</a></p>'
+                 f'<h1>Questions</h1><div id="warnings" class="warning" hidden></div>'
+                 f"<h2>Per run</h2>{run_summary_html(shown)}"
+                 f'<h2>Every answer</h2><p class="filters">{filters}<label>text <input id="f-q" type="search" '
+                 'placeholder="question id or text"></label></p><p id="shown" class="note"></p>'
+                 f'{PAGER}<table id="questions"><thead><tr>{_sortable(LIST_COLUMNS)}</tr></thead>'
+                 "<tbody></tbody></table>"
+                 '<p class="note">Click a column head to sort. The address holds the filters, the sort and the page, '
+                 "e.g. <code>index.html?task=OC&amp;correct=no&amp;sort=seconds&amp;order=desc&amp;page=2</code> "
+                 f"({PAGE_ROWS} rows a page; <code>rows=500</code> shows more); a question opened from here walks "
+                 "the rows shown with previous / next.</p>" + glossary_html())
+    return _page("senri question browser", page_body, "SENRI.list();", ("rows.js", "list.js", "browser.js"))
+
+
+def list_row_html(i: int, item: Shown, texts: Mapping[str, str]) -> str:
+    """One row of the list, as ``list.js`` holds it (the page inserts only the rows of the page it shows)."""
+    row, run, flags = item.row, item.label, item.flags
+    page = question_href(row["qid"])
+    return (f'<tr data-i="{i}" data-run="{_esc(run)}" data-video="{_esc(row["video_id"])}" '
             f'data-task="{_esc(category_text(row))}" data-direction="{_esc(group_text(row))}" '
             f'data-correct="{_correct(row)}" data-flag="{_esc(" ".join(flags))}">'
             f"<td>{_esc(run)}</td><td>{_esc(row['video_id'])}</td>"
@@ -855,17 +879,14 @@ def index_page(rows: Sequence[Mapping[str, Any]], labels: Mapping[tuple[str, str
             f"<td>{_flag_spans(flags)}</td>{_behaviour(row)}"
             f'<td class="num">{_calls(row)}</td><td class="num">{_tokens(row)}</td>'
             f'<td class="num">{float(row.get("latency_s") or 0.0):.2f}</td></tr>')
-    page_body = (f'<p><a href="{report_href}">← report</a> · <a href="grid.html">question × run grid</a></p>'
-                 f'<h1>Questions</h1><div id="warnings" class="warning" hidden></div>'
-                 f"<h2>Per run</h2>{run_summary_html(shown)}"
-                 f'<h2>Every answer</h2><p class="filters">{filters}<label>text <input id="f-q" type="search" '
-                 'placeholder="question id or text"></label></p><p id="shown" class="note"></p>'
-                 f'<table id="questions"><thead><tr>{_sortable(LIST_COLUMNS)}</tr></thead>'
-                 f'<tbody>{"".join(body)}</tbody></table>'
-                 '<p class="note">Click a column head to sort. The address holds the filters and the sort, e.g. '
-                 "<code>index.html?task=OC&amp;correct=no&amp;sort=seconds&amp;order=desc</code>; a question "
-                 "opened from here walks the rows shown with previous / next.</p>" + glossary_html())
-    return _page("senri question browser", page_body, "SENRI.list();", ("rows.js", "browser.js"))
+
+
+def list_script(shown: Sequence[Shown], texts: Mapping[str, str]) -> str:
+    """``list.js``: every row of the list as HTML, by position; only the list loads it (the question pages'
+    previous / next read ``rows.js``). As text in a script, 37,800 rows are parsed in a blink, where as table
+    rows of the page they made the list unusable (issue 53)."""
+    rows = [list_row_html(i, item, texts) for i, item in enumerate(shown)]
+    return "window.SENRI_LIST = " + json.dumps(rows, ensure_ascii=False, separators=(",", ":")) + ";\n"
 
 
 def grid_page(questions: Sequence[Mapping[str, Any]], cells: Mapping[str, Mapping[str, Mapping[str, Any]]],
@@ -902,7 +923,7 @@ def grid_page(questions: Sequence[Mapping[str, Any]], cells: Mapping[str, Mappin
                  f'<h1>Questions × runs</h1><div id="warnings" class="warning" hidden></div>'
                  f'<p class="filters">{filters}<label>text <input id="f-q" type="search" '
                  'placeholder="question id or text"></label></p><p id="shown" class="note"></p>'
-                 f'<table id="grid" class="grid"><thead><tr>{heads}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+                 f'{PAGER}<table id="grid" class="grid"><thead><tr>{heads}</tr></thead><tbody>{"".join(body)}</tbody></table>'
                  '<p class="note">Each cell: the run\'s letter, ✓ right, ✗ wrong, – no prediction (counted wrong). '
                  "Outcome “runs disagree” keeps the questions some runs got right and others wrong; “right:” and "
                  "“wrong:” pick any two runs (e.g. <code>grid.html?right=senri_agent/m&amp;wrong=memory_search/m</code>: "
@@ -1001,7 +1022,7 @@ def build_browser(scored: pl.DataFrame, predictions: pl.DataFrame, questions: pl
         written += 1
     texts = {q["qid"]: q["question"] for q in question_rows}
     index = folder / "index.html"
-    index.write_text(index_page(rows, labels, report_href, texts, shown))
+    index.write_text(index_page(rows, labels, report_href, shown))
     records = [row_record(i, item.row, item.label, item.flags) for i, item in enumerate(shown)]
     cells: dict[str, dict[str, Mapping[str, Any]]] = {}
     for item in shown:
@@ -1012,6 +1033,7 @@ def build_browser(scored: pl.DataFrame, predictions: pl.DataFrame, questions: pl
             for q in question_rows if q["qid"] in by_question}
     order = [q["qid"] for q in question_rows if q["qid"] in by_question]
     (folder / "rows.js").write_text(data_script(records, runs, info, order))
+    (folder / "list.js").write_text(list_script(shown, texts))
     (folder / "browser.js").write_text(BROWSER_JS)
     log.info("question browser: %d row(s), %d question page(s), %d thumbnail(s) in %s", len(rows), written,
              len(thumbs.written), folder)

@@ -7,7 +7,9 @@ The pages are static files opened from disk (``file://``), so the data travels a
 (qid → text, video, task, direction, answer, page).
 
 The address holds the state of a view: ``index.html?run=…&video=…&task=…&direction=…&correct=yes|no|missing&
-flag=…&q=<text>&sort=<column>&order=asc|desc`` and ``grid.html?video=…&task=…&direction=…&outcome=mixed|
+flag=…&q=<text>&sort=<column>&order=asc|desc&page=<n>&rows=<n>`` (each view shows a page of ``rows`` rows,
+``SENRI_DATA.page_rows`` by default; the list's rows come as HTML from ``questions/list.js``, made into table rows
+only when their page is shown) and ``grid.html?video=…&task=…&direction=…&outcome=mixed|
 all_wrong|all_right&right=<run>&wrong=<run>&q=<text>&sort=<column>&order=…``. A question page opened from a view
 carries that view's state (``from=list`` or ``from=grid`` plus its parameters) and links to the previous and
 next question of the same filtered, sorted sequence and back to the view as it was. A parameter the page does
@@ -38,10 +40,15 @@ function parse(search, view){
   const params = new URLSearchParams(search);
   const keys = view === 'grid' ? GRID_KEYS : LIST_KEYS;
   const sorts = view === 'grid' ? GRID_SORTS() : LIST_SORTS();
-  const st = {view: view, filters: {}, q: '', sort: null, order: 'asc', warnings: []};
+  const st = {view: view, filters: {}, q: '', sort: null, order: 'asc', page: 1, rows: D.page_rows, warnings: []};
   for (const [key, raw] of params){
     if (key === 'from') continue;
     if (key === 'q'){ st.q = raw; continue; }
+    if (key === 'page' || key === 'rows'){
+      if (/^[1-9][0-9]*$/.test(raw)) st[key] = +raw;
+      else st.warnings.push(`${key} "${raw}" ignored (a whole number from 1)`);
+      continue;
+    }
     if (key === 'order'){
       if (raw === 'asc' || raw === 'desc') st.order = raw;
       else st.warnings.push(`unknown order "${raw}" ignored (asc or desc)`);
@@ -76,6 +83,8 @@ function query(st, extra){
   for (const [k, v] of Object.entries(st.filters)) if (v) params.set(k, v);
   if (st.q) params.set('q', st.q);
   if (st.sort){ params.set('sort', st.sort); if (st.order === 'desc') params.set('order', 'desc'); }
+  if (st.page > 1) params.set('page', st.page);
+  if (st.rows !== D.page_rows) params.set('rows', st.rows);
   return params.toString();
 }
 
@@ -170,11 +179,11 @@ function bindControls(st, keys, refresh){
     const el = document.getElementById('f-' + k);
     fillSelect(el, known[k](), k === 'outcome' ? OUTCOMES : null);
     el.value = st.filters[k] || '';
-    el.addEventListener('change', () => { st.filters[k] = el.value; st.warnings = []; refresh(); });
+    el.addEventListener('change', () => { st.filters[k] = el.value; st.warnings = []; st.page = 1; refresh(); });
   }
   const text = document.getElementById('f-q');
   text.value = st.q;
-  text.addEventListener('input', () => { st.q = text.value; refresh(); });
+  text.addEventListener('input', () => { st.q = text.value; st.page = 1; refresh(); });
 }
 
 function bindSort(table, st, refresh){
@@ -184,7 +193,7 @@ function bindSort(table, st, refresh){
     if (!key) return;
     th.addEventListener('click', () => {
       st.order = st.sort === key && st.order === 'asc' ? 'desc' : 'asc';
-      st.sort = key; refresh();
+      st.sort = key; st.page = 1; refresh();
     });
   });
   return () => heads.forEach(th => {
@@ -195,30 +204,51 @@ function bindSort(table, st, refresh){
 
 function percent(right, n){ return n ? (100 * right / n).toFixed(1) + ' %' : '–'; }
 
-/** One view (the list or the grid): its table's body rows by key, shown in the order ``select`` gives and hidden
- * otherwise, the line above it, its links carrying the view's state, the address kept up to date. */
-function view(kind, tableId, keys, keyOf, select, summary){
+/** One view (the list or the grid): the rows ``select`` gives, a page of them (``st.rows`` a page) in the table,
+ * the line above it, the page controls, its links carrying the view's state, the address kept up to date.
+ * ``rowOf(key)`` gives a row's element; ``total`` counts the rows unfiltered. */
+function view(kind, tableId, keys, rowOf, total, select, summary){
   const st = parse(location.search, kind);
   const table = document.getElementById(tableId);
-  const byKey = Object.fromEntries([...table.tBodies[0].rows].map(tr => [keyOf(tr), tr]));
+  const pager = document.querySelector('.pager'), prev = document.getElementById('page-prev'),
+        next = document.getElementById('page-next');
   let marks;
   function refresh(){
-    const items = select(st), shown = new Set(items.map(String));
-    for (const item of items) table.tBodies[0].appendChild(byKey[item]);
-    for (const [key, tr] of Object.entries(byKey)) tr.hidden = !shown.has(key);
-    document.getElementById('shown').textContent = summary(items, Object.keys(byKey).length);
+    const items = select(st), pages = Math.max(1, Math.ceil(items.length / st.rows));
+    if (st.page > pages){
+      st.warnings.push(`page ${st.page} is past the last page of this selection; showing page ${pages}`);
+      st.page = pages;
+    }
+    const start = (st.page - 1) * st.rows, page = items.slice(start, start + st.rows);
+    table.tBodies[0].replaceChildren(...page.map(rowOf));
+    document.getElementById('shown').textContent = summary(items, total) +
+      (pages > 1 ? ` · rows ${start + 1}–${start + page.length} on page ${st.page} of ${pages}` : '');
+    pager.hidden = pages <= 1;
+    document.getElementById('page-at').textContent = `page ${st.page} of ${pages}`;
+    prev.disabled = st.page <= 1; next.disabled = st.page >= pages;
     table.dataset.shown = items.length;
     const q = query(st, {from: kind});
     for (const a of table.querySelectorAll('a.question')) a.href = a.dataset.page + '?' + q + (a.dataset.anchor || '');
     marks(); showWarnings(st); write(st);
   }
+  prev.addEventListener('click', () => { st.page -= 1; refresh(); });
+  next.addEventListener('click', () => { st.page += 1; refresh(); });
   bindControls(st, keys, refresh);
   marks = bindSort(table, st, refresh);
   refresh();
 }
 
+/** The list's row ``i`` as an element, made from ``list.js`` the first time the page shows it. */
+function listRow(){
+  const made = {}, holder = document.createElement('tbody');
+  return i => {
+    if (!made[i]){ holder.innerHTML = window.SENRI_LIST[i]; made[i] = holder.firstElementChild; }
+    return made[i];
+  };
+}
+
 function list(){
-  view('list', 'questions', LIST_KEYS, tr => tr.dataset.i, st => listRows(st).map(r => r.i), (items, total) => {
+  view('list', 'questions', LIST_KEYS, listRow(), D.rows.length, st => listRows(st).map(r => r.i), (items, total) => {
     const right = items.filter(i => D.rows[i].correct === 'yes').length;
     return `${items.length} of ${total} rows shown · accuracy of the rows shown: ${right} of ${items.length} right ` +
       `(${percent(right, items.length)}; missing counted wrong)`;
@@ -226,7 +256,9 @@ function list(){
 }
 
 function grid(){
-  view('grid', 'grid', GRID_KEYS, tr => tr.dataset.qid, gridQuestions,
+  const table = document.getElementById('grid');
+  const byQid = Object.fromEntries([...table.tBodies[0].rows].map(tr => [tr.dataset.qid, tr]));
+  view('grid', 'grid', GRID_KEYS, qid => byQid[qid], Object.keys(byQid).length, gridQuestions,
        (items, total) => `${items.length} of ${total} questions shown`);
 }
 
