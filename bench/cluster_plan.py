@@ -4,7 +4,8 @@
     python bench/cluster_plan.py --videos 1300 --duration-s 720 --width 1280 --height 720 --fps 30
 
 For each per-video stage: how many Snakemake jobs, how many cluster jobs (the profile's `groups` and
-`group-components`: N jobs to a cluster job, their threads and memory summed, the longest runtime), the
+`group-components`: N jobs to a cluster job, run in layers of at most the profile's `cores` threads, a
+layer's threads and memory summed, the layers' runtimes added), the
 largest single job's request (senri.cluster, sized to its video at the benches' rates in config `cluster`),
 the largest grouped job's request, and whether each fits the profile's partitions.yaml. Nothing runs: the
 arithmetic of rules/common.smk's resource functions and of Snakemake's group resources
@@ -54,6 +55,7 @@ def plan(videos: list[cluster.VideoSize], sizing: cluster.Sizing, plans: int) ->
     components = cluster.group_components(PROFILE / "config.yaml")
     groups = cluster.profile_groups(PROFILE / "config.yaml")
     partitions = cluster.read_partitions(PROFILE / "partitions.yaml")
+    cores = cluster.profile_cores(PROFILE / "config.yaml")
     limit = cluster.runtime_limit(partitions, 0)
     rows = []
     for stage in STAGES:
@@ -64,7 +66,7 @@ def plan(videos: list[cluster.VideoSize], sizing: cluster.Sizing, plans: int) ->
             members = [cluster.JobResources(runtime, mem) for _ in videos]
         members *= plans if stage == "frames" else 1
         per_job = components.get(groups.get(stage, ""), 1)
-        grouped = cluster.grouped_jobs(stage, members, threads, per_job)
+        grouped = cluster.grouped_jobs(stage, members, threads, per_job, max_threads=cores)
         largest = max(members, key=lambda r: (r.runtime_min, r.mem_mb))
         fits = grouped.runtime_min <= limit.max_runtime_min
         rows.append((stage, grouped.jobs, grouped.cluster_jobs, per_job, threads, largest.runtime_min,

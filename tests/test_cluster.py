@@ -100,8 +100,9 @@ def test_a_video_s_size_comes_from_the_probe_table_else_its_header_and_a_missing
     assert sizes.get("broken") is None  # its own stage fails on it, naming the file
 
 
-def test_snakemake_sums_a_group_s_parallel_jobs_threads_and_memory_and_takes_the_longest_runtime():
-    """The installed Snakemake's arithmetic that the profile's group sizes and the README's numbers rely on."""
+def test_snakemake_packs_a_group_s_jobs_into_layers_of_at_most_cores_threads_as_cluster_plan_computes():
+    """The installed Snakemake's arithmetic that the profile's groups and the README's numbers rely on: a layer
+    sums its jobs' threads and memory and lasts as long as its longest job; layers run one after the other."""
     from snakemake.resources import GroupResources, Resources
 
     class Job:  # what basic_layered reads of a job
@@ -110,15 +111,18 @@ def test_snakemake_sums_a_group_s_parallel_jobs_threads_and_memory_and_takes_the
         def __init__(self, resources: dict) -> None:
             self.resources = resources
 
-    members = [cluster.JobResources(10, 1000), cluster.JobResources(30, 3000), cluster.JobResources(5, 1000)]
+    members = [cluster.JobResources(10, 1000), cluster.JobResources(30, 3000), cluster.JobResources(5, 1000),
+               cluster.JobResources(20, 500), cluster.JobResources(8, 800)]
     level = [Job({"_cores": 2, "mem_mb": r.mem_mb, "runtime": r.runtime_min}) for r in members]
-    on_cluster = Resources.from_mapping({"_cores": None, "_nodes": 100})  # a cluster run: no --cores
-    group = GroupResources.basic_layered([level], on_cluster, run_local=False)
-    ours = cluster.grouped_jobs("frames", members, threads=2, per_job=3)
-    assert (group["_cores"], group["mem_mb"], group["runtime"]) == (ours.threads, ours.mem_mb, ours.runtime_min)
-    assert (ours.threads, ours.mem_mb, ours.runtime_min, ours.cluster_jobs) == (6, 5000, 30, 1)
-    # Jobs that depend on each other inside a group run one after the other: their runtimes add up.
-    chained = GroupResources.basic_layered([level, level[:1]], on_cluster, run_local=False)
+    for cores, expected in ((None, (10, 6300, 30)), (4, (4, 3500, 30 + 10 + 5)), (2, (2, 3000, 73))):
+        constraints = Resources.from_mapping({"_cores": cores, "_nodes": 100})  # a cluster run: the profile's cores
+        group = GroupResources.basic_layered([level], constraints, run_local=False)
+        ours = cluster.grouped_jobs("frames", members, threads=2, per_job=5, max_threads=cores)
+        assert (group["_cores"], group["mem_mb"], group["runtime"]) == expected, cores
+        assert (ours.threads, ours.runtime_min) == expected[::2], cores
+        assert ours.mem_mb >= group["mem_mb"] and ours.cluster_jobs == 1  # the worst layer's memory, at least
+    # Jobs that depend on each other inside a group run one after the other too.
+    chained = GroupResources.basic_layered([level, level[:1]], Resources.from_mapping({"_cores": None}), False)
     assert chained["runtime"] == 30 + 10
 
 
@@ -131,7 +135,9 @@ def test_the_slurm_profile_groups_only_short_per_video_stages_in_at_most_50_jobs
     assert not set(groups) & set(LONG_STAGES)
     assert {"probe", "frames", "track"} <= set(groups)
     assert set(components) == set(groups.values())
+    cores = cluster.profile_cores(SLURM_PROFILE / "config.yaml")
+    assert cores and cores >= 2  # a group job asks at most this many CPUs: its jobs run in layers that fit
     for group, per_job in components.items():
-        stage = cluster.grouped_jobs(group, [cluster.JobResources(3, 1000)] * 900, threads=2, per_job=per_job)
-        assert stage.cluster_jobs <= 50, (group, stage)
+        stage = cluster.grouped_jobs(group, [cluster.JobResources(3, 1000)] * 900, 2, per_job, max_threads=cores)
+        assert stage.cluster_jobs <= 50 and stage.threads <= cores, (group, stage)
     assert cluster.grouped_jobs("probe", [cluster.JobResources(3, 1000)] * 10, 1, components["probe"]).cluster_jobs == 1

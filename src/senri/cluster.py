@@ -15,10 +15,10 @@ and for every job in a dry run: a job whose request exceeds its partition's limi
 SLURM profile's partitions.yaml) is named at plan time with its estimate and the limit.
 
 Grouping (the SLURM profile's ``groups`` and ``group-components``): Snakemake packs that many jobs of one
-group into one cluster job. Independent jobs sit in one level of the group's DAG, where Snakemake sums their
-threads and memory and takes the longest runtime (levels that depend on each other add their runtimes; see
-snakemake.resources.GroupResources.basic_layered). :func:`grouped_jobs` is that arithmetic, for the README's
-numbers and ``bench/cluster_plan.py``.
+group into one cluster job and runs them in layers of at most ``--cores`` threads (the profile's ``cores``):
+a layer's threads and memory add up, its runtime is its longest job's, and layers (like jobs that depend on
+each other) run one after the other, so their runtimes add up (snakemake.resources.GroupResources
+.basic_layered). :func:`grouped_jobs` is that arithmetic, for the README's numbers and ``bench/cluster_plan.py``.
 """
 
 from __future__ import annotations
@@ -261,10 +261,15 @@ def profile_groups(profile: str | Path) -> dict[str, str]:
     return dict(str(item).split("=", 1) for item in groups)
 
 
+def profile_cores(profile: str | Path) -> int | None:
+    """``cores`` of a Snakemake profile's config.yaml: on a cluster, the most threads one (group) job asks."""
+    cores = (yaml.safe_load(Path(profile).read_text()) or {}).get("cores")
+    return int(cores) if cores is not None else None
+
+
 @dataclass(frozen=True)
 class GroupedStage:
-    """A stage's cluster jobs when its jobs (all independent of each other) are packed ``per_job`` at a time:
-    the largest such job's summed threads and memory and its runtime (the longest member's)."""
+    """A stage's cluster jobs when its jobs (all independent of each other) are packed ``per_job`` at a time."""
 
     stage: str
     jobs: int
@@ -274,12 +279,18 @@ class GroupedStage:
     runtime_min: int
 
 
-def grouped_jobs(stage: str, members: Sequence[JobResources], threads: int, per_job: int) -> GroupedStage:
-    """Snakemake's group arithmetic for one level of independent jobs: ``ceil(n / per_job)`` cluster jobs, which
-    members share one is Snakemake's choice, so the worst case: the ``per_job`` largest memories summed, the
-    longest member's runtime."""
+def grouped_jobs(stage: str, members: Sequence[JobResources], threads: int, per_job: int,
+                 max_threads: int | None = None) -> GroupedStage:
+    """Snakemake's group arithmetic (``GroupResources.basic_layered``) for one stage's independent jobs:
+    ``ceil(n / per_job)`` cluster jobs; inside one, layers of as many jobs as ``max_threads`` (``--cores``) holds,
+    run one after the other, longest jobs together. Which jobs share a cluster job is Snakemake's choice, so the
+    worst case: the ``per_job`` longest jobs (runtime: the sum of each layer's longest), the largest memories of
+    one layer summed."""
     per_job = max(1, per_job)
-    largest = sorted((r.mem_mb for r in members), reverse=True)[:per_job]
+    in_group = min(per_job, len(members))
+    per_layer = max(1, min(in_group, (max_threads or threads * in_group) // max(1, threads)))
+    longest = sorted((r.runtime_min for r in members), reverse=True)[:per_job]
+    largest = sorted((r.mem_mb for r in members), reverse=True)[:per_layer]
     return GroupedStage(stage=stage, jobs=len(members), cluster_jobs=math.ceil(len(members) / per_job),
-                        threads=threads * min(per_job, len(members)), mem_mb=sum(largest),
-                        runtime_min=max((r.runtime_min for r in members), default=0))
+                        threads=threads * per_layer, mem_mb=sum(largest),
+                        runtime_min=sum(longest[i] for i in range(0, len(longest), per_layer)))
