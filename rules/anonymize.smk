@@ -18,8 +18,8 @@ rule anonymize:
         "results/benchmarks/anonymize/{video_id}.tsv"
     threads: 2
     resources:
-        mem_mb=2000,
-        runtime=600,
+        mem_mb=sized_mem_mb("anonymize", fallback=2000),
+        runtime=sized_runtime("anonymize", fallback=600),
     conda:
         "../envs/cpu.yaml"
     shell:

@@ -11,9 +11,11 @@ from pathlib import Path
 SENRI_SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(SENRI_SRC))
 
+from senri import cluster as senri_cluster  # noqa: E402
 from senri import config as senri_config  # noqa: E402
 from senri import serving as senri_serving  # noqa: E402
 from senri import workflow as senri_workflow  # noqa: E402
+from snakemake.logging import logger  # noqa: E402
 
 _unknown = sorted(set(config) - {"overrides"})
 if _unknown:
@@ -30,6 +32,14 @@ IS_NEEDLE = senri_workflow.is_needle(SENRI)
 # Served answer batches (rules/serving.smk): the models of serving.models answer there, all others in-process.
 SERVED_BATCHES = senri_serving.batches(SENRI, VIDEO_IDS)
 IN_PROCESS_MODEL = senri_serving.in_process_model_pattern(SENRI)
+# Per-video cluster requests (senri.cluster): each video's size read once, when a resource is first evaluated.
+_PARTITIONS_FILE = SENRI["cluster"]["partitions"]
+CLUSTER_REQUESTS = senri_cluster.Requests(
+    senri_cluster.Sizing.from_config(SENRI),
+    senri_cluster.VideoSizes("results/videos.parquet", lambda video_id: senri_workflow.video_path(SENRI, video_id)),
+    senri_cluster.read_partitions(Path(workflow.basedir) / _PARTITIONS_FILE) if _PARTITIONS_FILE else [],
+    partitions_source=_PARTITIONS_FILE or "",
+)
 
 # Every rule calls the package of this checkout (what the code digests hash) as `python -m senri`, in
 # whatever Python the job runs: the active virtual environment, a conda env of envs/, or a cluster node's.
@@ -128,9 +138,16 @@ def memory_gpus(wildcards):
 
 
 @per_job
-def memory_mem_mb(wildcards):
+def memory_mem_mb(wildcards, threads):
+    """The captioner model's memory (a GPU model's host side) or the stage's sized memory, the larger."""
     model = senri_config.captioner_config(SENRI, wildcards.captioner) or {}
-    return int(model.get("mem_mb", 16000 if model.get("backend") in senri_workflow.GPU_BACKENDS else 2000))
+    held = int(model.get("mem_mb", 16000 if model.get("backend") in senri_workflow.GPU_BACKENDS else 0))
+    return max(held, sized_request("memory", wildcards, threads, 0, 2000, gpu=memory_gpus(wildcards)).mem_mb)
+
+
+@per_job
+def memory_runtime(wildcards, threads):
+    return sized_request("memory", wildcards, threads, 720, 0, gpu=memory_gpus(wildcards)).runtime_min
 
 
 def memory_files(wildcards):
@@ -142,6 +159,25 @@ def memory_files(wildcards):
     if "perception" in captioners:
         files += [f"results/track/{v}.png" for v in VIDEO_IDS]
     return files
+
+
+def sized_request(stage, wildcards, threads, fallback_runtime, fallback_mem_mb, gpu=0):
+    """The job's (runtime, mem_mb) for its video; a job over its partitions' limit is named once, at plan time."""
+    request, message = CLUSTER_REQUESTS.of(stage, wildcards.video_id, threads,
+                                           senri_cluster.JobResources(fallback_runtime, fallback_mem_mb), gpu=gpu)
+    if message:
+        logger.warning(message)
+    return request
+
+
+def sized_runtime(stage, fallback):
+    """A ``runtime`` resource function of ``stage`` (minutes; ``fallback`` until the video's size is known)."""
+    return lambda wildcards, threads: sized_request(stage, wildcards, threads, fallback, 0).runtime_min
+
+
+def sized_mem_mb(stage, fallback):
+    """A ``mem_mb`` resource function of ``stage`` (``fallback`` until the video's size is known)."""
+    return lambda wildcards, threads: sized_request(stage, wildcards, threads, 0, fallback).mem_mb
 
 
 def probe_tables(wildcards):

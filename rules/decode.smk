@@ -16,8 +16,8 @@ rule frames:
         "results/benchmarks/frames/{plan}/{video_id}.tsv"
     threads: 2
     resources:
-        mem_mb=1500,
-        runtime=120,
+        mem_mb=sized_mem_mb("frames", fallback=1500),
+        runtime=sized_runtime("frames", fallback=120),
     conda:
         "../envs/cpu.yaml"
     shell:

@@ -25,7 +25,7 @@ rule memory:
     threads: 2
     resources:
         mem_mb=memory_mem_mb,
-        runtime=720,
+        runtime=memory_runtime,
         gpu=memory_gpus,
     conda:
         "../envs/cpu.yaml"

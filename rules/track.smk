@@ -19,8 +19,8 @@ rule track:
         "results/benchmarks/track/{video_id}.tsv"
     threads: 2
     resources:
-        mem_mb=2000,
-        runtime=240,
+        mem_mb=sized_mem_mb("track", fallback=2000),
+        runtime=sized_runtime("track", fallback=240),
     conda:
         "../envs/cpu.yaml"
     shell:

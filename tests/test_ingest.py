@@ -215,3 +215,21 @@ def test_cli_ingest_of_a_native_benchmark_writes_the_report_and_refuses_the_temp
     videomme = {**cfgmod.stage_slice(native_instances["videomme"][1], "ingest"), "questions": [str(template)]}
     code = main(["ingest", "--config", cfgmod.canonical_json(videomme), "--out", str(tmp_path / "vm.parquet")])
     assert code == 1 and "line 20, column 13" in capsys.readouterr().err and not (tmp_path / "vm.parquet").exists()
+
+
+def test_dataset_splits_keeps_only_the_questions_and_videos_of_those_split_labels(native_instances):
+    """``dataset.splits=[long]``: VideoLucy's Fig. 6 runs on Video-MME's long split only; ingest and the planner
+    keep the same questions' videos."""
+    from senri import config as cfgmod
+    from senri import workflow
+    from senri.ingest import ingest_dataset
+
+    _, cfg = native_instances["videomme"]
+    long_only = {**cfg, "dataset": {**cfg["dataset"], "splits": ["long"]}}
+    cfgmod.validate(long_only)
+    table, _ = ingest_dataset(cfgmod.stage_slice(long_only, "ingest"))
+    assert set(table["split"]) == {"long"} and table.height > 0
+    assert workflow.planned_video_ids(long_only) == table["video_id"].unique(maintain_order=True).to_list()
+    both = {**cfg, "dataset": {**cfg["dataset"], "splits": ["short", "long"]}}
+    assert [workflow.video_preset(both, v) for v in workflow.planned_video_ids(both)] == ["videomme_short",
+                                                                                         "videomme_long"]

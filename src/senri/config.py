@@ -527,7 +527,7 @@ def capability_problems(cfg: Mapping[str, Any], pairs: list[tuple[str, str]] | N
 
 
 #: Dataset keys a native benchmark's reader reads (config/dataset/<benchmark>.yaml documents each).
-NATIVE_DATASET_KEYS: tuple[str, ...] = ("benchmark", "root", "video_ids", "repair_json", "video_layout",
+NATIVE_DATASET_KEYS: tuple[str, ...] = ("benchmark", "root", "video_ids", "splits", "repair_json", "video_layout",
                                         "samples_per_shard", "index_pattern", "preset_bins", "mlvu_answer_position")
 
 

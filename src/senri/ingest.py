@@ -289,7 +289,8 @@ def ingest_dataset(dataset: Mapping[str, Any]) -> tuple[pl.DataFrame, pl.DataFra
     SENRI format: strict (:func:`ingest`; the report is empty). A native benchmark: every record kept, its
     quirks flagged and counted in the report; a question whose video file is not under ``videos_dir`` is left
     out and reported (``video_missing``: LVBench's release lists videos no longer downloadable); with
-    ``dataset.video_ids`` set, only those videos are kept.
+    ``dataset.video_ids`` set, only those videos are kept; with ``dataset.splits`` set, only the questions of
+    those split labels (Video-MME's long split for VideoLucy's Fig. 6).
     """
     from senri.benchmarks import load_benchmark
     from senri.benchmarks.base import NativeFileError
@@ -301,10 +302,11 @@ def ingest_dataset(dataset: Mapping[str, Any]) -> tuple[pl.DataFrame, pl.DataFra
         raise IngestError([Problem(str(exc).partition(": ")[0], None, None, str(exc).partition(": ")[2])]) from None
     quirks = list(native.quirks)
     wanted = set(dataset.get("video_ids") or ())
+    splits = set(dataset.get("splits") or ())
     kept: list[Question] = []
     found: dict[str, bool] = {}
     for question in native.questions:
-        if wanted and question.video_id not in wanted:
+        if (wanted and question.video_id not in wanted) or (splits and question.split not in splits):
             continue
         if question.video_id not in found:
             found[question.video_id] = locate_video(dataset, native.videos[question.video_id]) is not None

@@ -143,7 +143,9 @@ def planned_video_ids(cfg: Mapping[str, Any]) -> list[str]:
     if is_native(cfg):
         native = native_set(cfg)
         ids = list(dataset["video_ids"]) or list(native.videos)
-        ids = [v for v in ids if v in native.videos and locate_video(dataset, native.videos[v]) is not None]
+        splits = set(dataset.get("splits") or ())
+        ids = [v for v in ids if v in native.videos and (not splits or native.videos[v].split in splits)
+               and locate_video(dataset, native.videos[v]) is not None]
         # the pairs ingest draws from: the questions whose video is there (ingest_dataset keeps exactly those)
         kept = set(ids)
         return only_drawn(ids, lambda: [(q.qid, q.video_id) for q in native.questions if q.video_id in kept], subset)
