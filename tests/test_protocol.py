@@ -76,6 +76,18 @@ def test_every_instruction_id_of_the_spec_is_mapped():
     assert not missing, f"instruction ids without a row in docs/protocol.md: {missing}"
 
 
+def test_every_benchmark_statement_of_the_spec_is_mapped_to_code_and_a_test():
+    """Issue 51: each numbered statement of ``benchmarks.md`` (VM, LV, ML, EM) is named by a statement row of the
+    two "Benchmarks" sections, which gives its code and its test (checked for existence by the tests below)."""
+    spec = reference_file("spec/benchmarks.md").read_text(encoding="utf-8")
+    ids = re.findall(r"^- \*\*((?:VM|LV|ML|EM)\d+)\*\*", spec, re.MULTILINE)
+    assert len(ids) == 15 + 12 + 14 + 9
+    rows = [r for r in STATEMENTS if r["section"].startswith("Benchmarks") and _strip(r.get("test", ""))]
+    named = {i for r in rows for i in re.findall(r"\b(?:VM|LV|ML|EM)\d+\b", r["statement"] + r.get("source", ""))}
+    missing = [i for i in ids if i not in named]
+    assert not missing, f"benchmarks.md statements without a row (code and test) in docs/protocol.md: {missing}"
+
+
 @pytest.mark.parametrize("row", INSTRUCTIONS, ids=_row_id)
 def test_each_instruction_row_points_at_a_line_that_carries_its_phrase(row):
     where = _strip(row["carried by"])
