@@ -1,5 +1,5 @@
-"""Mutation score of the modules that decide a number: answer parsing, scoring, statistics, aggregation, frame
-plans and cache keys.
+"""Mutation score of the modules that decide a number: answer parsing, the benchmarks' scorers, statistics,
+aggregation, frame plans and cache keys.
 
     python bench/mutation.py [--sample 40] [--seed 0] [--modules answers aggregate ...] [--jobs 2]
 
@@ -49,6 +49,7 @@ TARGETS = (
            ("split_reasoning", "parse_answer", "_letter_from_value", "_declared_letters", "_normalise",
             "_option_from_text", "json_objects", "best_letter", "debiased_scores", "cyclic_order"),
            "tests/test_answers.py"),
+    Target("scoring", "src/senri/benchmarks/scoring.py", (), "tests/test_scoring.py tests/test_benchmark_tables.py"),
     Target("aggregate", "src/senri/aggregate.py",
            ("display_percent", "percent_value", "score", "main_table", "per_video_table", "run_health_table",
             "store_health_table", "answer_positions"),
