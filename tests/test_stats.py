@@ -75,3 +75,20 @@ def test_compare_reports_delta_from_displayed_accuracies():
     assert result.delta_pp == 33.4 and result.n == 3
     assert (result.b_treatment_only, result.c_baseline_only) == (1, 0)
     assert result.resamples == 200 and result.seed == 0
+
+
+def test_compare_reports_the_bootstrap_interval_in_percentage_points_and_mcnemar_of_the_same_pairs():
+    """The interval printed beside a Δ is the bootstrap's (fractions) times 100, rounded as the table prints it;
+    b, c and p are McNemar's on the same per-question pairs (bench/mutation.py found ``100 + low`` unnoticed)."""
+    a, t = outcomes({(True, True): 10, (False, True): 6, (True, False): 2, (False, False): 12})
+    groups = [f"v{i % 5}" for i in range(len(a))]
+    low, high = paired_bootstrap(a, t, groups, resamples=500, seed=3)
+    result = compare(a, t, groups, resamples=500, seed=3)
+    assert (result.ci_low_pp, result.ci_high_pp) == (round(100 * low, 1), round(100 * high, 1))
+    assert -100 < result.ci_low_pp < result.delta_pp < result.ci_high_pp < 100
+    assert (result.b_treatment_only, result.c_baseline_only, result.mcnemar_p) == mcnemar_exact(a, t)
+    for first, second in (([True, False], [True]), ([True], [True, False])):
+        with pytest.raises(ValueError):
+            mcnemar_exact(first, second)
+    with pytest.raises(ValueError):
+        paired_bootstrap([True], [True], ["v", "w"])
