@@ -68,6 +68,80 @@ def make_benchmark(folder: Path, n_videos: int, questions_per_video: int) -> dic
     return {"videos": videos, "questions": questions}
 
 
+#: Snakemake's own floor, planned with the same command for as many jobs as the run beside it: ``one-rule`` is one
+#: trivial rule (an output, a log, a constant param), ``answer-shaped`` one rule with every directive senri's
+#: answer rule has (two named outputs, an unpacked input function, three params functions and a string, log,
+#: benchmark, threads and two resources from functions, a shell line of the same fields) whose functions return
+#: constants at once. What senri's own plan costs above the second is senri's; the rest is Snakemake's.
+FLOOR_SNAKEFILES = {
+    "one-rule": """
+IDS = [f"j{i:05d}" for i in range(int(config["jobs"]))]
+
+rule all:
+    input: expand("out/{v}.txt", v=IDS)
+
+rule one:
+    output: "out/{v}.txt"
+    params: config="x"
+    log: "logs/{v}.log"
+    shell: "echo {params.config:q} > {output} 2> {log}"
+""",
+    "answer-shaped": """
+IDS = [f"j{i:05d}" for i in range(int(config["jobs"]))]
+SLICE = '{"method": {"name": "blind", "frames": 0, "prompt": "config/prompts/blind.txt"}, "model": {"name": '
+SLICE += '"smollm2", "backend": "llama_cpp", "n_ctx": 8192, "temperature": 0.0, "seed": 0}, "scoring": "strict"}'
+
+def inputs(wildcards):
+    return {"questions": "in/questions.parquet", "video": "in/video.parquet"}
+
+def config_param(wildcards):
+    return SLICE
+
+def code_param(wildcards):
+    return "4f1c2d9e0b7a"
+
+def media(wildcards, input):
+    return f"--video {input.video}"
+
+def threads_of(wildcards):
+    return 2
+
+def mem_of(wildcards, threads):
+    return 2000
+
+def gpu_of(wildcards):
+    return 0
+
+rule all:
+    input: expand("out/{v}.parquet", v=IDS)
+
+rule answer:
+    input: unpack(inputs)
+    output: table="out/{v}.parquet", config="out/{v}.config.yaml"
+    params: config=config_param, code=code_param, media=media, cache="cache/{v}.sqlite"
+    log: "logs/{v}.log"
+    benchmark: "benchmarks/{v}.tsv"
+    threads: threads_of
+    resources: mem_mb=mem_of, runtime=240, gpu=gpu_of
+    shell:
+        "python -m senri answer --config {params.config:q} --questions {input.questions}"
+        " --video-info {input.video} --method blind --model smollm2 --video-id {wildcards.v}"
+        " {params.media} --cache {params.cache} --out {output.table} > {log} 2>&1"
+""",
+}
+
+
+def plan_floor(workdir: Path, shape: str, jobs: int) -> tuple[int, float, float]:
+    """(jobs, wall s, CPU s) of the same ``snakemake -n`` command over a ``FLOOR_SNAKEFILES`` workflow of ``jobs``
+    jobs (+ ``all``)."""
+    shutil.rmtree(workdir, ignore_errors=True)
+    (workdir / "in").mkdir(parents=True)
+    for name in ("questions.parquet", "video.parquet"):
+        (workdir / "in" / name).write_bytes(b"")
+    (workdir / "Snakefile").write_text(FLOOR_SNAKEFILES[shape])
+    return run_dry(workdir, workdir / "Snakefile", ["--config", f"jobs={jobs - 1}"])
+
+
 def dataset_overrides(bench: dict[str, Path]) -> str:
     return f"dataset=senri dataset.questions=[{bench['questions']}] dataset.videos_dir={bench['videos']}"
 
@@ -83,15 +157,20 @@ def plan(workdir: Path, overrides: str) -> tuple[int, float, float]:
     number to compare on a shared one."""
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
+    return run_dry(workdir, ROOT / "Snakefile", ["--config", f"overrides={overrides}"])
+
+
+def run_dry(workdir: Path, snakefile: Path, config_args: list[str]) -> tuple[int, float, float]:
+    """(jobs, wall s, CPU s) of ``snakemake -n -c2 --quiet rules`` of ``snakefile`` in ``workdir``."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     cpu = child_cpu_s()
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(workdir),
-                           "-n", "-c2", "--quiet", "rules", "--config", f"overrides={overrides}"],
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(snakefile), "-d", str(workdir),
+                           "-n", "-c2", "--quiet", "rules", *config_args],
                           capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
     seconds, cpu = time.perf_counter() - start, child_cpu_s() - cpu
     if proc.returncode != 0:
-        raise SystemExit(f"snakemake -n failed ({overrides}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        raise SystemExit(f"snakemake -n failed ({config_args}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     total = re.search(r"^total\s+(\d+)$", proc.stdout + proc.stderr, re.MULTILINE)
     if total is None:
         raise SystemExit(f"no job count in snakemake's output:\n{proc.stdout[-3000:]}")
@@ -213,25 +292,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--questions", type=int, default=3, help="questions per video")
     parser.add_argument("--settings", nargs="*", default=list(SETTINGS), choices=list(SETTINGS),
                         help="runs to plan (none: only --report)")
+    parser.add_argument("--no-floor", action="store_true", help="skip Snakemake's floor rows")
     parser.add_argument("--report", action="store_true", help="also time aggregate and report at the largest N")
     parser.add_argument("--runs", type=int, default=14, help="runs fabricated for --report")
     parser.add_argument("--dir", type=Path, default=ROOT / "results" / "bench" / "plan")
     args = parser.parse_args(argv)
     print(f"snakemake -n -c2 over N tiny videos ({args.questions} questions each); one row per N and run "
-          "(CPU: the planner's user + system time; ms/job and marginal from it)")
-    print(f"{'N':>5} {'run':<8} {'jobs':>6} {'wall s':>7} {'CPU s':>6} {'ms/job':>7} {'marginal ms/job':>15}")
+          "(CPU: the planner's user + system time; ms/job and marginal from it), then Snakemake's own floor for the "
+          "first run's job count (FLOOR_SNAKEFILES) and the first run's CPU over it")
+    print(f"{'N':>5} {'run':<20} {'jobs':>6} {'wall s':>7} {'CPU s':>6} {'ms/job':>7} {'marginal ms/job':>15}"
+          f" {'× floor':>7}")
     previous: dict[str, tuple[int, float]] = {}
     for n in sorted(args.videos):
         bench = make_benchmark(args.dir / f"n{n}", n, args.questions)
+        measured = []
         for setting in args.settings:
-            jobs, seconds, cpu = plan(args.dir / f"n{n}" / f"work-{setting}",
-                                      f"{dataset_overrides(bench)} {SETTINGS[setting]}".strip())
-            before = previous.get(setting)
+            measured.append((setting, *plan(args.dir / f"n{n}" / f"work-{setting}",
+                                            f"{dataset_overrides(bench)} {SETTINGS[setting]}".strip())))
+        if measured and not args.no_floor:
+            for shape in FLOOR_SNAKEFILES:
+                measured.append((f"floor: {shape}", *plan_floor(args.dir / f"n{n}" / f"floor-{shape}", shape,
+                                                                measured[0][1])))
+        floor = next((cpu for name, _, _, cpu in measured if name == "floor: answer-shaped"), None)
+        for name, jobs, seconds, cpu in measured:
+            before = previous.get(name)
             marginal = (f"{1000 * (cpu - before[1]) / (jobs - before[0]):15.2f}" if before and jobs > before[0]
                         else f"{'':>15}")
-            print(f"{n:>5} {setting:<8} {jobs:>6} {seconds:>7.1f} {cpu:>6.1f} {1000 * cpu / jobs:>7.2f} {marginal}",
-                  flush=True)
-            previous[setting] = (jobs, cpu)
+            ratio = f"{cpu / floor:7.2f}" if floor else f"{'':>7}"
+            print(f"{n:>5} {name:<20} {jobs:>6} {seconds:>7.1f} {cpu:>6.1f} {1000 * cpu / jobs:>7.2f} {marginal}"
+                  f" {ratio}", flush=True)
+            previous[name] = (jobs, cpu)
     if args.report:
         n = max(args.videos)
         report_bench(args.dir / f"n{n}", make_benchmark(args.dir / f"n{n}", n, args.questions), args.runs)

@@ -71,6 +71,24 @@ def per_job(func):
     return func
 
 
+def _resource_wrapper_signature_once():
+    """Snakemake wraps every resource of every job in ``Resource.evaluate(*args, **kwargs)`` and reads that
+    wrapper's signature at each call (seven resources a job: 70,000 ``inspect.signature`` calls at 9,000 jobs,
+    2 s of planning). The wrapper takes any keyword, so its parameters are handed over once, the same answer;
+    a Snakemake without the wrapper or the hook is left as it is."""
+    try:
+        from snakemake.common import overwrite_function_params
+        from snakemake.resources import Resource
+    except ImportError:
+        return
+    evaluate = getattr(Resource, "evaluate", None)
+    if evaluate is not None:
+        overwrite_function_params(evaluate, inspect.signature(evaluate).parameters)
+
+
+_resource_wrapper_signature_once()
+
+
 def stage_config(stage):
     """A stage's config slice as canonical JSON: the params value that makes Snakemake rerun on change."""
     return senri_config.canonical_json(senri_config.stage_slice(SENRI, stage))
@@ -172,12 +190,12 @@ def sized_request(stage, wildcards, threads, fallback_runtime, fallback_mem_mb, 
 
 def sized_runtime(stage, fallback):
     """A ``runtime`` resource function of ``stage`` (minutes; ``fallback`` until the video's size is known)."""
-    return lambda wildcards, threads: sized_request(stage, wildcards, threads, fallback, 0).runtime_min
+    return per_job(lambda wildcards, threads: sized_request(stage, wildcards, threads, fallback, 0).runtime_min)
 
 
 def sized_mem_mb(stage, fallback):
     """A ``mem_mb`` resource function of ``stage`` (``fallback`` until the video's size is known)."""
-    return lambda wildcards, threads: sized_request(stage, wildcards, threads, 0, fallback).mem_mb
+    return per_job(lambda wildcards, threads: sized_request(stage, wildcards, threads, 0, fallback).mem_mb)
 
 
 def probe_tables(wildcards):
