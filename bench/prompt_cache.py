@@ -39,7 +39,7 @@ def run(results: Path, method: str, model: str, video_id: str, n_questions: int,
     questions = read_table(results / "questions.parquet", Question)
     questions = questions.filter(questions["video_id"] == video_id).head(n_questions)
     video = from_frame(read_table(results / "probe" / f"{video_id}.parquet", VideoInfo), VideoInfo)[0]
-    captioner = cfg["memory"]["captioner"]
+    captioner = cfgmod.run_captioner(cfg, method)  # memory.captioner may list several: the run's own
     memory = MemoryInputs(
         memory=results / "memory" / captioner / f"{video_id}.parquet",
         video=Path(video.path) if Path(video.path).is_absolute() else results.parent / video.path,
