@@ -148,18 +148,22 @@ def memory_preset(wildcards):
     return " ".join(senri_workflow.preset_args(SENRI, wildcards.video_id))
 
 
+@functools.cache
+def _captioner_resources(captioner):
+    """A captioner model's GPUs and held host memory (a GPU model's host side; none of its own on a CPU)."""
+    return senri_workflow.model_job_resources(senri_config.captioner_config(SENRI, captioner), cpu_mem_mb=0)
+
+
 @per_job
 def memory_gpus(wildcards):
     """A VLM captioner on a GPU backend asks for its GPU; the perception captioner for none."""
-    model = senri_config.captioner_config(SENRI, wildcards.captioner) or {}
-    return int(model.get("gpus", 1 if model.get("backend") in senri_workflow.GPU_BACKENDS else 0))
+    return _captioner_resources(wildcards.captioner)["gpu"]
 
 
 @per_job
 def memory_mem_mb(wildcards, threads):
-    """The captioner model's memory (a GPU model's host side) or the stage's sized memory, the larger."""
-    model = senri_config.captioner_config(SENRI, wildcards.captioner) or {}
-    held = int(model.get("mem_mb", 16000 if model.get("backend") in senri_workflow.GPU_BACKENDS else 0))
+    """The captioner model's memory or the stage's sized memory, the larger."""
+    held = _captioner_resources(wildcards.captioner)["mem_mb"]
     return max(held, sized_request("memory", wildcards, threads, 0, 2000, gpu=memory_gpus(wildcards)).mem_mb)
 
 

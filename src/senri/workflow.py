@@ -225,23 +225,29 @@ def preset_args(cfg: Mapping[str, Any], video_id: str) -> list[str]:
     return ["--preset", name] if name else []
 
 
-def answer_resources(cfg: Mapping[str, Any], model: str) -> dict[str, int]:
-    """GPUs and memory an answer job asks the scheduler for, from its model's config.
+def model_job_resources(spec: Mapping[str, Any] | None, cpu_mem_mb: int) -> dict[str, int]:
+    """GPUs, host memory and threads a job that holds a model asks the scheduler for, from the model's config.
 
-    A model config may set ``gpus``, ``mem_mb`` and ``threads``; otherwise GPU backends ask for one GPU and
-    16 GB of host memory, other backends for no GPU and 2 GB. Rules pass these as the generic ``gpu`` / ``mem_mb``
-    resources: locally ``--resources gpu=N`` caps concurrent GPU jobs, on SLURM the profile maps them.
+    A model config may set ``gpus``, ``mem_mb`` and ``threads``; otherwise a GPU backend asks for one GPU and 16 GB
+    of host memory, other backends for no GPU and ``cpu_mem_mb`` (what the stage itself needs). An in-process
+    llama.cpp model computes on the job's own cores: it gets two (its threads follow the allocation); everything
+    else waits on a remote server or a GPU and needs one.
     """
-    spec = cfg["model"].get(model, {})
+    spec = spec or {}
     on_gpu = spec.get("backend") in GPU_BACKENDS
-    # An in-process llama.cpp model computes on the job's own cores: give it two (its threads follow the
-    # allocation); everything else waits on a remote server or a GPU and needs one.
     in_process_cpu = spec.get("backend") == "llamacpp"
     return {
         "gpu": int(spec.get("gpus", 1 if on_gpu else 0)),
-        "mem_mb": int(spec.get("mem_mb", 16000 if on_gpu else 2000)),
+        "mem_mb": int(spec.get("mem_mb", 16000 if on_gpu else cpu_mem_mb)),
         "threads": int(spec.get("threads") or (2 if in_process_cpu else 1)),
     }
+
+
+def answer_resources(cfg: Mapping[str, Any], model: str) -> dict[str, int]:
+    """GPUs, memory and threads of an answer job (``model_job_resources`` of its model; 2 GB on a CPU). Rules pass
+    them as the generic ``gpu`` / ``mem_mb`` resources: locally ``--resources gpu=N`` caps concurrent GPU jobs, on
+    SLURM the profile maps them."""
+    return model_job_resources(cfg["model"].get(model, {}), cpu_mem_mb=2000)
 
 
 def pixel_video(cfg: Mapping[str, Any], video_id: str) -> str:
