@@ -293,3 +293,24 @@ def test_llm_calls_per_question_by_role_as_mean_median_and_max_with_the_call_cap
                                              "VideoTree (published)"]
     assert published["agent_mean"].to_list() == [6.3, 14.1, 9.6] and set(published["max_llm_calls"]) == {20}
     assert set(shown.filter(~pl.col("source").str.starts_with("published"))["source"]) == {"this run set"}
+
+
+def test_a_native_benchmark_s_main_table_prints_total_and_points_to_its_official_table(tmp_path):
+    """SENRI's direction and task-type columns mean nothing for Video-MME's questions (each would print "–"):
+    the Markdown shows Total, says what it counts and where the official scorer's table is; the Parquet keeps
+    every column. SENRI's questions keep their columns and get no note."""
+    questions = _questions({"L": 2, "RR": 2, "OC": 0, "NP": 0, "RER": 0, "TER": 0}, n_videos=1)
+    path = tmp_path / "p.parquet"
+    _predictions(questions, "m", "x", {"L": 1}).write_parquet(path)
+    senri_md = (tmp_path / "senri") / "main.md"
+    aggregate([path], questions, tmp_path / "senri")
+    assert "| ES |" in senri_md.read_text() and "official scorer" not in senri_md.read_text()
+
+    native = questions.with_columns(benchmark=pl.lit("videomme"), task_type=pl.lit("Temporal Reasoning"))
+    tables = aggregate([path], native, tmp_path / "native")
+    text = (tmp_path / "native" / "main.md").read_text()
+    header = text.splitlines()[0]
+    assert "| Total |" in header and not any(f"| {c} |" in header for c in ("ES", "L", "RR", "SE", "TER"))
+    assert "results/report/tables/benchmark_videomme.md" in text and "`scorers_videomme.md`" in text
+    assert set(CATEGORIES) <= set(pl.read_parquet(tmp_path / "native" / "main.parquet").columns)
+    assert tables["main"].row(0, named=True)["total"] == 25.0

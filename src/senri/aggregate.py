@@ -372,13 +372,43 @@ def mark_failures(table: pl.DataFrame, column: str = "method") -> pl.DataFrame:
     )
 
 
-def main_markdown(table: pl.DataFrame, decimals: int = 1) -> str:
+def native_benchmarks(questions: pl.DataFrame) -> list[str]:
+    """The benchmarks read from their native files that the questions come from, in file order (none: only
+    SENRI-format questions)."""
+    if "benchmark" not in questions.columns:
+        return []
+    return [b for b in questions["benchmark"].unique(maintain_order=True).to_list() if b != "senri"]
+
+
+def shown_categories(questions: pl.DataFrame) -> tuple[str, ...]:
+    """The main table's printed accuracy columns: SENRI's directions and task types where SENRI questions are
+    there; only Total for a native benchmark, whose categories its own table (the report's ``benchmark_<name>``)
+    has in its paper's layout and whose questions fill none of SENRI's columns."""
+    present = set(questions["benchmark"].unique().to_list()) if "benchmark" in questions.columns else set()
+    return ("total",) if present and "senri" not in present else CATEGORIES
+
+
+def native_note(benchmarks: Sequence[str]) -> str:
+    """What the main table's Total is for a native benchmark, and where its official score is."""
+    if not benchmarks:
+        return ""
+    where = ", ".join(f"`results/report/tables/benchmark_{b}.md`" for b in benchmarks)
+    scorers = ", ".join(f"`scorers_{b}.md`" for b in benchmarks)
+    return ("Total here is each method's own letter against the answer key. Each benchmark's official scorer, in "
+            f"its paper's layout with the published rows beside: {where}; every scorer side by side: {scorers}.")
+
+
+def main_markdown(table: pl.DataFrame, decimals: int = 1, questions: pl.DataFrame | None = None) -> str:
+    """The main table as Markdown: SENRI's columns, or Total and a pointer to the official tables for a native
+    benchmark (``questions``)."""
+    categories = shown_categories(questions) if questions is not None else CATEGORIES
     flagged = mark_failures(table)
-    shown = flagged.select(*RUN_KEYS, "n", *CATEGORIES, *FAILURE_COLUMNS)
+    shown = flagged.select(*RUN_KEYS, "n", *categories, *FAILURE_COLUMNS)
     text = to_markdown(shown, {**CATEGORY_LABELS, **RUN_LABELS, "n": "N", **FAILURE_LABELS}, decimals)
     if table.select(has_failures().any()).item():
         text += "\n" + FAILURE_NOTE + "\n"
-    return text
+    note = native_note(native_benchmarks(questions)) if questions is not None else ""
+    return text + (f"\n{note}\n" if note else "")
 
 
 def aggregate(prediction_paths: Sequence[str | Path], questions: pl.DataFrame, out_dir: str | Path,
@@ -392,7 +422,7 @@ def aggregate(prediction_paths: Sequence[str | Path], questions: pl.DataFrame, o
         "per_video": per_video_table(scored, decimals),
         "answer_positions": answer_positions(scored, questions),
     }
-    _write(tables["main"], out_dir, "main", main_markdown(tables["main"], decimals))
+    _write(tables["main"], out_dir, "main", main_markdown(tables["main"], decimals, questions))
     _write(tables["per_video"], out_dir, "per_video",
            to_markdown(tables["per_video"], {**RUN_LABELS, "video_id": "Video", "accuracy": "Accuracy"}, decimals))
     _write(tables["answer_positions"], out_dir, "answer_positions", to_markdown(tables["answer_positions"], RUN_LABELS))

@@ -17,10 +17,11 @@ from typing import Any, Mapping, Sequence
 import polars as pl
 import yaml
 
-from senri.aggregate import (CATEGORY_LABELS, FAILURE_COLUMNS, FAILURE_LABELS, FAILURE_NOTE, LLM_CALL_LABELS,
+from senri.aggregate import (CATEGORIES, CATEGORY_LABELS, FAILURE_COLUMNS, FAILURE_LABELS, FAILURE_NOTE, LLM_CALL_LABELS,
                              RUN_HEALTH_COLUMNS, RUN_HEALTH_LABELS, RUN_HEALTH_NOTE, RUN_KEYS, STORE_HEALTH_LABELS,
                              answer_positions, llm_call_table, load_predictions, main_table, mark_failures,
-                             per_video_table, run_health_table, score, store_health_table, to_markdown)
+                             native_benchmarks, native_note, per_video_table, run_health_table, score,
+                             shown_categories, store_health_table, to_markdown)
 from senri.config import sidecar_path
 from senri.methods import deviations_from_release
 from senri.release_prompts import RELEASES, prompt_source
@@ -294,8 +295,7 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
     report: ReportTables = build_tables(scored, main, runs, config, seed, decimals)
     # A benchmark read from its native files gets its own table (official scorer, published rows), every scorer
     # side by side and the flips between them; SENRI-Bench keeps the tables below unchanged.
-    benchmarks = [b for b in questions["benchmark"].unique(maintain_order=True).to_list() if b != "senri"] \
-        if "benchmark" in questions.columns else []
+    benchmarks = native_benchmarks(questions)
     bench_tables = [benchmark_tables(predictions, questions.filter(pl.col("benchmark") == b), BENCHMARKS.load(b),
                                      config, seed, decimals) for b in benchmarks]
     for tables in bench_tables:
@@ -309,8 +309,10 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
     deviating = deviating_runs(runs)
     shown_main = mark_failures(mark_runs(mark_restated(mark_no_retrieval(report.main, no_retrieval), restated),
                                          deviating, ["method", "model"], DEVIATION_MARK))
+    hidden = [c for c in CATEGORIES if c not in shown_categories(questions)]  # SENRI's columns, for SENRI only
     _write_table(report.main, tables_dir, "main",
-                 _markdown_grouped(shown_main, "approach", decimals)
+                 _markdown_grouped(shown_main.drop(hidden), "approach", decimals)
+                 + (f"\n{native_note(benchmarks)}\n" if benchmarks else "")
                  + "".join(f"\n‡ {sentence}\n" for sentence in no_retrieval_sentences(no_retrieval))
                  + "".join(f"\n§ {sentence}\n" for sentence in restated_sentences(restated))
                  + "".join(f"\n¶ {sentence}\n" for sentence in deviation_sentences(deviating)))
@@ -366,8 +368,9 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
                       f'<a href="{base}questions/grid.html">the question × run grid</a>: which runs got which '
                       "question right.</p>"),
         *bench_sections,
-        ("Main results (Table 2 layout)", table_html(shown_main.with_columns(
+        ("Main results (Table 2 layout)", table_html(shown_main.drop(hidden).with_columns(
             pl.col("approach").replace(APPROACH_LABELS)), HEADERS, group_by="approach", decimals=decimals)
+         + (f'<p class="note">{html.escape(native_note(benchmarks))}</p>' if benchmarks else "")
          + no_retrieval_html(no_retrieval, f"{base}questions/", run_labels(scored))
          + "".join(f'<p class="note restated">§ {html.escape(s)}</p>' for s in restated_sentences(restated))
          + "".join(f'<p class="note deviation">¶ {html.escape(s)}</p>' for s in deviation_sentences(deviating))
