@@ -148,7 +148,8 @@ def fit_evidence(pool: list[Evidence], fits: Callable[[list[Evidence]], str | No
     return kept, record
 
 
-def _what_was_wrong(reply: StructuredReply, names: list[str], memory_types: tuple[str, ...] = ()) -> str:
+def _what_was_wrong(reply: StructuredReply, names: list[str], memory_types: tuple[str, ...] = (),
+                    letters: tuple[str, ...] = LETTERS) -> str:
     """Why a controller reply is not a valid action, in a few words, for the next round's prompt."""
     if reply.error and reply.error.startswith("model call failed"):
         return reply.error
@@ -161,7 +162,7 @@ def _what_was_wrong(reply: StructuredReply, names: list[str], memory_types: tupl
     if action not in names:
         return f"action {obj.get('action')!r} is not one of {', '.join(names)}"
     if action == "answer":
-        return f"answer must be one of {', '.join(LETTERS)} (got {obj.get('answer')!r})"
+        return f"answer must be one of {', '.join(letters)} (got {obj.get('answer')!r})"
     if action == "search":
         if memory_types and str(obj.get("query", "")).strip():
             return f"memory_type must be one of {', '.join(memory_types)} (got {obj.get('memory_type')!r})"
@@ -458,6 +459,7 @@ class MemorySearch(Method):
         """One controller round; its request sized to the model's limits first (the evidence it shows trimmed
         by :data:`TRIM_RULE`). Returns the reply and the trim record (None: nothing left out)."""
         names, form = self._actions_text(forced, round_no)
+        letters = ep.question.letters  # the question's own: an "E" on a four-option question is no answer
         shown: list[Evidence] = self._shown_reports(ep) if self.can_verify else []
         trim = None
         if shown:
@@ -471,8 +473,8 @@ class MemorySearch(Method):
             rationale = str(obj.get("rationale") or "").strip()
             if action == "answer":
                 letter = str(obj.get("answer", "")).strip().strip("().").upper()
-                if letter in LETTERS or self.qa_call:  # a workflow's own QA call answers: the decision is enough
-                    return {"action": "answer", "answer": letter if letter in LETTERS else None,
+                if letter in letters or self.qa_call:  # a workflow's own QA call answers: the decision is enough
+                    return {"action": "answer", "answer": letter if letter in letters else None,
                             "rationale": rationale}
                 return None
             if action == "search":
@@ -491,7 +493,7 @@ class MemorySearch(Method):
             return {"action": "verify", "checks": checks, "rationale": rationale} if isinstance(checks, list) else None
 
         schema = {"type": "object", "properties": {"action": {"enum": names}, "rationale": {"type": "string"},
-                                                   "query": {"type": "string"}, "answer": {"enum": list(LETTERS)},
+                                                   "query": {"type": "string"}, "answer": {"enum": list(letters)},
                                                    "checks": {"type": "array"},
                                                    # Only for a store with memory types: the captions
                                                    # schema (and so its requests) stays as it was.
@@ -824,7 +826,8 @@ class MemorySearch(Method):
                         break
                     continue
                 # The next round says what was wrong, so greedy decoding does not repeat it unchanged.
-                ep.feedback = [_what_was_wrong(reply, self._actions_text(forced, round_no)[0], self.store.memory_types)]
+                ep.feedback = [_what_was_wrong(reply, self._actions_text(forced, round_no)[0], self.store.memory_types,
+                                               question.letters)]
                 ep.feedback_action = "reply"
                 ep.invalid_reply = " ".join(split_reasoning(reply.text)[0].split())[:200]
                 continue

@@ -459,7 +459,7 @@ class LongVideoR1(CropSeeker):
             steps.append({"killed": str(exc)})
         if final is None and outcome == "max_rounds":
             tally.count("forced_answers")  # the last-round notice was given and no answer came
-        pred = final if final in ("A", "B", "C", "D") else None
+        pred = final if final in question.letters else None  # the release's A–D for four options
         # R-A1: the release scores a missing answer as "A"; a question lost to a failed model call is an error
         # row instead (it counts wrong and shows in run health), never a guess
         defaulted = final is None and self.missing_answer == "A" and not tally.errors

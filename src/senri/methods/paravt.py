@@ -336,7 +336,8 @@ class ParaVT(CropSeeker):
             letter = parse_answer(final, question.options).letter
         else:
             letter = extract_letter(final)
-        pred = letter if letter in ("A", "B", "C", "D") and not lost else None
+        # a letter that is not one of the question's options counts wrong (the release's: outside A–D)
+        pred = letter if letter in question.letters and not lost else None
         trace = {"crops": crops, "calls": calls, "forced": forced, "final": final[:2000],
                  "overview_frames": len(overview), "lost": lost}
         return MethodAnswer(pred, final, pred is not None, tally, trace)

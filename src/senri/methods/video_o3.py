@@ -331,7 +331,7 @@ class VideoO3(CropSeeker):
         if forced or outcome in ("apology", "cap"):
             tally.count("forced_answers")
         letter = (parse_answer(final, question.options).letter if self.answer_reader == "senri"
-                  else videomme_official_letter(final))
+                  else videomme_official_letter(final, question.letters))
         trace = {"crops": crops, "calls": calls, "forced": forced, "outcome": outcome, "final": final[:2000],
                  "generations": generations, "main_frames": planned, "main_fps": rate, "media": self.media}
         return MethodAnswer(letter, final, letter is not None, tally, trace)
