@@ -48,7 +48,7 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from senri.answers import json_objects, parse_answer, question_block, split_reasoning
 from senri.backends.base import Capabilities, ChatRequest, ChatResponse, ImagePart, Message, Part, VideoPart
@@ -413,13 +413,17 @@ class MemorySearch(Method):
         return parts
 
     # ----------------------------------------------------------------------------------------- controller
-    def _actions_text(self, forced: bool, round_no: int = 0) -> tuple[list[str], str]:
-        """The allowed actions and their form; the round line lives here, so the forced round is named the
-        final answer round (never "round 6 of 5")."""
+    def _actions_text(self, forced: bool, round_no: int = 0,
+                      letters: Sequence[str] = LETTERS) -> tuple[list[str], str]:
+        """The allowed actions and their form, the answer's naming the question's ``letters``; the round line
+        lives here, so the forced round is named the final answer round (never "round 6 of 5")."""
+        answer_letters = "|".join(letters)
         if forced:
-            return ["answer"], self.prompt_set.render("actions_forced", max_rounds=self.max_rounds)
+            return ["answer"], self.prompt_set.render("actions_forced", max_rounds=self.max_rounds,
+                                                      answer_letters=answer_letters)
         names = ["search", "verify", "answer"] if self.can_verify else ["search", "answer"]
-        return names, self.prompt_set.render("actions", round=round_no, max_rounds=self.max_rounds)
+        return names, self.prompt_set.render("actions", round=round_no, max_rounds=self.max_rounds,
+                                             answer_letters=answer_letters)
 
     def _fit(self, evidence: list[Evidence], messages_for: Callable[[list[Evidence]], tuple[Message, ...]],
              role: str, tally: CallTally) -> tuple[list[Evidence], dict[str, Any] | None]:
@@ -439,7 +443,7 @@ class MemorySearch(Method):
 
     def _controller_messages(self, ep: Episode, round_no: int, forced: bool,
                              shown: list[Evidence]) -> tuple[Message, ...]:
-        _, actions = self._actions_text(forced, round_no)
+        _, actions = self._actions_text(forced, round_no, ep.question.letters)
         feedback = ""
         if ep.feedback and ep.feedback_action == "reply":
             feedback = self.prompt_set.render("feedback_invalid", problem=ep.feedback[0], reply=ep.invalid_reply)
@@ -458,8 +462,8 @@ class MemorySearch(Method):
     def _controller(self, ep: Episode, round_no: int, forced: bool) -> tuple[StructuredReply, dict[str, Any] | None]:
         """One controller round; its request sized to the model's limits first (the evidence it shows trimmed
         by :data:`TRIM_RULE`). Returns the reply and the trim record (None: nothing left out)."""
-        names, form = self._actions_text(forced, round_no)
         letters = ep.question.letters  # the question's own: an "E" on a four-option question is no answer
+        names, form = self._actions_text(forced, round_no, letters)
         shown: list[Evidence] = self._shown_reports(ep) if self.can_verify else []
         trim = None
         if shown:
