@@ -99,8 +99,9 @@ def test_the_answer_prompt_family_keeps_the_built_in_format_lines():
     for answer_format, line in FORMAT_INSTRUCTIONS.items():
         assert prompts.render(f"format_{answer_format}", letters="$letters") == line
         assert prompts.render(f"format_{answer_format}", letters="A, B, C or D") == format_instruction(answer_format)
-        assert question_prompt("Where was I?", OPTIONS, answer_format, instruction=prompts.render(
-            f"format_{answer_format}", letters="A, B, C or D")) == question_prompt("Where was I?", OPTIONS, answer_format)
+        four = prompts.render(f"format_{answer_format}", letters="A, B, C or D")
+        assert question_prompt("Where was I?", OPTIONS, answer_format, instruction=four) == question_prompt(
+            "Where was I?", OPTIONS, answer_format)
 
 
 @pytest.mark.parametrize("text, reply, reasoning", [

@@ -24,7 +24,8 @@ from senri.backends.cache import CachedBackend
 from senri.backends.served import Endpoint, serving_through
 from senri.methods import METHODS
 from senri.methods.base import Method, MethodAnswer, RunContext
-from senri.records import BEHAVIOUR_COUNTS, HEALTH_COUNTS, LETTERS, OPTION_LETTERS, STORE_COUNTS, Prediction, Question, VideoInfo, from_frame, to_frame
+from senri.records import (BEHAVIOUR_COUNTS, HEALTH_COUNTS, LETTERS, OPTION_LETTERS, STORE_COUNTS, Prediction, Question,
+                           VideoInfo, from_frame, to_frame)
 
 log = logging.getLogger(__name__)
 

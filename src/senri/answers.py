@@ -82,7 +82,8 @@ def question_prompt(question: str, options: Sequence[str], answer_format: str, c
     ``instruction`` replaces the built-in format line: methods pass the one of their prompt family
     (``config/prompts/answer/format_<format>.txt``, whose default text is :data:`FORMAT_INSTRUCTIONS`)."""
     parts = [context.strip()] if context.strip() else []
-    parts += [question_block(question, options), (instruction or format_instruction(answer_format, len(options))).strip()]
+    instruction = instruction or format_instruction(answer_format, len(options))
+    parts += [question_block(question, options), instruction.strip()]
     return "\n".join(parts)
 
 

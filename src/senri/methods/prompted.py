@@ -70,8 +70,8 @@ class PromptedChoice(Method):
     # ------------------------------------------------------------------------------------------------
     def _request(self, question: Question, options: list[str], purpose: str) -> ChatRequest:
         letters = option_letters(len(options))
-        text = question_prompt(question.question, options, self.answer_format, self.context_text(question),
-                               self.prompt_set.render(f"format_{self.answer_format}", letters=letters_in_words(letters)))
+        instruction = self.prompt_set.render(f"format_{self.answer_format}", letters=letters_in_words(letters))
+        text = question_prompt(question.question, options, self.answer_format, self.context_text(question), instruction)
         system = self.context.method_config.get("system")
         messages = ((Message.text("system", system),) if system else ()) + (
             Message("user", (*self.visual_parts(question), text)),)

@@ -7,6 +7,7 @@ path, or None when the run set holds nothing to draw (the report then says why).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
 import matplotlib
 
@@ -102,12 +103,17 @@ def task_type_bars(main: pl.DataFrame, out_dir: Path) -> Path | None:
     return _save(fig, out_dir, "task_types")
 
 
+def letter_columns(table_columns: Sequence[str]) -> list[str]:
+    """The bars of the letter figure: SENRI's four letters always (its figure unchanged), E and F where the
+    positions table has them (a five- or six-option benchmark's), then unparsed answers."""
+    return [*LETTERS, *(c for c in OPTION_LETTERS[len(LETTERS):] if c in table_columns), "none"]
+
+
 def letter_distribution(positions: pl.DataFrame, out_dir: Path) -> Path | None:
     """Predicted-letter shares per run next to the ground truth's (exposes 'always A' models)."""
     if positions.is_empty():
         return None
-    # SENRI's four letters always; E and F where the positions table has them (a five- or six-option benchmark).
-    columns = [*LETTERS, *(c for c in OPTION_LETTERS[len(LETTERS):] if c in positions.columns), "none"]
+    columns = letter_columns(positions.columns)
     fig, ax = plt.subplots(figsize=(7, 3.2))
     width = 0.8 / positions.height
     for k, row in enumerate(positions.iter_rows(named=True)):
