@@ -120,7 +120,7 @@ def test_letter_counts_have_e_and_f_columns_only_where_they_occur():
     assert positions.filter(pl.col("method") == "m").select("E", "B", "none").row(0) == (1, 1, 1)
     senri = answer_positions(scored.with_columns(pl.lit("B").alias("pred")), pl.DataFrame({"answer": ["B"]}))
     assert [c for c in senri.columns if c in "ABCDEF"] == list(LETTERS)
-    from senri.report.figures import letter_columns  # the letter figure's bars follow the table's columns
+    from senri.aggregate import letter_columns  # the letter figure's bars follow the table's columns
 
     assert letter_columns(positions.columns) == ["A", "B", "C", "D", "E", "none"]
     assert letter_columns(senri.columns) == [*LETTERS, "none"]

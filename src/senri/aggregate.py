@@ -322,6 +322,12 @@ def store_health_table(predictions: pl.DataFrame) -> pl.DataFrame:
                    ).select(list(schema)).sort("memory", "video_id")
 
 
+def letter_columns(table_columns: Sequence[str]) -> list[str]:
+    """The letter columns of a positions table (:func:`answer_positions`) as the letter figure draws them: SENRI's
+    four letters always (its figure unchanged), E and F where the table has them, then unparsed answers."""
+    return [*LETTERS, *(c for c in OPTION_LETTERS[len(LETTERS):] if c in table_columns), "none"]
+
+
 def answer_positions(scored: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:
     """How often each letter is predicted per run, next to the ground truth's own distribution: A–D always
     (SENRI's four), E and F only where a question's answer or a prediction is one (a five- or six-option native

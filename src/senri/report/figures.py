@@ -7,7 +7,6 @@ path, or None when the run set holds nothing to draw (the report then says why).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
 
 import matplotlib
 
@@ -16,7 +15,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from senri.records import LETTERS, OPTION_LETTERS, TASK_TYPES  # noqa: E402
+from senri.aggregate import letter_columns  # noqa: E402
+from senri.records import TASK_TYPES  # noqa: E402
 
 # Deterministic SVGs: fixed hash salt for element ids, no creation date.
 plt.rcParams["svg.hashsalt"] = "senri"
@@ -101,12 +101,6 @@ def task_type_bars(main: pl.DataFrame, out_dir: Path) -> Path | None:
     ax.set_title("Accuracy by task type")
     ax.legend(fontsize=7, ncols=2)
     return _save(fig, out_dir, "task_types")
-
-
-def letter_columns(table_columns: Sequence[str]) -> list[str]:
-    """The bars of the letter figure: SENRI's four letters always (its figure unchanged), E and F where the
-    positions table has them (a five- or six-option benchmark's), then unparsed answers."""
-    return [*LETTERS, *(c for c in OPTION_LETTERS[len(LETTERS):] if c in table_columns), "none"]
 
 
 def letter_distribution(positions: pl.DataFrame, out_dir: Path) -> Path | None:
