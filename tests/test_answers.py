@@ -2,8 +2,9 @@
 
 import pytest
 
-from senri.answers import (ANSWER_SCHEMA, FORMAT_INSTRUCTIONS, best_letter, cyclic_order, debiased_scores, parse_answer,
-                           question_prompt, split_reasoning, videomme_official_letter)
+from senri.answers import (ANSWER_SCHEMA, FORMAT_INSTRUCTIONS, best_letter, cyclic_order, debiased_scores,
+                           format_instruction, parse_answer, question_prompt, split_reasoning,
+                           videomme_official_letter)
 
 OPTIONS = ["To my rear left", "To my rear right", "To my front left", "To my front right"]
 
@@ -96,9 +97,11 @@ def test_the_answer_prompt_family_keeps_the_built_in_format_lines():
 
     prompts = prompt_set("answer")
     for answer_format, line in FORMAT_INSTRUCTIONS.items():
-        assert prompts.render(f"format_{answer_format}") == line
-        assert question_prompt("Where was I?", OPTIONS, answer_format, instruction=prompts.render(
-            f"format_{answer_format}")) == question_prompt("Where was I?", OPTIONS, answer_format)
+        assert prompts.render(f"format_{answer_format}", letters="$letters") == line
+        assert prompts.render(f"format_{answer_format}", letters="A, B, C or D") == format_instruction(answer_format)
+        four = prompts.render(f"format_{answer_format}", letters="A, B, C or D")
+        assert question_prompt("Where was I?", OPTIONS, answer_format, instruction=four) == question_prompt(
+            "Where was I?", OPTIONS, answer_format)
 
 
 @pytest.mark.parametrize("text, reply, reasoning", [

@@ -783,7 +783,8 @@ def test_the_workflow_searches_each_memory_type_then_answers_from_texts_and_fram
     assert sum(isinstance(p, dict) and "image" in p for p in user) == 9
     text = "".join(p for p in user if isinstance(p, str))
     assert text.startswith(query_block(QUESTION) + "\n\nContext:\n[DAY1 00:00:20 - DAY1 00:00:30]")
-    assert "(red mug, belongs to, I)" in text and text.rstrip().endswith(PROMPTS["qa_final"].text.strip())
+    qa_final = PROMPTS["qa_final"].render(letters="A, B, C or D")  # a four-option question's letters
+    assert "(red mug, belongs to, I)" in text and text.rstrip().endswith(qa_final)
     assert qa["payload"]["messages"][0]["content"] == [PROMPTS["qa_system"].text.strip()]
     for role in ("controller_system", "controller"):
         for line in PROMPTS[role].text.splitlines():

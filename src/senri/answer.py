@@ -24,7 +24,8 @@ from senri.backends.cache import CachedBackend
 from senri.backends.served import Endpoint, serving_through
 from senri.methods import METHODS
 from senri.methods.base import Method, MethodAnswer, RunContext
-from senri.records import BEHAVIOUR_COUNTS, HEALTH_COUNTS, LETTERS, STORE_COUNTS, Prediction, Question, VideoInfo, from_frame, to_frame
+from senri.records import (BEHAVIOUR_COUNTS, HEALTH_COUNTS, LETTERS, OPTION_LETTERS, STORE_COUNTS, Prediction, Question,
+                           VideoInfo, from_frame, to_frame)
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,9 @@ def prediction_row(question: Question, method: str, model: str, memory: str, res
                    error: str | None) -> Prediction:
     """A question's prediction row from what the method returned (``result``; None when it failed with
     ``error``) under the run's names."""
-    pred = result.pred if result is not None and result.pred in LETTERS else None
+    # The contract: a prediction is one of the question's own letters (A–F where it has six); any other letter
+    # ("E" on a four-option question, "C" on a two-option one) is no prediction, counted wrong.
+    pred = result.pred if result is not None and result.pred in question.letters else None
     tally = result.tally if result is not None else None
     error = error or (result.error if result is not None else None)
     return Prediction(
@@ -240,7 +243,8 @@ def _answer_video(questions: pl.DataFrame, video: VideoInfo, stage_config: Mappi
         if backend is not None:
             backend.close()
     failed = sum(p.error is not None for p in predictions)
-    letters = {letter: sum(p.pred == letter for p in predictions) for letter in LETTERS}
+    letters = {letter: sum(p.pred == letter for p in predictions) for letter in OPTION_LETTERS
+               if letter in LETTERS or any(p.pred == letter for p in predictions)}
     log.info("%s/%s/%s: %d questions, %d correct, %d failed, %d parse failures; predicted letters %s",
              method_name, model_name, video.video_id, len(predictions), sum(p.correct for p in predictions),
              failed, sum(not p.parse_ok and p.error is None for p in predictions), letters)

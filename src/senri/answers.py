@@ -16,38 +16,58 @@ yields a letter decides, and nothing is ever guessed:
    space-insensitive; an option contained in another matching option yields to the longer one).
 6. Otherwise a **parse failure**: ``letter=None``, counted wrong, shown in the tables' failure column.
 
-**Letter scoring**: with log-probabilities of the four letters as the first answer token, the prediction is
-the arg-max. Small models prefer a position ("A") whatever it holds; *position debiasing* asks the same
-question under the four cyclic reorderings of the options and sums each option's log-probability over the
-four positions it occupied, which cancels a fixed position preference without any labels.
+**Letters**: a question with N options (2–6) offers exactly the letters A up to the N-th
+(:func:`senri.records.option_letters`): its prompt lists those options and names those letters, and every rule
+above reads only those — "E" on a four-option question is no answer, as "Z" is; on a five-option one it is E.
+A SENRI question has four (A–D), so its prompts, schemas and readings are the four-letter ones.
+
+**Letter scoring**: with log-probabilities of the question's letters as the first answer token, the prediction
+is the arg-max. Small models prefer a position ("A") whatever it holds; *position debiasing* asks the same
+question under the N cyclic reorderings of the options and sums each option's log-probability over the N
+positions it occupied, which cancels a fixed position preference without any labels.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from senri.records import LETTERS
+from senri.records import LETTERS, letters_in_words, option_letters
 
-#: JSON schema of a structured answer: one letter.
-ANSWER_SCHEMA: dict = {
-    "type": "object",
-    "properties": {"answer": {"type": "string", "enum": list(LETTERS)}},
-    "required": ["answer"],
-    "additionalProperties": False,
-}
 
+def answer_schema(n_options: int = len(LETTERS)) -> dict:
+    """JSON schema of a structured answer: one of the question's letters (A–D for four options)."""
+    return {
+        "type": "object",
+        "properties": {"answer": {"type": "string", "enum": list(option_letters(n_options))}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
+
+
+#: The schema of a four-option (SENRI) question's answer.
+ANSWER_SCHEMA: dict = answer_schema()
+
+#: The format lines of ``config/prompts/answer/format_<format>.txt``, ``$letters`` the question's letters in
+#: words (:func:`senri.records.letters_in_words`).
 FORMAT_INSTRUCTIONS = {
-    "text": "Answer with the option's letter (A, B, C or D).",
-    "json": 'Reply with JSON only: {"answer": "<letter>"} where <letter> is A, B, C or D.',
-    "logprobs": "Answer with the option's letter (A, B, C or D) only.",
+    "text": "Answer with the option's letter ($letters).",
+    "json": 'Reply with JSON only: {"answer": "<letter>"} where <letter> is $letters.',
+    "logprobs": "Answer with the option's letter ($letters) only.",
 }
+
+
+def format_instruction(answer_format: str, n_options: int = len(LETTERS)) -> str:
+    """The built-in format line for a question with ``n_options`` options."""
+    return FORMAT_INSTRUCTIONS[answer_format].replace("$letters", letters_in_words(option_letters(n_options)))
 
 
 def format_options(options: Sequence[str]) -> str:
-    return "\n".join(f"{letter}. {text}" for letter, text in zip(LETTERS, options))
+    """"A. text" lines, one per option: every option the question has, lettered A up to the last."""
+    return "\n".join(f"{letter}. {text}" for letter, text in zip(option_letters(len(options)), options))
 
 
 def question_block(question: str, options: Sequence[str]) -> str:
@@ -62,7 +82,8 @@ def question_prompt(question: str, options: Sequence[str], answer_format: str, c
     ``instruction`` replaces the built-in format line: methods pass the one of their prompt family
     (``config/prompts/answer/format_<format>.txt``, whose default text is :data:`FORMAT_INSTRUCTIONS`)."""
     parts = [context.strip()] if context.strip() else []
-    parts += [question_block(question, options), (instruction or FORMAT_INSTRUCTIONS[answer_format]).strip()]
+    instruction = instruction or format_instruction(answer_format, len(options))
+    parts += [question_block(question, options), instruction.strip()]
     return "\n".join(parts)
 
 
@@ -76,26 +97,48 @@ class ParsedAnswer:
         return self.letter is not None
 
 
-_LETTER = r"(?:\(\s*([A-Da-d])\s*\)|\b([A-D])\b(?![-'’])|\b([a-d])(?=\s*(?:$|[.,;:!?)\]])))"
-# Keywords are case-insensitive (scoped ``(?i:…)``); the letter alternatives stay case-sensitive.
-_DECLARATIONS = [
-    rf"(?i:\banswer\s*(?:is|:|=|would be|should be|will be|must be)?\s*:?\s*(?:option|choice|letter)?\s*:?)"
-    rf"\s*{_LETTER}",
-    rf"(?i:\b(?:correct|right|best)\s+(?:option|choice|answer|letter)\s*(?:is|:|=|would be|should be)?\s*:?"
-    rf"\s*(?:option|choice|letter)?)\s*{_LETTER}",
-    rf"(?i:\b(?:option|choice))\s*{_LETTER}\s*(?i:(?:is|seems|appears)\s+(?:the\s+)?(?:correct|right|best|answer))",
-    rf"(?i:\bI\s+(?:choose|pick|select|go with)\s*(?:option|choice)?)\s*{_LETTER}",
-    rf"\\boxed\{{\s*{_LETTER}\s*\}}",
-]
-_DECLARATION_RE = re.compile("|".join(f"(?:{d})" for d in _DECLARATIONS))
-_BARE_RE = re.compile(r"^\s*\(?([A-D])\)?\s*(?:[.:)]\s*(.*))?$", re.DOTALL)
-_LEADING_RE = re.compile(r"^\s*\(?([A-D])[.):,](?:\s|$)")
+@dataclass(frozen=True)
+class _LetterPatterns:
+    """The parsing rule's regular expressions for one set of letters (A–D, A–B, A–F, …)."""
+
+    declaration: re.Pattern
+    bare: re.Pattern
+    leading: re.Pattern
+    value: re.Pattern
 
 
-def _declared_letters(text: str) -> list[str]:
+@functools.lru_cache(maxsize=None)
+def _letter_patterns(n_options: int) -> _LetterPatterns:
+    """Built once per option count, so a reply is read against exactly the question's letters: the
+    four-option patterns are the rule's A–D ones character for character."""
+    letters = option_letters(n_options)
+    if not letters:
+        raise ValueError("a question without options has no letter to read")
+    upper = f"{letters[0]}-{letters[-1]}"
+    lower = upper.lower()
+    letter = rf"(?:\(\s*([{upper}{lower}])\s*\)|\b([{upper}])\b(?![-'’])|\b([{lower}])(?=\s*(?:$|[.,;:!?)\]])))"
+    # Keywords are case-insensitive (scoped ``(?i:…)``); the letter alternatives stay case-sensitive.
+    declarations = [
+        rf"(?i:\banswer\s*(?:is|:|=|would be|should be|will be|must be)?\s*:?\s*(?:option|choice|letter)?\s*:?)"
+        rf"\s*{letter}",
+        rf"(?i:\b(?:correct|right|best)\s+(?:option|choice|answer|letter)\s*(?:is|:|=|would be|should be)?\s*:?"
+        rf"\s*(?:option|choice|letter)?)\s*{letter}",
+        rf"(?i:\b(?:option|choice))\s*{letter}\s*(?i:(?:is|seems|appears)\s+(?:the\s+)?(?:correct|right|best|answer))",
+        rf"(?i:\bI\s+(?:choose|pick|select|go with)\s*(?:option|choice)?)\s*{letter}",
+        rf"\\boxed\{{\s*{letter}\s*\}}",
+    ]
+    return _LetterPatterns(
+        declaration=re.compile("|".join(f"(?:{d})" for d in declarations)),
+        bare=re.compile(rf"^\s*\(?([{upper}])\)?\s*(?:[.:)]\s*(.*))?$", re.DOTALL),
+        leading=re.compile(rf"^\s*\(?([{upper}])[.):,](?:\s|$)"),
+        value=re.compile(rf"\(?\s*([{upper}{lower}])\s*\)?(?:[.:)]\s*.*)?", re.DOTALL),
+    )
+
+
+def _declared_letters(text: str, n_options: int = len(LETTERS)) -> list[str]:
     """Letters of every declaration in ``text``, in order of appearance."""
     letters = []
-    for match in _DECLARATION_RE.finditer(text):
+    for match in _letter_patterns(n_options).declaration.finditer(text):
         groups = [g for g in match.groups() if g]
         if groups:
             letters.append(groups[-1].upper())
@@ -112,14 +155,14 @@ def _option_from_text(text: str, options: Sequence[str]) -> str | None:
     # An option contained in another matching option ("red" in "red car") yields to the longer one.
     kept = [i for i in matches
             if not any(j != i and f" {_normalise(options[i])} " in f" {_normalise(options[j])} " for j in matches)]
-    return LETTERS[kept[0]] if len(kept) == 1 else None
+    return option_letters(len(options))[kept[0]] if len(kept) == 1 else None
 
 
 def _letter_from_value(value: object, options: Sequence[str]) -> str | None:
     if not isinstance(value, str):
         return None
     value = value.strip()
-    bare = re.fullmatch(r"\(?\s*([A-Da-d])\s*\)?(?:[.:)]\s*.*)?", value, re.DOTALL)
+    bare = _letter_patterns(len(options)).value.fullmatch(value)
     if bare:
         return bare.group(1).upper()
     return _option_from_text(value, options) if value else None
@@ -168,7 +211,7 @@ def split_reasoning(text: str | None) -> tuple[str, str | None]:
 def parse_answer(text: str | None, options: Sequence[str]) -> ParsedAnswer:
     """Apply the module's parsing rule to one model output."""
     text = split_reasoning(text)[0]
-    if not text or not text.strip():
+    if not text or not text.strip() or not options:
         return ParsedAnswer(None, "none")
     for obj in json_objects(text):
         fields = {str(k).lower(): v for k, v in obj.items()}
@@ -176,10 +219,11 @@ def parse_answer(text: str | None, options: Sequence[str]) -> ParsedAnswer:
             letter = _letter_from_value(fields["answer"], options)
             if letter:
                 return ParsedAnswer(letter, "json")
-    declared = _declared_letters(text)
+    patterns = _letter_patterns(len(options))
+    declared = _declared_letters(text, len(options))
     if declared:
         return ParsedAnswer(declared[-1], "declaration")
-    bare = _BARE_RE.match(text) if len(text.strip()) <= 3 else _LEADING_RE.match(text)
+    bare = patterns.bare.match(text) if len(text.strip()) <= 3 else patterns.leading.match(text)
     if bare:
         return ParsedAnswer(bare.group(1), "bare_letter")
     letter = _option_from_text(text, options)
@@ -193,24 +237,27 @@ def cyclic_order(shift: int, n: int = len(LETTERS)) -> list[int]:
     return [(j + shift) % n for j in range(n)]
 
 
-def debiased_scores(per_shift: Mapping[int, Mapping[str, float]]) -> list[float]:
+def debiased_scores(per_shift: Mapping[int, Mapping[str, float]], n_options: int = len(LETTERS)) -> list[float]:
     """Each original option's summed log-probability over the orderings it was shown in.
 
-    ``per_shift[k]`` holds the letter log-probabilities returned for the ordering :func:`cyclic_order` (k).
+    ``per_shift[k]`` holds the letter log-probabilities returned for the ordering :func:`cyclic_order`
+    (k, ``n_options``); a letter the question does not have is never read.
     """
-    totals = [0.0] * len(LETTERS)
+    letters = option_letters(n_options)
+    totals = [0.0] * n_options
     for shift, letter_logprobs in per_shift.items():
-        for position, original in enumerate(cyclic_order(shift)):
-            totals[original] += float(letter_logprobs.get(LETTERS[position], -1e9))
+        for position, original in enumerate(cyclic_order(shift, n_options)):
+            totals[original] += float(letter_logprobs.get(letters[position], -1e9))
     return totals
 
 
 def best_letter(scores: Sequence[float]) -> str | None:
-    """Arg-max letter, or None when no letter was seen at all (every score at the -1e9 floor) or on a tie."""
+    """Arg-max letter (one score per option, in letter order), or None when no letter was seen at all (every
+    score at the -1e9 floor) or on a tie."""
     top = max(scores)
     if top <= -1e8 or list(scores).count(top) > 1:
         return None
-    return LETTERS[list(scores).index(top)]
+    return option_letters(len(scores))[list(scores).index(top)]
 
 
 #: Video-MME's official lead-in phrases (spec VM9, the scorer its README links), in the order they are removed.
@@ -240,8 +287,9 @@ def lead_in_letter(reply: str | None, lead_ins: Sequence[str], letters: str = "A
     return match.group(0) if match else None
 
 
-def videomme_official_letter(reply: str | None) -> str | None:
+def videomme_official_letter(reply: str | None, letters: Sequence[str] = LETTERS) -> str | None:
     """Video-MME's official answer extraction (spec VM9): :data:`VIDEOMME_LEAD_INS` removed, then the first
     capital A–D anywhere; None is the official empty extraction, which the official scorer leaves out of the
-    denominator (VM10). "Best answer: C" reads as B and "Answer: C. Jade." as C."""
-    return lead_in_letter(reply, VIDEOMME_LEAD_INS)
+    denominator (VM10). "Best answer: C" reads as B and "Answer: C. Jade." as C. ``letters``: a method reading
+    a question of other than four options passes its letters (the official rule is A–D, Video-MME's four)."""
+    return lead_in_letter(reply, VIDEOMME_LEAD_INS, "".join(letters))

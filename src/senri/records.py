@@ -14,7 +14,7 @@ import types
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import polars as pl
 
@@ -36,6 +36,22 @@ DIRECTION_NAMES: dict[str, str] = {"ES": "Event→Space: an event tied to a plac
 LETTERS: tuple[str, ...] = ("A", "B", "C", "D")
 #: Letters a native benchmark's question may carry: 2–6 options (MLVU's test set has A–F).
 OPTION_LETTERS: tuple[str, ...] = ("A", "B", "C", "D", "E", "F")
+
+
+def option_letters(n_options: int) -> tuple[str, ...]:
+    """The letters a question with ``n_options`` options offers, A up to the n-th: what every method shows,
+    accepts and draws from (spec S3), so a five- or six-option question can be answered E or F and a two-option
+    one never gets C. More options than :data:`OPTION_LETTERS` cannot be lettered and are refused."""
+    if not 0 <= n_options <= len(OPTION_LETTERS):
+        raise ValueError(f"a question has 2–{len(OPTION_LETTERS)} options; got {n_options}")
+    return OPTION_LETTERS[:n_options]
+
+
+def letters_in_words(letters: Sequence[str]) -> str:
+    """The letters as a prompt names them: "A, B, C or D", "A or B", "A"."""
+    if len(letters) <= 1:
+        return "".join(letters)
+    return f"{', '.join(letters[:-1])} or {letters[-1]}"
 
 
 @dataclass(frozen=True)
@@ -79,6 +95,11 @@ class Question:
         """The question's options in letter order (2–6; a SENRI question always has four)."""
         every = (self.option_a, self.option_b, self.option_c, self.option_d, self.option_e, self.option_f)
         return tuple(o for o in every if o is not None)
+
+    @property
+    def letters(self) -> tuple[str, ...]:
+        """The letters of its options (:func:`option_letters`): A–D for a SENRI question, A–F for six options."""
+        return option_letters(len(self.options))
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from senri.answers import json_objects, parse_answer, question_block, split_reasoning
 from senri.backends.base import Capabilities, ChatRequest, ChatResponse, ImagePart, Message, Part, VideoPart
@@ -148,7 +148,8 @@ def fit_evidence(pool: list[Evidence], fits: Callable[[list[Evidence]], str | No
     return kept, record
 
 
-def _what_was_wrong(reply: StructuredReply, names: list[str], memory_types: tuple[str, ...] = ()) -> str:
+def _what_was_wrong(reply: StructuredReply, names: list[str], memory_types: tuple[str, ...] = (),
+                    letters: tuple[str, ...] = LETTERS) -> str:
     """Why a controller reply is not a valid action, in a few words, for the next round's prompt."""
     if reply.error and reply.error.startswith("model call failed"):
         return reply.error
@@ -161,7 +162,7 @@ def _what_was_wrong(reply: StructuredReply, names: list[str], memory_types: tupl
     if action not in names:
         return f"action {obj.get('action')!r} is not one of {', '.join(names)}"
     if action == "answer":
-        return f"answer must be one of {', '.join(LETTERS)} (got {obj.get('answer')!r})"
+        return f"answer must be one of {', '.join(letters)} (got {obj.get('answer')!r})"
     if action == "search":
         if memory_types and str(obj.get("query", "")).strip():
             return f"memory_type must be one of {', '.join(memory_types)} (got {obj.get('memory_type')!r})"
@@ -412,13 +413,17 @@ class MemorySearch(Method):
         return parts
 
     # ----------------------------------------------------------------------------------------- controller
-    def _actions_text(self, forced: bool, round_no: int = 0) -> tuple[list[str], str]:
-        """The allowed actions and their form; the round line lives here, so the forced round is named the
-        final answer round (never "round 6 of 5")."""
+    def _actions_text(self, forced: bool, round_no: int = 0,
+                      letters: Sequence[str] = LETTERS) -> tuple[list[str], str]:
+        """The allowed actions and their form, the answer's naming the question's ``letters``; the round line
+        lives here, so the forced round is named the final answer round (never "round 6 of 5")."""
+        answer_letters = "|".join(letters)
         if forced:
-            return ["answer"], self.prompt_set.render("actions_forced", max_rounds=self.max_rounds)
+            return ["answer"], self.prompt_set.render("actions_forced", max_rounds=self.max_rounds,
+                                                      answer_letters=answer_letters)
         names = ["search", "verify", "answer"] if self.can_verify else ["search", "answer"]
-        return names, self.prompt_set.render("actions", round=round_no, max_rounds=self.max_rounds)
+        return names, self.prompt_set.render("actions", round=round_no, max_rounds=self.max_rounds,
+                                             answer_letters=answer_letters)
 
     def _fit(self, evidence: list[Evidence], messages_for: Callable[[list[Evidence]], tuple[Message, ...]],
              role: str, tally: CallTally) -> tuple[list[Evidence], dict[str, Any] | None]:
@@ -438,7 +443,7 @@ class MemorySearch(Method):
 
     def _controller_messages(self, ep: Episode, round_no: int, forced: bool,
                              shown: list[Evidence]) -> tuple[Message, ...]:
-        _, actions = self._actions_text(forced, round_no)
+        _, actions = self._actions_text(forced, round_no, ep.question.letters)
         feedback = ""
         if ep.feedback and ep.feedback_action == "reply":
             feedback = self.prompt_set.render("feedback_invalid", problem=ep.feedback[0], reply=ep.invalid_reply)
@@ -457,7 +462,8 @@ class MemorySearch(Method):
     def _controller(self, ep: Episode, round_no: int, forced: bool) -> tuple[StructuredReply, dict[str, Any] | None]:
         """One controller round; its request sized to the model's limits first (the evidence it shows trimmed
         by :data:`TRIM_RULE`). Returns the reply and the trim record (None: nothing left out)."""
-        names, form = self._actions_text(forced, round_no)
+        letters = ep.question.letters  # the question's own: an "E" on a four-option question is no answer
+        names, form = self._actions_text(forced, round_no, letters)
         shown: list[Evidence] = self._shown_reports(ep) if self.can_verify else []
         trim = None
         if shown:
@@ -471,8 +477,8 @@ class MemorySearch(Method):
             rationale = str(obj.get("rationale") or "").strip()
             if action == "answer":
                 letter = str(obj.get("answer", "")).strip().strip("().").upper()
-                if letter in LETTERS or self.qa_call:  # a workflow's own QA call answers: the decision is enough
-                    return {"action": "answer", "answer": letter if letter in LETTERS else None,
+                if letter in letters or self.qa_call:  # a workflow's own QA call answers: the decision is enough
+                    return {"action": "answer", "answer": letter if letter in letters else None,
                             "rationale": rationale}
                 return None
             if action == "search":
@@ -491,7 +497,7 @@ class MemorySearch(Method):
             return {"action": "verify", "checks": checks, "rationale": rationale} if isinstance(checks, list) else None
 
         schema = {"type": "object", "properties": {"action": {"enum": names}, "rationale": {"type": "string"},
-                                                   "query": {"type": "string"}, "answer": {"enum": list(LETTERS)},
+                                                   "query": {"type": "string"}, "answer": {"enum": list(letters)},
                                                    "checks": {"type": "array"},
                                                    # Only for a store with memory types: the captions
                                                    # schema (and so its requests) stays as it was.
@@ -824,7 +830,8 @@ class MemorySearch(Method):
                         break
                     continue
                 # The next round says what was wrong, so greedy decoding does not repeat it unchanged.
-                ep.feedback = [_what_was_wrong(reply, self._actions_text(forced, round_no)[0], self.store.memory_types)]
+                ep.feedback = [_what_was_wrong(reply, self._actions_text(forced, round_no)[0], self.store.memory_types,
+                                               question.letters)]
                 ep.feedback_action = "reply"
                 ep.invalid_reply = " ".join(split_reasoning(reply.text)[0].split())[:200]
                 continue

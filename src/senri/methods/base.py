@@ -179,8 +179,9 @@ def caption_memory(context: RunContext) -> tuple[list[dict[str, Any]], str]:
 
 @dataclass
 class MethodAnswer:
-    """A method's answer to one question. ``pred`` is a letter A–D, or None when the output did not parse;
-    ``error`` is set when a model call failed for good (the question counts wrong, the run goes on)."""
+    """A method's answer to one question. ``pred`` is one of the question's letters (A–D for four options), or
+    None when the output did not parse; ``error`` is set when a model call failed for good (the question counts
+    wrong, the run goes on)."""
 
     pred: str | None
     raw_output: str | None

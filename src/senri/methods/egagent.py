@@ -132,20 +132,28 @@ def _sql(value: dict) -> dict | None:
         if queries is not None and isinstance(value.get("reasoning"), str) else None
 
 
-def _answer(value: dict) -> dict | None:
-    """FinalAnswer: ``mcq_prediction`` exactly one of "A"–"D" ("a", " B", "C." are not), a ``justification``."""
+def _answer(value: dict, letters: Sequence[str] = LETTERS) -> dict | None:
+    """FinalAnswer: ``mcq_prediction`` exactly one of "A"–"D" ("a", " B", "C." are not), a ``justification``.
+    A question of other than four options offers its own ``letters`` (the release's four are A–D)."""
     letter = value.get("mcq_prediction")
     return {"mcq_prediction": letter, "justification": value["justification"]} \
-        if isinstance(letter, str) and letter in LETTERS[:4] and isinstance(value.get("justification"), str) \
+        if isinstance(letter, str) and letter in letters and isinstance(value.get("justification"), str) \
         else None
 
 
-def _lenient_answer(value: dict) -> dict | None:
+def _lenient_answer(value: dict, letters: Sequence[str] = LETTERS) -> dict | None:
     """``answer_reading: lenient`` (senri's option): the first letter of the stripped, upper-cased prediction,
     a missing justification read as empty."""
     letter = str(value.get("mcq_prediction") or "").strip().upper()[:1]
     return {"mcq_prediction": letter, "justification": str(value.get("justification") or "")} \
-        if letter in LETTERS else None
+        if letter and letter in letters else None
+
+
+def answer_schema(letters: Sequence[str] = LETTERS) -> dict:
+    """FinalAnswer's schema, ``mcq_prediction`` one of the question's letters (the release's: A–D)."""
+    return {"type": "object", "properties": {"mcq_prediction": {"enum": list(letters)},
+                                             "justification": {"type": "string"}},
+            "required": ["mcq_prediction", "justification"]}
 
 
 SCHEMAS: dict[str, dict] = {
@@ -166,9 +174,7 @@ SCHEMAS: dict[str, dict] = {
                           "required": ["rel_tscripts", "relevance"]},
     "grader": {"type": "object", "properties": {"binary_score": {"type": "string"}},
                "required": ["binary_score"]},
-    "answer": {"type": "object", "properties": {"mcq_prediction": {"enum": list(LETTERS[:4])},
-                                                "justification": {"type": "string"}},
-               "required": ["mcq_prediction", "justification"]},
+    "answer": answer_schema(),
 }
 SCHEMAS["transcript_queries"] = {"type": "object", "properties": {"text_queries": {"type": "array",
                                                                                     "items": {"type": "string"}}},
@@ -347,8 +353,12 @@ class EGAgent(Method):
     def _ask(self, ep: Episode, role: str, parts: Sequence[Any] | None = None, **fields: Any) -> dict:
         prompt = self.text.render(role, **fields)
         content = (prompt,) if not parts else (prompt, *parts)
-        validator = _lenient_answer if role == "answer" and self.answer_reading == "lenient" else VALIDATORS[role]
-        reply = ask_json(self, (Message("user", tuple(content)),), SCHEMAS[role], validator,
+        validator, schema = VALIDATORS[role], SCHEMAS[role]
+        if role == "answer":  # the question's own letters: A–D for four options, A–F for six
+            letters = ep.question.letters
+            reading = _lenient_answer if self.answer_reading == "lenient" else _answer
+            validator, schema = (lambda value: reading(value, letters)), answer_schema(letters)
+        reply = ask_json(self, (Message("user", tuple(content)),), schema, validator,
                          self.text.render("repair"), f"egagent:{role}", ep.tally, retries=self.retries,
                          max_tokens=self.role_max_tokens(role))
         ep.calls.append(reply.record(role))

@@ -148,6 +148,12 @@ def blocks(text: str) -> dict[str, str]:
     return found
 
 
+def answer_letter(final: str | None, question: Question) -> str | None:
+    """The prediction an ``<answer>`` block gives: its stripped text when that is one of the question's letters
+    exactly (the release's A–D for four options; E on a five-option question), else none."""
+    return final if final in question.letters else None
+
+
 def parse_call(text: str, parser: str = "release") -> tuple[str | None, Any, bool]:
     """``name(args)`` read as the release reads it (EU:53-69): the name and ``ast.literal_eval`` of everything
     between the first ``(`` and the last ``)`` of the first line (``parser="dotall"``: of the whole block);
@@ -459,7 +465,7 @@ class LongVideoR1(CropSeeker):
             steps.append({"killed": str(exc)})
         if final is None and outcome == "max_rounds":
             tally.count("forced_answers")  # the last-round notice was given and no answer came
-        pred = final if final in ("A", "B", "C", "D") else None
+        pred = answer_letter(final, question)
         # R-A1: the release scores a missing answer as "A"; a question lost to a failed model call is an error
         # row instead (it counts wrong and shows in run health), never a guess
         defaulted = final is None and self.missing_answer == "A" and not tally.errors

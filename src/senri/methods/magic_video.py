@@ -32,6 +32,7 @@ from senri.memory.magic_video.graph import CHAIN, EPISODE, GRANULARITIES, SEMANT
 from senri.memory.store import MemoryItem
 from senri.methods.agent import Episode, MemorySearch
 from senri.methods.base import RunContext
+from senri.records import letters_in_words
 
 #: What the controller reads each round (``controller_view``): ``history`` — the release's round history;
 #: ``combined`` — every retrieved item rendered together by the store, with the last round's feedback.
@@ -359,7 +360,8 @@ class MagicVideoWorkflow(MemorySearch):
     def _answer_request(self, ep: Episode, proposed: str | None) -> ChatRequest | None:
         q = ep.question
         head, _, tail = self.prompt_set.render("answer", context=_CONTEXT_MARK,
-                                               question=question_block(q.question, q.options)).partition(_CONTEXT_MARK)
+                                               question=question_block(q.question, q.options),
+                                               letters=letters_in_words(q.letters)).partition(_CONTEXT_MARK)
         retry = bool(ep.trace.get("qa_text_only"))
         frames = {} if retry else self._frame_plan(ep)
         entries = self.qa_entries(ep, frames)

@@ -170,6 +170,19 @@ def extract_letter(text: str) -> str:
     return text[:1]
 
 
+def answer_letter(final: str, question: Question, reader: str = "release") -> str | None:
+    """The prediction a final reply gives: read by the release's cascade (:func:`extract_letter`) or senri's
+    parser (``answer_reader: senri``), kept only when it is one of the question's letters — A–D for four options,
+    as the release counts anything else wrong; E on a five-option question is E, C on a two-option one nothing."""
+    if reader == "senri":
+        from senri.answers import parse_answer
+
+        letter = parse_answer(final, question.options).letter
+    else:
+        letter = extract_letter(final)
+    return letter if letter in question.letters else None
+
+
 def crop_plan(start_s: float, end_s: float, fps: float, n_frames: int, target_fps: float = 1.0,
               min_frames: int = 1, max_frames: int = 16) -> list[int]:
     """A crop's source frames (P-T1, P-T2) as crop_frames picks them: the torchcodec rule; where that refuses
@@ -330,13 +343,7 @@ class ParaVT(CropSeeker):
         if lost:
             tally.errors.append(lost)
             final = ""
-        if self.answer_reader == "senri":
-            from senri.answers import parse_answer
-
-            letter = parse_answer(final, question.options).letter
-        else:
-            letter = extract_letter(final)
-        pred = letter if letter in ("A", "B", "C", "D") and not lost else None
+        pred = answer_letter(final, question, self.answer_reader) if not lost else None
         trace = {"crops": crops, "calls": calls, "forced": forced, "final": final[:2000],
                  "overview_frames": len(overview), "lost": lost}
         return MethodAnswer(pred, final, pred is not None, tally, trace)

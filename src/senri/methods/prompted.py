@@ -1,29 +1,34 @@
 """Methods that answer with one prompt per question: the question, its options and optional visual input.
 
 ``answer_format`` picks how the letter is obtained:
-- ``json``: structured output against :data:`senri.answers.ANSWER_SCHEMA` (falls back to ``text`` on a
+- ``json``: structured output against :func:`senri.answers.answer_schema` (falls back to ``text`` on a
   backend without JSON-schema support; the trace says so);
 - ``text``: free text, read by the strict parser of :mod:`senri.answers`;
-- ``logprobs``: the arg-max of the four letters' first-token log-probabilities; with ``debias: true`` the
-  question is asked under the four cyclic reorderings of its options and each option's log-probabilities
-  are summed over its four positions (no labels needed).
+- ``logprobs``: the arg-max of the question's letters' first-token log-probabilities; with ``debias: true`` the
+  question is asked under the N cyclic reorderings of its N options and each option's log-probabilities
+  are summed over its N positions (no labels needed).
+
+Every form offers exactly the question's letters (A–D for four options, A–F for six): the prompt lists its
+options and names its letters, the schema's enum and the scored letters are those.
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from senri.answers import ANSWER_SCHEMA, best_letter, cyclic_order, debiased_scores, parse_answer, question_prompt
+from senri.answers import answer_schema, best_letter, cyclic_order, debiased_scores, parse_answer, question_prompt
 from senri.backends.base import ChatRequest, ChatResponse, Message, Part
 from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
 from senri.methods.structured import call_record, request_schema
-from senri.records import LETTERS, Question
+from senri.records import Question, letters_in_words, option_letters
 
 ANSWER_FORMATS = ("json", "text", "logprobs")
 #: Completion length of a ``logprobs`` answer: the letter's log-probabilities are read from the first generated
 #: token, so one token (the letter) is all the request generates. The answer format fixes it; it is not a
 #: budget, hence not a ``max_tokens`` setting of the method config.
 LOGPROB_ANSWER_TOKENS = 1
+#: How the trace's rule line counts a question's letters ("the four letters'" for a SENRI question, as before).
+_COUNT_WORDS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
 
 
 class PromptedChoice(Method):
@@ -64,8 +69,9 @@ class PromptedChoice(Method):
 
     # ------------------------------------------------------------------------------------------------
     def _request(self, question: Question, options: list[str], purpose: str) -> ChatRequest:
-        text = question_prompt(question.question, options, self.answer_format, self.context_text(question),
-                               self.prompt_set.render(f"format_{self.answer_format}"))
+        letters = option_letters(len(options))
+        instruction = self.prompt_set.render(f"format_{self.answer_format}", letters=letters_in_words(letters))
+        text = question_prompt(question.question, options, self.answer_format, self.context_text(question), instruction)
         system = self.context.method_config.get("system")
         messages = ((Message.text("system", system),) if system else ()) + (
             Message("user", (*self.visual_parts(question), text)),)
@@ -78,8 +84,9 @@ class PromptedChoice(Method):
         return ChatRequest(
             messages=messages,
             # A reasoning model thinks first: the schema only where the backend applies it after the thinking.
-            json_schema=request_schema(self.context.backend, ANSWER_SCHEMA) if self.answer_format == "json" else None,
-            letter_logprobs=tuple(LETTERS) if self.answer_format == "logprobs" else (),
+            json_schema=request_schema(self.context.backend, answer_schema(len(options)))
+            if self.answer_format == "json" else None,
+            letter_logprobs=letters if self.answer_format == "logprobs" else (),
             purpose=purpose,
             **sampling,
         )
@@ -88,8 +95,9 @@ class PromptedChoice(Method):
         options = list(question.options)
         if self.answer_format != "logprobs":
             return [self._request(question, options, "answer")]
-        shifts = range(len(LETTERS)) if self.debias else range(1)
-        return [self._request(question, [options[i] for i in cyclic_order(k)], f"answer:shift{k}") for k in shifts]
+        shifts = range(len(options)) if self.debias else range(1)
+        return [self._request(question, [options[i] for i in cyclic_order(k, len(options))], f"answer:shift{k}")
+                for k in shifts]
 
     def _finish(self, question: Question, requests: Sequence[ChatRequest], responses: Sequence[ChatResponse],
                 tally: CallTally) -> MethodAnswer:
@@ -109,16 +117,20 @@ class PromptedChoice(Method):
             trace["parse_rule"] = parsed.rule
             return MethodAnswer(parsed.letter, responses[0].text, parsed.ok, tally, trace)
         per_shift = {k: r.letter_logprobs or {} for k, r in enumerate(responses)}
-        scores = debiased_scores(per_shift)
+        letters = option_letters(len(options))
+        scores = debiased_scores(per_shift, len(options))
         letter = best_letter(scores)
         for k, call in enumerate(trace["calls"]):
             # What each shown letter stood for under this ordering: the browser labels every score by the
-            # original option, so the four calls' letters read as one vote.
-            call["shown_as"] = {LETTERS[position]: LETTERS[original] for position, original in enumerate(cyclic_order(k))}
+            # original option, so the N calls' letters read as one vote.
+            call["shown_as"] = {letters[position]: letters[original]
+                                for position, original in enumerate(cyclic_order(k, len(options)))}
         trace.update({"debias": self.debias, "letter_logprobs": per_shift, "scores": scores,
-                      "scores_by_letter": dict(zip(LETTERS, scores)),
+                      "scores_by_letter": dict(zip(letters, scores)),
                       "rule": ("the arg-max of each original option's log-probabilities summed over the orderings it "
-                               "was shown in" if self.debias else "the arg-max of the four letters' log-probabilities")
+                               "was shown in" if self.debias else
+                               f"the arg-max of the {_COUNT_WORDS.get(len(letters), len(letters))} letters' "
+                               "log-probabilities")
                       + "; none on a tie or when no letter was scored"})
         return MethodAnswer(letter, responses[0].text, letter is not None, tally, trace)
 

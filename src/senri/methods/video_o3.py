@@ -67,6 +67,15 @@ PLACEHOLDER = "<video>"
 DEVIATIONS = {"answer_reader": "release", "media": "video"}
 
 
+def answer_letter(final: str, question: Question, reader: str = "release") -> str | None:
+    """O-A1: the prediction a final answer gives, Video-MME's official reading over the question's letters (its
+    A–D for four options; a five- or six-option question's E and F too) or senri's parser (``answer_reader:
+    senri``); None where neither finds one of them."""
+    if reader == "senri":
+        return parse_answer(final, question.options).letter
+    return videomme_official_letter(final, question.letters)
+
+
 class GroundingError(ValueError):
     """A grounding block the release could not read (O-L3)."""
 
@@ -330,8 +339,7 @@ class VideoO3(CropSeeker):
                 forced = True
         if forced or outcome in ("apology", "cap"):
             tally.count("forced_answers")
-        letter = (parse_answer(final, question.options).letter if self.answer_reader == "senri"
-                  else videomme_official_letter(final))
+        letter = answer_letter(final, question, self.answer_reader)
         trace = {"crops": crops, "calls": calls, "forced": forced, "outcome": outcome, "final": final[:2000],
                  "generations": generations, "main_frames": planned, "main_fps": rate, "media": self.media}
         return MethodAnswer(letter, final, letter is not None, tally, trace)

@@ -72,7 +72,7 @@ from senri.methods.videoarm_tools import (CLIP_PARSERS, SNAPPER_COUNTS, FrameClo
                                           mosaics, parse_arguments, parse_clip_reply, read_indexed_frames,
                                           sample_indices, snapshot_counts, snapshot_summary, split_frames,
                                           text_tool_calls)
-from senri.records import Question
+from senri.records import Question, letters_in_words
 
 log = logging.getLogger(__name__)
 
@@ -354,7 +354,7 @@ class VideoARM(Method):
             duration=f"{self.clock.duration_s:.1f}", fps=f"{self.clock.fps:.2f}", tools=tools,
             hm3=json.dumps(episode.hm3, ensure_ascii=False, indent=1), feedback=feedback,
             question=question_block(question.question, question.options),
-            instruction=self.templates.render("instruction"))
+            instruction=self.templates.render("instruction", letters=letters_in_words(question.letters)))
         user = re.sub(r"\n{3,}", "\n\n", user)
         if self.interface == "json" and step == 1:
             user += "\n\n" + self.templates.render("actions_json_required")
@@ -528,7 +528,8 @@ class VideoARM(Method):
             messages = self._controller_messages(view, self.max_iterations + 1)
             forced_text = self.templates.render("forced")
             if self.forced_letter:
-                forced_text += " " + self.templates.render("forced_letter")
+                forced_text += " " + self.templates.render("forced_letter",
+                                                           letters=letters_in_words(view.question.letters))
             messages.append(Message.text("system", forced_text))
             return self._controller_request(messages, "none", "controller:forced")
 

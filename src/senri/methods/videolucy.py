@@ -68,7 +68,7 @@ from senri.memory.hierarchy import (LEVELS, caption_health, choose_preset, deepe
                           next_level, open_service, prompt_variant, row_context, split)
 from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
 from senri.methods.structured import StructuredReply, ask_json, call_record
-from senri.records import LETTERS, MemoryRow, Question, read_table
+from senri.records import LETTERS, MemoryRow, Question, letters_in_words, read_table
 
 _PERIOD = {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2}
 _PERIODS = {"type": "array", "items": _PERIOD}
@@ -95,14 +95,27 @@ SEARCH_SCHEMA = {
     "properties": {"Time Period": _PERIOD, "Instruction": {"type": "string"}, "Reason": _REASON},
     "required": ["Time Period", "Instruction", "Reason"],
 }
-ANSWER_SCHEMA = _either({"Answer": {"type": "string", "enum": list(LETTERS)}, "Time Period": _PERIODS},
-                        {"Answer": {"const": NO_ANSWER}, "Time Period": {"const": NO_TIME}}, "Confidence")
-FORCED_SCHEMA = {
-    "type": "object",
-    "properties": {"Answer": {"type": "string", "enum": list(LETTERS)},
-                   "Time Period": _PERIODS, "Reason": _REASON},
-    "required": ["Answer", "Time Period", "Reason"],
-}
+
+
+def answer_schema(letters: Sequence[str] = LETTERS) -> dict:
+    """The answering agent's reply shapes, its ``Answer`` one of the question's ``letters``."""
+    return _either({"Answer": {"type": "string", "enum": list(letters)}, "Time Period": _PERIODS},
+                   {"Answer": {"const": NO_ANSWER}, "Time Period": {"const": NO_TIME}}, "Confidence")
+
+
+def forced_schema(letters: Sequence[str] = LETTERS) -> dict:
+    """The forced answer's reply shape, its ``Answer`` one of the question's ``letters``."""
+    return {
+        "type": "object",
+        "properties": {"Answer": {"type": "string", "enum": list(letters)},
+                       "Time Period": _PERIODS, "Reason": _REASON},
+        "required": ["Answer", "Time Period", "Reason"],
+    }
+
+
+#: The shapes of a four-option (SENRI) question.
+ANSWER_SCHEMA = answer_schema()
+FORCED_SCHEMA = forced_schema()
 
 
 def budgeted(schema: dict, limit: int, max_periods: int) -> dict:
@@ -130,9 +143,21 @@ def budgeted(schema: dict, limit: int, max_periods: int) -> dict:
 
 LOCALIZE_FORM = '{"Flag": true|false, "Time Period": [[start, end], ...] or "No Time Periods.", "Reason": "..."}'
 SEARCH_FORM = '{"Time Period": [start, end], "Instruction": "...", "Reason": "..."}'
-ANSWER_FORM = ('{"Confidence": true|false, "Answer": "A|B|C|D" or "No Answer", '
-               '"Time Period": [[start, end], ...] or "No Time", "Reason": "..."}')
-FORCED_FORM = '{"Answer": "A|B|C|D", "Time Period": [[start, end], ...], "Reason": "..."}'
+
+
+def answer_form(letters: Sequence[str] = LETTERS) -> str:
+    """The answering reply's form in a repair prompt, naming the question's letters."""
+    return ('{"Confidence": true|false, "Answer": "' + "|".join(letters) + '" or "No Answer", '
+            '"Time Period": [[start, end], ...] or "No Time", "Reason": "..."}')
+
+
+def forced_form(letters: Sequence[str] = LETTERS) -> str:
+    """The forced reply's form in a repair prompt, naming the question's letters."""
+    return '{"Answer": "' + "|".join(letters) + '", "Time Period": [[start, end], ...], "Reason": "..."}'
+
+
+ANSWER_FORM = answer_form()
+FORCED_FORM = forced_form()
 FORCED_MODES = ("full_memory", "current_memory")
 #: The ``max_depth`` arms of Fig. 6(a), shallowest first: a summary of the coarse memory, then each level.
 SUMMARY = "summary"
@@ -228,9 +253,13 @@ def periods(value: Any) -> list[tuple[float, float]]:
     return []
 
 
-def letter_of(answer: Any) -> str | None:
-    """The option letter an ``Answer`` field gives ("B", "(B)", "B. A red cup"), or None."""
-    match = re.match(r"^\s*(?:option\s+)?\(?([A-Da-d])(?:\s*$|\s*[).:\-–])", str(answer or ""), re.IGNORECASE)
+def letter_of(answer: Any, letters: Sequence[str] = LETTERS) -> str | None:
+    """The option letter an ``Answer`` field gives ("B", "(B)", "B. A red cup"), or None; only the question's
+    ``letters`` are read (A–D, the release's, for four options; "E" is a letter of a five-option question)."""
+    if not letters:
+        return None
+    span = f"{letters[0]}-{letters[-1]}"
+    match = re.match(rf"^\s*(?:option\s+)?\(?([{span}])(?:\s*$|\s*[).:\-–])", str(answer or ""), re.IGNORECASE)
     return match.group(1).upper() if match else None
 
 
@@ -541,29 +570,32 @@ class VideoLucy(Method):
                 summary: str | None = None) -> StructuredReply:
         def valid(obj: dict) -> dict | None:
             confidence = _bool(_field(obj, "Confidence"))
-            letter = letter_of(_field(obj, "Answer"))
+            letter = letter_of(_field(obj, "Answer"), question.letters)
             if confidence is None or (confidence and letter is None):
                 return None
             return {"confidence": confidence, "answer": letter, "time_period": periods(_field(obj, "Time Period")),
                     "reason": str(_field(obj, "Reason") or "")}
 
         return self._ask_answering("answer", self._answer_values(question, summary), memory,
-                                   ANSWER_SCHEMA, valid, ANSWER_FORM, purpose, tally)
+                                   answer_schema(question.letters), valid, answer_form(question.letters), purpose,
+                                   tally)
 
     def _answer_values(self, question: Question, summary: str | None) -> dict[str, Any]:
-        return {"question": self._question(question), **({"summary": summary} if summary is not None else {})}
+        return {"question": self._question(question), "letters": letters_in_words(question.letters),
+                **({"summary": summary} if summary is not None else {})}
 
     def _forced(self, question: Question, memory: list[Entry], tally: CallTally,
                 summary: str | None = None) -> StructuredReply:
         def valid(obj: dict) -> dict | None:
-            letter = letter_of(_field(obj, "Answer"))
+            letter = letter_of(_field(obj, "Answer"), question.letters)
             if letter is None:
                 return None
             return {"confidence": False, "answer": letter, "time_period": periods(_field(obj, "Time Period")),
                     "reason": str(_field(obj, "Reason") or "")}
 
         return self._ask_answering("forced", self._answer_values(question, summary), memory,
-                                   FORCED_SCHEMA, valid, FORCED_FORM, "answer:forced", tally)
+                                   forced_schema(question.letters), valid, forced_form(question.letters),
+                                   "answer:forced", tally)
 
     def _search(self, question: Question, memory: list[Entry], tally: CallTally) -> StructuredReply:
         def valid(obj: dict) -> dict | None:

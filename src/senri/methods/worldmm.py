@@ -44,7 +44,7 @@ from senri.memory.worldmm.common import FILTER_SKIP_NOTE, is_time_range
 from senri.methods.agent import Episode, MemorySearch, _hit
 from senri.methods.base import MethodAnswer, RunContext
 from senri.methods.structured import call_record
-from senri.records import LETTERS, Question
+from senri.records import Question, letters_in_words
 
 #: What a controller request shows for a round whose retrieved content was left out to fit the model's context.
 LEFT_OUT = "[left out to fit the model's context]"
@@ -117,7 +117,7 @@ def clip_frame_times(start_s: float, end_s: float, fps: float) -> list[float]:
 
 def query_block(question: Question) -> str:
     """``Query: …`` and ``Choices: (A) … (B) …`` (one line), the released workflow's statement of a question."""
-    choices = " ".join(f"({letter}) {text}" for letter, text in zip(LETTERS, question.options))
+    choices = " ".join(f"({letter}) {text}" for letter, text in zip(question.letters, question.options))
     return f"Query: {question.question.strip()}\nChoices: {choices}"
 
 
@@ -179,7 +179,7 @@ class WorldMMWorkflow(MemorySearch):
         parts: list[Part] = [f"{query_block(ep.question)}\n\nContext:\n"]
         for block in context:
             parts += block
-        parts.append("\n" + self.prompt_set.render("qa_final"))
+        parts.append("\n" + self.prompt_set.render("qa_final", letters=letters_in_words(ep.question.letters)))
         merged: list[Part] = []
         for part in parts:  # neighbouring texts as one string, so the request reads as the model sees it
             if isinstance(part, str) and merged and isinstance(merged[-1], str):

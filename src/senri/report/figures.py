@@ -15,7 +15,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from senri.records import LETTERS, TASK_TYPES  # noqa: E402
+from senri.aggregate import letter_columns  # noqa: E402
+from senri.records import TASK_TYPES  # noqa: E402
 
 # Deterministic SVGs: fixed hash salt for element ids, no creation date.
 plt.rcParams["svg.hashsalt"] = "senri"
@@ -106,7 +107,7 @@ def letter_distribution(positions: pl.DataFrame, out_dir: Path) -> Path | None:
     """Predicted-letter shares per run next to the ground truth's (exposes 'always A' models)."""
     if positions.is_empty():
         return None
-    columns = [*LETTERS, "none"]
+    columns = letter_columns(positions.columns)
     fig, ax = plt.subplots(figsize=(7, 3.2))
     width = 0.8 / positions.height
     for k, row in enumerate(positions.iter_rows(named=True)):
