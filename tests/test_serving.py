@@ -160,12 +160,37 @@ def test_the_serving_plan_bench_serves_the_shipped_vllm_configs_with_one_load_pe
 
 
 # --- the served batch on the small demo --------------------------------------------------------------------------
-def _overrides(small_demo, *extra: str) -> str:
+#: Questions per answer: the first of each of the demo's six task types on the video. Six calls per answer leave
+#: room to kill a server after three of them and still have calls left; the demo's 16 cost every run here
+#: (in process, served, killed, restarted, replayed) their model calls again.
+QUESTIONS_PER_ANSWER = 6
+
+
+@pytest.fixture(scope="module")
+def questions_file(small_demo, tmp_path_factory) -> Path:
+    """The small demo's questions on :data:`VIDEO`, one per task type (:data:`QUESTIONS_PER_ANSWER`)."""
+    rows = [json.loads(line) for line in Path(small_demo["questions"]).read_text().splitlines()]
+    first_per_task = {}
+    for row in rows:
+        if row["video_id"] == VIDEO:
+            first_per_task.setdefault(row["task_type"], row)
+    assert len(first_per_task) == QUESTIONS_PER_ANSWER, sorted(first_per_task)
+    path = tmp_path_factory.mktemp("serving_questions") / "questions.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in first_per_task.values()))
+    return path
+
+
+def _overrides(small_demo, questions_file, *extra: str) -> str:
     # cache_prompt off: every call is evaluated from scratch, so a fresh call's numerics do not depend on what the
     # engine evaluated before (a shared server's prompt-cache history differs from an answer job's own engine's).
-    return " ".join([f"dataset=senri dataset.questions=[{small_demo['questions']}]",
+    # anonymize off: the blind methods read no pixels, so blurring the video's faces first (the costliest stage
+    # here) would change nothing these tests compare. One llama.cpp thread per engine: the thread count is no
+    # part of a call's cache identity, and two spinning threads per engine on a shared 2-core machine cost
+    # several times the CPU (and wall) time of one; -c2 then runs the two in-process answers side by side.
+    return " ".join([f"dataset=senri dataset.questions=[{questions_file}]",
                      f"dataset.videos_dir={small_demo['videos_dir']} dataset.video_ids=[{VIDEO}]",
-                     f"method=[{','.join(METHODS)}] +model.smollm2.cache_prompt=false", *extra])
+                     f"method=[{','.join(METHODS)}] +model.smollm2.cache_prompt=false anonymize.enabled=false",
+                     "model.smollm2.threads=1", *extra])
 
 
 def snakemake(workdir: Path, overrides: str, *targets: str) -> subprocess.CompletedProcess:
@@ -183,18 +208,19 @@ def starts(workdir: Path) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def prepared(small_demo, tmp_path_factory):
+def prepared(small_demo, questions_file, tmp_path_factory):
     """A workdir with the questions table and the video's probe table: what the answers read."""
     work = tmp_path_factory.mktemp("prepared")
-    snakemake(work, _overrides(small_demo), "results/questions.parquet", f"results/probe/{VIDEO}.parquet")
+    snakemake(work, _overrides(small_demo, questions_file), "results/questions.parquet",
+              f"results/probe/{VIDEO}.parquet")
     return work
 
 
 @pytest.fixture(scope="module")
-def in_process(prepared, small_demo, tmp_path_factory):
+def in_process(prepared, small_demo, questions_file, tmp_path_factory):
     work = tmp_path_factory.mktemp("in_process") / "w"
     shutil.copytree(prepared, work)
-    snakemake(work, _overrides(small_demo), *PREDICTIONS)
+    snakemake(work, _overrides(small_demo, questions_file), *PREDICTIONS)
     return work
 
 
@@ -210,15 +236,17 @@ def _tables(work: Path) -> list[pl.DataFrame]:
 
 @pytest.mark.workflow
 def test_served_and_in_process_predictions_are_equal_and_each_mode_replays_the_others_cache(
-        prepared, in_process, small_demo, tmp_path):
+        prepared, in_process, small_demo, questions_file, tmp_path):
     served = _copy(prepared, tmp_path)
-    run = snakemake(served, _overrides(small_demo, "serving.models=[smollm2]"), *PREDICTIONS)
+    run = snakemake(served, _overrides(small_demo, questions_file, "serving.models=[smollm2]"), *PREDICTIONS)
     assert "rule answer_served_smollm2:" in run.stdout + run.stderr and "rule answer:" not in run.stdout + run.stderr
     (start,) = starts(served)  # one server start for the batch's two answers
-    # The serving knobs are in no answer's config slice: changing them reruns nothing.
-    for knobs in ("", " serving.answers_at_once=1 serving.max_restarts=5"):
-        dry = snakemake(served, _overrides(small_demo, "serving.models=[smollm2]" + knobs), "-n", *PREDICTIONS)
-        assert "Nothing to be done" in dry.stdout + dry.stderr
+    # The serving knobs are in no answer's config slice: changing them reruns nothing (and so neither does the
+    # unchanged config, which the dry run of this config once checked separately).
+    knobs = " serving.answers_at_once=1 serving.max_restarts=5"
+    dry = snakemake(served, _overrides(small_demo, questions_file, "serving.models=[smollm2]" + knobs), "-n",
+                    *PREDICTIONS)
+    assert "Nothing to be done" in dry.stdout + dry.stderr
     assert start["exit"] == "stopped: batch done" and start["answers_done"] == 2 and start["load_s"] > 0
     for a, b in zip(_tables(served), _tables(in_process)):
         assert a["error"].null_count() == a.height
@@ -231,7 +259,7 @@ def test_served_and_in_process_predictions_are_equal_and_each_mode_replays_the_o
         before = [(work / p).read_bytes() for p in PREDICTIONS]
         for p in PREDICTIONS:
             (work / p).unlink()
-        snakemake(work, _overrides(small_demo, mode), *PREDICTIONS)
+        snakemake(work, _overrides(small_demo, questions_file, mode), *PREDICTIONS)
         assert [(work / p).read_bytes() for p in PREDICTIONS] == before
         for p in PREDICTIONS:
             answer_log = (work / p.replace("predictions", "logs/answer").replace(".parquet", ".log")).read_text()
@@ -262,7 +290,7 @@ def _kill_server_after_some_calls(work: Path, batch: subprocess.Popen, calls: in
                         break
             except sqlite3.OperationalError:
                 pass
-        time.sleep(0.2)
+        time.sleep(0.05)
     text = (work / "results/logs/serving/smollm2.log").read_text()
     pid = int(text.split("server pid ")[1].split()[0])
     os.kill(pid, signal.SIGKILL)
@@ -271,9 +299,9 @@ def _kill_server_after_some_calls(work: Path, batch: subprocess.Popen, calls: in
 
 @pytest.mark.workflow
 def test_a_server_killed_mid_run_is_restarted_leaves_no_error_rows_and_the_result_matches(
-        prepared, in_process, small_demo, tmp_path):
+        prepared, in_process, small_demo, questions_file, tmp_path):
     work = _copy(prepared, tmp_path)
-    batch = _batch_process(work, _overrides(small_demo, "serving.models=[smollm2]"))
+    batch = _batch_process(work, _overrides(small_demo, questions_file, "serving.models=[smollm2]"))
     killed = _kill_server_after_some_calls(work, batch)
     assert batch.wait(timeout=600) == 0, (work / "results/logs/serving/smollm2.log").read_text()[-3000:]
     first, second = starts(work)
@@ -286,12 +314,13 @@ def test_a_server_killed_mid_run_is_restarted_leaves_no_error_rows_and_the_resul
 
 @pytest.mark.workflow
 def test_a_server_that_keeps_dying_leaves_error_rows_for_what_it_did_not_answer_or_fails_the_batch(
-        prepared, small_demo, tmp_path):
+        prepared, small_demo, questions_file, tmp_path):
     """Issue 36 item 3: past serving.max_restarts, the default (on_dead_server: error_rows) writes one error row
     per question the server left unanswered and the batch ends (the run's tables come out, the loss counted);
     on_dead_server: fail fails the job without writing them (the profile's retries run it again)."""
     work = _copy(prepared, tmp_path)
-    batch = _batch_process(work, _overrides(small_demo, "serving.models=[smollm2] serving.max_restarts=0"))
+    batch = _batch_process(work, _overrides(small_demo, questions_file,
+                                            "serving.models=[smollm2] serving.max_restarts=0"))
     _kill_server_after_some_calls(work, batch)
     assert batch.wait(timeout=600) == 0
     assert "serving.max_restarts=0" in (work / "results/logs/serving/smollm2.log").read_text()
@@ -304,8 +333,8 @@ def test_a_server_that_keeps_dying_leaves_error_rows_for_what_it_did_not_answer_
     assert start["exit"].startswith("died")
 
     work = _copy(prepared, tmp_path / "fail")
-    batch = _batch_process(work, _overrides(small_demo, "serving.models=[smollm2] serving.max_restarts=0 "
-                                                        "serving.on_dead_server=fail"))
+    batch = _batch_process(work, _overrides(small_demo, questions_file, "serving.models=[smollm2] "
+                                            "serving.max_restarts=0 serving.on_dead_server=fail"))
     _kill_server_after_some_calls(work, batch)
     assert batch.wait(timeout=600) == 1
     assert not (work / PREDICTIONS[0]).exists()  # the answer the server died under wrote nothing
@@ -324,14 +353,14 @@ def test_a_missing_server_executable_stops_the_batch_at_once_with_its_name(tmp_p
 
 @pytest.mark.workflow
 def test_an_answer_that_fails_for_its_own_reason_costs_its_questions_not_the_batch(
-        prepared, in_process, small_demo, tmp_path):
+        prepared, in_process, small_demo, questions_file, tmp_path):
     """Issue 36 item 3: one answer's job fails deterministically (its response cache is not a database): its
     questions become error rows naming the failure, the batch ends well, and the other answer is untouched."""
     work = _copy(prepared, tmp_path)
     broken = work / f"results/cache/answer/{METHODS[1]}/smollm2/{VIDEO}.sqlite"
     broken.parent.mkdir(parents=True, exist_ok=True)
     broken.write_bytes(b"not a database, " * 64)
-    batch = _batch_process(work, _overrides(small_demo, "serving.models=[smollm2]"))
+    batch = _batch_process(work, _overrides(small_demo, questions_file, "serving.models=[smollm2]"))
     assert batch.wait(timeout=600) == 0, (work / "results/logs/serving/smollm2.log").read_text()[-3000:]
     good, failed = _tables(work)
     expected = _tables(in_process)
@@ -392,14 +421,14 @@ def test_a_request_the_server_keeps_failing_with_500_is_that_request_s_error_not
 
 @pytest.mark.workflow
 def test_a_batch_killed_mid_way_restores_its_finished_answers_on_the_rerun_with_no_call_and_no_load(
-        prepared, in_process, small_demo, tmp_path):
+        prepared, in_process, small_demo, questions_file, tmp_path):
     """Issue 36 item 3: Snakemake deletes a killed job's outputs, so a finished answer survives only as the
     batch's kept copy (results/serving/kept): the rerun restores it — no model call, and no server start when
     nothing else is left — and answers only the rest; the tables equal the in-process run's."""
     import sqlite3
 
     work = _copy(prepared, tmp_path)
-    overrides = _overrides(small_demo, "serving.models=[smollm2] serving.answers_at_once=1")
+    overrides = _overrides(small_demo, questions_file, "serving.models=[smollm2] serving.answers_at_once=1")
     batch = _batch_process(work, overrides)
     kept = work / serving.KEPT
     deadline = time.monotonic() + 600
