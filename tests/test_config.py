@@ -293,6 +293,33 @@ def test_table2_evidence_runs_videoarm_on_the_backbones_and_each_seeker_on_its_o
     assert len(cfgmod.runs(full)) == 7
 
 
+def test_table2_s_stores_take_their_builder_settings_from_the_command_line():
+    """Table 2's persistent-memory rows read the stores their methods pin (issue 53). The experiment selects
+    those systems, so their settings compose as Table 3's do: a key from the command line, or the demo's builder
+    preset. Brought in by the pins alone, a system was not there to override (Hydra: "Could not override
+    'memory_system.worldmm.models.summariser'") and ``builders=demo`` composed half a store config."""
+    import yaml
+
+    from conftest import REPO
+
+    def selected(experiment: str) -> list:
+        defaults = yaml.safe_load((REPO / "config/experiment" / f"{experiment}.yaml").read_text())["defaults"]
+        return [d["override /memory_system"] for d in defaults if "override /memory_system" in d]
+
+    assert selected("table2_memory") == selected("table2")  # the same stores: one compose checks both
+    cfg = cfgmod.compose(["experiment=table2", "model=[qwen25vl7b_vllm]", "builders=demo",
+                          "memory_system.egagent.models.builder=smollm2"])
+    systems = cfg["memory_system"]
+    assert list(systems) == ["worldmm", "magic_video", "egagent"]
+    assert systems["worldmm"]["models"]["summariser"] == "smollm2"
+    assert [level["name"] for level in systems["worldmm"]["levels"]] == ["30sec"]  # the preset's, not half of it
+    assert systems["magic_video"]["models"]["builder"] == "smollm2"
+    assert systems["egagent"]["models"]["builder"] == "smollm2"
+    # the same runs, each over its own store: selecting the systems adds none
+    assert [r for r, _ in cfgmod.runs(cfg)][-3:] == ["worldmm", "magic_video", "egagent"]
+    assert {cfg["method"][m].get("memory_system") for m in ("worldmm", "magic_video", "egagent")} == set(systems)
+
+
 def test_every_method_with_release_deviations_runs_as_its_release_by_default():
     """Each method registered in ``senri.methods.DEVIATIONS`` (EG-Agent, ParaVT, Video-o3, LongVideo-R1) has its
     shipped config on the release's values, so the report marks no default run ¶; flipping one option marks it."""

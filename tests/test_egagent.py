@@ -3,8 +3,6 @@ and its SQL ladder."""
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
 
@@ -513,75 +511,6 @@ def test_the_bm25_transcript_search_writes_keyword_queries_and_shows_the_analyze
     assert "Day1 00:00:04 to 00:00:06 - 'Pass me the red cup.'" in analyzer["payload"]["messages"][0]["content"][0]
     assert answer.trace["working_memory"].count("Transcript_Search: I asked for the red cup at 00:00:04\n") == 2
 
-
-# --- through the DAG ----------------------------------------------------------------------------------------------
-@pytest.mark.workflow
-def test_egagent_and_senri_agent_run_through_the_dag_on_a_tiny_random_vlm_and_a_tiny_clip(
-        tmp_path, prepared_demo, tiny_clip):
-    """``memory_system=[egagent] method=[egagent,senri_agent]`` on the demo: one store job per video builds the
-    entity graph from the perception captions with the scripted builder (no transcript configured: the DT-only
-    graph is empty) while the tiny random CLIP (transformers) embeds the 1-fps frames table; in the answer jobs the
-    CLIP encodes the frame queries. EG-Agent runs on the scripted controller (its frame steps send the frames the
-    CLIP ranked, its SQL ladder reads the graph) and on the tiny random VLM itself (its replies do not read: each
-    question is lost as the release loses it, an error row counted wrong in Table 2's persistent-memory group);
-    SENRI-Agent reads the same store."""
-    import json as _json
-
-    import polars as pl
-    import yaml
-
-    from conftest import ONE_VIDEO_DEMO
-    from test_memory_store import _snakemake
-    from tiny_vlm import build_tiny_llava
-
-    vlm = build_tiny_llava(tmp_path / "tiny-vlm")
-    extract = {"relationships": [{"source": {"id": "camera wearer", "type": "Person"},
-                                  "target": {"id": "door", "type": "Object"}, "type": "INTERACTS_WITH"}]}
-    stamps = {"relationships": [{"relationship_id": 1, "intervals": [{"start_t": "00:00:02,000",
-                                                                       "end_t": "00:00:08,000"}]}]}
-    sql = {"reasoning": "r", "sql_queries": ["SELECT * FROM entity_graph_table WHERE target_id LIKE '%Door%'"]}
-    rules = [{"match": "search, verify, answer", "text": _json.dumps({"action": "answer", "rationale": "r",
-                                                                      "answer": "C"})},
-             {"match": "Build a knowledge graph", "text": _json.dumps(extract)},
-             {"match": "numbered relationships", "text": _json.dumps(stamps)},
-             {"match": "You search an SQLite table", "text": _json.dumps(sql)},
-             *[r for r in AGENT_RULES if r["match"] not in ("You search an SQLite table", "Choose the best option")],
-             {"match": "Choose the best option", "text": '{"mcq_prediction": "B", "justification": "j"}'}]
-    script = tmp_path / "agent.jsonl"
-    script.write_text("".join(_json.dumps(r) + "\n" for r in rules))
-    prepared_demo(tmp_path, ONE_VIDEO_DEMO)
-    clip = ",".join(f"{k}:{v}" for k, v in tiny_clip.items())
-    overrides = (f"{ONE_VIDEO_DEMO} method=[egagent,senri_agent] memory_system=[egagent] "
-                 "method.egagent.models=[agent,tiny] method.senri_agent.models=[agent] "
-                 "memory_system.egagent.models.builder=agent memory_system.egagent.models.embedder=clip "
-                 f"model=[] +model.tiny={{backend:transformers,path:{vlm},max_tokens:8,max_tokens_cap:8}} "
-                 f"+model.clip={{{clip}}} +model.agent={{backend:scripted,script:{script},concurrency:4,images:true}}")
-    _snakemake(tmp_path, overrides)
-    store = tmp_path / "results/memory_system/egagent/perception/demo_01"
-    record = yaml.safe_load((store / "config.yaml").read_text())
-    assert record["stage"] == "memory_system" and record["source"] == "built" and record["relationships"] >= 1
-    assert record["models"] == {"builder": "agent", "embedder": "clip"} and record["transcript"].startswith("none")
-    assert " at 1 fps, embedded (clip)" in record["frames"], record["frames"]
-    assert sorted(p.name for p in (tmp_path / "results/predictions").iterdir()) == ["egagent", "senri_agent@egagent"]
-    questions = pl.read_parquet(tmp_path / "results/questions.parquet").height
-    scripted = pl.read_parquet(tmp_path / "results/predictions/egagent/agent/demo_01.parquet")
-    assert scripted.height == questions and scripted["error"].is_null().all() and (scripted["pred"] == "B").all()
-    assert (scripted["memory"] == "egagent/perception").all() and (scripted["frames_seen"] > 0).all()
-    for trace in (_json.loads(t) for t in scripted["trace"]):
-        assert "EntityGraph_Search: Camera Wearer (Person) INTERACTS_WITH Door (Object)" in trace["working_memory"]
-        assert "Frame_Search: Between 00:00:00 and 00:00:30 on Day 1 : a red cup on the counter" in \
-            trace["working_memory"]
-    lost = pl.read_parquet(tmp_path / "results/predictions/egagent/tiny/demo_01.parquet")
-    assert lost.height == questions and lost["pred"].is_null().all()
-    assert lost["error"].str.contains("the release loses the question").all(), lost["error"].to_list()
-    agent = pl.read_parquet(tmp_path / "results/predictions/senri_agent@egagent/agent/demo_01.parquet")
-    assert (agent["memory"] == "egagent/perception").all() and agent["error"].is_null().all()
-    assert (agent["pred"] == "C").all()
-    # Table 2's persistent-memory group: EG-Agent on both models, the lost questions in the Errors column
-    group = (tmp_path / "results/report/tables/main.md").read_text().split("**Persistent Memory**")[1]
-    assert re.search(rf"^\| egagent \| agent \| egagent/perception \| {questions} \|", group, re.MULTILINE), group
-    assert re.search(rf"^\| egagent( †)? \| tiny \| egagent/perception \| {questions} \| 0\.0 \|.*"
-                     rf"\| 0 \| {questions} \| 0 \| 0 \|$", group, re.MULTILINE), group
 
 def test_a_frame_step_searches_every_window_and_max_windows_caps_them(tmp_path, tiny_clip):
     import json as _json

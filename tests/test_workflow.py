@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 import yaml
 
-from conftest import DAG_DEMO, ONE_VIDEO_DEMO, REPO, snakemake  # snakemake: other test modules import it from here
+from conftest import DAG_DEMO, REPO, snakemake  # snakemake: other test modules import it from here
 from senri import config as senri_config
 from senri import demo
 from senri.memory.hierarchy import memory_plan
@@ -357,50 +357,6 @@ def test_direct_perception_on_a_tiny_vlm_reads_the_frame_store_through_the_dag(t
     assert (tmp_path / "results/report/figures/frame_budget.png").stat().st_size > 1000
     for budget in (4, 8):  # random weights: parse failures are expected, flagged with †
         assert re.search(rf"^\| direct_{budget}( †)? \| tiny \| none \| {N_QUESTIONS} \|", main, re.MULTILINE), main
-
-
-def test_the_evidence_seekers_run_through_the_dag_on_a_tiny_vlm(tmp_path, prepared_demo):
-    """Issue 38: Table 2's evidence-seeking group (``experiment=table2_evidence``) with the seekers' pins moved to
-    the tiny random VLM: ParaVT, Video-o3 (its frames as images: the tiny model takes no video) and LongVideo-R1
-    (the tiny model as controller and as both tools) decode the demo video themselves in their answer jobs and
-    put every question through it, VideoARM runs on the selected model; the report's evidence-seeking group lists
-    all four, the three seekers marked § (restated prompts). LongVideo-R1's node captions land in the shared
-    caption cache: a rerun of its answers makes no caption call."""
-    from tiny_vlm import build_tiny_llava
-
-    model = build_tiny_llava(tmp_path / "tiny-vlm")
-    prepared_demo(tmp_path, ONE_VIDEO_DEMO)
-    overrides = (f"{ONE_VIDEO_DEMO} experiment=table2_evidence method.video_o3.media=images "
-                 "method.paravt.models=[tiny] method.video_o3.models=[tiny] method.longvideo_r1.models=[tiny] "
-                 "method.longvideo_r1.tool_models.caption=tiny method.longvideo_r1.tool_models.video_qa=tiny "
-                 "method.longvideo_r1.max_rounds=4 method.videoarm.max_iterations=2 "
-                 # the cap bounds the release's 16k-token roles: random weights ramble to any limit
-                 f"model=[] +model.tiny={{backend:transformers,path:{model},max_tokens:4,max_tokens_cap:8}}")
-    snakemake(tmp_path, "-c2", "--config", f"overrides={overrides}")
-    questions = pl.read_parquet(tmp_path / "results/questions.parquet").height
-    for method, seen in (("paravt", 64), ("video_o3", 2 * 50), ("longvideo_r1", 0)):  # 2 fps over >= 50 s
-        predictions = pl.read_parquet(tmp_path / f"results/predictions/{method}/tiny/demo_01.parquet")
-        assert predictions.height == questions and predictions["error"].is_null().all(), method
-        assert (predictions["rounds"] >= 1).all() and (predictions["frames_seen"] >= seen).all(), method
-        trace = json.loads(predictions["trace"][0])
-        assert trace["calls"] and trace["calls"][0]["prompt"]
-    r1 = pl.read_parquet(tmp_path / "results/predictions/longvideo_r1/tiny/demo_01.parquet")
-    # the 4 high-level captions are made by the first question and read from the cache by the others
-    assert r1["n_caption_calls"][0] >= 4 and (r1["n_captions_reused"][1:] >= 4).all()
-    assert len(list((tmp_path / "results/cache/captions/longvideo_r1/demo_01").glob("*/*.json"))) >= 4
-    main = (tmp_path / "results/tables/main.md").read_text()
-    for method in ("videoarm", "paravt", "video_o3", "longvideo_r1"):
-        assert re.search(rf"^\| {method}( †)? \| tiny \| none \| {questions} \|", main, re.MULTILINE), main
-    report = (tmp_path / "results/report/tables/main.md").read_text()
-    group = report.split("**Evidence Seeking**")[1]
-    for method, mark in (("videoarm", ""), ("paravt", " §"), ("video_o3", " §"), ("longvideo_r1", " §")):
-        assert re.search(rf"^\| {method}{mark}( †)? \| tiny \|", group, re.MULTILINE), report
-    # a rerun of LongVideo-R1's answers captions nothing: every node it reads is in the shared cache
-    (tmp_path / "results/cache/answer/longvideo_r1/tiny/demo_01.sqlite").unlink()
-    (tmp_path / "results/predictions/longvideo_r1/tiny/demo_01.parquet").unlink()
-    snakemake(tmp_path, "-c2", "--config", f"overrides={overrides}")
-    again = pl.read_parquet(tmp_path / "results/predictions/longvideo_r1/tiny/demo_01.parquet")
-    assert again["n_caption_calls"].sum() == 0 and again["n_captions_reused"].sum() >= 4 * questions
 
 
 def test_every_agent_method_runs_through_the_dag_on_the_perception_memory(tmp_path, prepared_demo):
