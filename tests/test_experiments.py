@@ -86,11 +86,9 @@ EXPERIMENTS = sorted((REPO / "config/experiment").glob("*.yaml"))
 @pytest.fixture(scope="module")
 def experiment_plans(tmp_path_factory) -> dict[str, str]:
     """Each experiment's dry-run job list (or its failure), all planned in one process (tests/dry_run.py)."""
-    cases = {path.stem: header_overrides(path) for path in EXPERIMENTS}
-    proc = subprocess.run([sys.executable, str(REPO / "tests" / "dry_run.py"), str(tmp_path_factory.mktemp("plans")),
-                           json.dumps(cases)], capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    parts = re.split(r"^=== (\S+)$", proc.stderr, flags=re.MULTILINE)
-    return dict(zip(parts[1::2], parts[2::2]))
+    from dry_run import plan
+
+    return plan(tmp_path_factory.mktemp("plans"), {path.stem: header_overrides(path) for path in EXPERIMENTS})
 
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS, ids=lambda p: p.stem)

@@ -654,30 +654,23 @@ def test_the_table3_report_shows_original_and_agent_rows_keyed_by_memory_system(
 @pytest.mark.workflow
 def test_a_system_with_an_import_dir_is_imported_not_built(tmp_path):
     """``memory_system.<name>.import_dir`` turns the store job into ``senri memory-system import``; switching a
-    system plans its store jobs and its runs only."""
-    import os
-    import subprocess
-
-    from conftest import REPO
+    system plans its store jobs and its runs only. (Both dry runs with their shell commands, ``snakemake -n -p``,
+    in one process: tests/dry_run.py.)"""
+    from dry_run import plan
 
     release = tmp_path / "release"
     release.mkdir()
     base = ("dataset.demo.n_videos=1 sampling.build=[] method=[memory_search] model=[] "
             "+model.agent={backend:scripted,script:/dev/null} ")
-
-    def dry_run(overrides: str) -> str:
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
-        proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path),
-                               "-n", "-p", "--config", f"overrides={base}{overrides}"],
-                              capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        return proc.stdout + proc.stderr
-
-    imported = dry_run(f"+memory_system.fake={{store:'fake_store:TableStore',import_dir:{release},models:{{}}}}")
+    plans = plan(tmp_path / "plans", {
+        "imported": f"{base}+memory_system.fake={{store:'fake_store:TableStore',import_dir:{release},models:{{}}}}",
+        "captions_only": base}, commands=True)
+    for name, text in plans.items():
+        assert f"!!! {name} failed" not in text and "This was a dry-run" in text, text[-3000:]
+    imported, captions_only = plans["imported"], plans["captions_only"]
     assert "python -m senri memory-system import" in imported and "memory-system build" not in imported
     assert "results/memory_system/fake/perception/demo_01" in imported
     assert "--memory-store results/memory_system/fake/perception/demo_01" in imported
-    captions_only = dry_run("")
     assert "memory-system" not in captions_only and "--memory-store" not in captions_only
 
 
