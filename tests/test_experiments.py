@@ -109,7 +109,9 @@ def _rows(table: pl.DataFrame, *columns: str) -> list[tuple]:
 
 
 def test_table3_then_table4_on_the_demo_through_the_dag(tmp_path, prepared_demo):
-    prepared_demo(tmp_path, ONE_VIDEO_DEMO)  # the demo's upstream stages, run once per session
+    """Also the MAGIC-Video store's DAG test: its record, 30-s nodes and PPR retriever (the same store job that
+    ``memory_system=[magic_video] method=[magic_video,senri_agent]`` runs; one DAG builds it for both)."""
+    prepared_demo(tmp_path, ONE_VIDEO_DEMO)  # the demo's upstream stages, questions among them, run once per session
     started = time.monotonic()
     script = tmp_path / "agent.jsonl"
     script.write_text("")
@@ -117,7 +119,8 @@ def test_table3_then_table4_on_the_demo_through_the_dag(tmp_path, prepared_demo)
               f"+model.agent={{backend:scripted,script:{script},concurrency:4,images:true}}")
     table3 = (f"experiment=table3 {DEMO}{models} memory_system.worldmm.models.summariser=agent "
               "memory_system.worldmm.models.extractor=agent memory_system.worldmm.models.retriever=agent")
-    _snakemake(tmp_path, table3, "--until", "ingest")
+    # The prepared demo's questions: Table 3's run keeps them (its ingest slice is the demo's), and the answers
+    # below follow them question by question.
     questions = pl.read_parquet(tmp_path / "results/questions.parquet")
     assert questions.height == 4
     script.write_text("".join(json.dumps(r) + "\n" for r in role_rules(questions)))
@@ -131,6 +134,9 @@ def test_table3_then_table4_on_the_demo_through_the_dag(tmp_path, prepared_demo)
         assert record["visual"] == {"worldmm": "time ranges only (no embedder configured: text queries return nothing)",
                                     "magic_video": "skipped (no embedder configured)"}[system], system
         assert (store / "items.parquet").is_file()
+    magic = yaml.safe_load((stores["magic_video"] / "config.yaml").read_text())
+    assert magic["base_captions"].startswith("caption service (perception)") and magic["builder"]["failed"] == 0
+    assert pl.read_parquet(stores["magic_video"] / "nodes.parquet").filter(pl.col("level") == "30sec").height >= 2
     assert sorted(p.name for p in (tmp_path / "results/predictions").iterdir()) == [
         "magic_video", "senri_agent@magic_video", "senri_agent@worldmm", "worldmm"]
     actions = {"worldmm": ("search", "answer"), "magic_video": ("search", "answer"),
@@ -142,6 +148,8 @@ def test_table3_then_table4_on_the_demo_through_the_dag(tmp_path, prepared_demo)
         assert predictions.height == 4 and predictions["error"].is_null().all(), run
         assert (predictions["memory"] == f"{system}/perception").all(), run
         assert {tuple(json.loads(t)["actions"]) for t in predictions["trace"]} == {expected}, run
+        if system == "magic_video":
+            assert {json.loads(t)["retriever"] for t in predictions["trace"]} == {"ppr"}, run
 
     share_a = 100.0 * (questions["answer"] == "A").sum() / questions.height
     original, agent = f"{share_a:.1f}", "100.0"
