@@ -115,10 +115,16 @@ def test_table3_then_table4_on_the_demo_through_the_dag(tmp_path, prepared_demo)
     started = time.monotonic()
     script = tmp_path / "agent.jsonl"
     script.write_text("")
+    # Both stores' text vectors by the tests' hashed words (tests/hashed_encoder.py): the 2 store jobs and 11 answer
+    # jobs load neither torch nor MiniLM, seconds each. MiniLM itself: test_magic_video.py::
+    # test_default_text_encoder_is_minilm_end_to_end, and through the DAG test_workflow.py's memory_search runs.
+    encoder = "hashed_encoder:HashedWords"
     models = ("model=[] memory_system.magic_video.models.builder=agent memory_system.magic_video.models.time_extractor=agent "
+              f"+memory_system.magic_video.text_embedder={encoder} "
               f"+model.agent={{backend:scripted,script:{script},concurrency:4,images:true}}")
     table3 = (f"experiment=table3 {DEMO}{models} memory_system.worldmm.models.summariser=agent "
-              "memory_system.worldmm.models.extractor=agent memory_system.worldmm.models.retriever=agent")
+              "memory_system.worldmm.models.extractor=agent memory_system.worldmm.models.retriever=agent "
+              f"memory_system.worldmm.text_embedder={encoder}")
     # The prepared demo's questions: Table 3's run keeps them (its ingest slice is the demo's), and the answers
     # below follow them question by question.
     questions = pl.read_parquet(tmp_path / "results/questions.parquet")
@@ -134,8 +140,11 @@ def test_table3_then_table4_on_the_demo_through_the_dag(tmp_path, prepared_demo)
         assert record["visual"] == {"worldmm": "time ranges only (no embedder configured: text queries return nothing)",
                                     "magic_video": "skipped (no embedder configured)"}[system], system
         assert (store / "items.parquet").is_file()
+    worldmm = yaml.safe_load((stores["worldmm"] / "config.yaml").read_text())
+    assert worldmm["substitutions"]["text_embedder"]["used"] == "hashed-words-test"
     magic = yaml.safe_load((stores["magic_video"] / "config.yaml").read_text())
     assert magic["base_captions"].startswith("caption service (perception)") and magic["builder"]["failed"] == 0
+    assert magic["text_encoder"] == encoder
     assert pl.read_parquet(stores["magic_video"] / "nodes.parquet").filter(pl.col("level") == "30sec").height >= 2
     assert sorted(p.name for p in (tmp_path / "results/predictions").iterdir()) == [
         "magic_video", "senri_agent@magic_video", "senri_agent@worldmm", "worldmm"]

@@ -515,6 +515,27 @@ def test_an_unregistered_system_is_a_config_error_naming_it():
         _compose("memory_system.captions.import_dir=/somewhere")
 
 
+def test_the_stores_text_embedder_may_be_a_module_class_target_and_one_that_does_not_load_is_named():
+    """WorldMM's and MAGIC-Video's ``text_embedder``: ``minilm`` (default) or an encoder class of one's own as
+    ``"module:Class"`` (what the Table 3 DAG test composes and runs, so that its jobs skip torch); a target that
+    does not load is an error naming the system's key."""
+    from senri.memory.magic_video.graph import default_encoder
+    from senri.memory.worldmm.common import MiniLMEncoder, open_text_encoder
+
+    target = {"text_embedder": "hashed_encoder:HashedWords"}
+    encoder = open_text_encoder(target)
+    assert encoder.name == "hashed-words-test" and encoder.encode(["a red door", "a red door"]).shape == (2, 512)
+    assert default_encoder(target)(["a red door"]).tolist() == encoder.encode(["a red door"]).tolist()
+    assert isinstance(open_text_encoder({}), MiniLMEncoder)  # nothing loaded until it encodes
+    for bad in ("hashed_encoder:Nope", "no_such_module:HashedWords"):
+        with pytest.raises(ValueError, match=f"memory_system.worldmm.text_embedder: '{bad}' cannot be loaded"):
+            open_text_encoder({"text_embedder": bad})
+        with pytest.raises(ValueError, match=f"memory_system.magic_video.text_embedder: '{bad}' cannot be loaded"):
+            default_encoder({"text_embedder": bad})
+    with pytest.raises(ValueError, match="memory_system.worldmm.text_embedder: 'qwen3' is not one of"):
+        open_text_encoder({"text_embedder": "qwen3"})
+
+
 def test_memory_system_cli_imports_a_release_and_names_a_bad_file_and_field(tmp_path, shop_clip):
     from senri import config as senri_config
     from senri.cli import main
