@@ -308,7 +308,10 @@ def test_direct_perception_in_video_mode_through_the_dag(tmp_path, prepared_demo
     prepared_demo(tmp_path, DAG_DEMO)
     overrides = (f"{DAG_DEMO} method=[direct] method.direct.frames=[8] model=[] "
                  f"+model.vid={{backend:scripted,script:{script},record:{record},video:true,images:true}}")
-    snakemake(tmp_path, "-c2", "--config", f"overrides={overrides}")
+    # Up to the prediction files (and so the carriers they read): the tables and report over direct perception's
+    # runs are test_workflow.py::test_direct_perception_on_a_tiny_vlm_reads_the_frame_store_through_the_dag's.
+    predictions = [f"results/predictions/direct_8/vid/{v}.parquet" for v in ("demo_01", "demo_02")]
+    snakemake(tmp_path, "-c2", *predictions, "--config", f"overrides={overrides}")
     for video_id in ("demo_01", "demo_02"):
         carrier = tmp_path / f"results/frames/uniform_8/{video_id}.carrier.mp4"
         store = pl.read_parquet(tmp_path / f"results/frames/uniform_8/{video_id}.parquet")
