@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from hashed_encoder import hashed_words  # noqa: F401 - the memory systems' tests import it from here
 from senri import demo
 
 REPO = Path(__file__).resolve().parents[1]
@@ -156,22 +157,6 @@ def make_indexed_video(path: Path, *, seconds: int = 12, fps: int = 30, gop: int
     args += ["-movflags", "+faststart"]  # index first, as cameras and phones write it
     subprocess.run([*args, str(path)], check=True, capture_output=True, stdin=subprocess.DEVNULL)
     return path
-
-
-def hashed_words(texts, dim: int):  # noqa: ANN201 - np.ndarray
-    """A deterministic text encoder for the memory systems' tests: hashed word counts in ``dim`` bins,
-    L2-normalised, so cosine similarity is word overlap and every ranking a test expects is known in advance."""
-    import hashlib
-    import re
-
-    import numpy as np
-
-    out = np.zeros((len(texts), dim), dtype=np.float32)
-    for row, text in enumerate(texts):
-        for word in re.findall(r"\w+", text.lower()):
-            out[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % dim] += 1.0
-    norms = np.linalg.norm(out, axis=1, keepdims=True)
-    return out / np.where(norms > 0, norms, 1.0)
 
 
 def set_display_rotation(path: Path, matrix: tuple[int, ...] = (0, 65536, 0, -65536, 0, 0, 0, 0, 1 << 30)) -> Path:

@@ -146,10 +146,15 @@ def test_a_killed_answer_run_restarts_without_repeating_finished_calls(tmp_path,
     q_path, v_path = tmp_path / "q.parquet", tmp_path / "v.parquet"
     questions.write_parquet(q_path)
     to_frame([video], VideoInfo).write_parquet(v_path)
-    script = write_script(tmp_path / "s.jsonl", [{"text": "The answer is B.", "delay_s": 0.25, "latency_s": 0.2}])
+    # The killed run and its restart wait 0.1 s a call, so the kill lands mid-run (1 s of margin between the 6th
+    # and the last call); the uninterrupted run gets the same replies at once (the script's delay is not in the
+    # predictions, only in the backend's cache identity, which that run does not share).
+    reply = {"text": "The answer is B.", "latency_s": 0.2}
+    scripts = {"killed": write_script(tmp_path / "s.jsonl", [{**reply, "delay_s": 0.1}]),
+               "clean": write_script(tmp_path / "clean.jsonl", [reply])}
 
     def command(run: str) -> list[str]:
-        stage = blind_stage(script, tmp_path / f"{run}.record.jsonl")
+        stage = blind_stage(scripts[run], tmp_path / f"{run}.record.jsonl")
         return [sys.executable, "-m", "senri", "answer", "--config", json.dumps(stage), "--questions", str(q_path),
                 "--video-info", str(v_path), "--method", "blind", "--model", "scripted",
                 "--cache", str(tmp_path / f"{run}.sqlite"), "--out", str(tmp_path / f"{run}.parquet")]
@@ -303,7 +308,10 @@ def test_direct_perception_in_video_mode_through_the_dag(tmp_path, prepared_demo
     prepared_demo(tmp_path, DAG_DEMO)
     overrides = (f"{DAG_DEMO} method=[direct] method.direct.frames=[8] model=[] "
                  f"+model.vid={{backend:scripted,script:{script},record:{record},video:true,images:true}}")
-    snakemake(tmp_path, "-c2", "--config", f"overrides={overrides}")
+    # Up to the prediction files (and so the carriers they read): the tables and report over direct perception's
+    # runs are test_workflow.py::test_direct_perception_on_a_tiny_vlm_reads_the_frame_store_through_the_dag's.
+    predictions = [f"results/predictions/direct_8/vid/{v}.parquet" for v in ("demo_01", "demo_02")]
+    snakemake(tmp_path, "-c2", *predictions, "--config", f"overrides={overrides}")
     for video_id in ("demo_01", "demo_02"):
         carrier = tmp_path / f"results/frames/uniform_8/{video_id}.carrier.mp4"
         store = pl.read_parquet(tmp_path / f"results/frames/uniform_8/{video_id}.parquet")

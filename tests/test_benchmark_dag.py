@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import html
 import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -33,18 +35,39 @@ SCRIPT = [
 RUNS = {("random", "none"), ("blind", "tiny"), ("videolucy", "tiny")}
 
 
-@pytest.mark.parametrize("name", ["videomme", "lvbench", "mlvu", "egomem"])
-def test_random_blind_and_videolucy_write_each_benchmark_table(tmp_path, name):
-    root = tmp_path / "root"
+NAMES = ["videomme", "lvbench", "mlvu", "egomem"]
+
+
+def run_benchmark(workdir: Path, name: str) -> Path:
+    """The benchmark's demo-sized instance through the DAG in ``workdir``."""
+    root = workdir / "root"
     write_instance(name, root, InstanceSize(videos=1, questions_per_video=2, seconds=4.0))
-    script = tmp_path / "script.jsonl"
+    script = workdir / "script.jsonl"
     script.write_text("".join(json.dumps(rule) + "\n" for rule in SCRIPT))
     # The scripted model is VideoLucy's captioner too (no track, no perception model), anonymization off: the
-    # smallest DAG that still ingests, probes, builds a memory, answers and reports (~40 s a benchmark).
+    # smallest DAG that still ingests, probes, builds a memory, answers and reports.
     overrides = (f"dataset={name} dataset.root={root} method=[random,blind,videolucy] model=[] "
                  f"+model.tiny={{backend:scripted,script:{script},images:true}} memory.captioner=tiny "
                  "sampling.build=[] anonymize.enabled=false")
-    snakemake(tmp_path, "-c2", "--config", f"overrides={overrides}")
+    snakemake(workdir, "-c2", "--config", f"overrides={overrides}")
+    return workdir
+
+
+@pytest.fixture(scope="module")
+def benchmark_runs(request, tmp_path_factory):
+    """The selected benchmarks' runs, two at a time from the first test on: each DAG is a chain of short jobs
+    that mostly keeps one core busy, so two side by side take about half the wall time of one after another."""
+    selected = [item.callspec.params["name"] for item in request.session.items
+                if item.module is request.module and hasattr(item, "callspec")]
+    pool = ThreadPoolExecutor(max_workers=2)
+    runs = {name: pool.submit(run_benchmark, tmp_path_factory.mktemp(name), name) for name in dict.fromkeys(selected)}
+    yield runs
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_random_blind_and_videolucy_write_each_benchmark_table(benchmark_runs, name):
+    tmp_path = benchmark_runs[name].result()
 
     benchmark, tables = BENCHMARKS.load(name), tmp_path / "results/report/tables"
     table = layout(benchmark.layout)

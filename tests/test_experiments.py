@@ -90,11 +90,9 @@ EXPERIMENTS = sorted((REPO / "config/experiment").glob("*.yaml"))
 @pytest.fixture(scope="module")
 def experiment_plans(tmp_path_factory) -> dict[str, str]:
     """Each experiment's dry-run job list (or its failure), all planned in one process (tests/dry_run.py)."""
-    cases = {path.stem: header_overrides(path) for path in EXPERIMENTS}
-    proc = subprocess.run([sys.executable, str(REPO / "tests" / "dry_run.py"), str(tmp_path_factory.mktemp("plans")),
-                           json.dumps(cases)], capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    parts = re.split(r"^=== (\S+)$", proc.stderr, flags=re.MULTILINE)
-    return dict(zip(parts[1::2], parts[2::2]))
+    from dry_run import plan
+
+    return plan(tmp_path_factory.mktemp("plans"), {path.stem: header_overrides(path) for path in EXPERIMENTS})
 
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS, ids=lambda p: p.stem)
@@ -115,15 +113,24 @@ def _rows(table: pl.DataFrame, *columns: str) -> list[tuple]:
 
 
 def test_table3_then_table4_on_the_demo_through_the_dag(tmp_path, prepared_demo):
-    prepared_demo(tmp_path, ONE_VIDEO_DEMO)  # the demo's upstream stages, run once per session
+    """Also the MAGIC-Video store's DAG test: its record, 30-s nodes and PPR retriever (the same store job that
+    ``memory_system=[magic_video] method=[magic_video,senri_agent]`` runs; one DAG builds it for both)."""
+    prepared_demo(tmp_path, ONE_VIDEO_DEMO)  # the demo's upstream stages, questions among them, run once per session
     started = time.monotonic()
     script = tmp_path / "agent.jsonl"
     script.write_text("")
+    # Both stores' text vectors by the tests' hashed words (tests/hashed_encoder.py): the 2 store jobs and 11 answer
+    # jobs load neither torch nor MiniLM, seconds each. MiniLM itself: test_magic_video.py::
+    # test_default_text_encoder_is_minilm_end_to_end, and through the DAG test_workflow.py's memory_search runs.
+    encoder = "hashed_encoder:HashedWords"
     models = ("model=[] memory_system.magic_video.models.builder=agent memory_system.magic_video.models.time_extractor=agent "
+              f"+memory_system.magic_video.text_embedder={encoder} "
               f"+model.agent={{backend:scripted,script:{script},concurrency:4,images:true}}")
     table3 = (f"experiment=table3 {DEMO}{models} memory_system.worldmm.models.summariser=agent "
-              "memory_system.worldmm.models.extractor=agent memory_system.worldmm.models.retriever=agent")
-    _snakemake(tmp_path, table3, "--until", "ingest")
+              "memory_system.worldmm.models.extractor=agent memory_system.worldmm.models.retriever=agent "
+              f"memory_system.worldmm.text_embedder={encoder}")
+    # The prepared demo's questions: Table 3's run keeps them (its ingest slice is the demo's), and the answers
+    # below follow them question by question.
     questions = pl.read_parquet(tmp_path / "results/questions.parquet")
     assert questions.height == 4
     script.write_text("".join(json.dumps(r) + "\n" for r in role_rules(questions)))
@@ -137,6 +144,12 @@ def test_table3_then_table4_on_the_demo_through_the_dag(tmp_path, prepared_demo)
         assert record["visual"] == {"worldmm": "time ranges only (no embedder configured: text queries return nothing)",
                                     "magic_video": "skipped (no embedder configured)"}[system], system
         assert (store / "items.parquet").is_file()
+    worldmm = yaml.safe_load((stores["worldmm"] / "config.yaml").read_text())
+    assert worldmm["substitutions"]["text_embedder"]["used"] == "hashed-words-test"
+    magic = yaml.safe_load((stores["magic_video"] / "config.yaml").read_text())
+    assert magic["base_captions"].startswith("caption service (perception)") and magic["builder"]["failed"] == 0
+    assert magic["text_encoder"] == encoder
+    assert pl.read_parquet(stores["magic_video"] / "nodes.parquet").filter(pl.col("level") == "30sec").height >= 2
     assert sorted(p.name for p in (tmp_path / "results/predictions").iterdir()) == [
         "magic_video", "senri_agent@magic_video", "senri_agent@worldmm", "worldmm"]
     actions = {"worldmm": ("search", "answer"), "magic_video": ("search", "answer"),
@@ -148,6 +161,8 @@ def test_table3_then_table4_on_the_demo_through_the_dag(tmp_path, prepared_demo)
         assert predictions.height == 4 and predictions["error"].is_null().all(), run
         assert (predictions["memory"] == f"{system}/perception").all(), run
         assert {tuple(json.loads(t)["actions"]) for t in predictions["trace"]} == {expected}, run
+        if system == "magic_video":
+            assert {json.loads(t)["retriever"] for t in predictions["trace"]} == {"ppr"}, run
 
     share_a = 100.0 * (questions["answer"] == "A").sum() / questions.height
     original, agent = f"{share_a:.1f}", "100.0"

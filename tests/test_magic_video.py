@@ -23,7 +23,7 @@ import polars as pl
 import pytest
 import yaml
 
-from conftest import ONE_VIDEO_DEMO, hashed_words
+from conftest import hashed_words
 from reference import release_cases as load_release_cases
 from senri.backends.base import ChatResponse
 from senri.memory.magic_video.build import build_store, node_vectors
@@ -1873,43 +1873,6 @@ def test_the_magic_video_config_composes_and_its_keys_are_checked():
     assert {"magic_video", "senri_agent@magic_video"} <= set(table3["method"])
 
 
-@pytest.mark.workflow
-def test_magic_video_and_senri_agent_run_over_the_built_store_through_the_dag(tmp_path, prepared_demo):
-    """``memory_system=[magic_video]`` with the scripted model as the builder: one store job per video builds
-    the graph from 30-s captions of the perception captioner; the original workflow (``magic_video``, pinned)
-    and ``senri_agent@magic_video`` both read it."""
-    from test_memory_store import _snakemake
-
-    rules = [{"match": m, "text": json.dumps(r)} for m, r in ROLE_REPLIES]
-    rules += [{"match": "Does this search query refer to a specific time", "text": "null"},
-              {"match": "Answer a question about a long first-person video", "text": "B"},
-              {"match": "(nothing retrieved yet)", "text": json.dumps(
-                  {"action": "search", "rationale": "r", "query": "What do I see on the way?"})},
-              {"match": "Round 2 of 5 search rounds", "text": json.dumps(
-                  {"action": "answer", "rationale": "r", "answer": "A"})},
-              {"match": "search, verify, answer", "text": json.dumps({"action": "answer", "rationale": "r",
-                                                                      "answer": "B"})}]
-    script = tmp_path / "agent.jsonl"
-    script.write_text("".join(json.dumps(r) + "\n" for r in rules))
-    prepared_demo(tmp_path, ONE_VIDEO_DEMO)
-    overrides = (f"{ONE_VIDEO_DEMO} method=[magic_video,senri_agent] model=[] "
-                 "memory_system=[magic_video] memory_system.magic_video.models.builder=agent "
-                 "memory_system.magic_video.models.time_extractor=agent "
-                 f"+model.agent={{backend:scripted,script:{script},concurrency:4,images:true}}")
-    _snakemake(tmp_path, overrides)
-    store = tmp_path / "results/memory_system/magic_video/perception/demo_01"
-    record = yaml.safe_load((store / "config.yaml").read_text())
-    assert record["stage"] == "memory_system" and record["source"] == "built"
-    assert record["base_captions"].startswith("caption service (perception)")
-    assert record["visual"] == "skipped (no embedder configured)" and record["builder"]["failed"] == 0
-    nodes = pl.read_parquet(store / "nodes.parquet")
-    assert nodes.filter(pl.col("level") == "30sec").height >= 2 and (store / "items.parquet").is_file()
-    assert sorted(p.name for p in (tmp_path / "results/predictions").iterdir()) == ["magic_video",
-                                                                                    "senri_agent@magic_video"]
-    for run, actions in (("magic_video", ("search", "answer")), ("senri_agent@magic_video", ("search", "answer"))):
-        predictions = pl.read_parquet(tmp_path / f"results/predictions/{run}/agent/demo_01.parquet")
-        assert (predictions["memory"] == "magic_video/perception").all() and predictions["error"].is_null().all()
-        assert (predictions["pred"] == "B").all()
-        traces = [json.loads(t) for t in predictions["trace"]]
-        assert {tuple(t["actions"]) for t in traces} == {actions}, run
-        assert all(t["retriever"] == "ppr" for t in traces)
+# The store through the DAG (one store job per video; ``magic_video``, pinned, and ``senri_agent@magic_video``
+# reading it; the store's record, 30-s nodes and PPR retriever) is tests/test_experiments.py::
+# test_table3_then_table4_on_the_demo_through_the_dag: Table 3 builds the same store in its DAG.

@@ -407,7 +407,9 @@ def test_senri_agent_runs_over_a_registered_store_through_the_dag(tmp_path, prep
     overrides = (f"{ONE_VIDEO_DEMO} method=[memory_search,senri_agent] model=[] memory_system=[] "
                  "+memory_system.fake={store:'fake_store:TableStore',import_dir:null,models:{}} "
                  f"+model.agent={{backend:scripted,script:{script},concurrency:4,images:true}}")
-    _snakemake(tmp_path, overrides)
+    # Up to the main table (every run's predictions and the store jobs they read); the report over memory-system
+    # runs is the Table 3 DAG test's (tests/test_experiments.py).
+    _snakemake(tmp_path, overrides, "--until", "aggregate")
     store = tmp_path / "results/memory_system/fake/perception/demo_01"
     recorded = yaml.safe_load((store / "config.yaml").read_text())
     assert recorded["config"]["memory_system"]["name"] == "fake"
@@ -513,6 +515,27 @@ def test_an_unregistered_system_is_a_config_error_naming_it():
         _compose("+memory_system.no_such_system={store:no_such_system,import_dir:null,models:{}}")
     with pytest.raises(senri_config.ConfigError, match="config.memory_system.captions.import_dir"):
         _compose("memory_system.captions.import_dir=/somewhere")
+
+
+def test_the_stores_text_embedder_may_be_a_module_class_target_and_one_that_does_not_load_is_named():
+    """WorldMM's and MAGIC-Video's ``text_embedder``: ``minilm`` (default) or an encoder class of one's own as
+    ``"module:Class"`` (what the Table 3 DAG test composes and runs, so that its jobs skip torch); a target that
+    does not load is an error naming the system's key."""
+    from senri.memory.magic_video.graph import default_encoder
+    from senri.memory.worldmm.common import MiniLMEncoder, open_text_encoder
+
+    target = {"text_embedder": "hashed_encoder:HashedWords"}
+    encoder = open_text_encoder(target)
+    assert encoder.name == "hashed-words-test" and encoder.encode(["a red door", "a red door"]).shape == (2, 512)
+    assert default_encoder(target)(["a red door"]).tolist() == encoder.encode(["a red door"]).tolist()
+    assert isinstance(open_text_encoder({}), MiniLMEncoder)  # nothing loaded until it encodes
+    for bad in ("hashed_encoder:Nope", "no_such_module:HashedWords"):
+        with pytest.raises(ValueError, match=f"memory_system.worldmm.text_embedder: '{bad}' cannot be loaded"):
+            open_text_encoder({"text_embedder": bad})
+        with pytest.raises(ValueError, match=f"memory_system.magic_video.text_embedder: '{bad}' cannot be loaded"):
+            default_encoder({"text_embedder": bad})
+    with pytest.raises(ValueError, match="memory_system.worldmm.text_embedder: 'qwen3' is not one of"):
+        open_text_encoder({"text_embedder": "qwen3"})
 
 
 def test_memory_system_cli_imports_a_release_and_names_a_bad_file_and_field(tmp_path, shop_clip):
@@ -654,30 +677,23 @@ def test_the_table3_report_shows_original_and_agent_rows_keyed_by_memory_system(
 @pytest.mark.workflow
 def test_a_system_with_an_import_dir_is_imported_not_built(tmp_path):
     """``memory_system.<name>.import_dir`` turns the store job into ``senri memory-system import``; switching a
-    system plans its store jobs and its runs only."""
-    import os
-    import subprocess
-
-    from conftest import REPO
+    system plans its store jobs and its runs only. (Both dry runs with their shell commands, ``snakemake -n -p``,
+    in one process: tests/dry_run.py.)"""
+    from dry_run import plan
 
     release = tmp_path / "release"
     release.mkdir()
     base = ("dataset.demo.n_videos=1 sampling.build=[] method=[memory_search] model=[] "
             "+model.agent={backend:scripted,script:/dev/null} ")
-
-    def dry_run(overrides: str) -> str:
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
-        proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path),
-                               "-n", "-p", "--config", f"overrides={base}{overrides}"],
-                              capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        return proc.stdout + proc.stderr
-
-    imported = dry_run(f"+memory_system.fake={{store:'fake_store:TableStore',import_dir:{release},models:{{}}}}")
+    plans = plan(tmp_path / "plans", {
+        "imported": f"{base}+memory_system.fake={{store:'fake_store:TableStore',import_dir:{release},models:{{}}}}",
+        "captions_only": base}, commands=True)
+    for name, text in plans.items():
+        assert f"!!! {name} failed" not in text and "This was a dry-run" in text, text[-3000:]
+    imported, captions_only = plans["imported"], plans["captions_only"]
     assert "python -m senri memory-system import" in imported and "memory-system build" not in imported
     assert "results/memory_system/fake/perception/demo_01" in imported
     assert "--memory-store results/memory_system/fake/perception/demo_01" in imported
-    captions_only = dry_run("")
     assert "memory-system" not in captions_only and "--memory-store" not in captions_only
 
 

@@ -489,15 +489,16 @@ def test_every_videoarm_prompt_phrase_reaches_its_request(tmp_path, clip):
 
 
 @pytest.mark.workflow
-def test_videoarm_runs_through_the_dag_with_a_tiny_vlm(tmp_path):
-    """method=[videoarm] on the small demo: a scripted controller with function calling whose tools run on the
-    tiny random VLM (named in tool_models), and the tiny VLM as a controller itself (JSON action form). The
-    report's Table 2 shows the Evidence Seeking group."""
+def test_videoarm_runs_through_the_dag_with_a_tiny_vlm(tmp_path, prepared_demo):
+    """method=[videoarm] on the one-video demo (its upstream stages prepared once per session): a scripted
+    controller with function calling whose tools run on the tiny random VLM (named in tool_models), and the tiny
+    VLM as a controller itself (JSON action form). The report's Table 2 shows the Evidence Seeking group."""
     import polars as pl
 
-    from test_workflow import QUESTIONS_PER_VIDEO, snakemake
+    from conftest import ONE_VIDEO_DEMO, snakemake
     from tiny_vlm import build_tiny_llava
 
+    prepared_demo(tmp_path, ONE_VIDEO_DEMO)
     model = build_tiny_llava(tmp_path / "tiny-vlm")
     script = tmp_path / "controller.jsonl"
     rules = [{"match": '"clip_analyses": [\n  {', "text": "The answer is B."},
@@ -507,8 +508,7 @@ def test_videoarm_runs_through_the_dag_with_a_tiny_vlm(tmp_path):
              {"text": "", "tool_calls": [{"name": "scene_snapper", "arguments": {
                  "frame_ranges": [{"start_frame": 0, "end_frame": 100000}], "num_frames": 30, "reason": "overview"}}]}]
     script.write_text("".join(json.dumps(r) + "\n" for r in rules))
-    overrides = ("dataset.demo.n_videos=1 dataset.demo.places_per_video=5 dataset.demo.place_s=12 "
-                 "dataset.demo.turn_s=2 sampling.build=[] anonymize.stride=30 method=[videoarm] model=[] "
+    overrides = (f"{ONE_VIDEO_DEMO} method=[videoarm] model=[] "
                  f"+model.ctl={{backend:scripted,script:{script},tools:true}} "
                  f"+model.tiny={{backend:transformers,path:{model},max_tokens:4,max_tokens_cap:4}} "
                  "method.videoarm.tool_models.caption=tiny method.videoarm.tool_models.clip=tiny "
@@ -526,8 +526,10 @@ def test_videoarm_runs_through_the_dag_with_a_tiny_vlm(tmp_path):
     tiny = pl.read_parquet(tmp_path / "results/predictions/videoarm/tiny/demo_01.parquet")
     assert tiny["error"].is_null().all()  # random weights: answers are noise, but every question ran
     assert all(json.loads(t)["interface"] == "json" for t in tiny["trace"])
+    questions = pl.read_parquet(tmp_path / "results/questions.parquet").height
+    assert scripted.height == tiny.height == questions
     table2 = (tmp_path / "results/report/tables/main.md").read_text()  # the report's Table 2, grouped by approach
-    assert table2.startswith("**Evidence Seeking**") and f"| videoarm | ctl | none | {QUESTIONS_PER_VIDEO} |" in table2
+    assert table2.startswith("**Evidence Seeking**") and f"| videoarm | ctl | none | {questions} |" in table2
 
 
 def test_tool_models_are_named_model_configs_in_the_answer_slice():

@@ -11,6 +11,14 @@ import importlib
 from typing import Any, Iterator
 
 
+def import_target(target: str) -> Any:
+    """The object a ``"module:object"`` target names, imported now: what a config gives for a pluggable thing of
+    one's own (a memory system's store, a text encoder) without a registry line. Raises ImportError or
+    AttributeError; callers name their config key."""
+    module_name, _, attribute = target.partition(":")
+    return getattr(importlib.import_module(module_name), attribute)
+
+
 class RegistryError(KeyError):
     def __str__(self) -> str:  # KeyError quotes its message; show it plainly.
         return str(self.args[0])

@@ -222,15 +222,12 @@ def store_class(store: str, system: str | None = None) -> type[MemoryStore]:
     """The :class:`MemoryStore` class of a memory system config's ``store``: a registered name (``captions``,
     ``worldmm``, …) or a ``"module:Class"`` target (a user's own system, without a registry line). An unknown
     name raises naming the system and the systems that are registered."""
-    from senri.registry import RegistryError
+    from senri.registry import RegistryError, import_target
 
     label = f"memory system {system!r}" if system and system != store else f"memory system {store!r}"
     if ":" in store:
-        module_name, _, attribute = store.partition(":")
-        import importlib
-
         try:
-            cls = getattr(importlib.import_module(module_name), attribute)
+            cls = import_target(store)
         except (ImportError, AttributeError) as exc:
             raise ImportError(f"{label}: store {store!r} cannot be loaded ({exc})") from exc
     else:

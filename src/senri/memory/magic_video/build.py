@@ -633,12 +633,14 @@ def build_store(request: BuildRequest, encoder: TextEncoder | None = None) -> No
         chains = topics + events
     graph = build_graph(levels, entities, semantic, person=person, max_gap_s=float(cfg.get("max_gap_s", 21600)),
                         visual_nodes=bool(cfg.get("visual_nodes", True)))
-    vectors = node_vectors(graph, encoder or default_encoder())
+    vectors = node_vectors(graph, encoder or default_encoder(cfg))
     clips, embedder = clip_embeddings(request, graph)
     write_store(Path(request.out_dir), graph, sorted(chains, key=lambda r: (r.start_s, r.label)), vectors,
                 system_record(cfg, **record, visual=visual, builder=llm.record(), source="built",
                               event_chains_dropped=dropped,
-                              text_encoder=cfg.get("text_encoder", "all-MiniLM-L6-v2 (for Qwen3-Embedding-4B)"),
+                              text_encoder=(cfg.get("text_encoder", "all-MiniLM-L6-v2 (for Qwen3-Embedding-4B)")
+                                            if str(cfg.get("text_embedder", "minilm")) == "minilm"
+                                            else str(cfg["text_embedder"])),
                               models={r: m[0] for r, m in request.models.items()},
                               **({"embedder": embedder} if embedder else {})), clips,
                 costs={role: (request.models["builder"][0], cost) for role, cost in llm.costs.items()},

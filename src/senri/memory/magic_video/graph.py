@@ -312,8 +312,15 @@ NODES_FILE, EDGES_FILE, CHAINS_FILE, VECTORS_FILE, CONFIG_FILE = (
 ITEMS_FILE, VISUAL_FILE = "items.parquet", "visual.npz"
 
 
-def default_encoder() -> TextEncoder:
-    """all-MiniLM-L6-v2 (the spec's Qwen3-Embedding-4B is a substitution, recorded in the store's config)."""
+def default_encoder(config: Mapping[str, Any] | None = None) -> TextEncoder:
+    """all-MiniLM-L6-v2 (the spec's Qwen3-Embedding-4B is a substitution, recorded in the store's config), or the
+    system config's ``text_embedder`` when it names a ``"module:Class"`` encoder of one's own (read as WorldMM
+    reads its own: :func:`senri.memory.worldmm.common.open_text_encoder`; the DAG tests' hashed words spare their
+    store and answer jobs torch and MiniLM)."""
+    if str((config or {}).get("text_embedder", "minilm")) != "minilm":
+        from senri.memory.worldmm.common import open_text_encoder
+
+        return open_text_encoder(config or {}, key="memory_system.magic_video.text_embedder").encode
     from senri.memory.retrieval import Embedder
 
     embedder = Embedder()

@@ -222,7 +222,7 @@ def import_release(import_dir: Path, request: BuildRequest, encoder: TextEncoder
         graph = build_graph(levels, entities, snapshots, person=person,
                             max_gap_s=float(cfg.get("max_gap_s", 21600)),
                             visual_nodes=bool(cfg.get("visual_nodes", True)))
-    vectors = node_vectors(graph, encoder or default_encoder())
+    vectors = node_vectors(graph, encoder or default_encoder(cfg))
     clips, visual, embedder = release_visual(Path(import_dir), mode, graph, request)
     write_store(Path(request.out_dir), graph, sorted(chains, key=lambda r: (r.start_s, r.label)), vectors,
                 system_record(cfg, source=f"imported from {import_dir}", graph=source, notes=notes, visual=visual,

@@ -207,7 +207,7 @@ class MagicVideoStore(MemoryStore):
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if self._encoder is None:
-            self._encoder = default_encoder()
+            self._encoder = default_encoder(self.config)
         return np.asarray(self._encoder(texts), dtype=np.float32)
 
     def items(self, level: str | None = None) -> list[MemoryItem]:

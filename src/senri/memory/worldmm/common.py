@@ -256,10 +256,21 @@ class MiniLMEncoder(TextEncoder):
 TEXT_ENCODERS: dict[str, Callable[[], TextEncoder]] = {"minilm": MiniLMEncoder}
 
 
-def open_text_encoder(config: Mapping[str, Any]) -> TextEncoder:
+def open_text_encoder(config: Mapping[str, Any], key: str = "memory_system.worldmm.text_embedder") -> TextEncoder:
+    """``text_embedder``: a name in :data:`TEXT_ENCODERS` (``minilm``, the default) or a ``"module:Class"``
+    target, an encoder of one's own without a registry line (the DAG tests' hashed words, which spare every store
+    and answer job loading torch and MiniLM); the store records the encoder's ``name``. ``key`` names the
+    setting in errors (MAGIC-Video reads its own ``text_embedder`` here too)."""
     name = str(config.get("text_embedder", "minilm"))
+    if ":" in name:
+        from senri.registry import import_target
+
+        try:
+            return import_target(name)()
+        except (ImportError, AttributeError) as exc:
+            raise ValueError(f"{key}: {name!r} cannot be loaded ({exc})") from exc
     if name not in TEXT_ENCODERS:
-        raise ValueError(f"memory_system.worldmm.text_embedder: {name!r} is not one of {sorted(TEXT_ENCODERS)}")
+        raise ValueError(f"{key}: {name!r} is not one of {sorted(TEXT_ENCODERS)} nor a 'module:Class' target")
     return TEXT_ENCODERS[name]()
 
 
