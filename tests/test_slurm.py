@@ -228,44 +228,27 @@ def test_served_answers_come_from_one_slurm_job_with_one_server_start_and_scance
     fast = fast_overrides(slurm_demo, cluster_run.videos)  # the cluster run's config: nothing upstream reruns
     targets = [f"results/predictions/{run}/{video}.parquet" for video in ("demo_01", "demo_02")
                for run in ("random/none", "blind/smollm2", "blind_letter/smollm2")]
-    # The cluster run's results without its model answers: what is left to run is the serving batch.
-    served = tmp_path / "served"
-    shutil.copytree(cluster_run.work, served, symlinks=True)
-    shutil.rmtree(served / "results/cache/answer", ignore_errors=True)
-    for path in targets:
-        if "smollm2" in path:
-            (served / path).unlink()
-    proc = on_slurm(cluster, served, *targets, "--config", fast + SERVED)
-    assert proc.returncode == 0, proc.stdout[-6000:]
 
-    batch_log = (served / "results/logs/serving/smollm2.log").read_text()
-    batch_job = re.search(r"SLURM_JOB_ID=(\d+)", batch_log).group(1)
-    for run in ("blind", "blind_letter"):  # every smollm2 answer ran inside the one batch job
-        for video in ("demo_01", "demo_02"):
-            answer_log = (served / f"results/logs/answer/{run}/smollm2/{video}.log").read_text()
-            assert re.search(r"SLURM_JOB_ID=(\d+)", answer_log).group(1) == batch_job
-    random_log = (served / "results/logs/answer/random/none/demo_01.log").read_text()
-    assert re.search(r"SLURM_JOB_ID=(\d+)", random_log).group(1) != batch_job  # model-free runs stay per-video jobs
-    starts = [json.loads(line) for line in (served / "results/serving/smollm2.jsonl").read_text().splitlines()]
-    assert len(starts) == 1 and starts[0]["exit"] == "stopped: batch done" and starts[0]["answers_done"] == 4
-    for path in targets:
-        a, b = pl.read_parquet(served / path), pl.read_parquet(local_run / path)
-        assert a["error"].null_count() == a.height
-        assert clock_free(a).equals(clock_free(b)), path
+    def without_model_answers(workdir: Path) -> Path:
+        """A copy of the cluster run's results without its model answers (predictions and response caches): what
+        is left to run is the serving batch."""
+        shutil.copytree(cluster_run.work, workdir, symlinks=True)
+        shutil.rmtree(workdir / "results/cache/answer", ignore_errors=True)
+        for path in targets:
+            if "smollm2" in path:
+                (workdir / path).unlink()
+        return workdir
 
-    # scancel the batch while its server runs (its answers asked afresh): the job's server is stopped, nothing
-    # listens on its port.
-    cancelled = served
-    shutil.rmtree(served / "results/cache/answer")
-    shutil.rmtree(served / "results/serving/kept")  # the first run's kept answers would be restored, not asked
-    for path in targets:
-        if "smollm2" in path:
-            (served / path).unlink()
-    (served / "results/serving/smollm2.jsonl").unlink()
-    (served / "results/logs/serving/smollm2.log").unlink()
-    run = subprocess.Popen(snakemake_command(cancelled, *targets, "--config", fast + SERVED, slurm=True),
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=scripts_first(cluster.env),
-                           stdin=subprocess.DEVNULL, start_new_session=True)
+    # The served run and the cancelled one start from copies of their own and run side by side (each batch asks
+    # for one of the test node's 2 CPUs): the served run's claims are checked after the cancel's.
+    served, cancelled = without_model_answers(tmp_path / "served"), without_model_answers(tmp_path / "cancelled")
+    pool = ThreadPoolExecutor(max_workers=1)
+    served_run = pool.submit(on_slurm, cluster, served, *targets, "--config", fast + SERVED)
+
+    # scancel the batch while its server runs: the job's server is stopped, nothing listens on its port.
+    cancelled_run = subprocess.Popen(snakemake_command(cancelled, *targets, "--config", fast + SERVED, slurm=True),
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     env=scripts_first(cluster.env), stdin=subprocess.DEVNULL, start_new_session=True)
     kept = cancelled / "results/serving/kept"
     try:
         log_path, ready = cancelled / "results/logs/serving/smollm2.log", None
@@ -300,9 +283,28 @@ def test_served_answers_come_from_one_slurm_job_with_one_server_start_and_scance
         (stopped,) = [json.loads(line) for line in (cancelled / "results/serving/smollm2.jsonl").read_text().splitlines()]
         assert stopped["port"] == port and stopped["exit"].startswith("stopped: SystemExit")
     finally:
-        if run.poll() is None:  # it would only go on to notice the cancelled job: nothing else is left to run
-            run.terminate()
-        run.wait(timeout=120)
+        if cancelled_run.poll() is None:  # it would only go on to notice the cancelled job: nothing else is left
+            cancelled_run.terminate()
+        cancelled_run.wait(timeout=120)
+        pool.shutdown(wait=True)
+
+    # The served run: every smollm2 answer in one batch job, one server start, the local run's predictions.
+    proc = served_run.result()
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    batch_log = (served / "results/logs/serving/smollm2.log").read_text()
+    batch_job = re.search(r"SLURM_JOB_ID=(\d+)", batch_log).group(1)
+    for run in ("blind", "blind_letter"):  # every smollm2 answer ran inside the one batch job
+        for video in ("demo_01", "demo_02"):
+            answer_log = (served / f"results/logs/answer/{run}/smollm2/{video}.log").read_text()
+            assert re.search(r"SLURM_JOB_ID=(\d+)", answer_log).group(1) == batch_job
+    random_log = (served / "results/logs/answer/random/none/demo_01.log").read_text()
+    assert re.search(r"SLURM_JOB_ID=(\d+)", random_log).group(1) != batch_job  # model-free runs stay per-video jobs
+    starts = [json.loads(line) for line in (served / "results/serving/smollm2.jsonl").read_text().splitlines()]
+    assert len(starts) == 1 and starts[0]["exit"] == "stopped: batch done" and starts[0]["answers_done"] == 4
+    for path in targets:
+        a, b = pl.read_parquet(served / path), pl.read_parquet(local_run / path)
+        assert a["error"].null_count() == a.height
+        assert clock_free(a).equals(clock_free(b)), path
 
     # Issue 36 item 3: the rerun restores what the cancelled batch finished (Snakemake deleted its outputs), with
     # no model call for it, and starts a server only for what is left.
