@@ -22,16 +22,20 @@ SMALL_DEMO = demo.DemoConfig(n_videos=2, seed=7, places_per_video=5, place_s=12,
                              fps=30, gop_s=1)
 
 
-@pytest.fixture(scope="session")
-def small_demo(tmp_path_factory) -> dict:
-    out = tmp_path_factory.mktemp("demo")
-    ids = demo.video_ids(SMALL_DEMO)
+def render_demo(cfg: demo.DemoConfig, out: Path) -> dict:
+    """A generated demo's videos, questions and walks under ``out``: what a demo fixture hands its tests."""
+    ids = demo.video_ids(cfg)
     with ThreadPoolExecutor(max_workers=2) as pool:  # one single-threaded encoder per core, as the workflow does
-        paths = pool.map(lambda v: demo.render_video(demo.plan_walk(SMALL_DEMO, v), out / "videos" / f"{v}.mp4"), ids)
+        paths = pool.map(lambda v: demo.render_video(demo.plan_walk(cfg, v), out / "videos" / f"{v}.mp4"), ids)
     videos = dict(zip(ids, paths))
     questions = out / "questions.jsonl"
-    demo.write_questions(SMALL_DEMO, questions, out / "walks.json")
+    demo.write_questions(cfg, questions, out / "walks.json")
     return {"dir": out, "videos": videos, "questions": questions, "videos_dir": out / "videos"}
+
+
+@pytest.fixture(scope="session")
+def small_demo(tmp_path_factory) -> dict:
+    return render_demo(SMALL_DEMO, tmp_path_factory.mktemp("demo"))
 
 
 #: The generated demo the agent and perception DAG tests run on: the small demo's sizes, two videos, every stage.

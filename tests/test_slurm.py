@@ -9,19 +9,23 @@ import signal
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import polars as pl
 import pytest
 
-from conftest import REPO, clock_free
+from conftest import REPO, SMALL_DEMO, clock_free, render_demo
 from slurm_cluster import LocalSlurm, available
 
 pytestmark = pytest.mark.workflow
 
 SLURM_PROFILE = REPO / "workflow" / "profiles" / "slurm"
 TEST_PROFILE = REPO / "tests" / "slurm" / "profile"
+#: `python -m snakemake` with the SLURM executor's status polls 1 s apart (the plugin's back-off, made for jobs of
+#: hours, noticed each of the test's jobs of seconds up to half its run time late).
+POLLING_SNAKEMAKE = REPO / "tests" / "slurm" / "snakemake_polling_every_second.py"
 HARD_TIMEOUT_S = 1500  # a hung poller; a run on a busy 2-core machine takes up to ~15 min
 
 
@@ -42,14 +46,24 @@ def cluster():
     assert not any((root / f"{d}.pid").exists() for d in ("slurmctld", "slurmd"))
 
 
-def snakemake(workdir: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def snakemake_command(workdir: Path, *args: str, slurm: bool = False) -> list[str]:
+    """A run in ``workdir``: locally, or on the test cluster through the shipped SLURM profile with the test
+    profile over it."""
+    entry = ([str(POLLING_SNAKEMAKE), "--profile", str(SLURM_PROFILE), "--workflow-profile", str(TEST_PROFILE)]
+             if slurm else ["-m", "snakemake"])
+    return [sys.executable, *entry, "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args]
+
+
+def scripts_first(env: dict) -> dict:
+    """``env`` with the test interpreter's scripts first on PATH: the `python` every job's shell calls."""
+    return {**env, "PATH": str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")}
+
+
+def snakemake(workdir: Path, *args: str, env: dict | None = None, slurm: bool = False) -> subprocess.CompletedProcess:
     """Run snakemake with a hard kill timeout (a hung poller must not hang the test suite)."""
-    env = dict(env or os.environ)
-    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, stdin=subprocess.DEVNULL,
-        start_new_session=True,
+        snakemake_command(workdir, *args, slurm=slurm), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=scripts_first(env or dict(os.environ)), stdin=subprocess.DEVNULL, start_new_session=True,
     )
     try:
         out, _ = proc.communicate(timeout=HARD_TIMEOUT_S)
@@ -61,8 +75,7 @@ def snakemake(workdir: Path, *args: str, env: dict | None = None) -> subprocess.
 
 
 def on_slurm(cluster: LocalSlurm, workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    return snakemake(workdir, "--profile", str(SLURM_PROFILE), "--workflow-profile", str(TEST_PROFILE), *args,
-                     env=cluster.env)
+    return snakemake(workdir, *args, env=cluster.env, slurm=True)
 
 
 def test_profile_is_found_as_typed_from_the_repository_root(monkeypatch):
@@ -74,11 +87,17 @@ def test_profile_is_found_as_typed_from_the_repository_root(monkeypatch):
     assert found[1].resolve() == (SLURM_PROFILE / "config.yaml").resolve()
 
 
-#: The small demo with three prompt methods (a model-free one, two on smollm2), every stage on: the cluster runs
-#: are about SLURM, not CPU time (the full demo's DAG, memory stages and videolucy have their own tests in
-#: test_workflow). cache_prompt off: a fresh call's numerics do not depend on the engine's prompt-cache history
-#: (tests/test_serving.py), so the served run below compares with the same local run.
+#: A small demo (SLURM_DEMO below) with three prompt methods (a model-free one, two on smollm2), every stage on:
+#: the cluster runs are about SLURM, not CPU time (the full demo's DAG, memory stages and videolucy have their own
+#: tests in test_workflow). cache_prompt off: a fresh call's numerics do not depend on the engine's prompt-cache
+#: history (tests/test_serving.py), so the served run below compares with the same local run.
 METHODS = "random,blind,blind_letter"
+
+#: smollm2 on one thread, in process and served alike (the default is the job's cores, 2 here): two llama.cpp
+#: threads that wait for each other at every layer cost 4x the CPU of one on a busy 2-core machine (measured:
+#: 20 vs 5 CPU s for one answer job of 4 questions at load 14), and a 1-CPU answer job leaves the test node's
+#: other CPU to the next job and to the local run beside the cluster runs.
+ONE_THREAD = "model.smollm2.threads=1"
 
 
 #: The served case's switch: smollm2 served; the test node's 2 CPUs hold its server's threads only (a batch asks
@@ -86,16 +105,42 @@ METHODS = "random,blind,blind_letter"
 SERVED = " serving.models=[smollm2] serving.cpus_per_answer=0"
 
 
-def fast_overrides(small_demo: dict, videos_dir: Path) -> str:
-    return (f"overrides=dataset=senri dataset.questions=[{small_demo['questions']}] dataset.videos_dir={videos_dir} "
-            f"anonymize.stride=30 method=[{METHODS}] +model.smollm2.cache_prompt=false")
+#: The cluster runs' demo: the small demo's generator at a quarter of its pixels, two 22-s walks of four places and
+#: 4 questions a video (the smallest balanced set). What the cluster runs prove is about SLURM (jobs, groups, logs,
+#: failure and resume, the served batch), not about the stages' numbers, and every stage's and answer job's work
+#: scales with frames and questions (the small demo's 68-s walks at 640x360 and 16 questions a video cost
+#: each anonymize job 4x and each answer job 4x as much).
+SLURM_DEMO = replace(SMALL_DEMO, places_per_video=4, place_s=4, width=320, height=180,
+                     questions_per_task={"L": 1, "RR": 1, "OC": 1, "RER": 1, "NP": 0, "TER": 0})
+QUESTIONS_PER_VIDEO = sum(SLURM_DEMO.questions_per_task.values())
 
 
 @pytest.fixture(scope="module")
-def local_run(tmp_path_factory, small_demo) -> Path:
-    """The same plan run locally (-c2): what every cluster run here must reproduce."""
+def slurm_demo(tmp_path_factory) -> dict:
+    return render_demo(SLURM_DEMO, tmp_path_factory.mktemp("slurm_demo"))
+
+
+def fast_overrides(slurm_demo: dict, videos_dir: Path) -> str:
+    return (f"overrides=dataset=senri dataset.questions=[{slurm_demo['questions']}] dataset.videos_dir={videos_dir} "
+            f"anonymize.stride=30 method=[{METHODS}] +model.smollm2.cache_prompt=false {ONE_THREAD}")
+
+
+@pytest.fixture(scope="module")
+def local_run_started(tmp_path_factory, slurm_demo):
+    """The same plan run locally (-c2), started when the cluster runs start and beside them: a cluster run
+    leaves a core idle for much of its time (one job at a time, each waiting on its allocation, its Snakemake
+    start and the executor's status polls), so the local run costs the module little wall time there."""
     local = tmp_path_factory.mktemp("slurm_local")
-    proc = snakemake(local, "-c2", "--config", fast_overrides(small_demo, small_demo["videos_dir"]))
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        yield local, pool.submit(snakemake, local, "-c2", "--config",
+                                 fast_overrides(slurm_demo, slurm_demo["videos_dir"]))
+
+
+@pytest.fixture(scope="module")
+def local_run(local_run_started: tuple[Path, Future]) -> Path:
+    """The local run, finished: what every cluster run here must reproduce."""
+    local, running = local_run_started
+    proc = running.result()
     assert proc.returncode == 0, proc.stdout[-6000:]
     return local
 
@@ -112,20 +157,20 @@ class ClusterRun:
 
 
 @pytest.fixture(scope="module")
-def cluster_run(cluster, tmp_path_factory, small_demo) -> ClusterRun:
+def cluster_run(cluster, local_run_started, tmp_path_factory, slurm_demo) -> ClusterRun:
     """The run of the first test below, whose finished results the served test starts from (only its serving
     batch then runs on the cluster, not every upstream stage again)."""
     root = tmp_path_factory.mktemp("slurm_run")
     videos = root / "videos"
     videos.mkdir()
-    shutil.copy(small_demo["videos"]["demo_01"], videos / "demo_01.mp4")
+    shutil.copy(slurm_demo["videos"]["demo_01"], videos / "demo_01.mp4")
     (videos / "demo_02.mp4").write_bytes(b"not a video at all")
-    overrides = fast_overrides(small_demo, videos)
+    overrides = fast_overrides(slurm_demo, videos)
     work = root / "work"
     failed = on_slurm(cluster, work, "--config", overrides)
     finished = work / "results/anonymized/demo_01.mp4"
     before = finished.stat().st_mtime_ns if finished.exists() else -1
-    shutil.copy(small_demo["videos"]["demo_02"], videos / "demo_02.mp4")
+    shutil.copy(slurm_demo["videos"]["demo_02"], videos / "demo_02.mp4")
     resumed = on_slurm(cluster, work, "--config", overrides)
     return ClusterRun(work, videos, failed, resumed, before)
 
@@ -147,7 +192,7 @@ def test_a_failed_job_names_its_rule_and_log_the_rerun_resumes_and_every_job_ran
     assert sorted(ran) == ["aggregate", "all", "anonymize", *["answer"] * 6, "frames", "frames", "probe", "probe",
                            "report", "videos_table"], ran
     assert finished.stat().st_mtime_ns == cluster_run.finished_mtime_ns
-    assert pl.read_parquet(work / "results/tables/main.parquet")["n"].to_list() == [32] * 3
+    assert pl.read_parquet(work / "results/tables/main.parquet")["n"].to_list() == [2 * QUESTIONS_PER_VIDEO] * 3
 
     # Every job of the two runs ran inside SLURM: anonymize ×2 and answer ×6 (3 methods per video) in a job
     # each, as ingest, videos_table, aggregate and report; probe ×2 in one group job, frames ×2 in another.
@@ -175,55 +220,35 @@ def test_a_failed_job_names_its_rule_and_log_the_rerun_resumes_and_every_job_ran
 
 
 def test_served_answers_come_from_one_slurm_job_with_one_server_start_and_scancel_leaves_nothing_listening(
-        cluster, tmp_path, small_demo, local_run, cluster_run):
+        cluster, tmp_path, slurm_demo, local_run, cluster_run):
     import json
     import socket
     import time
 
-    fast = fast_overrides(small_demo, cluster_run.videos)  # the cluster run's config: nothing upstream reruns
+    fast = fast_overrides(slurm_demo, cluster_run.videos)  # the cluster run's config: nothing upstream reruns
     targets = [f"results/predictions/{run}/{video}.parquet" for video in ("demo_01", "demo_02")
                for run in ("random/none", "blind/smollm2", "blind_letter/smollm2")]
-    # The cluster run's results without its model answers: what is left to run is the serving batch.
-    served = tmp_path / "served"
-    shutil.copytree(cluster_run.work, served, symlinks=True)
-    shutil.rmtree(served / "results/cache/answer", ignore_errors=True)
-    for path in targets:
-        if "smollm2" in path:
-            (served / path).unlink()
-    proc = on_slurm(cluster, served, *targets, "--config", fast + SERVED)
-    assert proc.returncode == 0, proc.stdout[-6000:]
 
-    batch_log = (served / "results/logs/serving/smollm2.log").read_text()
-    batch_job = re.search(r"SLURM_JOB_ID=(\d+)", batch_log).group(1)
-    for run in ("blind", "blind_letter"):  # every smollm2 answer ran inside the one batch job
-        for video in ("demo_01", "demo_02"):
-            answer_log = (served / f"results/logs/answer/{run}/smollm2/{video}.log").read_text()
-            assert re.search(r"SLURM_JOB_ID=(\d+)", answer_log).group(1) == batch_job
-    random_log = (served / "results/logs/answer/random/none/demo_01.log").read_text()
-    assert re.search(r"SLURM_JOB_ID=(\d+)", random_log).group(1) != batch_job  # model-free runs stay per-video jobs
-    starts = [json.loads(line) for line in (served / "results/serving/smollm2.jsonl").read_text().splitlines()]
-    assert len(starts) == 1 and starts[0]["exit"] == "stopped: batch done" and starts[0]["answers_done"] == 4
-    for path in targets:
-        a, b = pl.read_parquet(served / path), pl.read_parquet(local_run / path)
-        assert a["error"].null_count() == a.height
-        assert clock_free(a).equals(clock_free(b)), path
+    def without_model_answers(workdir: Path) -> Path:
+        """A copy of the cluster run's results without its model answers (predictions and response caches): what
+        is left to run is the serving batch."""
+        shutil.copytree(cluster_run.work, workdir, symlinks=True)
+        shutil.rmtree(workdir / "results/cache/answer", ignore_errors=True)
+        for path in targets:
+            if "smollm2" in path:
+                (workdir / path).unlink()
+        return workdir
 
-    # scancel the batch while its server runs (its answers asked afresh): the job's server is stopped, nothing
-    # listens on its port.
-    cancelled = served
-    shutil.rmtree(served / "results/cache/answer")
-    shutil.rmtree(served / "results/serving/kept")  # the first run's kept answers would be restored, not asked
-    for path in targets:
-        if "smollm2" in path:
-            (served / path).unlink()
-    (served / "results/serving/smollm2.jsonl").unlink()
-    (served / "results/logs/serving/smollm2.log").unlink()
-    env = {**cluster.env, "PATH": str(Path(sys.executable).parent) + os.pathsep + cluster.env.get("PATH", "")}
-    run = subprocess.Popen([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(cancelled),
-                            "--profile", str(SLURM_PROFILE), "--workflow-profile", str(TEST_PROFILE), *targets,
-                            "--config", fast + SERVED],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, stdin=subprocess.DEVNULL,
-                           start_new_session=True)
+    # The served run and the cancelled one start from copies of their own and run side by side (each batch asks
+    # for one of the test node's 2 CPUs): the served run's claims are checked after the cancel's.
+    served, cancelled = without_model_answers(tmp_path / "served"), without_model_answers(tmp_path / "cancelled")
+    pool = ThreadPoolExecutor(max_workers=1)
+    served_run = pool.submit(on_slurm, cluster, served, *targets, "--config", fast + SERVED)
+
+    # scancel the batch while its server runs: the job's server is stopped, nothing listens on its port.
+    cancelled_run = subprocess.Popen(snakemake_command(cancelled, *targets, "--config", fast + SERVED, slurm=True),
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     env=scripts_first(cluster.env), stdin=subprocess.DEVNULL, start_new_session=True)
     kept = cancelled / "results/serving/kept"
     try:
         log_path, ready = cancelled / "results/logs/serving/smollm2.log", None
@@ -258,9 +283,28 @@ def test_served_answers_come_from_one_slurm_job_with_one_server_start_and_scance
         (stopped,) = [json.loads(line) for line in (cancelled / "results/serving/smollm2.jsonl").read_text().splitlines()]
         assert stopped["port"] == port and stopped["exit"].startswith("stopped: SystemExit")
     finally:
-        if run.poll() is None:  # it would only go on to notice the cancelled job: nothing else is left to run
-            run.terminate()
-        run.wait(timeout=120)
+        if cancelled_run.poll() is None:  # it would only go on to notice the cancelled job: nothing else is left
+            cancelled_run.terminate()
+        cancelled_run.wait(timeout=120)
+        pool.shutdown(wait=True)
+
+    # The served run: every smollm2 answer in one batch job, one server start, the local run's predictions.
+    proc = served_run.result()
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    batch_log = (served / "results/logs/serving/smollm2.log").read_text()
+    batch_job = re.search(r"SLURM_JOB_ID=(\d+)", batch_log).group(1)
+    for run in ("blind", "blind_letter"):  # every smollm2 answer ran inside the one batch job
+        for video in ("demo_01", "demo_02"):
+            answer_log = (served / f"results/logs/answer/{run}/smollm2/{video}.log").read_text()
+            assert re.search(r"SLURM_JOB_ID=(\d+)", answer_log).group(1) == batch_job
+    random_log = (served / "results/logs/answer/random/none/demo_01.log").read_text()
+    assert re.search(r"SLURM_JOB_ID=(\d+)", random_log).group(1) != batch_job  # model-free runs stay per-video jobs
+    starts = [json.loads(line) for line in (served / "results/serving/smollm2.jsonl").read_text().splitlines()]
+    assert len(starts) == 1 and starts[0]["exit"] == "stopped: batch done" and starts[0]["answers_done"] == 4
+    for path in targets:
+        a, b = pl.read_parquet(served / path), pl.read_parquet(local_run / path)
+        assert a["error"].null_count() == a.height
+        assert clock_free(a).equals(clock_free(b)), path
 
     # Issue 36 item 3: the rerun restores what the cancelled batch finished (Snakemake deleted its outputs), with
     # no model call for it, and starts a server only for what is left.
