@@ -13,7 +13,7 @@ from typing import Iterable, Sequence
 
 import polars as pl
 
-from senri.records import BEHAVIOUR_COUNTS, HEALTH_COUNTS, LETTERS, OPTION_LETTERS, STORE_COUNTS, TASK_TYPES, Prediction, Question, TableError, check_frame, schema_of
+from senri.records import BEHAVIOUR_COUNTS, HEALTH_COUNTS, STORE_COUNTS, TASK_TYPES, Prediction, Question, TableError, check_frame, counted_letters, schema_of
 
 #: Column order of the paper's main table.
 CATEGORIES: tuple[str, ...] = ("total", "es", "l", "np", "oc", "rr", "se", "rer", "ter")
@@ -325,15 +325,14 @@ def store_health_table(predictions: pl.DataFrame) -> pl.DataFrame:
 def letter_columns(table_columns: Sequence[str]) -> list[str]:
     """The letter columns of a positions table (:func:`answer_positions`) as the letter figure draws them: SENRI's
     four letters always (its figure unchanged), E and F where the table has them, then unparsed answers."""
-    return [*LETTERS, *(c for c in OPTION_LETTERS[len(LETTERS):] if c in table_columns), "none"]
+    return [*counted_letters(table_columns), "none"]
 
 
 def answer_positions(scored: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:
     """How often each letter is predicted per run, next to the ground truth's own distribution: A–D always
     (SENRI's four), E and F only where a question's answer or a prediction is one (a five- or six-option native
     benchmark), so a SENRI run's table and figure keep their four letter columns."""
-    seen = set(questions["answer"].unique().to_list()) | set(scored["pred"].unique().to_list())
-    letters = [letter for letter in OPTION_LETTERS if letter in LETTERS or letter in seen]
+    letters = counted_letters([*questions["answer"].unique().to_list(), *scored["pred"].unique().to_list()])
 
     def letter_counts(frame: pl.DataFrame, column: str) -> list[pl.Expr]:
         return [(pl.col(column) == letter).sum().cast(pl.Int64).alias(letter) for letter in letters] + [

@@ -24,8 +24,8 @@ from senri.backends.cache import CachedBackend
 from senri.backends.served import Endpoint, serving_through
 from senri.methods import METHODS
 from senri.methods.base import Method, MethodAnswer, RunContext
-from senri.records import (BEHAVIOUR_COUNTS, HEALTH_COUNTS, LETTERS, OPTION_LETTERS, STORE_COUNTS, Prediction, Question,
-                           VideoInfo, from_frame, to_frame)
+from senri.records import (BEHAVIOUR_COUNTS, HEALTH_COUNTS, STORE_COUNTS, Prediction, Question, VideoInfo,
+                           counted_letters, from_frame, to_frame)
 
 log = logging.getLogger(__name__)
 
@@ -243,8 +243,8 @@ def _answer_video(questions: pl.DataFrame, video: VideoInfo, stage_config: Mappi
         if backend is not None:
             backend.close()
     failed = sum(p.error is not None for p in predictions)
-    letters = {letter: sum(p.pred == letter for p in predictions) for letter in OPTION_LETTERS
-               if letter in LETTERS or any(p.pred == letter for p in predictions)}
+    letters = {letter: sum(p.pred == letter for p in predictions)
+               for letter in counted_letters(p.pred for p in predictions)}
     log.info("%s/%s/%s: %d questions, %d correct, %d failed, %d parse failures; predicted letters %s",
              method_name, model_name, video.video_id, len(predictions), sum(p.correct for p in predictions),
              failed, sum(not p.parse_ok and p.error is None for p in predictions), letters)

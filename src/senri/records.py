@@ -47,6 +47,13 @@ def option_letters(n_options: int) -> tuple[str, ...]:
     return OPTION_LETTERS[:n_options]
 
 
+def counted_letters(present: Iterable[str | None]) -> tuple[str, ...]:
+    """The letters a letter count shows: SENRI's four always (its tables, figure and log line unchanged), E and
+    F only where ``present`` (answers, predictions or a table's columns) has them."""
+    seen = set(present)
+    return tuple(letter for letter in OPTION_LETTERS if letter in LETTERS or letter in seen)
+
+
 def letters_in_words(letters: Sequence[str]) -> str:
     """The letters as a prompt names them: "A, B, C or D", "A or B", "A"."""
     if len(letters) <= 1:
