@@ -97,6 +97,8 @@ rule videos_table:
         probe_tables,
     output:
         "results/videos.parquet",
+    params:
+        code=stage_code("videos_table"),
     log:
         "results/logs/videos_table.log",
     benchmark:

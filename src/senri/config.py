@@ -15,14 +15,11 @@ from typing import Any, Iterable, Mapping
 import jsonschema
 import yaml
 
-from senri.paths import CONFIG_DIR, CONFIG_SCHEMA, REPO_ROOT, SCHEMA_DIR  # noqa: F401 (re-exported)
+from senri.errors import ConfigError  # noqa: F401 (re-exported)
+from senri.paths import CONFIG_DIR, CONFIG_SCHEMA, REPO_ROOT, SCHEMA_DIR, sidecar_path  # noqa: F401 (re-exported)
 
 #: Model name used by methods that call no model (random guessing): their runs live under ``…/none/``.
 NO_MODEL = "none"
-
-
-class ConfigError(ValueError):
-    """The composed config is invalid; the message names every offending key path."""
 
 
 def parse_overrides(overrides: str | Iterable[str] | None) -> list[str]:
@@ -598,12 +595,6 @@ def stage_slice(cfg: Mapping[str, Any], stage: str, method: str | None = None, m
 def canonical_json(data: Any) -> str:
     """One spelling per value (sorted keys, no spaces): equal configs give equal params, so no spurious reruns."""
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def sidecar_path(output: str | Path) -> Path:
-    """Where a stage writes the resolved config it ran with: ``x.parquet`` → ``x.config.yaml``."""
-    output = Path(output)
-    return output / "config.yaml" if output.suffix == "" else output.with_suffix(".config.yaml")
 
 
 def write_sidecar(output: str | Path, stage: str, config: Mapping[str, Any]) -> Path:

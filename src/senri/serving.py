@@ -222,11 +222,8 @@ def answer_config(cfg: Mapping[str, Any], method: str, model: str) -> str:
 def answer_params(cfg: Mapping[str, Any], method: str, model: str) -> dict[str, str]:
     """An answer job's params, in process (rules/answer.smk) and served alike: its config slice as canonical
     JSON and its code digest (the method's and the backend's modules included)."""
-    backend = cfg["model"].get(model, {}).get("backend")
-    system = workflow.method_memory_system(cfg, method)
-    store = workflow.memory_system_store(cfg, system) if system else None
     return {"config": answer_config(cfg, method, model),
-            "code": workflow.code_digest("answer", cfg["method"][method]["implementation"], backend, store)}
+            "code": workflow.code_digest("answer", **workflow.answer_code_selection(cfg, method, model))}
 
 
 def batch_digest(cfg: Mapping[str, Any], batch: Batch) -> str:

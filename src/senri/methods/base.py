@@ -204,8 +204,8 @@ class Method:
     persistent memory); ``uses_model`` tells the workflow whether to run the method once per model;
     ``uses_frames`` whether its jobs need the frame store of the plan named in the method config;
     ``uses_memory`` whether they need the video's caption memory and a captioner; ``uses_pixels`` whether
-    they decode the video themselves (``RunContext.pixels``). ``extra_code`` names package modules besides the
-    method's own (paths under ``senri/``) whose edits must rerun its jobs (the answer stage's code digest).
+    they decode the video themselves (``RunContext.pixels``). The code its jobs run is derived from what its
+    module imports (:mod:`senri.code_identity`).
     """
 
     approach: ClassVar[str] = "baseline"
@@ -222,7 +222,6 @@ class Method:
     #: Whether it captions parts of the video itself and keeps them in a caption cache shared by all its runs
     #: over a video (LongVideo-R1's tree nodes): its jobs get ``--caption-cache`` (``RunContext.caption_cache``).
     caches_captions: ClassVar[bool] = False
-    extra_code: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, context: RunContext) -> None:
         self.context = context

@@ -311,8 +311,6 @@ class EGAgent(Method):
     approach: ClassVar[str] = "persistent_memory"
     uses_model: ClassVar[bool] = True
     uses_memory: ClassVar[bool] = True
-    extra_code: ClassVar[tuple[str, ...]] = ("memory/egagent/store.py", "memory/egagent/graph.py",
-                                             "memory/egagent/frames.py", "memory/egagent/common.py")
 
     def __init__(self, context: RunContext) -> None:
         super().__init__(context)

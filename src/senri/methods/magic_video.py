@@ -129,8 +129,6 @@ class MagicVideoWorkflow(MemorySearch):
     #: G-L1: at most ``max_rounds`` controller calls, then the QA call (G15) — always, and no forced round.
     qa_call: ClassVar[bool] = True
     forced_round: ClassVar[bool] = False
-    #: MemorySearch's modules and its own; the store's join through its ``extra_code``.
-    extra_code: ClassVar[tuple[str, ...]] = (*MemorySearch.extra_code, "methods/agent.py")
 
     def __init__(self, context: RunContext) -> None:
         super().__init__(context)

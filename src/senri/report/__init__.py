@@ -22,7 +22,7 @@ from senri.aggregate import (CATEGORIES, CATEGORY_LABELS, FAILURE_COLUMNS, FAILU
                              answer_positions, llm_call_table, load_predictions, main_table, mark_failures,
                              native_benchmarks, native_note, per_video_table, run_health_table, score,
                              shown_categories, store_health_table, to_markdown)
-from senri.config import sidecar_path
+from senri.paths import sidecar_path
 from senri.methods import deviations_from_release
 from senri.release_prompts import RELEASES, prompt_source
 from senri.report import figures
