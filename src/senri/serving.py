@@ -54,29 +54,10 @@ class BatchError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class ServedAnswer:
+class ServedAnswer(workflow.AnswerJobFiles):
     """One answer job of a batch: the files the in-process ``answer`` rule would read and write for it."""
 
-    method: str
-    model: str
-    video_id: str
     inputs: Mapping[str, str]
-
-    @property
-    def out(self) -> str:
-        return f"results/predictions/{self.method}/{self.model}/{self.video_id}.parquet"
-
-    @property
-    def sidecar(self) -> str:
-        return f"results/predictions/{self.method}/{self.model}/{self.video_id}.config.yaml"
-
-    @property
-    def cache(self) -> str:
-        return f"results/cache/answer/{self.method}/{self.model}/{self.video_id}.sqlite"
-
-    @property
-    def log(self) -> str:
-        return f"results/logs/answer/{self.method}/{self.model}/{self.video_id}.log"
 
     @property
     def kept(self) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -64,6 +65,53 @@ def code_digest(stage: str, method_implementation: str | None = None, backend: s
     over the captions, and editing a scorer reruns the report and no answer job."""
     modules = job_modules(stage, method_implementation, backend, memory_store)
     return code_identity.modules_digest(modules)
+
+
+@dataclass(frozen=True)
+class AnswerJobFiles:
+    """Where one answer job's files lie: the one definition the in-process rule (through :meth:`pattern`), the
+    served batches, the tables and the report read."""
+
+    method: str
+    model: str
+    video_id: str
+
+    @classmethod
+    def pattern(cls) -> "AnswerJobFiles":
+        """The rule's paths: the fields as Snakemake wildcards."""
+        return cls("{method}", "{model}", "{video_id}")
+
+    @property
+    def stem(self) -> str:
+        return f"{self.method}/{self.model}/{self.video_id}"
+
+    @property
+    def out(self) -> str:
+        """The prediction table."""
+        return f"results/predictions/{self.stem}.parquet"
+
+    @property
+    def sidecar(self) -> str:
+        """The answer stage's config the table was made with (the report reads approach and budgets there)."""
+        return f"results/predictions/{self.stem}.config.yaml"
+
+    @property
+    def cache(self) -> str:
+        """Every model call's response, kept across failed and killed jobs (not an output)."""
+        return f"results/cache/answer/{self.stem}.sqlite"
+
+    @property
+    def log(self) -> str:
+        return f"results/logs/answer/{self.stem}.log"
+
+    @property
+    def benchmark(self) -> str:
+        return f"results/benchmarks/answer/{self.stem}.tsv"
+
+
+def prediction_files(runs: list[tuple[str, str]], video_ids: list[str]) -> list[str]:
+    """The prediction tables of ``runs`` (method, model) over ``video_ids``, in run order."""
+    return [AnswerJobFiles(method, model, video).out for method, model in runs for video in video_ids]
 
 
 def is_demo(cfg: Mapping[str, Any]) -> bool:
@@ -325,5 +373,4 @@ def richness_predictions(cfg: Mapping[str, Any], runs: list[tuple[str, str]], vi
 
     if not ((cfg.get("analysis") or {}).get("richness") or {}).get("evaluator"):
         return []
-    return [f"results/predictions/{method}/{model}/{video}.parquet" for method, model in videolucy_runs(cfg, runs)
-            for video in video_ids]
+    return prediction_files(videolucy_runs(cfg, runs), video_ids)

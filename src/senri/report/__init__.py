@@ -145,10 +145,26 @@ RUN_HEALTH_HTML_PARTS: tuple[tuple[str, ...], ...] = (
 assert sorted(c for part in RUN_HEALTH_HTML_PARTS for c in part) == sorted(RUN_HEALTH_COLUMNS)
 
 
+#: Run-health columns always shown: what the counts are counted against.
+RUN_HEALTH_TOTALS = ("questions", "correct", "accuracy")
+
+
+def zero_in_every_run(table: pl.DataFrame, columns: Sequence[str]) -> list[str]:
+    """The ``columns`` that are 0 in every row of ``table`` (a table with no row has none: nothing to show)."""
+    return [c for c in columns if table.height and table[c].is_not_null().all() and (table[c] == 0).all()]
+
+
 def run_health_html(run_health: pl.DataFrame, decimals: int) -> str:
+    """The run-health table on the page, read at a glance: a count that is 0 in every run collapses into one line
+    under the table naming those counts; every other column stays, and the report's files keep all of them."""
+    zero = set(zero_in_every_run(run_health, [c for part in RUN_HEALTH_HTML_PARTS for c in part
+                                              if c not in RUN_HEALTH_TOTALS]))
+    parts = [kept for part in RUN_HEALTH_HTML_PARTS if (kept := [c for c in part if c not in zero])]
     tables = "".join(table_html(run_health.select(*RUN_KEYS, *part), RUN_HEALTH_LABELS, decimals=decimals)
-                     for part in RUN_HEALTH_HTML_PARTS)
-    return tables + f'<p class="note">{html.escape(RUN_HEALTH_NOTE)}</p>'
+                     for part in parts)
+    collapsed = [RUN_HEALTH_LABELS.get(c, c) for part in RUN_HEALTH_HTML_PARTS for c in part if c in zero]
+    line = f'<p class="note">0 in every run: {html.escape("; ".join(collapsed))}.</p>' if collapsed else ""
+    return tables + line + f'<p class="note">{html.escape(RUN_HEALTH_NOTE)}</p>'
 
 
 #: The paired-statistics table on the page: one group per comparison (its label names both runs), the interval
