@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -227,8 +228,18 @@ class _PackageSources:
 
     @functools.cache
     def facts(self, name: str) -> tuple[Path, dict] | None:
-        path = module_path(name, self.package_dir)
+        path = self.locate(name)
         return None if path is None else (path, self.cache.facts(path, name))
+
+    def locate(self, name: str) -> Path | None:
+        """A package module's file; for a module outside the package (a ``module:Class`` store or method of
+        one's own), the file Python would import. Only such a root is located outside the package: the closure
+        follows imports inside the package alone."""
+        path = module_path(name, self.package_dir)
+        if path is not None or name.split(".")[0] == PACKAGE:
+            return path
+        spec = importlib.util.find_spec(name)
+        return Path(spec.origin) if spec is not None and spec.origin and spec.origin.endswith(".py") else None
 
     def is_module(self, name: str) -> bool:
         return module_path(name, self.package_dir) is not None
@@ -323,7 +334,8 @@ class _PackageSources:
         root = self.package_dir.parents[1]
         hasher = hashlib.sha256()
         for path in self.files(modules):
-            hasher.update(str(path.relative_to(root)).encode() + b"\0" + self.file_digest(path))
+            name = path.relative_to(root) if path.is_relative_to(root) else path.name  # a module of one's own
+            hasher.update(str(name).encode() + b"\0" + self.file_digest(path))
         return hasher.hexdigest()[:16]
 
     @functools.cache

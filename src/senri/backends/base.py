@@ -366,3 +366,18 @@ class Backend:
 
     def close(self) -> None:
         """Release the model or connection pool; called once when the job ends."""
+
+
+def request_schema(backend: Backend | None, schema: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The schema a structured request carries on ``backend``, or None for free generation.
+
+    A backend that cannot constrain output gets none. A reasoning model (model config ``reasoning: true``,
+    e.g. the paper's DeepSeek-R1) constrained from its first token cannot think before its JSON, so it gets
+    the schema only where the backend applies it after the thinking (``schema_after_reasoning``: vLLM's
+    reasoning parser with structured output); elsewhere it generates freely and the reply goes through the
+    project's JSON reader, the caller's validator and one repair turn, like any unconstrained backend."""
+    if backend is None or not backend.capabilities.json_schema:
+        return None
+    if is_reasoning(backend.config) and not backend.capabilities.schema_after_reasoning:
+        return None
+    return schema

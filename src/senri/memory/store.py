@@ -28,7 +28,7 @@ from senri.registry import Registry
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from senri.backends.base import ChatResponse
-    from senri.methods.base import CallTally
+    from senri.calls import CallTally
     from senri.records import Question, VideoInfo
 
 

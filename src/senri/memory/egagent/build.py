@@ -145,7 +145,8 @@ class BuilderCalls:
     def ask(self, role: str, fields_list: Sequence[Mapping[str, Any]], schema: Mapping[str, Any]
             ) -> list[dict | None]:
         from senri.backends.base import ChatRequest, Message
-        from senri.methods.structured import first_valid, request_schema
+        from senri.answers import first_valid
+        from senri.backends.base import request_schema
 
         constrained = request_schema(self.backend, schema)
         requests = [ChatRequest((Message.text("user", self.prompts.render(role, **f)),), max_tokens=self.max_tokens,
