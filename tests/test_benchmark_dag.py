@@ -17,7 +17,6 @@ import pytest
 from conftest import snakemake
 from senri.benchmarks import BENCHMARKS
 from senri.benchmarks.instance import InstanceSize, write_instance
-from senri.benchmarks.layouts import layout
 from senri.benchmarks.scoring import question_options
 from senri.report.browser import question_slug
 
@@ -70,7 +69,7 @@ def test_random_blind_and_videolucy_write_each_benchmark_table(benchmark_runs, n
     tmp_path = benchmark_runs[name].result()
 
     benchmark, tables = BENCHMARKS.load(name), tmp_path / "results/report/tables"
-    table = layout(benchmark.layout)
+    table = benchmark.layout
     questions = pl.read_parquet(tmp_path / "results/questions.parquet")
     ours = pl.read_parquet(tables / f"benchmark_{name}.parquet")
     runs = ours.filter(pl.col("method").is_in(["random", "blind", "videolucy"]) & pl.col("model").is_not_null())
