@@ -17,7 +17,6 @@ import pytest
 from conftest import snakemake
 from senri.benchmarks import BENCHMARKS
 from senri.benchmarks.instance import InstanceSize, write_instance
-from senri.benchmarks.layouts import layout
 from senri.benchmarks.scoring import question_options
 from senri.report.browser import question_slug
 
@@ -70,7 +69,7 @@ def test_random_blind_and_videolucy_write_each_benchmark_table(benchmark_runs, n
     tmp_path = benchmark_runs[name].result()
 
     benchmark, tables = BENCHMARKS.load(name), tmp_path / "results/report/tables"
-    table = layout(benchmark.layout)
+    table = benchmark.layout
     questions = pl.read_parquet(tmp_path / "results/questions.parquet")
     ours = pl.read_parquet(tables / f"benchmark_{name}.parquet")
     runs = ours.filter(pl.col("method").is_in(["random", "blind", "videolucy"]) & pl.col("model").is_not_null())
@@ -79,6 +78,11 @@ def test_random_blind_and_videolucy_write_each_benchmark_table(benchmark_runs, n
         assert {key, f"correct_{key}", f"n_{key}"} <= set(ours.columns)
     total = next((c.key for c in table.columns if c.over == "all"), table.headline)
     assert (runs[f"n_{total}"] + runs["skipped"] == questions.height).all()
+    main = pl.read_parquet(tables / "main.parquet")   # the run set's main table: the benchmark's own columns
+    assert set(table.keys) <= set(main.columns) and "es" not in main.columns
+    for breakdown in table.breakdowns:   # its own breakdowns under the official scorer, every question in "all"
+        counted = pl.read_parquet(tables / f"breakdown_{name}_{breakdown.name}.parquet").filter(pl.col("split") == "all")
+        assert counted.height and (counted["n"] <= questions.height).all()
     shown = (tables / f"benchmark_{name}.md").read_text()
     assert table.title in shown and "| published |" in shown and "VideoLucy" in shown
 

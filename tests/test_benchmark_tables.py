@@ -3,16 +3,15 @@ rows, every scorer side by side on the same replies, the flips between them, pai
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import polars as pl
 
+from senri.benchmarks import BENCHMARKS
 from senri.benchmarks.layouts import layout
 from senri.records import Prediction, Question, to_frame
 from senri.benchmarks.scoring import question_options
 from senri.report.benchmark import benchmark_tables
 
-VIDEOMME = SimpleNamespace(name="videomme", layout="videomme", official_scorer="videomme_official")
+VIDEOMME = BENCHMARKS.load("videomme")
 #: (qid, split, answer, reply of run "m/x"): the spec's tricky replies (VM9, VM10, VM13).
 CASES = [("001-1", "short", "C", "C. Berries."), ("001-2", "short", "B", "Best answer: C"),
          ("301-1", "medium", "C", "Answer: C. Jade."),

@@ -38,7 +38,7 @@ def test_every_registered_benchmark_is_a_benchmark_with_its_scorer_and_layout_na
     for name in BENCHMARKS.names():
         benchmark = BENCHMARKS.load(name)
         assert isinstance(benchmark, Benchmark) and benchmark.name == name
-        assert benchmark.categories and benchmark.official_scorer and benchmark.layout == name
+        assert benchmark.categories and benchmark.official_scorer and benchmark.layout.name == name
     assert benchmark_name({"name": "demo"}) == "senri" and load_benchmark({}).strict
 
 

@@ -33,7 +33,7 @@ import functools
 import json
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from senri.records import LETTERS, letters_in_words, option_letters
 
@@ -310,3 +310,12 @@ def first_valid(body: str, validate: Validator, fallback: Fallback | None = None
             if checked is not None:
                 return checked
     return None
+def letter_of(answer: Any, letters: Sequence[str] = LETTERS) -> str | None:
+    """The option letter an ``Answer`` field gives ("B", "(B)", "B. A red cup"), or None: VideoLucy's reading of
+    its agent's reply, and EgoMem's official scorer (here, below both, so that neither imports the other). Only the
+    question's ``letters`` are read (A–D, the release's, for four options; "E" is a letter of a five-option question)."""
+    if not letters:
+        return None
+    span = f"{letters[0]}-{letters[-1]}"
+    match = re.match(rf"^\s*(?:option\s+)?\(?([{span}])(?:\s*$|\s*[).:\-–])", str(answer or ""), re.IGNORECASE)
+    return match.group(1).upper() if match else None

@@ -430,7 +430,13 @@ def add_frame_plans(cfg: dict[str, Any]) -> None:
 
 
 def _schema() -> dict[str, Any]:
-    return json.loads(CONFIG_SCHEMA.read_text())
+    """The config schema, with the lists that registries own filled in from them: ``dataset.benchmark``'s enum is
+    every registered benchmark (:data:`senri.benchmarks.BENCHMARKS`), so a new benchmark is one registration."""
+    from senri.benchmarks import BENCHMARKS
+
+    schema = json.loads(CONFIG_SCHEMA.read_text())
+    schema["properties"]["dataset"]["properties"]["benchmark"]["enum"] = BENCHMARKS.names()
+    return schema
 
 
 def _path(parts: Iterable[Any]) -> str:
@@ -523,9 +529,14 @@ def capability_problems(cfg: Mapping[str, Any], pairs: list[tuple[str, str]] | N
     return list(dict.fromkeys(problems))
 
 
-#: Dataset keys a native benchmark's reader reads (config/dataset/<benchmark>.yaml documents each).
-NATIVE_DATASET_KEYS: tuple[str, ...] = ("benchmark", "root", "video_ids", "splits", "repair_json", "video_layout",
-                                        "samples_per_shard", "index_pattern", "preset_bins", "mlvu_answer_position")
+def reader_options(dataset: Mapping[str, Any]) -> tuple[str, ...]:
+    """The dataset keys the benchmark's reader reads (``Benchmark.options``; config/dataset/<benchmark>.yaml
+    documents each): its share of the ingest slice."""
+    from senri.benchmarks import BENCHMARKS, benchmark_name
+
+    name = benchmark_name(dataset)
+    return BENCHMARKS.load(name).options if name in BENCHMARKS else ()
+
 
 
 def stage_slice(cfg: Mapping[str, Any], stage: str, method: str | None = None, model: str | None = None,
@@ -548,8 +559,9 @@ def stage_slice(cfg: Mapping[str, Any], stage: str, method: str | None = None, m
         slice_ = {key: dataset[key] for key in ("name", "questions", "videos_dir", "video_ext")}
         if dataset.get("subset"):  # a subset only where one is set: a dataset without it keeps its ingest as it was
             slice_["subset"] = dataset["subset"]
-        if dataset.get("benchmark", "senri") != "senri":  # a native benchmark's reader options (SENRI has none)
-            slice_ |= {key: dataset[key] for key in NATIVE_DATASET_KEYS if key in dataset}
+        options = reader_options(dataset)  # the benchmark's reader options (SENRI-Bench's: none)
+        if options:
+            slice_ |= {key: dataset[key] for key in ("benchmark", *options) if key in dataset}
         return slice_
     if stage == "probe":
         return {"probe": cfg["probe"]}

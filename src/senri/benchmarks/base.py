@@ -16,10 +16,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from senri.benchmarks.layouts import Layout
 from senri.records import OPTION_LETTERS, IngestQuirk, Question
 
 #: A video id of a native benchmark: YouTube ids may start with "-" or "_" (Video-MME 24 of 900); no path parts.
 NATIVE_VIDEO_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem of a question file: where (file, 1-based row, field) and what."""
+
+    file: str
+    row: int | None  # 1-based data row (JSON list index + 1, JSONL line, CSV data row); None: whole file
+    field: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = self.file + (f", row {self.row}" if self.row is not None else "")
+        return f"{where}{f', field {self.field!r}' if self.field else ''}: {self.message}"
+
+
+class IngestError(ValueError):
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        self.problems = list(problems)
+        super().__init__(
+            f"{len(self.problems)} problem(s) in the question files:\n" + "\n".join(f"  {p}" for p in self.problems)
+        )
 
 
 class NativeFileError(ValueError):
@@ -64,20 +87,26 @@ PresetRule = Callable[[Mapping[str, Any], NativeVideo], str | None]
 
 @dataclass(frozen=True)
 class Benchmark:
-    """One benchmark: its reader, categories (display order), splits, official scorer (a name in
-    ``senri.benchmarks.scoring.SCORERS``), table layout (a name in ``senri.benchmarks.layouts.LAYOUTS``) and the
-    preset rule by which VideoLucy's appendix sets a video's temporal scopes."""
+    """One benchmark, everything senri knows of it in one object: its reader and the dataset keys that reader
+    takes (``options``: its share of the ingest config; ``dataset.benchmark`` is always part of it), categories
+    (display order), splits, official scorer (a name in ``senri.benchmarks.scoring.SCORERS``), its table
+    :class:`~senri.benchmarks.layouts.Layout` (main table, published rows, scorers, breakdowns, figure), the preset
+    rule by which VideoLucy's appendix sets a video's temporal scopes, and a glossary of its codes for the
+    question browser (``(title, {code: meaning})`` groups)."""
 
     name: str
     title: str
     categories: tuple[str, ...]
     splits: tuple[str, ...]
     official_scorer: str
-    layout: str
+    layout: Layout
     read: Reader
     preset: PresetRule
     #: SENRI format: one record that fails validation refuses the whole ingest (with every problem listed).
     strict: bool = False
+    #: The ``dataset.*`` keys its reader reads beyond questions / videos_dir / video_ext (config/dataset/<name>.yaml).
+    options: tuple[str, ...] = ()
+    glossary: tuple[tuple[str, Mapping[str, str]], ...] = ()
 
 
 #: Separates a facet's key from its value in ``Question.categories`` (``domain=Knowledge``).

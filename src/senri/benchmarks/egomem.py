@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from senri.benchmarks.layouts import Breakdown, Column, Figure, Layout
 from senri.benchmarks.base import (Benchmark, NativeFileError, NativeSet, NativeVideo, answer_flags, facet, load_json,
                                    make_question, option_flags, question_files, strip_letter_prefixes,
                                    unusable_video_id)
@@ -68,5 +69,17 @@ def preset(dataset: Mapping[str, Any], video: NativeVideo) -> str | None:
     return "egomem"
 
 
+#: VideoLucy's Table 4: Event, Detail and their mean (EM8); the accuracies per type and per Event subtype (EM4).
+LAYOUT = Layout(
+    "egomem", "EgoMem (VideoLucy Table 4 layout)",
+    (Column("event", "Event", "category", ("Event",)), Column("detail", "Detail", "category", ("Detail",)),
+     Column("avg", "Avg", "macro", ("event", "detail"))),
+    headline="avg",
+    scorers=("egomem_official", "videomme_official", "lmms_eval_2026", "senri_strict", "method"),
+    published="videolucy_table4_egomem.csv",
+    figure=Figure(("event", "detail"), "Accuracy by question type (official scorer)"),
+    breakdowns=(Breakdown("type", "Question types", "category", order=TYPES),
+                Breakdown("subtype", "Event subtypes", "subtype", order=EVENT_SUBTYPES)))
+
 EGOMEM = Benchmark(name="egomem", title="EgoMem", categories=TYPES, splits=(), official_scorer="egomem_official",
-                   layout="egomem", read=read, preset=preset)
+                   layout=LAYOUT, read=read, preset=preset, options=("root", "video_ids", "splits", "repair_json"))

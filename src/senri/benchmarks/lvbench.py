@@ -13,6 +13,7 @@ import json
 import re
 from typing import Any, Mapping
 
+from senri.benchmarks.layouts import Breakdown, Column, Figure, Layout
 from senri.benchmarks.base import (Benchmark, NativeFileError, NativeSet, NativeVideo, answer_flags, facet,
                                    make_question, option_flags, preset_by_bins, question_files, unusable_video_id)
 
@@ -153,5 +154,19 @@ def preset(dataset: Mapping[str, Any], video: NativeVideo) -> str | None:
     return preset_by_bins(dataset.get("preset_bins") or DEFAULT_BINS, video.duration_s)
 
 
+#: VideoLucy's Table 2 (multi-label categories, Overall over questions, LV6/LV10); compute_accuracy's own
+#: per-category accuracies (every category a question names, each counted once per question).
+LAYOUT = Layout(
+    "lvbench", "LVBench (VideoLucy Table 2 layout)",
+    tuple(Column(k.lower(), k, "category", (k,)) for k in CATEGORIES) + (Column("overall", "Overall", "all"),),
+    headline="overall",
+    scorers=("lvbench_official", "lvbench_polish", "lmms_eval_2025", "lmms_eval_2026", "senri_strict", "method"),
+    published="videolucy_table2_lvbench.csv",
+    figure=Figure(tuple(k.lower() for k in CATEGORIES), "Accuracy by question category (official scorer)"),
+    breakdowns=(Breakdown("category", "Question categories (compute_accuracy)", "category", order=CATEGORIES),))
+
 LVBENCH = Benchmark(name="lvbench", title="LVBench", categories=CATEGORIES, splits=("short", "medium", "long"),
-                    official_scorer="lvbench_official", layout="lvbench", read=read, preset=preset)
+                    official_scorer="lvbench_official", layout=LAYOUT, read=read, preset=preset,
+                    options=("root", "video_ids", "splits", "video_layout", "samples_per_shard", "index_pattern",
+                             "preset_bins"),
+                    glossary=(("question categories", {code: name for name, code in CATEGORY_CODES.items()}),))

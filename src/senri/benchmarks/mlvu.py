@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
+from senri.benchmarks.layouts import Breakdown, Column, Figure, Layout
 from senri.benchmarks.base import (Benchmark, NativeFileError, NativeSet, NativeVideo, answer_flags, load_json,
                                    make_question, option_flags, preset_by_bins, question_files, unusable_video_id)
 from senri.records import OPTION_LETTERS
@@ -119,6 +120,23 @@ def preset(dataset: Mapping[str, Any], video: NativeVideo) -> str | None:
     return preset_by_bins(dataset.get("preset_bins") or DEFAULT_BINS, video.duration_s)
 
 
+#: The abbreviations of MLVU's own tables for the seven multiple-choice dev tasks (the reader's category names,
+#: ML3; needle as "needle").
+TASK_LABELS = {"plotQA": "PQA", "needle": "NQA", "ego": "ER", "count": "AC", "order": "AO", "anomaly_reco": "AR",
+               "topic_reasoning": "TR"}
+#: VideoLucy's Table 3: the seven tasks and M-Avg, their macro mean (ML11); the official per-task accuracies.
+LAYOUT = Layout(
+    "mlvu", "MLVU dev (VideoLucy Table 3 layout)",
+    tuple(Column(task.lower(), TASK_LABELS[task], "category", (task,)) for task in TASKS)
+    + (Column("m_avg", "M-Avg", "macro", tuple(task.lower() for task in TASKS)),),
+    headline="m_avg",
+    scorers=("mlvu_official", "lmms_eval_2025_mlvu", "lmms_eval_2026", "vlmevalkit_mlvu", "senri_strict", "method"),
+    published="videolucy_table3_mlvu.csv",
+    figure=Figure(tuple(task.lower() for task in TASKS), "Accuracy by task (official scorer)"),
+    breakdowns=(Breakdown("task", "Tasks", "category", order=TASKS + TEST_TASKS),))
+
 MLVU = Benchmark(name="mlvu", title="MLVU (M-Avg)", categories=TASKS + TEST_TASKS,
-                 splits=("short", "medium", "long", "extra_long"), official_scorer="mlvu_official", layout="mlvu",
-                 read=read, preset=preset)
+                 splits=("short", "medium", "long", "extra_long"), official_scorer="mlvu_official", layout=LAYOUT,
+                 read=read, preset=preset, options=("root", "video_ids", "splits", "repair_json", "mlvu_answer_position",
+                                                     "preset_bins"),
+                 glossary=(("tasks", {label: task for task, label in TASK_LABELS.items()}),))

@@ -184,7 +184,7 @@ def vlmevalkit_mlvu_letter(reply: str | None, options: Sequence[str]) -> str | N
 
 def egomem_letter(reply: str | None, options: Sequence[str] = ()) -> str | None:
     """EM9: VideoLucy's own reading of an ``Answer`` string ("B", "(B)", "B. text", "option B")."""
-    from senri.methods.videolucy import letter_of  # the method's reader: one rule, not a copy
+    from senri.answers import letter_of  # VideoLucy's reader (the method imports it too): one rule, not a copy
 
     return letter_of(reply)
 

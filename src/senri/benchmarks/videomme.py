@@ -15,6 +15,7 @@ from urllib.parse import parse_qs, urlparse
 
 import polars as pl
 
+from senri.benchmarks.layouts import Breakdown, Column, Figure, Layout
 from senri.benchmarks.base import (Benchmark, NativeFileError, NativeSet, NativeVideo, answer_flags, facet, load_json,
                                    make_question, option_flags, question_files, strip_letter_prefixes,
                                    unusable_video_id)
@@ -115,5 +116,31 @@ def preset(dataset: Mapping[str, Any], video: NativeVideo) -> str | None:
     return f"videomme_{video.split}" if video.split in SPLITS else None
 
 
+#: The official scorer's video domains and sub-categories, in the order it prints them (eval_your_results.py).
+DOMAINS = ("Knowledge", "Film & Television", "Sports Competition", "Artistic Performance", "Life Record",
+           "Multilingual")
+SUB_CATEGORIES = ("Humanity & History", "Literature & Art", "Biology & Medicine", "Finance & Commerce", "Astronomy",
+                  "Geography", "Law", "Life Tip", "Technology", "Animation", "Movie & TV Show", "Documentary",
+                  "News Report", "Esports", "Basketball", "Football", "Athletics", "Other Sports", "Stage Play",
+                  "Magic Show", "Variety Show", "Acrobatics", "Handicraft", "Food", "Fashion", "Daily Life", "Travel",
+                  "Pet & Animal", "Exercise", "Multilingual")
+
+#: VideoLucy's Table 1 (micro per split, Avg over every answered question, VM11), and the official scorer's
+#: per-split and whole-set breakdowns by domain, sub-category and task type.
+LAYOUT = Layout(
+    "videomme", "Video-MME w/o subtitles (VideoLucy Table 1 layout)",
+    (Column("short", "Short", "split", ("short",)), Column("medium", "Medium", "split", ("medium",)),
+     Column("long", "Long", "split", ("long",)), Column("avg", "Avg", "all")),
+    headline="avg",
+    scorers=("videomme_official", "videomme_old", "lmms_eval_2025", "lmms_eval_2026", "vlmevalkit_videomme",
+             "senri_strict", "method"),
+    published="videolucy_table1_videomme.csv",
+    figure=Figure(("short", "medium", "long"), "Accuracy by duration split (official scorer)"),
+    breakdowns=(Breakdown("domain", "Video domains", "domain", by_split=True, order=DOMAINS),
+                Breakdown("sub_category", "Video sub-categories", "sub_category", by_split=True,
+                          order=SUB_CATEGORIES),
+                Breakdown("task_type", "Task categories", "category", by_split=True, order=TASK_TYPES)))
+
 VIDEOMME = Benchmark(name="videomme", title="Video-MME (w/o subtitles)", categories=TASK_TYPES, splits=SPLITS,
-                     official_scorer="videomme_official", layout="videomme", read=read, preset=preset)
+                     official_scorer="videomme_official", layout=LAYOUT, read=read, preset=preset,
+                     options=("root", "video_ids", "splits", "repair_json"))
