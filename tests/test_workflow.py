@@ -445,13 +445,15 @@ def test_every_module_a_demo_job_imported_is_in_its_code_digest(demo_run):
 
 def test_editing_a_scorer_reruns_the_report_and_no_answer_job(demo_run, tmp_path):
     """The stale-report case of issue 59: after make demo, an edit to the official scorers' module plans the
-    report again, and nothing else (a checkout's copy of the package, edited, first on the path)."""
+    tables and the report again (the aggregate scores by the benchmark's official scorer), and nothing else (a
+    checkout's copy of the package, edited, first on the path)."""
     shutil.copytree(REPO / "src" / "senri", tmp_path / "src" / "senri", ignore=shutil.ignore_patterns("__pycache__"))
     for folder in ("config", "workflow"):
         (tmp_path / folder).symlink_to(REPO / folder)
     scoring = tmp_path / "src" / "senri" / "benchmarks" / "scoring.py"
     scoring.write_text(scoring.read_text() + "\n# a fixed scorer\n")
-    assert planned_jobs(demo_run, env={"PYTHONPATH": str(tmp_path / "src")}) == {"report": 1, "all": 1}
+    assert planned_jobs(demo_run, env={"PYTHONPATH": str(tmp_path / "src")}) == {"aggregate": 1, "report": 1,
+                                                                                  "all": 1}
 
 
 def test_invalid_config_stops_the_workflow_naming_the_key(demo_run):
