@@ -145,7 +145,7 @@ VIDEOMME = Layout(
      Column("long", "Long", "split", ("long",)), Column("avg", "Avg", "all")),
     headline="avg",
     scorers=("videomme_official", "videomme_old", "lmms_eval_2025", "lmms_eval_2026", "vlmevalkit_videomme",
-             "senri_strict", "method"),
+             "senri_prereading", "senri_strict", "method"),
     published="videolucy_table1_videomme.csv")
 
 LVBENCH = Layout(
@@ -153,7 +153,8 @@ LVBENCH = Layout(
     tuple(Column(k.lower(), k, "category", (k,)) for k in ("ER", "EU", "KIR", "TG", "Rea", "Sum"))
     + (Column("overall", "Overall", "all"),),
     headline="overall",
-    scorers=("lvbench_official", "lvbench_polish", "lmms_eval_2025", "lmms_eval_2026", "senri_strict", "method"),
+    scorers=("lvbench_official", "lvbench_polish", "lmms_eval_2025", "lmms_eval_2026", "senri_prereading",
+             "senri_strict", "method"),
     published="videolucy_table2_lvbench.csv")
 
 #: MLVU's seven multiple-choice dev tasks (the category names the reader gives, ML3; needle as "needle") and the
@@ -165,7 +166,8 @@ MLVU = Layout(
     tuple(Column(task.lower(), label, "category", (task,)) for task, label in MLVU_TASKS)
     + (Column("m_avg", "M-Avg", "macro", tuple(task.lower() for task, _ in MLVU_TASKS)),),
     headline="m_avg",
-    scorers=("mlvu_official", "lmms_eval_2025_mlvu", "lmms_eval_2026", "vlmevalkit_mlvu", "senri_strict", "method"),
+    scorers=("mlvu_official", "lmms_eval_2025_mlvu", "lmms_eval_2026", "vlmevalkit_mlvu", "senri_prereading",
+             "senri_strict", "method"),
     published="videolucy_table3_mlvu.csv")
 
 EGOMEM = Layout(
@@ -173,7 +175,8 @@ EGOMEM = Layout(
     (Column("event", "Event", "category", ("Event",)), Column("detail", "Detail", "category", ("Detail",)),
      Column("avg", "Avg", "macro", ("event", "detail"))),
     headline="avg",
-    scorers=("egomem_official", "videomme_official", "lmms_eval_2026", "senri_strict", "method"),
+    scorers=("egomem_official", "videomme_official", "lmms_eval_2026", "senri_prereading", "senri_strict",
+             "method"),
     published="videolucy_table4_egomem.csv")
 
 #: name → Layout (a benchmark's ``layout`` names one).

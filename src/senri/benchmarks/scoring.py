@@ -93,6 +93,8 @@ def tool_percent(correct: int, counted: int, decimals: int = 1, form: str = "100
     even). None for an empty column (the tools print 0 there; senri shows it empty)."""
     if not counted:
         return None
+    if form == "fraction":  # VLMEvalKit's Video-MME rating: the mean score printed with ".3f" (1/16 → "0.062")
+        return round(round(correct / counted, decimals + 2) * 100, decimals)
     value = correct / counted * 100 if form == "c/n*100" else 100 * correct / counted
     return round(value, decimals)
 
@@ -183,6 +185,25 @@ class Scorer:
         values = [(c / n * 100 if form == "c/n*100" else 100 * c / n) for c, n in present]
         divisor = len(members) if self.macro == "all" else len(values)
         return round(sum(values) / divisor, decimals)
+
+
+def layout_value(s: Scorer, layout: Any, counts: Mapping[str, tuple[int, int]], key: str,
+                 decimals: int = 1) -> float | None:
+    """Column ``key`` of ``layout`` (a :class:`senri.benchmarks.layouts.Layout`) as scorer ``s``'s tool prints
+    it, from the ``(correct, counted)`` per column: a plain column by the tool's arithmetic and rounding
+    (:func:`tool_percent`), a macro column by its macro rule; a scorer that is no tool (senri's own) is shown by
+    the layout's rule (:func:`senri.benchmarks.layouts.column_value`). The one function the report calls for a
+    scorer's numbers."""
+    from senri.benchmarks.layouts import column_value
+
+    column = layout.column(key)
+    if s.percent is None and s.macro is None:
+        return column_value(layout, counts, key, decimals)
+    if column.over == "macro":
+        if s.macro is None:
+            return column_value(layout, counts, key, decimals)
+        return s.macro_percent([counts[m] for m in column.members], decimals)
+    return s.column_percent(*counts[key], decimals)
 
 
 def question_options(row: Mapping[str, Any]) -> tuple[str, ...]:
@@ -501,10 +522,10 @@ SOURCES = {
 _ALL: tuple[Scorer, ...] = (
     Scorer("videomme_official", videomme_letter, "skipped", "skipped", "VM9-VM12",
            "Video-MME official (lead-ins removed, first capital A-D; empty extraction skipped)",
-           raised="skipped", absent_scope="video", origin=SOURCES["videomme_official"]),
+           raised="skipped", absent_scope="video", percent="100*c/n", origin=SOURCES["videomme_official"]),
     Scorer("videomme_old", videomme_old_letter, "skipped", "skipped", "VM13",
            "Video-MME's scorer before June 2024 (shorter lead-in list)",
-           raised="skipped", absent_scope="video", origin=SOURCES["videomme_old"]),
+           raised="skipped", absent_scope="video", percent="100*c/n", origin=SOURCES["videomme_old"]),
     Scorer("lvbench_official", exact_letter, "wrong", "skipped", "LV8-LV10",
            "LVBench official (the reply must be the letter; absent question not scored)",
            percent="c/n*100", origin=SOURCES["lvbench_official"]),
@@ -519,16 +540,16 @@ _ALL: tuple[Scorer, ...] = (
            origin=SOURCES["egomem_official"]),
     Scorer("lmms_eval_2025", lmms_videomme_2025_letter, "wrong", "wrong", "VM14, LV12",
            "lmms-eval 2025 Video-MME/LVBench tasks (old Video-MME regex, unreadable wrong)",
-           macro="all", origin=SOURCES["lmms_eval_2025"]),
+           percent="100*c/n", macro="all", origin=SOURCES["lmms_eval_2025"]),
     Scorer("lmms_eval_2025_mlvu", lmms_mlvu_2025_letter, "wrong", "wrong", "ML12",
            "lmms-eval 2025 MLVU task (trim, the ML10 rule; mean over all 7 tasks)",
-           macro="all", origin=SOURCES["lmms_eval_2025_mlvu"]),
+           percent="100*c/n", macro="all", origin=SOURCES["lmms_eval_2025_mlvu"]),
     Scorer("lmms_eval_2026", lmms_eval_2026_letter, "wrong", "wrong", "VM14, LV12, ML12",
            "lmms-eval 2026 extract_mcq_answer (priority formats, A-D; MLVU mean over all 7 tasks)",
-           macro="all", origin=SOURCES["lmms_eval_2026"]),
+           percent="100*c/n", macro="all", origin=SOURCES["lmms_eval_2026"]),
     Scorer("vlmevalkit_videomme", vlmevalkit_videomme_letter, "wrong", "wrong", "VM15",
            "VLMEvalKit Video-MME, exact_matching (xlsx-read prediction, regex; unreadable 0)",
-           origin=SOURCES["vlmevalkit_videomme"]),
+           percent="fraction", origin=SOURCES["vlmevalkit_videomme"]),
     Scorer("vlmevalkit_mlvu", vlmevalkit_mlvu_letter, "wrong", "wrong", "ML13",
            "VLMEvalKit MLVU, exact_matching (ML10 rule, then can_infer; M-Avg micro)",
            fallback=vlmevalkit_mlvu_fallback, gold_unmatched="@", percent="c/n*100", macro="micro",

@@ -28,8 +28,8 @@ from typing import Any, Mapping
 import polars as pl
 
 from senri.aggregate import RUN_KEYS, score
-from senri.benchmarks.layouts import Layout, column_counts, column_value, layout as load_layout, micro_value
-from senri.benchmarks.scoring import OPTION_COLUMNS, Scorer, question_options, scored_reply, scorer as load_scorer
+from senri.benchmarks.layouts import Layout, column_counts, column_counts_total, layout as load_layout
+from senri.benchmarks.scoring import OPTION_COLUMNS, Scorer, layout_value, question_options, scorer as load_scorer
 from senri.report.tables import CHANCE_METHOD, STATS_SCHEMA, run_filter
 from senri.stats import PairedComparison, compare
 
@@ -60,23 +60,29 @@ def verdicts(predictions: pl.DataFrame, questions: pl.DataFrame, scorer_names: t
         predictions.select(*RUN_KEYS, "qid", "raw_output"), on=[*RUN_KEYS, "qid"], how="left")
     scorers: list[Scorer] = [load_scorer(name) for name in scorer_names]
     out: dict[str, list[Any]] = {k: [] for k in (*RUN_KEYS, "video_id", "qid", "split", "categories", "answer",
-                                               "pred", "reply", "missing", "scorer", "letter", "verdict")}
+                                               "pred", "reply", "missing", "scorer", "letter", "verdict", "raised")}
+    # A tool that leaves a whole video out when one of its questions has no prediction (Video-MME's skip_missing).
+    # A reply that is None makes such a tool raise, so its video is left out the same way.
+    videos_missing = {(*(row[k] for k in RUN_KEYS), row["video_id"]) for row in rows.iter_rows(named=True)
+                      if row["missing"] or row["raw_output"] is None}
     for row in rows.iter_rows(named=True):
         options = question_options(row)
         categories = row.get("categories") or [row["task_type"]]
-        reply = scored_reply(row["raw_output"])
+        reply = row["raw_output"]  # each tool reads the raw reply as it receives it
+        video_missing = (*(row[k] for k in RUN_KEYS), row["video_id"]) in videos_missing
         for s in scorers:
-            letter = s.extract(row["pred"] if s.reads == "pred" else reply, options) if not row["missing"] else None
-            verdict = s.verdict(letter, row["answer"], options, present=not row["missing"])
+            present = not row["missing"] and not (s.absent_scope == "video" and video_missing)
+            outcome = s.score(row["pred"] if s.reads == "pred" else reply, row["answer"], options, present=present)
             for key, value in (*((k, row[k]) for k in RUN_KEYS), ("video_id", row["video_id"]), ("qid", row["qid"]),
                                ("split", row.get("split")), ("categories", list(categories)),
                                ("answer", row["answer"]), ("pred", row["pred"]), ("reply", reply),
-                               ("missing", row["missing"]), ("scorer", s.name), ("letter", letter),
-                               ("verdict", verdict)):
+                               ("missing", row["missing"]), ("scorer", s.name), ("letter", outcome.letter),
+                               ("verdict", outcome.verdict), ("raised", outcome.raised)):
                 out[key].append(value)
     schema = {**{k: pl.String for k in RUN_KEYS}, "video_id": pl.String, "qid": pl.String, "split": pl.String,
               "categories": pl.List(pl.String), "answer": pl.String, "pred": pl.String, "reply": pl.String,
-              "missing": pl.Boolean, "scorer": pl.String, "letter": pl.String, "verdict": pl.String}
+              "missing": pl.Boolean, "scorer": pl.String, "letter": pl.String, "verdict": pl.String,
+              "raised": pl.String}
     return pl.DataFrame(out, schema=schema)
 
 
@@ -88,11 +94,12 @@ def layout_table(scored: pl.DataFrame, table: Layout, scorer_name: str, decimals
     """One row per run under ``scorer_name``: the layout's columns, then ``correct_<col>`` and ``n_<col>`` for
     each, the skipped replies and the missing predictions."""
     rows = []
+    s = load_scorer(scorer_name)
     for run, part in scored.filter(pl.col("scorer") == scorer_name).group_by(RUN_KEYS, maintain_order=True):
         counts = _run_counts(part, table)
         row: dict[str, Any] = dict(zip(RUN_KEYS, run))
         row["scorer"] = scorer_name
-        row.update({key: column_value(table, counts, key, decimals) for key in table.keys})
+        row.update({key: layout_value(s, table, counts, key, decimals) for key in table.keys})
         for key in table.keys:
             row[f"correct_{key}"], row[f"n_{key}"] = counts[key]
         row["skipped"] = int((part["verdict"] == "skipped").sum())
@@ -134,9 +141,11 @@ def scorer_table(scored: pl.DataFrame, table: Layout, official: str, decimals: i
     for (*run, name), part in scored.group_by([*RUN_KEYS, "scorer"], maintain_order=True):
         counts = _run_counts(part, table)
         joined = part.join(base, on=[*RUN_KEYS, "qid"])
+        s = load_scorer(name)
         rows.append({**dict(zip(RUN_KEYS, run)), "scorer": name, "official": name == official,
-                     "headline": column_value(table, counts, table.headline, decimals),
-                     "micro": micro_value(counts, table, decimals),
+                     "headline": layout_value(s, table, counts, table.headline, decimals),
+                     "micro": s.column_percent(*column_counts_total(counts, table), decimals),
+                     "raised": int(part["raised"].is_not_null().sum()),
                      "correct": int((part["verdict"] == "correct").sum()),
                      "counted": int((part["verdict"] != "skipped").sum()),
                      "skipped": int((part["verdict"] == "skipped").sum()),
@@ -146,9 +155,8 @@ def scorer_table(scored: pl.DataFrame, table: Layout, official: str, decimals: i
                      "flips": int((joined["verdict"] != joined["_official"]).sum())})
     order = {name: i for i, name in enumerate(table.scorers)}
     schema = {**{k: pl.String for k in RUN_KEYS}, "scorer": pl.String, "official": pl.Boolean,
-              "headline": pl.Float64, "micro": pl.Float64, **{k: pl.Int64 for k in
-                                                             ("correct", "counted", "skipped", "unreadable", "gained",
-                                                              "lost", "flips")}}
+              "headline": pl.Float64, "micro": pl.Float64, "raised": pl.Int64,
+              **{k: pl.Int64 for k in ("correct", "counted", "skipped", "unreadable", "gained", "lost", "flips")}}
     return (pl.DataFrame(rows, schema=schema).with_columns(_o=pl.col("scorer").replace_strict(order, default=99))
             .sort(*RUN_KEYS, "_o").drop("_o"))
 
@@ -220,6 +228,7 @@ def benchmark_tables(predictions: pl.DataFrame, questions: pl.DataFrame, benchma
 
 SCORER_HEADERS = {"method": "Method", "model": "Model", "memory": "Memory", "scorer": "Scorer",
                   "official": "Official", "headline": "Headline", "micro": "Micro (all counted)",
+                  "raised": "Tool raised",
                   "correct": "Correct", "counted": "Counted", "skipped": "Skipped", "unreadable": "Unreadable",
                   "gained": "Gained vs official", "lost": "Lost vs official", "flips": "Flips"}
 FLIP_HEADERS = {"method": "Method", "model": "Model", "memory": "Memory", "qid": "Question", "answer": "Answer",
