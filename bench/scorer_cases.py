@@ -611,7 +611,8 @@ def main() -> None:
         "lmms_eval_2025_mlvu": lmms_cases(tools, "lmms_9596", "mlvu", replies, four)
         + lmms_cases(tools, "lmms_9596", "mlvu", replies, six),
         "lmms_eval_2026": lmms_cases(tools, "lmms_2026", "videomme", replies, four)
-        + lmms_cases(tools, "lmms_2026", "mlvu", replies, six),
+        + lmms_cases(tools, "lmms_2026", "mlvu", replies, six)
+        + lmms_cases(tools, "lmms_2026", "lvbench", replies, four),
         "lvbench_official": lvbench_official_cases(tools, replies),
         "lvbench_polish": lvbench_polish_cases(tools, replies),
         "mlvu_official": mlvu_official_cases(tools, replies),
