@@ -82,6 +82,9 @@ def test_videomme_aggregate_and_printed_value(name):
         correct, counted = sum(c for c, _ in counts.values()), sum(n for _, n in counts.values())
         printed = row["printed_overall"].rstrip("%").split(":")[-1].strip()
         assert f"{s.column_percent(correct, counted, 1):.1f}" == printed, (row["case"], correct, counted)
+        for split, line in zip(("short", "medium", "long"), row.get("printed_splits", [])):
+            value = s.column_percent(*counts.get(split, (0, 0)), 1)   # the tool prints 0 for an empty split
+            assert f"{value or 0:.1f}" == line.rstrip("%").split(":")[-1].strip(), (row["case"], split)
         if "value" in row:
             assert 100 * correct / counted == pytest.approx(row["value"], abs=1e-12)
 

@@ -6,13 +6,16 @@ The benchmark, its official scorer and its layout come from the registries (:dat
 :data:`~senri.benchmarks.layouts.LAYOUTS`, :data:`~senri.benchmarks.scoring.SCORERS`) through the questions'
 ``benchmark`` column; nothing here names one.
 
-- ``verdicts``: one row per run × question × scorer: the letter the scorer read and its verdict
-  (correct / wrong / skipped); questions without a prediction are there too (``missing``), judged by the
-  scorer's rule for absent questions.
+- ``verdicts``: one row per run × question × scorer: the raw reply, the letter the scorer's tool compared, its
+  verdict (correct / wrong / skipped) and the exception the tool's code raised on the reply (``raised``);
+  questions without a prediction are there too (``missing``), judged by the scorer's rule for absent questions
+  (for Video-MME's scorers: every question of that video left out).
 - ``benchmark``: one row per run under the official scorer, the layout's columns with ``correct_<col>`` and
   ``n_<col>`` behind each, then the published rows (``source`` = ``published``).
 - ``scorers``: one row per run × scorer: the headline under that scorer, the micro accuracy over all counted
-  questions, correct / counted / skipped / unreadable, and how many questions it flips against the official one.
+  questions, the replies its tool raised on, correct / counted / skipped / unreadable, and how many questions it
+  flips against the official one. Every number is printed as the scorer's tool prints it
+  (:func:`senri.benchmarks.scoring.layout_value`).
 - ``flips``: one row per run × question × scorer whose verdict differs from the official scorer's.
 - ``stats``: every run against the ``random`` run (chance), then per configured pair, per layout column, :func:`senri.stats.compare` on the questions both runs had
   counted under the official scorer (the same long schema as the SENRI report's paired statistics).
