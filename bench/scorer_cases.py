@@ -504,6 +504,15 @@ def aggregate_cases(tools: Tools) -> list[dict]:
             overall = [line for line in printed.splitlines() if line.startswith("Overall:")]
             out.append({"scorer": name, "case": label, "questions": questions, "printed_overall": overall[-1],
                         "printed_splits": overall[:-1]})
+        # A question without a response in a video not marked missing, and the file without skip_missing: the
+        # scorer raises instead of counting anything.
+        videos[0]["questions"][0]["response"] = None
+        for label, skip in (("response_none", True), ("not_300_videos", False)):
+            with tempfile.TemporaryDirectory() as folder:
+                path = Path(folder) / "results.json"
+                path.write_text(json.dumps(videos))
+                _, raised = attempt(module.eval_your_results, str(path), "short,medium,long", skip, True)
+            out.append({"scorer": name, "case": label, "questions": [], "raised": raised})
     # lmms-eval Video-MME (2025 and 2026): process_results on each reply, then the task's aggregation.
     for name, folder in (("lmms_eval_2025", "lmms_2025_aug"), ("lmms_eval_2026", "lmms_2026")):
         module = tools.lmms[folder, "videomme"]

@@ -74,7 +74,7 @@ def _counts(s, questions, key):
 
 @pytest.mark.parametrize("name", ["videomme_official", "videomme_old", "lmms_eval_2025", "lmms_eval_2026"])
 def test_videomme_aggregate_and_printed_value(name):
-    rows = [r for r in _aggregates(name) if "mlvu" not in r["case"]]
+    rows = [r for r in _aggregates(name) if "mlvu" not in r["case"] and r["questions"]]
     assert len(rows) >= 2
     for row in rows:
         s = scorer(name)
@@ -87,6 +87,14 @@ def test_videomme_aggregate_and_printed_value(name):
             assert f"{value or 0:.1f}" == line.rstrip("%").split(":")[-1].strip(), (row["case"], split)
         if "value" in row:
             assert 100 * correct / counted == pytest.approx(row["value"], abs=1e-12)
+
+
+@pytest.mark.parametrize("name", ["videomme_official", "videomme_old"])
+def test_videomme_scorer_raises_rather_than_count_a_question_without_a_response(name):
+    raised = {r["case"]: r["raised"] for r in _aggregates(name) if not r["questions"]}
+    assert raised == {"response_none": "AttributeError", "not_300_videos": "AssertionError"}
+    outcome = scorer(name).score(None, "A", ("a", "b", "c", "d"))
+    assert (outcome.verdict, outcome.raised) == ("skipped", raised["response_none"])
 
 
 def test_the_tools_print_one_sixteenth_as_6_2():
