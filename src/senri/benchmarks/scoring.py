@@ -216,17 +216,17 @@ def question_options(row: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(present)
 
 
-# --- the reply the scorers read --------------------------------------------------------------------------------
+# --- senri's own pre-reading (the ``senri_prereading`` scorer; no tool scorer reads through it) ------------------
 
 _ANSWER_FIELD = re.compile(r"""["']answer["']\s*:\s*["']([^"']*)["']""", re.IGNORECASE)
 
 
 def scored_reply(raw_output: str | None) -> str | None:
-    """The text every reply-reading scorer reads: the final reply after any ``<think>`` block, or, where that
-    reply is a structured object with an ``answer`` field (VideoLucy's ``{"Confidence", "Answer", ...}``, a
-    ``{"answer": ...}`` JSON reply), that field's text — what the method's own protocol calls its answer. How
-    VideoLucy's benchmark letters were extracted is not published (EM9); reading the whole object with Video-MME's
-    rule would take the A of "Answer" for every reply."""
+    """senri's pre-reading of a reply: the final reply after any ``<think>`` block, or, where that reply is a
+    structured object with an ``answer`` field (VideoLucy's ``{"Confidence", "Answer", ...}``, a ``{"answer": ...}``
+    JSON reply), that field's text — what the method's own protocol calls its answer. No benchmark tool reads a
+    reply this way, so only the scorer named for it does (``senri_prereading``); the tools' scorers read the raw
+    reply (issue 58). Reading the whole object with Video-MME's rule takes the A of "Answer" for every reply."""
     if raw_output is None:
         return None
     reply = split_reasoning(raw_output)[0]
@@ -302,7 +302,9 @@ def lmms_mlvu_2025_letter(reply: str | None, options: Sequence[str] = ()) -> str
 
 
 def lmms_videomme_2025_letter(reply: str | None, options: Sequence[str] = ()) -> str | None:
-    return _empty_is_none(videomme_old_letter(reply) or "")
+    """VM14 / LV12, lmms-eval's Video-MME and LVBench tasks of 2025: the old list on the raw reply (the same
+    function in both tasks); a missing reply raises (``None.strip``)."""
+    return videomme_old_letter(reply)
 
 
 #: The pandas missing-value strings: VLMEvalKit writes predictions to xlsx and reads them back with pandas, so a
