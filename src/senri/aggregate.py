@@ -122,10 +122,11 @@ def plain_categories(categories: Sequence[str] | None, task_type: str) -> list[s
 
 
 def verdicts(predictions: pl.DataFrame, questions: pl.DataFrame, scorer_names: Sequence[str]) -> pl.DataFrame:
-    """Every run's every question under every scorer in ``scorer_names``: the letter the scorer read and its
-    verdict (correct / wrong / skipped). Questions without a prediction are there too (``missing``), judged by the
-    scorer's rule for absent questions."""
-    from senri.benchmarks.scoring import OPTION_COLUMNS, Scorer, question_options, scored_reply, scorer as load_scorer
+    """Every run's every question under every scorer in ``scorer_names``: the raw reply, the letter the scorer's
+    tool compared, its verdict (correct / wrong / skipped) and the exception the tool's code raised on the reply
+    (``raised``). Questions without a prediction are there too (``missing``), judged by the scorer's rule for
+    absent questions (for Video-MME's scorers: every question of that video left out)."""
+    from senri.benchmarks.scoring import OPTION_COLUMNS, Scorer, question_options, scorer as load_scorer
 
     grid = score(predictions, questions)  # the same checks and run × question grid as every other table
     extra = [c for c in ("split", "categories", *OPTION_COLUMNS) if c in questions.columns]
@@ -133,23 +134,29 @@ def verdicts(predictions: pl.DataFrame, questions: pl.DataFrame, scorer_names: S
         predictions.select(*RUN_KEYS, "qid", "raw_output"), on=[*RUN_KEYS, "qid"], how="left")
     scorers: list[Scorer] = [load_scorer(name) for name in scorer_names]
     out: dict[str, list[Any]] = {k: [] for k in (*RUN_KEYS, "video_id", "qid", "split", "categories", "answer",
-                                               "pred", "reply", "missing", "scorer", "letter", "verdict")}
+                                               "pred", "reply", "missing", "scorer", "letter", "verdict", "raised")}
+    # A tool that leaves a whole video out when one of its questions has no prediction (Video-MME's skip_missing).
+    # A reply that is None makes such a tool raise, so its video is left out the same way.
+    videos_missing = {(*(row[k] for k in RUN_KEYS), row["video_id"]) for row in rows.iter_rows(named=True)
+                      if row["missing"] or row["raw_output"] is None}
     for row in rows.iter_rows(named=True):
         options = question_options(row)
         categories = row.get("categories") or [row["task_type"]]
-        reply = scored_reply(row["raw_output"])
+        reply = row["raw_output"]  # each tool reads the raw reply as it receives it
+        video_missing = (*(row[k] for k in RUN_KEYS), row["video_id"]) in videos_missing
         for s in scorers:
-            letter = s.extract(row["pred"] if s.reads == "pred" else reply, options) if not row["missing"] else None
-            verdict = s.verdict(letter, row["answer"], options, present=not row["missing"])
+            present = not row["missing"] and not (s.absent_scope == "video" and video_missing)
+            outcome = s.score(row["pred"] if s.reads == "pred" else reply, row["answer"], options, present=present)
             for key, value in (*((k, row[k]) for k in RUN_KEYS), ("video_id", row["video_id"]), ("qid", row["qid"]),
                                ("split", row.get("split")), ("categories", list(categories)),
                                ("answer", row["answer"]), ("pred", row["pred"]), ("reply", reply),
-                               ("missing", row["missing"]), ("scorer", s.name), ("letter", letter),
-                               ("verdict", verdict)):
+                               ("missing", row["missing"]), ("scorer", s.name), ("letter", outcome.letter),
+                               ("verdict", outcome.verdict), ("raised", outcome.raised)):
                 out[key].append(value)
     schema = {**{k: pl.String for k in RUN_KEYS}, "video_id": pl.String, "qid": pl.String, "split": pl.String,
               "categories": pl.List(pl.String), "answer": pl.String, "pred": pl.String, "reply": pl.String,
-              "missing": pl.Boolean, "scorer": pl.String, "letter": pl.String, "verdict": pl.String}
+              "missing": pl.Boolean, "scorer": pl.String, "letter": pl.String, "verdict": pl.String,
+              "raised": pl.String}
     return pl.DataFrame(out, schema=schema)
 
 

@@ -75,7 +75,7 @@ LAYOUT = Layout(
     (Column("event", "Event", "category", ("Event",)), Column("detail", "Detail", "category", ("Detail",)),
      Column("avg", "Avg", "macro", ("event", "detail"))),
     headline="avg",
-    scorers=("egomem_official", "videomme_official", "lmms_eval_2026", "senri_strict", "method"),
+    scorers=("egomem_official", "videomme_official", "lmms_eval_2026", "senri_prereading", "senri_strict", "method"),
     published="videolucy_table4_egomem.csv",
     figure=Figure(("event", "detail"), "Accuracy by question type (official scorer)"),
     breakdowns=(Breakdown("type", "Question types", "category", order=TYPES),

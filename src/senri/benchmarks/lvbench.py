@@ -160,7 +160,8 @@ LAYOUT = Layout(
     "lvbench", "LVBench (VideoLucy Table 2 layout)",
     tuple(Column(k.lower(), k, "category", (k,)) for k in CATEGORIES) + (Column("overall", "Overall", "all"),),
     headline="overall",
-    scorers=("lvbench_official", "lvbench_polish", "lmms_eval_2025", "lmms_eval_2026", "senri_strict", "method"),
+    scorers=("lvbench_official", "lvbench_polish", "lmms_eval_2025", "lmms_eval_2026", "senri_prereading",
+             "senri_strict", "method"),
     published="videolucy_table2_lvbench.csv",
     figure=Figure(tuple(k.lower() for k in CATEGORIES), "Accuracy by question category (official scorer)"),
     breakdowns=(Breakdown("category", "Question categories (compute_accuracy)", "category", order=CATEGORIES),))

@@ -133,7 +133,7 @@ LAYOUT = Layout(
      Column("long", "Long", "split", ("long",)), Column("avg", "Avg", "all")),
     headline="avg",
     scorers=("videomme_official", "videomme_old", "lmms_eval_2025", "lmms_eval_2026", "vlmevalkit_videomme",
-             "senri_strict", "method"),
+             "senri_prereading", "senri_strict", "method"),
     published="videolucy_table1_videomme.csv",
     figure=Figure(("short", "medium", "long"), "Accuracy by duration split (official scorer)"),
     breakdowns=(Breakdown("domain", "Video domains", "domain", by_split=True, order=DOMAINS),

@@ -6,13 +6,16 @@ The benchmark, its official scorer and its layout come from the registries (:dat
 each benchmark module declares its :class:`~senri.benchmarks.layouts.Layout`; :data:`~senri.benchmarks.scoring.SCORERS`)
 through the questions' ``benchmark`` column; nothing here names one.
 
-- ``verdicts``: one row per run × question × scorer (:func:`senri.aggregate.verdicts`): the letter the scorer
-  read and its verdict (correct / wrong / skipped); questions without a prediction are there too (``missing``),
-  judged by the scorer's rule for absent questions.
+- ``verdicts``: one row per run × question × scorer: the raw reply, the letter the scorer's tool compared, its
+  verdict (correct / wrong / skipped) and the exception the tool's code raised on the reply (``raised``);
+  questions without a prediction are there too (``missing``), judged by the scorer's rule for absent questions
+  (for Video-MME's scorers: every question of that video left out).
 - ``benchmark``: one row per run under the official scorer, the layout's columns with ``correct_<col>`` and
   ``n_<col>`` behind each, then the published rows (``source`` = ``published``).
 - ``scorers``: one row per run × scorer: the headline under that scorer, the micro accuracy over all counted
-  questions, correct / counted / skipped / unreadable, and how many questions it flips against the official one.
+  questions, the replies its tool raised on, correct / counted / skipped / unreadable, and how many questions it
+  flips against the official one. Every number is printed as the scorer's tool prints it
+  (:func:`senri.benchmarks.scoring.layout_value`).
 - ``flips``: one row per run × question × scorer whose verdict differs from the official scorer's.
 - ``breakdowns``: the benchmark's own breakdown tables (its layout's ``breakdowns``: Video-MME per domain,
   sub-category and task type within each split and over all of them, as its official scorer prints them; LVBench
@@ -33,8 +36,8 @@ import polars as pl
 
 from senri.aggregate import RUN_KEYS, plain_categories, verdicts
 from senri.benchmarks.base import FACET
-from senri.benchmarks.layouts import Breakdown, Layout, column_counts, column_value, micro_value
-from senri.benchmarks.scoring import scorer as load_scorer
+from senri.benchmarks.layouts import Breakdown, Layout, column_counts, column_counts_total
+from senri.benchmarks.scoring import layout_value, scorer as load_scorer
 from senri.percent import percent_value
 from senri.report.tables import CHANCE_METHOD, STATS_SCHEMA, run_filter
 from senri.stats import PairedComparison, compare
@@ -67,11 +70,12 @@ def layout_table(scored: pl.DataFrame, table: Layout, scorer_name: str, decimals
     """One row per run under ``scorer_name``: the layout's columns, then ``correct_<col>`` and ``n_<col>`` for
     each, the skipped replies and the missing predictions."""
     rows = []
+    s = load_scorer(scorer_name)
     for run, part in scored.filter(pl.col("scorer") == scorer_name).group_by(RUN_KEYS, maintain_order=True):
         counts = _run_counts(part, table)
         row: dict[str, Any] = dict(zip(RUN_KEYS, run))
         row["scorer"] = scorer_name
-        row.update({key: column_value(table, counts, key, decimals) for key in table.keys})
+        row.update({key: layout_value(s, table, counts, key, decimals) for key in table.keys})
         for key in table.keys:
             row[f"correct_{key}"], row[f"n_{key}"] = counts[key]
         row["skipped"] = int((part["verdict"] == "skipped").sum())
@@ -113,9 +117,11 @@ def scorer_table(scored: pl.DataFrame, table: Layout, official: str, decimals: i
     for (*run, name), part in scored.group_by([*RUN_KEYS, "scorer"], maintain_order=True):
         counts = _run_counts(part, table)
         joined = part.join(base, on=[*RUN_KEYS, "qid"])
+        s = load_scorer(name)
         rows.append({**dict(zip(RUN_KEYS, run)), "scorer": name, "official": name == official,
-                     "headline": column_value(table, counts, table.headline, decimals),
-                     "micro": micro_value(counts, table, decimals),
+                     "headline": layout_value(s, table, counts, table.headline, decimals),
+                     "micro": s.column_percent(*column_counts_total(counts, table), decimals),
+                     "raised": int(part["raised"].is_not_null().sum()),
                      "correct": int((part["verdict"] == "correct").sum()),
                      "counted": int((part["verdict"] != "skipped").sum()),
                      "skipped": int((part["verdict"] == "skipped").sum()),
@@ -125,9 +131,8 @@ def scorer_table(scored: pl.DataFrame, table: Layout, official: str, decimals: i
                      "flips": int((joined["verdict"] != joined["_official"]).sum())})
     order = {name: i for i, name in enumerate(table.scorers)}
     schema = {**{k: pl.String for k in RUN_KEYS}, "scorer": pl.String, "official": pl.Boolean,
-              "headline": pl.Float64, "micro": pl.Float64, **{k: pl.Int64 for k in
-                                                             ("correct", "counted", "skipped", "unreadable", "gained",
-                                                              "lost", "flips")}}
+              "headline": pl.Float64, "micro": pl.Float64, "raised": pl.Int64,
+              **{k: pl.Int64 for k in ("correct", "counted", "skipped", "unreadable", "gained", "lost", "flips")}}
     return (pl.DataFrame(rows, schema=schema).with_columns(_o=pl.col("scorer").replace_strict(order, default=99))
             .sort(*RUN_KEYS, "_o").drop("_o"))
 
@@ -193,7 +198,8 @@ def benchmark_tables(predictions: pl.DataFrame, questions: pl.DataFrame, benchma
         table=layout_table(scored, table, official, decimals), published=published_rows(table),
         scorers=scorer_table(scored, table, official, decimals), flips=flips_table(scored, official),
         stats=pl.DataFrame(stats_rows, schema=STATS_SCHEMA),
-        breakdowns={b.name: breakdown_table(scored.filter(pl.col("scorer") == official), b, benchmark.splits, decimals)
+        breakdowns={b.name: breakdown_table(scored.filter(pl.col("scorer") == official), b, benchmark.splits, decimals,
+                                            official)
                     for b in table.breakdowns})
 
 
@@ -213,7 +219,7 @@ def breakdown_values(categories: list[str] | None, by: str) -> list[str]:
 
 
 def breakdown_table(judged: pl.DataFrame, breakdown: Breakdown, splits: tuple[str, ...],
-                    decimals: int = 1) -> pl.DataFrame:
+                    decimals: int = 1, scorer_name: str = "method") -> pl.DataFrame:
     """One breakdown under one scorer (``judged``: :func:`senri.aggregate.verdicts` rows of that scorer): per run,
     per split block (each split label in the benchmark's order, then ``all``, when ``by_split``; else ``all``
     only) and per value in the tool's order (values no question has are left out; unknown ones follow, sorted):
@@ -233,8 +239,10 @@ def breakdown_table(judged: pl.DataFrame, breakdown: Breakdown, splits: tuple[st
                     cell[0] += row["verdict"] == "correct"
     order = [v for v in breakdown.order if v in present] + sorted(present - set(breakdown.order))
     block_order = [*splits, ALL_SPLITS]
+    tool = load_scorer(scorer_name)
+    percent = tool.column_percent if tool.percent or tool.macro else percent_value  # as the tool prints it
     rows = [{**dict(zip(RUN_KEYS, key[:len(RUN_KEYS)])), "split": key[-2], "value": key[-1], "correct": c, "n": n,
-             "accuracy": percent_value(c, n, decimals)} for key, (c, n) in counts.items()]
+             "accuracy": percent(c, n, decimals)} for key, (c, n) in counts.items()]
     rank_block = {b: i for i, b in enumerate(block_order)}
     rank_value = {v: i for i, v in enumerate(order)}
     rows.sort(key=lambda r: (*(r[k] for k in RUN_KEYS), rank_block.get(r["split"], len(block_order)), r["split"],
@@ -246,6 +254,7 @@ def breakdown_table(judged: pl.DataFrame, breakdown: Breakdown, splits: tuple[st
 
 SCORER_HEADERS = {"method": "Method", "model": "Model", "memory": "Memory", "scorer": "Scorer",
                   "official": "Official", "headline": "Headline", "micro": "Micro (all counted)",
+                  "raised": "Tool raised",
                   "correct": "Correct", "counted": "Counted", "skipped": "Skipped", "unreadable": "Unreadable",
                   "gained": "Gained vs official", "lost": "Lost vs official", "flips": "Flips"}
 FLIP_HEADERS = {"method": "Method", "model": "Model", "memory": "Memory", "qid": "Question", "answer": "Answer",
