@@ -60,7 +60,11 @@ def changed_after(package: Path, rel: str, edit=lambda text: text + "\n# edited\
 
 
 def test_editing_a_scorer_changes_the_tables_and_no_answer_job(package_copy):
-    assert changed_after(package_copy, "benchmarks/scoring.py") == {("stage", "aggregate"), ("stage", "report")}
+    """The stages that score replies (the tables, the report, the richness analysis over VideoLucy's answers)
+    and nothing upstream: no answer job, whatever its method or backend."""
+    changed = changed_after(package_copy, "benchmarks/scoring.py")
+    assert {("stage", "aggregate"), ("stage", "report")} <= changed
+    assert changed <= {("stage", "aggregate"), ("stage", "report"), ("stage", "richness")}
 
 
 def test_editing_probe_changes_the_stages_that_run_it_and_not_the_tables(package_copy):
