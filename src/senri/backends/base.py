@@ -88,6 +88,11 @@ class FramesPart:
     times_s: tuple[float, ...] = ()
     fmt: str = "png"
     timeline: str = "source"
+    #: The decoded source frames' width and height before any resize of senri's (Cambrian-S unpads its grid by
+    #: them, C-I4), and the processing options the model's side needs with these frames, as canonical JSON
+    #: (VideoChat3's pixel keys and placeholder metadata, the LFP memory's preset); "" for none.
+    source_wh: tuple[int, int] | None = None
+    options: str = ""
 
     def __post_init__(self) -> None:
         if self.fmt not in ("png", "jpeg"):
@@ -165,7 +170,8 @@ class ChatRequest:
                 return p
             if isinstance(p, FramesPart):
                 return {"frames": p.digest(), "rate": round(float(p.rate), 9), "indices": list(p.indices),
-                        "times_s": [round(float(t), 6) for t in p.times_s], "fmt": p.fmt, "timeline": p.timeline}
+                        "times_s": [round(float(t), 6) for t in p.times_s], "fmt": p.fmt, "timeline": p.timeline,
+                        "source_wh": list(p.source_wh) if p.source_wh else None, "options": p.options}
             kind = "image" if isinstance(p, ImagePart) else "video"
             extra = {"time_s": p.time_s} if isinstance(p, ImagePart) else {"fps": p.fps}
             if isinstance(p, VideoPart) and p.times_s:  # only when given: a video without them keeps its key

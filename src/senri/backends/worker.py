@@ -241,7 +241,9 @@ class ReleaseWorkerBackend(Backend):
                 paths = [self._media_file(frame, digest, "png" if p.fmt == "png" else "jpg")
                          for frame, digest in zip(p.frames, p.frame_digests())]
                 return {"frames": {"paths": paths, "rate": p.rate, "indices": list(p.indices),
-                                   "times_s": list(p.times_s), "fmt": p.fmt, "timeline": p.timeline}}
+                                   "times_s": list(p.times_s), "fmt": p.fmt, "timeline": p.timeline,
+                                   "source_wh": list(p.source_wh) if p.source_wh else None,
+                                   "options": json.loads(p.options) if p.options else {}}}
             if isinstance(p, VideoPart):
                 raise BackendError("release_worker takes frames (FramesPart), not carrier videos")
             raise BackendError(f"release_worker: unknown message part {type(p).__name__}")

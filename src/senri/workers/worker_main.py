@@ -12,7 +12,8 @@ Protocol (version 1), JSON lines over the process's standard input and a dedicat
 - ``{"op": "shutdown"}`` (or the end of standard input) ends the worker.
 
 Message parts are a string, ``{"image": path, "time_s": t}``, or ``{"frames": {"paths": [...], "rate": r,
-"indices": [...], "times_s": [...], "fmt": "png"|"jpeg", "timeline": ...}}``; the files are written by senri
+"indices": [...], "times_s": [...], "fmt": "png"|"jpeg", "timeline": ..., "source_wh": [w, h] | null, "options": {...}}}``
+(the source size before senri's resize, and per-video processing options); the files are written by senri
 into a scratch folder before the request is sent. Anything libraries print goes to standard error (the
 worker's log): file descriptor 1 is pointed at 2 at start, and replies go to the descriptor the original
 standard output was duplicated to, so a stray ``print`` can never corrupt the protocol.
