@@ -7,7 +7,8 @@ parser reads as L (Cambrian-S's first capital, the LFP first word, InternVideo3'
 from the release checkout (proving the checkout is on the worker's path), with ``dependency`` the version of a
 package installed from the environment's pins. Test hooks in the options: ``crash_on`` (a text whose presence
 makes the process exit at once, code 7: a crashed worker), ``fail_on`` (raise: an adapter error),
-``sleep_on`` / ``sleep_s`` (a slow request).
+``sleep_on`` / ``sleep_s`` (a slow request), ``record`` (a file each request's summary is appended to as a JSON
+line: its texts, generation settings and per-frames-part count, sizes, rate, indices, source size and options).
 """
 
 from __future__ import annotations
@@ -56,6 +57,16 @@ class StubModel:
                     frames += len(paths)
                     sizes.update(filter(None, (png_size(p) for p in paths)))
         text = "\n".join(texts)
+        if self.options.get("record"):
+            import json
+
+            parts = [{k: v for k, v in part["frames"].items() if k != "paths"} | {"n": len(part["frames"]["paths"])}
+                     for message in request["messages"] for part in message["content"]
+                     if isinstance(part, dict) and "frames" in part]
+            with open(self.options["record"], "a") as handle:
+                handle.write(json.dumps({"roles": [m["role"] for m in request["messages"]], "texts": texts,
+                                         "generation": request.get("generation"), "frames": parts,
+                                         "frame_sizes": sorted(sizes)}) + "\n")
         if self.options.get("crash_on") and self.options["crash_on"] in text:
             os._exit(7)
         if self.options.get("fail_on") and self.options["fail_on"] in text:
