@@ -467,3 +467,78 @@ def test_every_case_was_checked():
     assert CHECKED == expected
     # the counts the issue names: 246, 110 and 149 cases
     assert [sum(n for (system, _), n in CHECKED.items() if system == s) for s in CASES] == [246, 110, 149]
+
+
+# ------------------------------------------------------------------------------- the spec's own worked vectors
+def test_t1_index_vectors():
+    c = cambrian.frame_indices(270000, 30.0)
+    assert len(c) == 128 and c[:4] == [0, 2125, 4251, 6377] and c[-2:] == [267873, 269999]
+    assert cambrian.frame_indices(3000, 30.0) == list(range(0, 3000, 30)) and len(cambrian.frame_indices(3840, 30.0)) == 128
+    v, rate = videochat3.sample_indices(270000, 30.0, 2048)
+    assert v[:3] == [131, 263, 395] and v[-1] == 269868 and round(rate, 6) == 0.227556
+    v1024, _ = videochat3.sample_indices(270000, 30.0, 1024)
+    assert v1024[:3] == [263, 526, 790] and v1024[-1] == 269736
+    assert videochat3.sample_indices(30000, 30.0, 2048)[0] == list(range(0, 30000, 15))
+    i = internvideo3.sample_frames(270000, 30.0)
+    assert len(i) == 1024 and i[:3] == [0, 264, 528] and i[-2:] == [269735, 269999]
+    assert len(internvideo3.sample_frames(3000, 30.0)) == 400 and internvideo3.sample_frames(20, 30.0) == [0, 6, 13, 19]
+    assert cambrian.stream_indices(100, 29.97) == [round(k * 29.97) for k in range(4)]
+    assert len(cambrian.stream_indices(270000, 30.0)) == 9000
+
+
+def test_t2_sizes_and_tokens():
+    assert [cambrian.tokens_per_frame(w, h) for w, h in ((1920, 1080), (1440, 1080), (1080, 1920), (1080, 1080))] == \
+        [36, 54, 40, 72]
+    assert cambrian.sequence_length(1920, 1080, 128, 1) == 4608
+    assert internvideo3.frame_size(1024, 1080, 1920) == (384, 672) and internvideo3.tokens_per_pair(384, 672) == 252
+    assert internvideo3.frame_size(1024, 1080, 1440) == (416, 576) and internvideo3.tokens_per_pair(416, 576) == 234
+    with pytest.raises(ValueError, match="collapses every 1920×1080 frame to 32×32"):
+        internvideo3.frame_size(1024, 1080, 1920, "whole_video")
+    import math
+    assert repr(1080 / math.sqrt(1080 * 1920 / 200704)) == "336.00000000000006"  # the knife edge, safe side
+    for (w, h), n, final, per_clip in (((1920, 1080), 2048, (252, 448), 144), ((1920, 1080), 1024, (336, 560), 240),
+                                      ((1440, 1080), 2048, (280, 420), 150), ((2704, 1520), 2048, (224, 476), 136),
+                                      ((2704, 1520), 1024, (280, 560), 200), ((800, 450), 2048, (224, 476), 136)):
+        assert videochat3.frame_sizes([(h, w)] * n, videochat3.PRESETS["lvbench"].total_pixels)[1] == final, (w, h, n)
+        assert videochat3.tokens_per_clip(*final) == per_clip
+    assert videochat3.visual_tokens(2048, 252, 448) == 73728 and videochat3.visual_tokens(1024, 336, 560) == 61440
+    assert lfp.pooled_length(4, 9, 2) == 8 and lfp.pooled_length(6, 9, 2) == 12
+
+
+def test_t4_parser_quirks():
+    assert cambrian.videomme_letter("Clearly, B") == "C" and cambrian.videomme_letter("The best answer is C") == "C"
+    assert cambrian.videomme_letter("Based on the video, A") == "B"
+    assert cambrian.first_word_letter("B.", "ABCD") == "B" and cambrian.first_word_letter("B)", "ABCD") is None
+    assert internvideo3.parse_answer("The answer is B") == "E" and internvideo3.parse_answer("b) cat") == "B"
+    assert internvideo3.parse_answer("none") == "E"
+    assert videochat3.lvbench_letter("(c)") == "C" and videochat3.lvbench_letter("A dog.") == "A"
+    assert cambrian.videomme_letter("") == "" and cambrian.first_word_letter("", "ABCD") is None
+    assert internvideo3.parse_answer("") == "" and videochat3.lvbench_letter("") == ""
+
+
+def test_t5_lfp_block_policy_on_synthetic_scores():
+    # eviction order at W and pooling below τ: frames leave the window oldest first, a low one pooled 36 → 8
+    memory = lfp.build_memory([1.0, 0.1, 0.9, 0.1, 0.9], (4, 8), 14, window=2, threshold=0.35, ratio=2,
+                              method="drop", budget=10_000)
+    assert memory.lengths == [14, 36, 8, 36, 8, 36] and memory.frame_calls[3] == (3, 14 + 72)
+    # drop: least surprise first down to strictly below B, block 0 never dropped
+    dropped = lfp.build_memory([1.0, 0.9, 0.2, 0.8, 0.5, 0.6], (4, 8), 14, 1, 0.1, 2, "drop", 14 + 3 * 36)
+    assert dropped.total < 14 + 3 * 36 and dropped.blocks[0].is_text
+    assert [list(b.frames) for b in dropped.blocks[1:]] == [["0"], ["1"]]
+    everything_high = lfp.build_memory([1.0] * 4, (4, 8), 14, 1, 0.1, 2, "drop", 37)
+    assert everything_high.lengths == [14]
+    # drop_merge: a run of high blocks collapses to one averaged block, then at least one block is removed even
+    # though the merge alone brought the memory under B (the release's do-while): the whole run can vanish
+    merged = lfp.build_memory([1.0, 0.5, 0.5], (4, 8), 14, 1, 0.35, 2, "drop_merge", 100)
+    assert merged.lengths == [14]
+    kept = lfp.build_memory([1.0, 0.1, 0.5, 0.5, 0.1], (4, 8), 14, 1, 0.35, 2, "drop_merge", 110)
+    assert kept.lengths == [14, 36, 8] and dict(kept.blocks[1].frames) == {"0": 0.5, "2": 0.25, "3": 0.25}
+    with pytest.raises(lfp.BudgetError):
+        lfp.build_memory([1.0, 0.5, 0.5], (4, 8), 14, 1, 0.35, 2, "drop", 5)
+    # retrieval: the text block's score 0 outranks negative frames and takes a top-k slot; text always kept
+    scores = lfp.retrieval_scores([np.array([1.0, 0]), np.array([-1.0, 0]), np.array([-0.5, -1])], [True, False, False],
+                                  np.array([1.0, 0]))
+    assert scores[0] == 0 and lfp.retrieve(scores, [True, False, False], 1) == [0]
+    assert lfp.retrieve(scores, [True, False, False], 2) == [0, 2]
+    assert lfp.preset_for(9000) == lfp.PRESETS[240] and lfp.preset_for(600) == lfp.PRESETS[10]
+    assert lfp.preset_for(601) == lfp.PRESETS[30] and lfp.preset_for(9000, 60) == lfp.PRESETS[60]

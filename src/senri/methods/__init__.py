@@ -35,7 +35,6 @@ DEVIATIONS.register("egagent", "senri.methods.egagent:DEVIATIONS")
 DEVIATIONS.register("paravt", "senri.methods.paravt:DEVIATIONS")
 DEVIATIONS.register("video_o3", "senri.methods.video_o3:DEVIATIONS")
 DEVIATIONS.register("longvideo_r1", "senri.methods.longvideo_r1:DEVIATIONS")
-DEVIATIONS.register("specialist", "senri.methods.specialist:DEVIATIONS")
 
 
 def deviations_from_release(method_config: dict) -> dict[str, tuple[object, object]]:

@@ -40,8 +40,6 @@ RELEASES = ("cambrian_s", "cambrian_s_lfp", "internvideo3", "videochat3")
 #: The prompt family of each release (``config/prompts/<family>/``).
 FAMILIES = {"cambrian_s": "cambrian_s", "cambrian_s_lfp": "cambrian_s", "internvideo3": "internvideo3",
             "videochat3": "videochat3"}
-#: Options whose non-default value departs from the releases (S5): the report marks runs that set one.
-DEVIATIONS = {"greedy": False, "mode": "stream", "frame_pixel_budget": "per_frame"}
 
 
 def png(image: np.ndarray) -> bytes:

@@ -86,7 +86,8 @@ def stage2_max_pixels(n_frames: int, total_pixels: int) -> int:
 def frame_sizes(sizes_hw: Sequence[tuple[int, int]], total_pixels: int) -> tuple[list[tuple[int, int]], tuple[int, int]]:
     """V-I3: every frame's stage-1 size and the final size all frames share. Frames whose stage-1 sizes differ
     cannot be stacked (RuntimeError, as torch.stack); a side of 0 cannot be resized (ValueError)."""
-    stage1 = [stage1_size(h, w) for h, w in sizes_hw]
+    sizes = {size: stage1_size(*size) for size in set(sizes_hw)}
+    stage1 = [sizes[size] for size in sizes_hw]
     for h, w in stage1:
         if h <= 0 or w <= 0:
             raise ValueError("height and width must be > 0")
