@@ -126,7 +126,7 @@ def test_videochat3_greedy_option_and_videomme_preset(clip, worker_config, tmp_p
     _, sent, _ = run("videochat3", clip, worker_config, tmp_path, questions=1, greedy=True, preset="videomme")
     assert sent[0]["generation"]["temperature"] == 0.0 and sent[0]["generation"]["top_k"] is None
     empty, frames_line, question_text = sent[0]["texts"]
-    assert empty == "" and frames_line.startswith("These are frames of a video")
+    assert empty == "" and frames_line.startswith("The images are frames sampled from one video")
     assert question_text.startswith("Question: Where is item 0?\nA. kitchen") and question_text.endswith("Answer:")
 
 
