@@ -542,3 +542,20 @@ def test_t5_lfp_block_policy_on_synthetic_scores():
     assert lfp.retrieve(scores, [True, False, False], 2) == [0, 2]
     assert lfp.preset_for(9000) == lfp.PRESETS[240] and lfp.preset_for(600) == lfp.PRESETS[10]
     assert lfp.preset_for(601) == lfp.PRESETS[30] and lfp.preset_for(9000, 60) == lfp.PRESETS[60]
+
+
+def test_every_spec_statement_has_a_protocol_row():
+    """Every numbered statement of direct_specialists.md (S*, D*, C-*, L-*, I-*, V-*, R*, T*) is named in the first
+    cell of a row of docs/protocol.md's specialists section (its code and test are checked by test_protocol.py)."""
+    from conftest import REPO
+    from reference import SPEC
+
+    ids = re.findall(r"^(?:- )?([A-Z](?:-[A-Z])?\d+) ", (SPEC / "direct_specialists.md").read_text(), re.MULTILINE)
+    assert len(ids) == 65
+    text = (REPO / "docs/protocol.md").read_text()
+    section = text.split("## Direct-perception specialists (issue 61)")[1].split("\n## ")[0]
+    first_cells = " ".join(line.split("|")[1] for line in section.splitlines() if line.startswith("| "))
+    named = set(re.findall(r"\b([A-Z](?:-[A-Z])?\d+)\b", first_cells))
+    for span in re.findall(r"\b([A-Z])(\d)–(?:[A-Z])?(\d)\b", first_cells):  # "T1–T5", "D1–D5"
+        named |= {f"{span[0]}{k}" for k in range(int(span[1]), int(span[2]) + 1)}
+    assert not [i for i in ids if i not in named]
