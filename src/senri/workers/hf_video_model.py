@@ -22,18 +22,24 @@ class HFVideoModel:
         model, revision = options["model"], options.get("revision")
         dtype = options.get("dtype", "bfloat16")
         self.processor = AutoProcessor.from_pretrained(model, revision=revision, trust_remote_code=True)
-        self.model = AutoModelForCausalLM.from_pretrained(
+        self.model, loading = AutoModelForCausalLM.from_pretrained(
             model, revision=revision, trust_remote_code=True,
             torch_dtype=dtype if dtype == "auto" else getattr(torch, dtype),
-            attn_implementation=options.get("attn_implementation", "sdpa"), device_map=options.get("device_map", "auto"))
+            attn_implementation=options.get("attn_implementation", "sdpa"), device_map=options.get("device_map", "auto"),
+            output_loading_info=True)
+        # V-G1: a checkpoint loaded under the wrong transformers comes up with missing keys and an untied head
+        self.missing_keys = sorted(loading.get("missing_keys", []))
         self.model.eval()
         self._video: tuple[tuple[str, ...], list] | None = None
 
     def info(self) -> dict:
         import transformers
 
+        head, embed = self.model.get_output_embeddings(), self.model.get_input_embeddings()
         return {"transformers": transformers.__version__, "model_class": type(self.model).__name__,
-                "generation_config": self.model.generation_config.to_dict()}
+                "generation_config": self.model.generation_config.to_dict(), "missing_keys": self.missing_keys,
+                "lm_head_tied": bool(head is not None and embed is not None
+                                     and head.weight.data_ptr() == embed.weight.data_ptr())}
 
     def _frames(self, frames: dict) -> list:
         from PIL import Image
@@ -80,5 +86,7 @@ class HFVideoModel:
             output = self.model.generate(**inputs, **kwargs)
         new = output[0, inputs["input_ids"].shape[1]:]
         reply = self.processor.batch_decode([new], skip_special_tokens=True)[0]
+        grid = inputs.get("video_grid_thw")
         return {"text": reply, "prompt_tokens": int(inputs["input_ids"].shape[1]), "completion_tokens": int(new.shape[0]),
-                "finish_reason": "length" if int(new.shape[0]) >= kwargs["max_new_tokens"] else "stop"}
+                "finish_reason": "length" if int(new.shape[0]) >= kwargs["max_new_tokens"] else "stop",
+                "video_grid_thw": grid.tolist() if grid is not None else None}
