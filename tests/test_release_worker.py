@@ -201,3 +201,18 @@ def test_images_travel_as_files(world):
         assert Path(image["image"]).read_bytes() == PNG_1x1 and image["time_s"] == 1.5
     finally:
         backend.close()
+
+
+def test_an_edited_adapter_is_another_cache_entry(world, tmp_path, monkeypatch):
+    from senri.backends import worker
+
+    before = ReleaseWorkerBackend(world["config"]).identity["worker_code"]
+    copy = tmp_path / "workers"
+    copy.mkdir()
+    for name in ("worker_main.py", "stub_model.py"):
+        (copy / name).write_text((worker.WORKERS_DIR / name).read_text())
+    monkeypatch.setattr(worker, "WORKERS_DIR", copy)
+    monkeypatch.setattr(worker, "WORKER_MAIN", copy / "worker_main.py")
+    assert ReleaseWorkerBackend(world["config"]).identity["worker_code"] == before
+    (copy / "stub_model.py").write_text((copy / "stub_model.py").read_text() + "\n# edited\n")
+    assert ReleaseWorkerBackend(world["config"]).identity["worker_code"] != before

@@ -82,6 +82,7 @@ def test_cambrian_s_sends_padded_square_frames_and_chatml(clip, worker_config, t
     assert answer.pred in "ABCD" and answer.raw_output == f"{answer.pred}." and answer.parse_ok
     assert answer.trace["parse_rule"] == "first_capital (C-A1)" and answer.trace["tokens_per_frame"] == 54
     assert answer.tally.behaviour["frames_seen"] == 8 and answer.trace["model_identity"]["kind"] == "release_worker"
+    assert answer.tally.n_vlm_calls == 1 and answer.tally.n_llm_calls == 0
 
 
 def test_cambrian_s_lfp_streams_squashed_frames_with_its_preset(clip, worker_config, tmp_path):

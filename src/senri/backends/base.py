@@ -196,7 +196,9 @@ class ChatRequest:
         }
 
     def n_images(self) -> int:
-        return sum(len(m.images()) + len(m.videos()) for m in self.messages)
+        """Images, videos and frame lists: a request with any is a vision-language call."""
+        return sum(len(m.images()) + len(m.videos()) + sum(isinstance(p, FramesPart) for p in m.content)
+                   for m in self.messages)
 
 
 #: ``finish_reason`` values: the model ended its reply, or it was cut at ``max_tokens``.

@@ -34,6 +34,7 @@ request's form and ``senri/workers/stub_model.py`` for a complete example.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -58,6 +59,18 @@ log = logging.getLogger(__name__)
 PROTOCOL = 1
 WORKERS_DIR = Path(__file__).resolve().parents[1] / "workers"
 WORKER_MAIN = WORKERS_DIR / "worker_main.py"
+
+
+def worker_code_digest(adapter: str) -> str:
+    """sha256[:16] of the worker entry and, when the adapter is one of senri's (``senri/workers/<module>.py``), its
+    file: editing an adapter changes the cache identity of every response it made (an adapter from the checkout is
+    covered by the checkout's commit)."""
+    files = [WORKER_MAIN, WORKERS_DIR / f"{adapter.partition(':')[0].replace('.', '/')}.py"]
+    digest = hashlib.sha256()
+    for path in files:
+        if path.is_file():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 class WorkerFailed(RuntimeError):
@@ -189,7 +202,8 @@ class ReleaseWorkerBackend(Backend):
                 "env": str(self.config["env"]), "pins_sha256": pins_digest(self.pins),
                 "python": self.config.get("python"), "pip_args": list(self.config.get("pip_args") or []),
                 "release_commit": self.release_commit, "adapter": self.config["adapter"],
-                "adapter_options": dict(self.config.get("adapter_options") or {}), "protocol": PROTOCOL}
+                "adapter_options": dict(self.config.get("adapter_options") or {}), "protocol": PROTOCOL,
+                "worker_code": worker_code_digest(str(self.config["adapter"]))}
 
     # ------------------------------------------------------------------------------------------ worker
 
