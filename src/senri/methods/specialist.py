@@ -25,7 +25,7 @@ import io
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -113,68 +113,76 @@ class SpecialistDirect(Method):
         return videochat3.sample_indices(self.n_frames, self.fps, limit, float(c.get("fps", videochat3.TARGET_FPS)),
                                          self.duration_s)
 
-    def decode(self, indices: Sequence[int]) -> dict[int, np.ndarray]:
-        """The distinct source frames of ``indices`` at native size, by index on senri's exact decoder (each read
-        at the middle of its frame interval); a frame that does not decode is absent."""
+    def decode(self, indices: Sequence[int]) -> Iterator[tuple[int, np.ndarray]]:
+        """The distinct source frames of ``indices`` at native size, in order, by index on senri's exact decoder
+        (each read at the middle of its frame interval); a frame that does not decode is left out."""
         from senri.decode import read_frames
 
         wanted = sorted(set(indices))
-        out = {}
         for index, frame in zip(wanted, read_frames(self.context.pixels, [(i + 0.5) / self.fps for i in wanted],
                                                     accuracy="exact")):
             if frame.image is not None:
-                out[index] = frame.image
-        return out
+                yield index, frame.image
 
     def frames(self) -> VideoFrames:
         if self._frames is None:
             self._frames = self._build_frames()
         return self._frames
 
-    def _build_frames(self) -> VideoFrames:
+    def pixel_rule(self, height: int, width: int, n_frames: int, rate: float
+                   ) -> tuple[Callable[[np.ndarray], np.ndarray], dict[str, Any], dict[str, Any]]:
+        """The release's pixel steps for a video of ``n_frames`` frames of ``height`` × ``width`` (C-I3, L-I2, I-I3,
+        V-I2/V-I3): the per-frame transform, the processing options sent with the frames, and trace fields."""
         from senri.methods.seeker import bicubic, jpeg_round_trip
 
-        indices, rate = self.indices()
-        decoded = self.decode(indices)
-        kept = [i for i in indices if i in decoded]
-        trace: dict[str, Any] = {"release": self.release, "n_indices": len(indices),
-                                 "first_indices": indices[:4], "last_indices": indices[-4:], "rate": rate}
-        options: dict[str, Any] = {}
-        images: list[np.ndarray] = []
-        source = decoded[kept[0]].shape[:2] if kept else (0, 0)
         c = self.config
         if self.release in ("cambrian_s", "cambrian_s_lfp"):
             squash = self.release == "cambrian_s_lfp" and c.get("mode", "stream") == "stream"
-            images = [cambrian.model_pixels(decoded[i], squash=squash) for i in kept]
-            grid = cambrian.unpad_grid(source[1], source[0]) if kept else None
-            trace.update(pixels="squash_384" if squash else "grey_pad_384",
-                         tokens_per_frame=grid.tokens if grid else 0)
+            trace = {"pixels": "squash_384" if squash else "grey_pad_384",
+                     "tokens_per_frame": cambrian.unpad_grid(width, height).tokens}
+            options: dict[str, Any] = {}
             if squash:
                 preset = lfp.preset_for(self.duration_s, c.get("preset", "auto"))
                 options = {"lfp": {"window": preset.window, "method": preset.method, "topk": preset.topk,
                                    "threshold": preset.threshold, "budget": preset.budget, "ratio": preset.ratio}}
                 trace["lfp_preset"] = options["lfp"]
-        elif self.release == "internvideo3":
-            budget = str(c.get("frame_pixel_budget", "per_frame"))
+            return (lambda image: cambrian.model_pixels(image, squash=squash)), options, trace
+        if self.release == "internvideo3":
             pixels = int(c.get("frame_pixels", internvideo3.FRAME_PIXELS))
             factor = int(c.get("factor", internvideo3.FACTOR))
-            size = internvideo3.frame_size(len(kept), *source, budget, factor, pixels, pixels) if kept else (0, 0)
-            images = [bicubic(decoded[i], *size) for i in kept]
-            trace.update(size_hw=list(size), tokens_per_pair=internvideo3.tokens_per_pair(*size, factor),
-                         pairs=-(-len(kept) // 2))
-        else:
-            preset = videochat3.PRESETS[str(c.get("preset", "lvbench"))]
-            total = int(c.get("total_pixels") or preset.total_pixels)
-            quality = int(c.get("jpeg_quality", 75))
-            frames = [jpeg_round_trip(decoded[i], quality) for i in kept]
-            if frames:
-                stage1, final = videochat3.frame_sizes([f.shape[:2] for f in frames], total)
-                images = [bicubic(bicubic(f, *s1), *final) for f, s1 in zip(frames, stage1)]
-                trace.update(stage1_hw=list(stage1[0]), size_hw=list(final),
-                             visual_tokens=videochat3.visual_tokens(len(frames), *final))
-            options = {"sample_fps": rate, "min_pixels": videochat3.MIN_PIXELS, "max_pixels": videochat3.MAX_PIXELS,
-                       "total_pixels": total, "placeholder_metadata": True}
-        part = FramesPart(frames=tuple(png(image) for image in images), rate=rate, indices=tuple(kept),
+            size = internvideo3.frame_size(n_frames, height, width, str(c.get("frame_pixel_budget", "per_frame")),
+                                           factor, pixels, pixels)
+            trace = {"size_hw": list(size), "tokens_per_pair": internvideo3.tokens_per_pair(*size, factor),
+                     "pairs": -(-n_frames // 2)}
+            return (lambda image: bicubic(image, *size)), {}, trace
+        preset = videochat3.PRESETS[str(c.get("preset", "lvbench"))]
+        total = int(c.get("total_pixels") or preset.total_pixels)
+        quality = int(c.get("jpeg_quality", 75))
+        # the stage-1 size of the JPEG'd frame (its size is the source's); all frames of a video share it
+        stage1, final = videochat3.frame_sizes([(height, width)] * max(n_frames, 1), total)
+        stage1 = stage1[0]
+        options = {"sample_fps": rate, "min_pixels": videochat3.MIN_PIXELS, "max_pixels": videochat3.MAX_PIXELS,
+                   "total_pixels": total, "placeholder_metadata": True}
+        trace = {"stage1_hw": list(stage1), "size_hw": list(final),
+                 "visual_tokens": videochat3.visual_tokens(n_frames, *final)}
+        return (lambda image: bicubic(bicubic(jpeg_round_trip(image, quality), *stage1), *final)), options, trace
+
+    def _build_frames(self) -> VideoFrames:
+        """Each decoded frame goes through the release's pixel steps and into PNG at once, so a video's frames are
+        never all held at native size (2,048 frames of 1080p would be 12 GB)."""
+        indices, rate = self.indices()
+        trace: dict[str, Any] = {"release": self.release, "n_indices": len(indices),
+                                 "first_indices": indices[:4], "last_indices": indices[-4:], "rate": rate}
+        encoded: dict[int, bytes] = {}
+        rule, options, source = None, {}, (0, 0)
+        for index, image in self.decode(indices):
+            if rule is None:
+                source = image.shape[:2]
+                rule, options, fields = self.pixel_rule(*source, len(indices), rate)
+                trace.update(fields)
+            encoded[index] = png(rule(image))
+        kept = [i for i in indices if i in encoded]
+        part = FramesPart(frames=tuple(encoded[i] for i in kept), rate=rate, indices=tuple(kept),
                           times_s=tuple(i / self.fps for i in kept), source_wh=(int(source[1]), int(source[0])),
                           options=json.dumps(options, sort_keys=True) if options else "")
         log.info("%s: %d of %d frames decoded for %s", self.context.video.video_id, len(kept), len(indices),
