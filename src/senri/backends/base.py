@@ -16,6 +16,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 #: Sampling parameters every backend understands; anything else in a model config is backend-specific.
@@ -103,10 +104,15 @@ class FramesPart:
             raise ValueError(f"FramesPart: {len(self.frames)} frames but {len(self.indices)} indices")
 
     def frame_digests(self) -> list[str]:
-        return [hashlib.sha256(frame).hexdigest() for frame in self.frames]
+        return list(self._digests)
 
     def digest(self) -> str:
-        return hashlib.sha256("".join(self.frame_digests()).encode()).hexdigest()
+        return hashlib.sha256("".join(self._digests).encode()).hexdigest()
+
+    @cached_property
+    def _digests(self) -> tuple[str, ...]:
+        """Computed once: a video's frames go with each of its questions (thousands of frames for the LFP stream)."""
+        return tuple(hashlib.sha256(frame).hexdigest() for frame in self.frames)
 
 
 Part = str | ImagePart | VideoPart | FramesPart
