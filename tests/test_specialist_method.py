@@ -111,7 +111,7 @@ def test_internvideo3_sends_per_frame_sized_frames_at_the_true_rate(clip, worker
 def test_videochat3_sends_resized_frames_placeholder_metadata_and_sampling(clip, worker_config, tmp_path):
     answers, sent, _ = run("videochat3", clip, worker_config, tmp_path, questions=1)
     (frames,) = sent[0]["frames"]
-    indices, rate = videochat3.sample_indices(480, 4.0, 8)
+    indices, rate = videochat3.sample_indices(480, 4.0, 8, duration_s=clip[1].duration_s)  # LVBench: the container's
     assert frames["indices"] == indices and frames["rate"] == rate
     assert frames["options"] == {"max_pixels": 200704, "min_pixels": 784, "placeholder_metadata": True,
                                  "sample_fps": rate, "total_pixels": 125440000}

@@ -110,8 +110,11 @@ class SpecialistDirect(Method):
                                               int(c.get("max_frames", internvideo3.MAX_FRAMES))), self.fps
         preset = videochat3.PRESETS[str(c.get("preset", "lvbench"))]
         limit = int(c.get("frames_limit") or preset.frames_limit)
+        # V-I2: LVBench's rate divides by the container's duration (ffprobe), Video-MME's by N / fps (decord)
+        container = float(self.context.video.duration_s or 0.0)
+        duration = container if preset.text == "lvbench" and container > 0 else self.duration_s
         return videochat3.sample_indices(self.n_frames, self.fps, limit, float(c.get("fps", videochat3.TARGET_FPS)),
-                                         self.duration_s)
+                                         duration)
 
     def decode(self, indices: Sequence[int]) -> Iterator[tuple[int, np.ndarray]]:
         """The distinct source frames of ``indices`` at native size, in order, by index on senri's exact decoder
