@@ -124,3 +124,10 @@ def test_every_rule_that_runs_senri_hashes_its_code():
                 assert re.search(r"code=(stage_code\(\"\w+\"\)|\w+_code)", body), f"{path.name}: rule {name}"
     for stage in RULE_STAGES:
         assert workflow.code_digest(stage)
+
+
+def test_scripts_a_job_runs_in_another_environment_are_part_of_its_code(package_copy):
+    """The release worker's entry runs under the model's own interpreter, never imported by senri: it is named by
+    the worker backend's folder constant, so an edit reruns the runs on that backend and no other."""
+    changed = changed_after(package_copy, "workers/worker_main.py")
+    assert changed and {key[2] for key in changed} == {"release_worker"}

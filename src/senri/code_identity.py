@@ -11,8 +11,8 @@ left finished tables "up to date"). Here nothing is listed: a stage's job is its
 - the targets of the registries whose every entry the stage may load (``"senri.benchmarks.mlvu:MLVU"``
   strings: benchmarks, scorers, captioners, detectors, embedders);
 - the data files named by module-level path constants of those modules (``Path(__file__).parent /
-  "published"``: the published CSVs; ``SCHEMA_DIR / "questions.schema.json"``), a folder counting as every file
-  in it.
+  "published"``: the published CSVs; ``SCHEMA_DIR / "questions.schema.json"``; the release workers' scripts a
+  job runs in another environment), a folder counting as every file in it.
 
 What is left out on purpose is named once, with its reason, in :data:`NOT_STAGE_CODE`, :data:`PER_JOB_REGISTRIES`
 and :func:`_is_config_data`. Everything is read once per process (planning 9,000 jobs asks for a digest per
@@ -292,15 +292,16 @@ class _PackageSources:
         return ModuleSource(name, path, frozenset(imports - {name}), frozenset(registered), tuple(data))
 
     def _data_files(self, path: Path) -> list[Path]:
-        """The data files a path constant names: the file, or every file under the folder, except code, the
-        package's own roots and config (:func:`_is_config_data`)."""
+        """The data files a path constant names: the file, or every file under the folder (scripts a job runs in
+        another interpreter, such as the release workers, included), except the package's own roots and config
+        (:func:`_is_config_data`)."""
         path = Path(os.path.normpath(path))  # not resolve(): a linked data folder is named where the code sees it
         if path in {self.package_dir, *self.package_dir.parents} or _is_config_data(path, self.package_dir):
             return []
         if path.is_file():
             return [path]
         if path.is_dir():
-            return [f for f in sorted(path.rglob("*")) if f.is_file() and f.suffix not in {".py", ".pyc"}
+            return [f for f in sorted(path.rglob("*")) if f.is_file() and f.suffix != ".pyc"
                     and "__pycache__" not in f.parts and not _is_config_data(f, self.package_dir)]
         return []
 
