@@ -181,7 +181,7 @@ def test_a_native_instance_ingests_with_its_quirks_reported_and_plans_by_its_fil
 def test_videomme_ids_with_dashes_plan_per_split_presets_and_a_missing_video_is_left_out_and_reported(
         native_instances):
     from senri import config as cfgmod
-    from senri import workflow
+    from senri import coverage, workflow
     from senri.ingest import ingest_dataset
 
     root, cfg = native_instances["videomme"]
@@ -193,7 +193,10 @@ def test_videomme_ids_with_dashes_plan_per_split_presets_and_a_missing_video_is_
     finally:
         (root / "fFjv93ACGo8.mp4").rename(root / "data" / "fFjv93ACGo8.mp4")
     assert table["video_id"].unique(maintain_order=True).to_list() == ["-ApL8d6tX5U", "_tvmjsKXTu8"]
-    assert report.filter(pl.col("flag") == "video_missing")["video_id"].to_list() == ["fFjv93ACGo8"]
+    missing = report.filter(pl.col("flag") == "video_missing")  # one row per left-out question, with the reason
+    assert missing.select("record", "video_id").rows() == [("003-1", "fFjv93ACGo8"), ("003-2", "fFjv93ACGo8")]
+    assert coverage.coverage(table, report).line() == ("4 of 6 questions (2 of 3 videos) — 2 questions on missing "
+                                                       "videos left out")
     subset, _ = ingest_dataset({**cfgmod.stage_slice(cfg, "ingest"), "video_ids": ["_tvmjsKXTu8"]})
     assert subset["qid"].to_list() == ["002-1", "002-2"]
 

@@ -14,7 +14,7 @@ import re
 from collections import Counter
 from typing import Any, Mapping
 
-from senri.benchmarks.base import (MISSING, Benchmark, NativeSet, NativeVideo, answer_flags, describe, duration_field,
+from senri.benchmarks.base import (MISSING, NATIVE_VIDEO_ID, Benchmark, NativeSet, NativeVideo, answer_flags, describe, duration_field,
                                    facet, file_error, id_field, make_question, note_unread_fields, option_flags,
                                    preset_by_bins, question_files, read_text, text_field, unusable_video_id)
 
@@ -111,14 +111,13 @@ def read(dataset: Mapping[str, Any]) -> NativeSet:
                 native.problem(file, where, "qa", "missing" if qa is MISSING else
                                f"expected a list of question objects, got {describe(qa)}")
                 continue
-            if unusable_video_id(native, file, where, key):
-                continue
             info = video.get("video_info") if isinstance(video.get("video_info"), dict) else {}
             minutes, duration_flags = duration_field(native, file, "", key, info.get("duration_minutes"),
                                                      "video_info.duration_minutes")
             duration = minutes * 60 if minutes is not None else None
             split = preset_by_bins(bins, duration).removeprefix("lvbench_") if duration is not None else None
-            native.videos[key] = NativeVideo(key, video_files(dataset, key, index), split=split, duration_s=duration)
+            if NATIVE_VIDEO_ID.match(key):  # else each of its questions is left out as bad_video_id
+                native.videos[key] = NativeVideo(key, video_files(dataset, key, index), split=split, duration_s=duration)
             for k, item in enumerate(qa):
                 records += 1
                 if not isinstance(item, dict):
@@ -140,7 +139,7 @@ def _question(native: NativeSet, file: str, where: str, key: str, split: str | N
         where = f"{where} (uid {uid!r})"
     text = text_field(native, file, where, item, "question")
     answer = text_field(native, file, where, item, "answer")
-    if None in (uid, text, answer):
+    if None in (uid, text, answer) or unusable_video_id(native, file, uid, key):
         return
     flags = list(video_flags)
     parts = split_options(text)
