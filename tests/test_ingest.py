@@ -236,3 +236,38 @@ def test_dataset_splits_keeps_only_the_questions_and_videos_of_those_split_label
     both = {**cfg, "dataset": {**cfg["dataset"], "splits": ["short", "long"]}}
     assert [workflow.video_preset(both, v) for v in workflow.planned_video_ids(both)] == ["videomme_short",
                                                                                          "videomme_long"]
+
+
+def test_a_root_with_spaces_and_non_ascii_characters_ingests_and_plans_with_every_path_quoted(tmp_path, caplog):
+    """Issue 58 item 4: ``overrides="dataset=videomme dataset.root='/data/My Vidéos'"`` (the README's quoting, the
+    value in single quotes) composes, ingests, states the partial download, and every planned shell command
+    holds the path as one quoted word (``snakemake -n -p``; no job runs)."""
+    import logging
+    import shlex
+
+    from dry_run import plan
+    from senri import config as cfgmod
+    from senri.benchmarks.instance import InstanceSize, write_instance
+
+    root = tmp_path / "My Vidéos ü"
+    write_instance("videomme", root, InstanceSize(videos=3, encode=False))
+    (root / "data" / "fFjv93ACGo8.mp4").unlink()  # a partial download: 2 of 3 videos
+    cfg = cfgmod.compose(f"dataset=videomme dataset.root='{root}'")
+    assert cfg["dataset"]["videos_dir"] == str(root)
+    accented = tmp_path / "Vidéos"  # without a space no quotes are needed (Hydra's lexer alone would refuse "é")
+    assert cfgmod.compose(f"dataset=videomme dataset.root={accented}")["dataset"]["root"] == str(accented)
+    out = tmp_path / "results" / "questions.parquet"
+    with caplog.at_level(logging.INFO, logger="senri"):
+        assert main(["ingest", "--config", cfgmod.canonical_json(cfgmod.stage_slice(cfg, "ingest")),
+                     "--out", str(out)]) == 0
+    assert pl.read_parquet(out).height == 4
+    assert "4 of 6 questions (2 of 3 videos) — 2 questions on missing videos left out" in caplog.text
+    planned = plan(tmp_path / "plan", {"root": f"dataset=videomme dataset.root='{root}' method=[random] model=[]"},
+                   commands=True)["root"]
+    assert "failed" not in planned.splitlines()[0:1] and "ingest" in planned
+    commands = [line.partition("Shell command: ")[2] for line in planned.splitlines() if "Shell command: " in line]
+    with_root = [c for c in commands if "Vidéos" in c]
+    assert len(with_root) >= 3  # ingest and one anonymize job per present video
+    for command in with_root:
+        words = shlex.split(command.partition(" > ")[0])
+        assert any(str(root) in word for word in words) and not any(w.endswith("My") for w in words), command

@@ -399,9 +399,13 @@ def cmd_report(args: argparse.Namespace) -> None:
     needles = pl.read_parquet(args.needles) if args.needles else None
     videos = read_table(args.videos, VideoInfo) if args.videos else None
     richness = pl.read_parquet(args.richness) if args.richness else None
+    from senri.ingest import report_path
+
+    ingest_report = report_path(args.questions)  # beside the question table: the coverage block's source
     path = build_report(args.predictions, read_table(args.questions, Question), args.out, stage["report"],
                         seed=int(stage["seed"]), decimals=stage["aggregate"]["decimals"], needles=needles,
-                        videos=videos, richness=richness)
+                        videos=videos, richness=richness,
+                        ingest_report=pl.read_parquet(ingest_report) if ingest_report.is_file() else None)
     cfgmod.write_sidecar(Path(args.out) / "report", "report", stage)
     log.info("wrote %s", path)
 

@@ -30,6 +30,7 @@ import polars as pl
 from senri.aggregate import RUN_KEYS, score
 from senri.benchmarks.layouts import Layout, column_counts, column_value, layout as load_layout, micro_value
 from senri.benchmarks.scoring import OPTION_COLUMNS, Scorer, question_options, scored_reply, scorer as load_scorer
+from senri.report.coverage import source_label, subset_notes
 from senri.report.tables import CHANCE_METHOD, STATS_SCHEMA, run_filter
 from senri.stats import PairedComparison, compare
 
@@ -233,7 +234,7 @@ def shown_table(tables: BenchmarkTables) -> pl.DataFrame:
     keys = tables.layout.keys
     total = next((c.key for c in tables.layout.columns if c.over == "all"), tables.layout.headline)
     ours = tables.table.select(
-        pl.lit("this run set").alias("source"), pl.lit("").alias("group"), *RUN_KEYS, *keys,
+        pl.lit(source_label(tables.table)).alias("source"),  # marked when computed on a subset (report.coverage) pl.lit("").alias("group"), *RUN_KEYS, *keys,
         pl.col(f"n_{total}").alias("n"), "skipped", "missing")
     published = tables.published.select(
         "source", "group", "method", pl.lit("").alias("model"), pl.lit("").alias("memory"), *keys,
@@ -255,7 +256,7 @@ def notes(tables: BenchmarkTables) -> list[str]:
             "N = counted questions; Skipped and Missing as counted by this scorer.",
             "Rows marked published are VideoLucy's paper numbers (senri/report/published/), not runs of this run set.",
             "Scorer variants: every scorer on the same stored replies; Gained/Lost/Flips compare each question's "
-            "verdict with the official scorer's; the flips table lists those questions."]
+            "verdict with the official scorer's; the flips table lists those questions."] + subset_notes(tables.table)
 
 
 def write_benchmark_tables(tables: BenchmarkTables, out_dir: Path, decimals: int = 1) -> None:
