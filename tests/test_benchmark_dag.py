@@ -109,8 +109,11 @@ def test_random_blind_and_videolucy_write_each_benchmark_table(benchmark_runs, n
     # The coverage sentence at the end of the Snakemake run, in the ingest log and near the top of the report; a
     # table on a subset marked beside the published full-set rows (Video-MME: one of two videos; MLVU: five of its
     # seven task files hold no questions in the instance).
-    line = {"videomme": "2 of 4 questions (1 of 2 videos) — 2 questions on missing videos left out"}.get(
-        name, "2 of 2 questions (1 of 1 videos) — 0 questions on missing videos left out")
+    line = {"videomme": "2 of 4 questions (1 of 2 videos) — 2 questions on missing videos left out",
+            "lvbench": "2 of 2 questions (1 of 1 videos) — 0 questions on missing videos left out",
+            "mlvu": "4 of 4 questions (2 of 2 videos) — 0 questions on missing videos left out; 2_needle.json: the "
+                    "task file holds no questions",
+            "egomem": "4 of 4 questions (1 of 1 videos) — 0 questions on missing videos left out"}[name]
     console = (tmp_path / "console.txt").read_text()
     assert f"senri questions: {line}" in console.split("Finished job")[-1]  # after the last job: onsuccess
     assert line in (tmp_path / "results/logs/ingest.log").read_text()

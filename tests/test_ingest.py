@@ -271,3 +271,34 @@ def test_a_root_with_spaces_and_non_ascii_characters_ingests_and_plans_with_ever
     for command in with_root:
         words = shlex.split(command.partition(" > ")[0])
         assert any(str(root) in word for word in words) and not any(w.endswith("My") for w in words), command
+
+
+def test_a_drawn_subset_of_a_partial_download_lists_every_left_out_question_and_counts_flags_apart(
+        native_instances, tmp_path, caplog):
+    """Left-out questions are rows of the ingest report with their reason (missing video, not drawn by
+    dataset.subset); the flag counts printed are those of the kept questions, the left-out ones said apart."""
+    import logging
+
+    from senri import config as cfgmod
+    from senri.coverage import coverage, flag_counts
+
+    root, cfg = native_instances["videomme"]  # 3 videos × 2 questions; 001-1 has a repeated option
+    (root / "data" / "fFjv93ACGo8.mp4").rename(root / "fFjv93ACGo8.mp4")
+    ingest_slice = {**cfgmod.stage_slice(cfg, "ingest"), "subset": {"n": 2, "seed": 1}}
+    out = tmp_path / "questions.parquet"
+    try:
+        with caplog.at_level(logging.INFO, logger="senri"):
+            assert main(["ingest", "--config", cfgmod.canonical_json(ingest_slice), "--out", str(out)]) == 0
+    finally:
+        (root / "fFjv93ACGo8.mp4").rename(root / "data" / "fFjv93ACGo8.mp4")
+    table, report = pl.read_parquet(out), pl.read_parquet(tmp_path / "questions.report.parquet")
+    reasons = dict(report.filter(pl.col("flag").is_in(["video_missing", "not_drawn"])).select("record", "flag").rows())
+    assert sorted(reasons) == sorted({"001-1", "001-2", "002-1", "002-2", "003-1", "003-2"} - set(table["qid"]))
+    assert {reasons[q] for q in ("003-1", "003-2")} == {"video_missing"} and table.height == 2
+    line = coverage(table, report).line()
+    assert line.startswith("2 of 6 questions (") and "— 2 questions on missing videos left out" in line
+    assert "also left out: 2 not drawn by dataset.subset" in line and line in caplog.text
+    kept, left = flag_counts(table, report)
+    in_table = "001-1" in table["qid"].to_list()
+    assert kept == ({"repeated_option": 1} if in_table else {}) and left == ({} if in_table else {"repeated_option": 1})
+    assert ("flags on left-out questions (not in the tables): repeated_option 1" in caplog.text) != in_table

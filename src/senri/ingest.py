@@ -376,7 +376,7 @@ def _selected(dataset: Mapping[str, Any], benchmark: Any, native: "NativeSet") -
     keep_splits, keep_videos = set(splits), set(wanted)
     selected = [q for q in native.questions
                 if (not keep_splits or q.split in keep_splits) and (not keep_videos or q.video_id in keep_videos)]
-    said = " and ".join(part for part in (f"dataset.splits={splits}" if splits else "",
+    said = " and ".join(part for part in (f"dataset.splits=[{','.join(splits)}]" if splits else "",
                                           f"dataset.video_ids ({len(wanted)} id(s))" if wanted else "") if part)
     if not selected:
         raise IngestError([Problem("dataset.splits" if splits else "dataset.video_ids", None, None,

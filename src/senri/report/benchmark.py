@@ -234,7 +234,7 @@ def shown_table(tables: BenchmarkTables) -> pl.DataFrame:
     keys = tables.layout.keys
     total = next((c.key for c in tables.layout.columns if c.over == "all"), tables.layout.headline)
     ours = tables.table.select(
-        pl.lit(source_label(tables.table)).alias("source"),  # marked when computed on a subset (report.coverage) pl.lit("").alias("group"), *RUN_KEYS, *keys,
+        pl.lit(source_label(tables.table)).alias("source"), pl.lit("").alias("group"), *RUN_KEYS, *keys,
         pl.col(f"n_{total}").alias("n"), "skipped", "missing")
     published = tables.published.select(
         "source", "group", "method", pl.lit("").alias("model"), pl.lit("").alias("memory"), *keys,
