@@ -451,3 +451,24 @@ def test_a_damaged_native_file_plans_no_video_and_the_ingest_job_names_the_probl
     dataset = s.write(tmp_path)
     cfg = {"dataset": {**dataset, "name": "egomem", "subset": None}, "memory": {"preset": "auto"}}
     assert workflow.planned_video_ids(cfg) == []
+
+
+def test_a_videomme_parquet_that_is_not_parquet_or_holds_damaged_rows_is_refused_naming_row_and_field(tmp_path):
+    """The official layout (one row per question): the same checks on its rows as on the nested JSON."""
+    rows = [{"video_id": v["video_id"], "duration": v["duration"], "domain": v["domain"],
+             "sub_category": v["sub_category"], "videoID": v["url"], **{k: q[k] for k in
+                                                                      ("question_id", "task_type", "question", "answer")},
+             "options": "\n".join(q["options"])}  # options as one string
+            for v in videomme_sample() for q in v["questions"]]
+    path = tmp_path / "videomme" / "test-00000-of-00001.parquet"
+    path.parent.mkdir()
+    pl.DataFrame(rows).write_parquet(path)
+    dataset = {"benchmark": "videomme", "questions": [str(path)], "videos_dir": str(tmp_path), "video_ext": [".mp4"]}
+    with pytest.raises(IngestError) as caught:
+        ingest_dataset(dataset)
+    assert len(caught.value.problems) == 4 and str(caught.value.problems[1]) == (
+        f"{path}, row [1] (question_id '001-2'), field 'options': expected a list of option texts, got the text "
+        '"A. 1\\nB. 2\\nC. 3\\nD. 4"')
+    path.write_bytes(b"PAR1 not really")
+    with pytest.raises(IngestError, match=r"test-00000-of-00001.parquet: cannot be read as Parquet"):
+        ingest_dataset(dataset)
