@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import html
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Any
 
 import polars as pl
 
 from senri.coverage import LEFT_OUT, SUBSET_MARK, Coverage, coverage, flag_counts
-
-if TYPE_CHECKING:
-    from senri.report.benchmark import BenchmarkTables
 
 #: The source label of our rows in a benchmark table (beside ``published``).
 OURS = "this run set"
@@ -56,8 +53,8 @@ def coverage_html(questions: pl.DataFrame, report: pl.DataFrame) -> str:
     return "".join(parts)
 
 
-def mark_subset(tables: "BenchmarkTables", cover: Coverage) -> "BenchmarkTables":
-    """The benchmark's tables with ``subset`` (bool) and ``coverage`` (the sentence) on each of our rows."""
+def mark_subset(tables: Any, cover: Coverage) -> Any:
+    """A benchmark's tables (:class:`senri.report.benchmark.BenchmarkTables`, not imported: it imports this module) with ``subset`` (bool) and ``coverage`` (the sentence) on each of our rows."""
     table = tables.table.with_columns(pl.lit(cover.partial).alias("subset"), pl.lit(cover.line()).alias("coverage"))
     return replace(tables, table=table)
 
