@@ -195,17 +195,16 @@ def load_json(path: Path, repair: bool, native: NativeSet) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         if not repair:
-            raise NativeFileError(
-                f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg}); set "
-                f"dataset.repair_json=true to remove trailing commas (Video-MME's official template has them)"
-            ) from None
+            raise file_error(path, f"not valid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg}); set "
+                                   f"dataset.repair_json=true to remove trailing commas (Video-MME's official template "
+                                   f"has them)") from None
         repaired, count = TRAILING_COMMA.subn(r"\1", text)
         try:
             data = json.loads(repaired)
         except json.JSONDecodeError as again:
-            raise NativeFileError(f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg}), and "
-                                  f"still not after removing {count} trailing comma(s): line {again.lineno}, column "
-                                  f"{again.colno} ({again.msg})") from None
+            raise file_error(path, f"not valid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg}), and still "
+                                   f"not after removing {count} trailing comma(s): line {again.lineno}, column "
+                                   f"{again.colno} ({again.msg})") from None
         native.note(str(path), f"repaired: removed {count} trailing comma(s) (dataset.repair_json=true); first "
                                f"error was at line {exc.lineno}, column {exc.colno}")
         return data
