@@ -262,9 +262,20 @@ def test_a_root_with_spaces_and_non_ascii_characters_ingests_and_plans_with_ever
                      "--out", str(out)]) == 0
     assert pl.read_parquet(out).height == 4
     assert "4 of 6 questions (2 of 3 videos) — 2 questions on missing videos left out" in caplog.text
-    planned = plan(tmp_path / "plan", {"root": f"dataset=videomme dataset.root='{root}' method=[random] model=[]"},
-                   commands=True)["root"]
-    assert "failed" not in planned.splitlines()[0:1] and "ingest" in planned
+    # and a damaged native file (an answer given as the number 0): the DAG still builds, planning no video, and
+    # only the ingest job — which names the problem — stands before the rest
+    damaged = tmp_path / "damaged"
+    egomem = write_instance("egomem", damaged, InstanceSize(videos=1, encode=False))
+    records = json.loads(egomem.read_text())
+    records[1]["answer"] = 0
+    egomem.write_text(json.dumps(records))
+    plans = plan(tmp_path / "plan", {"root": f"dataset=videomme dataset.root='{root}' method=[random] model=[]",
+                                     "damaged": f"dataset=egomem dataset.root={damaged} method=[random] model=[]"},
+                 commands=True)
+    planned = plans["root"]
+    assert "failed:" not in planned and "ingest" in planned
+    assert "failed:" not in plans["damaged"] and "rule ingest:" in plans["damaged"]
+    assert "rule probe:" not in plans["damaged"] and "rule answer:" not in plans["damaged"]
     commands = [line.partition("Shell command: ")[2] for line in planned.splitlines() if "Shell command: " in line]
     with_root = [c for c in commands if "Vidéos" in c]
     assert len(with_root) >= 3  # ingest and one anonymize job per present video
