@@ -4,8 +4,11 @@ A reader turns a benchmark's native files into :class:`~senri.records.Question` 
 a record that SENRI's strict rules would refuse (a repeated option, an empty or impossible answer, an empty
 record) is kept, its quirks named in ``Question.flags`` and counted in the ingest report
 (:class:`~senri.records.IngestQuirk` rows), because the papers score the full sets (EgoMem's 504 include its four
-invalid answers). A file that is not what it claims (invalid JSON) is refused with its position, or repaired
-only behind a named option (``dataset.repair_json``) that the report states.
+invalid answers). A file that is not what it claims (invalid JSON, not UTF-8, empty) is refused with its position,
+or repaired only behind a named option (``dataset.repair_json``) that the report states. A record the benchmark's
+tool could not use as it stands (no or a repeated id, options as one string, an answer that is not text, …) is a
+:class:`NativeProblem` naming file, record and field; a reader collects them all and raises them together
+(:meth:`NativeSet.check`). Nothing is rewritten silently: no position ids, no split strings, no coerced answers.
 """
 
 from __future__ import annotations
@@ -43,10 +46,7 @@ class NativeFileError(ValueError):
     that a damaged file is fixed in one pass. Raised by a reader before any question leaves it, so at ingest
     (and at planning, which then plans no video and lets the ingest job report it)."""
 
-    def __init__(self, problems: "Sequence[NativeProblem] | str") -> None:
-        if isinstance(problems, str):  # a whole-file message that already starts with the file's name
-            file, _, message = problems.partition(": ")
-            problems = [NativeProblem(file, "", None, message)]
+    def __init__(self, problems: Sequence["NativeProblem"]) -> None:
         self.problems = list(problems)
         text = "\n".join(f"  {p}" for p in self.problems)
         super().__init__(str(self.problems[0]) if len(self.problems) == 1
@@ -54,6 +54,7 @@ class NativeFileError(ValueError):
 
 
 def file_error(path: Path | str, message: str) -> NativeFileError:
+    """A problem with a whole file (missing, empty, not UTF-8, not JSON, the wrong top level)."""
     return NativeFileError([NativeProblem(str(path), "", None, message)])
 
 
