@@ -329,6 +329,11 @@ def id_field(native: NativeSet, file: str, record: str, data: Mapping[str, Any],
     return qid
 
 
+def with_id(where: str, key: str, qid: str | None) -> str:
+    """A record's name in a problem, its id added once read: ``item [3] (question_id '004-1')``."""
+    return where if qid is None else f"{where} ({key} {qid!r})"
+
+
 def option_list(native: NativeSet, file: str, record: str, data: Mapping[str, Any], key: str) -> list[str] | None:
     """A record's options: a JSON list of 2–6 strings (A–F), trimmed. One string holding every option, a
     null, a number among them, one option or seven are problems; nothing is split or dropped."""

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from senri.benchmarks.base import (Benchmark, NativeSet, NativeVideo, answer_flags, describe, facet, file_error,
                                    id_field, load_json, make_question, note_unread_fields, option_flags, option_list,
-                                   question_files, strip_letter_prefixes, text_field, unusable_video_id)
+                                   question_files, strip_letter_prefixes, text_field, unusable_video_id, with_id)
 from senri.records import Question
 
 TYPES = ("Event", "Detail")
@@ -51,8 +51,7 @@ def read(dataset: Mapping[str, Any]) -> NativeSet:
                 continue
             fields.update(list(record))
             qid = id_field(native, file, where, record, "question_id")
-            if qid is not None:
-                where = f"{where} (question_id {qid!r})"
+            where = with_id(where, "question_id", qid)
             video_id = text_field(native, file, where, record, "videoID")
             question = text_field(native, file, where, record, "question")
             options = option_list(native, file, where, record, "options")

@@ -14,9 +14,10 @@ import re
 from collections import Counter
 from typing import Any, Mapping
 
-from senri.benchmarks.base import (MISSING, NATIVE_VIDEO_ID, Benchmark, NativeSet, NativeVideo, answer_flags, describe, duration_field,
-                                   facet, file_error, id_field, make_question, note_unread_fields, option_flags,
-                                   preset_by_bins, question_files, read_text, text_field, unusable_video_id)
+from senri.benchmarks.base import (MISSING, NATIVE_VIDEO_ID, Benchmark, NativeSet, NativeVideo, answer_flags,
+                                   describe, duration_field, facet, file_error, id_field, make_question,
+                                   note_unread_fields, option_flags, preset_by_bins, question_files, read_text,
+                                   text_field, unusable_video_id, with_id)
 
 #: LV3/LV6: question_type text → the leaderboard's abbreviation, in Table 2's column order.
 CATEGORY_CODES: dict[str, str] = {"entity recognition": "ER", "event understanding": "EU",
@@ -135,8 +136,7 @@ def read(dataset: Mapping[str, Any]) -> NativeSet:
 def _question(native: NativeSet, file: str, where: str, key: str, split: str | None, item: Mapping[str, Any],
               facets: list[str], video_flags: list[str]) -> None:
     uid = id_field(native, file, where, item, "uid")
-    if uid is not None:
-        where = f"{where} (uid {uid!r})"
+    where = with_id(where, "uid", uid)
     text = text_field(native, file, where, item, "question")
     answer = text_field(native, file, where, item, "answer")
     if None in (uid, text, answer) or unusable_video_id(native, file, uid, key):

@@ -17,7 +17,8 @@ from typing import Any, Mapping
 
 from senri.benchmarks.base import (Benchmark, NativeSet, NativeVideo, answer_flags, describe, duration_field,
                                    file_error, id_field, load_json, make_question, note_unread_fields, option_flags,
-                                   option_list, preset_by_bins, question_files, text_field, unusable_video_id)
+                                   option_list, preset_by_bins, question_files, text_field, unusable_video_id,
+                                   with_id)
 from senri.records import OPTION_LETTERS
 
 #: The seven M-Avg tasks (dev), by the name every scorer uses (the file's "findNeedle" is "needle").
@@ -104,8 +105,7 @@ def read(dataset: Mapping[str, Any]) -> NativeSet:
             else:
                 qid = f"{folder}:{index}"
                 qid = qid if native.claim_id(file, where, "question_id", qid) else None
-            if qid is not None:
-                where = f"{where} (question_id {qid!r})"
+            where = with_id(where, "question_id", qid)
             video_key = "video" if "video" in record or "video_name" not in record else "video_name"
             file_name = text_field(native, file, where, record, video_key)
             candidates = option_list(native, file, where, record, "candidates")

@@ -18,7 +18,8 @@ import polars as pl
 
 from senri.benchmarks.base import (MISSING, Benchmark, NativeSet, NativeVideo, answer_flags, describe, facet,
                                    file_error, id_field, load_json, make_question, note_unread_fields, option_flags,
-                                   option_list, question_files, strip_letter_prefixes, text_field, unusable_video_id)
+                                   option_list, question_files, strip_letter_prefixes, text_field, unusable_video_id,
+                                   with_id)
 
 SPLITS = ("short", "medium", "long")
 #: VM5's twelve task types, in the order the official scorer lists them.
@@ -100,8 +101,7 @@ def read(dataset: Mapping[str, Any]) -> NativeSet:
             records += 1
             fields.update(set(video) | set(row))
             qid = id_field(native, file, where, row, "question_id")
-            if qid is not None:
-                where = f"{where} (question_id {qid!r})"
+            where = with_id(where, "question_id", qid)
             question = text_field(native, file, where, row, "question")
             options = option_list(native, file, where, row, "options")
             answer = text_field(native, file, where, row, "answer")

@@ -54,7 +54,8 @@ def coverage_html(questions: pl.DataFrame, report: pl.DataFrame) -> str:
 
 
 def mark_subset(tables: Any, cover: Coverage) -> Any:
-    """A benchmark's tables (:class:`senri.report.benchmark.BenchmarkTables`, not imported: it imports this module) with ``subset`` (bool) and ``coverage`` (the sentence) on each of our rows."""
+    """A benchmark's tables (:class:`senri.report.benchmark.BenchmarkTables`; not imported, it imports this
+    module) with ``subset`` (bool) and ``coverage`` (the sentence) on each of our rows."""
     table = tables.table.with_columns(pl.lit(cover.partial).alias("subset"), pl.lit(cover.line()).alias("coverage"))
     return replace(tables, table=table)
 
