@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import shlex
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -23,12 +24,34 @@ NO_MODEL = "none"
 
 
 def parse_overrides(overrides: str | Iterable[str] | None) -> list[str]:
-    """Accept Hydra overrides as one shell-like string (``"method=[random] seed=3"``) or a list of them."""
+    """Accept Hydra overrides as one shell-like string (``"method=[random] seed=3"``) or a list of them; a plain
+    value with characters Hydra's grammar refuses unquoted (a path such as ``/data/Vidéos``) is quoted for it
+    (:func:`quote_plain_value`)."""
     if overrides is None:
         return []
     if isinstance(overrides, str):
-        return shlex.split(overrides)
-    return [str(o) for o in overrides]
+        return [quote_plain_value(o) for o in shlex.split(overrides)]
+    return [quote_plain_value(str(o)) for o in overrides]
+
+
+#: ``key=value`` of a Hydra override (``+``/``++``/``~`` prefixes and ``@package`` allowed before the ``=``).
+_OVERRIDE = re.compile(r"^([+~]{0,2}[A-Za-z0-9_.@/-]+)=(.*)$", re.DOTALL)
+#: Characters that give a value structure in Hydra's grammar (lists, dicts, calls, quotes, escapes, interpolation).
+_HYDRA_SYNTAX = set("'\"\\[]{}(),=$")
+
+
+def quote_plain_value(override: str) -> str:
+    """``dataset.root=/data/My Vidéos`` → ``dataset.root='/data/My Vidéos'``: Hydra's lexer refuses a non-ASCII
+    character in an unquoted value, and the shell quoting a user writes around such a path (``dataset.root='…'``
+    inside ``overrides="…"``) is consumed by the shell-like split. Only a plain value — no list, dict, quote,
+    escape or interpolation syntax — with a non-ASCII character is quoted; every other override is left as is."""
+    match = _OVERRIDE.match(override)
+    if not match:
+        return override
+    key, value = match.groups()
+    if value.isascii() or _HYDRA_SYNTAX & set(value):
+        return override
+    return f"{key}='{value}'"
 
 
 def compose(overrides: str | Iterable[str] | None = None, config_dir: Path = CONFIG_DIR) -> dict[str, Any]:

@@ -100,7 +100,9 @@ class Question:
 class IngestQuirk:
     """One row of the ingest report (``results/questions.report.parquet``): a native record kept although SENRI's
     rules would refuse it, and why (``flag``: repeated_option, empty_answer, answer_not_an_option, …), a question
-    left out (``video_missing``, ``not_multiple_choice``), or a note on a whole file (``file_note``: a repair)."""
+    left out, one row each with its reason (``video_missing``, ``bad_video_id``, ``not_drawn``), or a note on the
+    whole set (``file_note``: a repair; ``filter``: a selection; ``empty_task_file``). :mod:`senri.coverage` reads
+    them."""
 
     file: str
     record: str     # the question id (or task file + index); "" for a whole-file note

@@ -145,7 +145,12 @@ def planned_video_ids(cfg: Mapping[str, Any]) -> list[str]:
         return needle_video_ids(needle_config(cfg))
     subset = Subset.from_config(dataset.get("subset"))
     if is_native(cfg):
-        native = native_set(cfg)
+        from senri.benchmarks.base import NativeFileError
+
+        try:
+            native = native_set(cfg)
+        except NativeFileError:
+            return []  # no video is planned; the ingest job refuses the files with every problem named
         ids = list(dataset["video_ids"]) or list(native.videos)
         splits = set(dataset.get("splits") or ())
         ids = [v for v in ids if v in native.videos and (not splits or native.videos[v].split in splits)

@@ -27,7 +27,10 @@ from senri.methods import deviations_from_release
 from senri.release_prompts import RELEASES, prompt_source
 from senri.report import figures
 from senri.benchmarks import BENCHMARKS
+from senri.coverage import coverage as question_coverage
+from senri.records import IngestQuirk, to_frame
 from senri.report.benchmark import benchmark_html, benchmark_tables, write_benchmark_tables
+from senri.report.coverage import coverage_html, mark_subset
 from senri.report.published import with_a8_rows
 from senri.report.browser import build_browser, discordant_html, run_labels
 from senri.report.model_grid import model_grid_display, model_grid_markdown, model_grid_table
@@ -292,10 +295,11 @@ def no_retrieval_html(runs: pl.DataFrame, browser: str, labels: Mapping[tuple[st
 def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame, out: str | Path,
                  config: Mapping[str, Any], seed: int, decimals: int = 1,
                  needles: pl.DataFrame | None = None, videos: pl.DataFrame | None = None,
-                 richness: pl.DataFrame | None = None) -> Path:
+                 richness: pl.DataFrame | None = None, ingest_report: pl.DataFrame | None = None) -> Path:
     """``needles``: the needle stage's per-question table (dataset=needle), for the needle figure; ``videos``:
     the videos table, whose files give the question browser its thumbnails and time strips their length;
-    ``richness``: the richness analysis's curves (VideoLucy Fig. 5)."""
+    ``richness``: the richness analysis's curves (VideoLucy Fig. 5); ``ingest_report``: ingest's report (the
+    left-out questions and flags), for the coverage block and the subset mark (:mod:`senri.report.coverage`)."""
     out = Path(out)
     tables_dir, figures_dir = out / "report" / "tables", out / "report" / "figures"
     tables_dir.mkdir(parents=True, exist_ok=True)
@@ -323,6 +327,9 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
     benchmarks = native_benchmarks(questions)
     bench_tables = [benchmark_tables(predictions, questions.filter(pl.col("benchmark") == b), BENCHMARKS.load(b),
                                      config, seed, decimals) for b in benchmarks]
+    ingest_report = ingest_report if ingest_report is not None else to_frame([], IngestQuirk)
+    cover = question_coverage(questions, ingest_report)
+    bench_tables = [mark_subset(tables, cover) for tables in bench_tables]  # ◊ beside the published rows
     for tables in bench_tables:
         write_benchmark_tables(tables, tables_dir, decimals)
 
@@ -388,6 +395,7 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
         bench_sections = [section for tables in bench_tables
                           for section in benchmark_html(tables, f"{base}questions/", decimals)]
         return [
+        ("Questions covered", coverage_html(questions, ingest_report)),
         ("Questions", f'<p><a href="{base}questions/index.html">Question browser</a>: every run\'s answer to every '
                       "question, with its trace, the model calls and a time strip of where the method looked; "
                       f'<a href="{base}questions/grid.html">the question × run grid</a>: which runs got which '

@@ -39,6 +39,7 @@ from senri.benchmarks.base import FACET
 from senri.benchmarks.layouts import Breakdown, Layout, column_counts, column_counts_total
 from senri.benchmarks.scoring import layout_value, scorer as load_scorer
 from senri.percent import percent_value
+from senri.report.coverage import source_label, subset_notes
 from senri.report.tables import CHANCE_METHOD, STATS_SCHEMA, run_filter
 from senri.stats import PairedComparison, compare
 
@@ -268,7 +269,7 @@ def shown_table(tables: BenchmarkTables) -> pl.DataFrame:
     keys = tables.layout.keys
     total = next((c.key for c in tables.layout.columns if c.over == "all"), tables.layout.headline)
     ours = tables.table.select(
-        pl.lit("this run set").alias("source"), pl.lit("").alias("group"), *RUN_KEYS, *keys,
+        pl.lit(source_label(tables.table)).alias("source"), pl.lit("").alias("group"), *RUN_KEYS, *keys,
         pl.col(f"n_{total}").alias("n"), "skipped", "missing")
     published = tables.published.select(
         "source", "group", "method", pl.lit("").alias("model"), pl.lit("").alias("memory"), *keys,
@@ -290,7 +291,7 @@ def notes(tables: BenchmarkTables) -> list[str]:
             "N = counted questions; Skipped and Missing as counted by this scorer.",
             "Rows marked published are VideoLucy's paper numbers (senri/report/published/), not runs of this run set.",
             "Scorer variants: every scorer on the same stored replies; Gained/Lost/Flips compare each question's "
-            "verdict with the official scorer's; the flips table lists those questions."]
+            "verdict with the official scorer's; the flips table lists those questions."] + subset_notes(tables.table)
 
 
 def breakdown_headers(breakdown: Breakdown) -> dict[str, str]:
