@@ -1,0 +1,197 @@
+"""EG-Agent against cases generated from its release's own functions (egagent @ 9137bd8) on Hypothesis-drawn
+inputs (``tests/reference/generated/egagent/``; ``bench/release_cases/egagent.py`` made them). Every case of a
+kind goes through the same comparison: senri's function on the case's input against the release's output,
+ties unordered where the release's own order comes from an unstable sort, and each named deviation checked
+case by case. The suite reads a deterministic sample; ``python bench/generated_cases.py egagent`` reads all."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import numpy as np
+import pytest
+
+from reference import release_cases
+from release_generated import book, generated_cases, sample
+from senri.memory.egagent import graph as eg
+from senri.memory.egagent.common import t8_from_clock, tf, tf_value
+from senri.memory.egagent.frames import rank_frames, window_rows
+from senri.methods import egagent as m
+
+SYSTEM = "egagent"
+#: The release's reply classes and the senri role whose reader stands for each.
+ROLES = {"FinalAnswer": "answer", "GradePlanCompletion": "grader", "SQLQueryEG": "sql_writer",
+         "MultiHopPlan": "planner", "BM25QuerySelector": "transcript_queries",
+         "AudioTranscriptRetrieval": "transcript_reader", "AnalyzeVideoFrames": "frame_analyzer",
+         "AnalyzeTranscripts": "transcript_analyzer", "FrameSearchQueries": "frame_windows"}
+
+
+@pytest.fixture(scope="module")
+def cases() -> dict:
+    return generated_cases(SYSTEM)
+
+
+def _kind(cases: dict, kind: str) -> list[dict]:
+    return sample(cases["kinds"][kind])
+
+
+def _same(a, b, tol: float = 1e-6) -> bool:
+    """Equal values, floats within ``tol``, NaN equal to NaN."""
+    if isinstance(a, float) or isinstance(b, float):
+        if a is None or b is None:
+            return False
+        return (math.isnan(a) and math.isnan(b)) or abs(a - b) <= tol
+    return a == b
+
+
+def test_every_reply_is_accepted_or_rejected_as_the_release_s_pydantic_class_does(cases):
+    for case in _kind(cases, "structured_reply"):
+        inp, out = case["input"], case["output"]
+        value = m.VALIDATORS[ROLES[inp["schema"]]](inp["reply"])
+        if out["accepted"]:
+            assert value == out["value"], case
+        else:
+            assert value is None, case
+        book(SYSTEM, "structured_reply")
+
+
+def test_times_render_as_the_release_s_character_cuts(cases):
+    for case in _kind(cases, "timeformatter"):
+        assert tf_value(case["input"]["s"]) == case["output"]["value"], case  # text: the release's cuts
+        book(SYSTEM, "timeformatter")
+
+
+def test_interval_times_read_as_the_release_s_builder_reads_them(cases):
+    for case in _kind(cases, "ts_to_int_centiseconds"):
+        text, out = case["input"]["ts"], case["output"]
+        if out.get("value") is not None:
+            assert t8_from_clock(text) == out["value"], case
+            book(SYSTEM, "ts_to_int_centiseconds")
+            continue
+        with pytest.raises(ValueError):  # the release: ValueError, or NULL for an empty time
+            t8_from_clock(text)
+        if "raised" in out:
+            assert out["raised"] == "ValueError", case
+            book(SYSTEM, "ts_to_int_centiseconds")
+        else:  # the named deviation (protocol.md, E-C8): an empty time is an error here, the builder drops it
+            assert not text, case
+            book(SYSTEM, "ts_to_int_centiseconds", "deviation:empty_time_is_an_error")
+
+
+def _key(score: float) -> float:
+    return -math.inf if math.isnan(score) else score
+
+
+def _same_scores(a: list[float], b: list[float]) -> bool:
+    return len(a) == len(b) and all(_same(x, y) for x, y in zip(sorted(a, key=_key), sorted(b, key=_key)))
+
+
+def test_frames_are_ranked_as_the_release_ranks_them_ties_unordered(cases):
+    """Per query the same top-k (its set: any choice among frames tied at the k-th score is one the release's
+    ``argpartition`` can make), the same hit counts in the same order of counts, within a run of equal counts any
+    order (the release's unstable ``argsort``), and each frame's best cosine."""
+    for case in _kind(cases, "frame_ranking"):
+        inp, out = case["input"], case["output"]
+        assert "raised" not in out, case
+        day = inp["day"].lower()
+        table = [(n, f) for n, f in enumerate(inp["frames"])]
+        merged = sorted(table, key=lambda nf: (nf[1][0], nf[0]))  # the merged table: day by day, in file order
+        mine = [(n, f) for n, f in merged if f"day{f[0]}" == day]
+        rows = window_rows([f[1] for _, f in mine], inp["start_t"], inp["end_t"])
+        queries = np.array(inp["queries"], dtype=np.float32)
+        frames = np.array([mine[r][1][2] for r in rows], dtype=np.float32).reshape(len(rows), queries.shape[1])
+        label = [f"DAY{mine[r][1][0]}/{mine[r][0]}.jpg" for r in rows]
+        ranked = rank_frames(queries, frames, top_k=inp["topk"], keep=10 ** 6)
+        ours = [(label[r.row], r.hits, r.best) for r in ranked]
+        theirs = out["ranked"]
+        assert {p for p, _, _ in ours} <= set(label) and len(ours) == len(theirs), case
+        # each query's top-k set, as a multiset of the release's scores (ties at the k-th score unordered)
+        k = min(int(inp["topk"]), len(rows))
+        if out["topk_rows"]:
+            scores = -np.array(_partition_input(case), dtype=np.float32)
+        else:
+            scores = None
+        window_of = {p: n for n, p in enumerate(label)}
+        for q in range(len(queries)):
+            single = [label[r.row] for r in rank_frames(queries[q:q + 1], frames, top_k=inp["topk"], keep=10 ** 6)]
+            release_rows = out["topk_rows"][q] if out["topk_rows"] else list(range(len(rows)))
+            if scores is not None:
+                assert _same_scores([float(scores[q][window_of[p]]) for p in single],
+                                    [float(scores[q][r]) for r in release_rows]), case
+            else:
+                assert len(single) == k == len(release_rows), case
+        # the merged order: the same sequence of hit counts where the per-query sets are the same frames
+        best = {p: s for p, s in theirs}
+        for path, hits, score in ours:
+            if path in best:
+                assert _same(score, float(best[path])), case
+        if {p for p, _, _ in ours} == {p for p, _ in theirs}:
+            hits = dict((p, h) for p, h, _ in ours)
+            assert [hits[p] for p, _ in theirs] == [h for _, h, _ in ours], case
+            book(SYSTEM, "frame_ranking")
+        else:
+            book(SYSTEM, "frame_ranking", "pass:tie_at_the_k_boundary")
+
+
+def _partition_input(case: dict) -> list[list[float]]:
+    """The cosine matrix the release partitioned (queries × window frames), as the generator recorded it."""
+    return case["output"]["neg_sims"]
+
+
+@pytest.fixture(scope="module")
+def graph_table(tmp_path_factory) -> sqlite3.Connection:
+    fixture = release_cases("egagent")["fixtures"]
+    path = tmp_path_factory.mktemp("eg") / "entity_graph.db"
+    columns = fixture["entity_graph_columns"]
+    with sqlite3.connect(path) as db:
+        db.execute(eg.SCHEMA)
+        db.executemany(f"INSERT INTO {eg.TABLE} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+                       fixture["entity_graph_table"])
+    db.close()
+    return eg.open_read_only(path)
+
+
+def _release_times(text: str, rows) -> str:
+    """The release's rendering with D7 applied (a T8 before 10:00 zero-padded where the release reads the int's
+    digits): the rows' time columns, rendered both ways."""
+    for row in rows:
+        for value in tuple(row)[2:4]:
+            if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10000000:
+                text = text.replace(f" {tf_value(str(value))} ", f" {tf(value)} ") \
+                    .replace(f" {tf_value(str(value))}. ", f" {tf(value)}. ")
+    return text
+
+
+def test_the_sql_ladder_keeps_and_renders_the_release_s_rows(cases, graph_table):
+    """The writer's reply read as the release's class reads it, the ladder run on the read-only table, its rows
+    rendered by position; a rung senri refuses (a write, a PRAGMA) is the named deviation ``read_only_ladder``."""
+    for case in _kind(cases, "eg_sql_ladder"):
+        queries, out = case["input"]["sql_queries"], case["output"]
+        reply = m.VALIDATORS["sql_writer"]({"reasoning": "", "sql_queries": queries})
+        if out.get("raised") == "ValidationError":
+            assert reply is None, case
+            book(SYSTEM, "eg_sql_ladder")
+            continue
+        assert reply is not None, case
+        result = eg.run_ladder(graph_table, reply["sql_queries"])
+        refused = [e for e in result.errors if "refused" in e]
+        try:
+            ours = {"appended": f"EntityGraph_Search: {eg.render_rows(result.rows)}\n"}
+        except eg.UnrenderableRows:
+            ours = {"raised": "IndexError"}
+        theirs = dict(out)
+        if "appended" in theirs:
+            theirs["appended"] = _release_times(theirs["appended"], result.rows)
+        theirs.pop("message", None)
+        if ours == theirs:
+            book(SYSTEM, "eg_sql_ladder")
+        else:
+            assert refused, case  # the only difference senri allows: it refuses what is not one read
+            book(SYSTEM, "eg_sql_ladder", "deviation:read_only_ladder")
+
+
+def test_every_generated_kind_is_read(cases):
+    tested = {"structured_reply", "timeformatter", "ts_to_int_centiseconds", "frame_ranking", "eg_sql_ladder"}
+    assert set(cases["kinds"]) == tested
+    assert cases["meta"]["commit"] == "9137bd8c7efcb06d8eabe2f2ce065c897005b57d"
+    assert all(len(v) >= 50 for v in cases["kinds"].values()), {k: len(v) for k, v in cases["kinds"].items()}

@@ -1,0 +1,61 @@
+"""MAGIC-Video against cases generated from its release's own functions (MAGIC-video @ 0f2273f) on
+Hypothesis-drawn inputs (``tests/reference/generated/magic_video/``; ``bench/release_cases/magic_video.py`` made
+them): the QA frames of a clip (``VisualMemory._extract_frames``) and the time-extraction reply (G13,
+``parse_time_reference``). The suite reads a deterministic sample; ``python bench/generated_cases.py
+magic_video`` reads all."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from release_generated import book, generated_cases, sample
+from senri.answers import json_objects
+from senri.memory.magic_video.search import parse_time_range
+from senri.methods.magic_video import release_frame_indices
+
+SYSTEM = "magic_video"
+
+
+@pytest.fixture(scope="module")
+def cases() -> dict:
+    return generated_cases(SYSTEM)
+
+
+def test_qa_frames_of_a_clip_are_the_release_s(cases):
+    """The indices decord is asked for; ``[]`` where the release returns no frame (its exceptions included)."""
+    for case in sample(cases["kinds"]["extract_frames"]):
+        inp, out = case["input"], case["output"]
+        assert "raised" not in out, case
+        ours = release_frame_indices(inp["start_sec"], inp["end_sec"], inp["video_fps"], inp["n_frames"],
+                                     inp["fps"], inp["max_frames"])
+        assert ours == out["value"]["indices"], case
+        book(SYSTEM, "extract_frames")
+
+
+def test_the_time_extractor_s_reply_is_read_as_the_release_reads_it(cases):
+    """A range where the release finds one (non-finite values passed on, as there); where it finds none, senri
+    finds none either — or, for a reply that is neither a range nor ``null``, raises the ValueError its store
+    books as a failed search call before PageRank serves (the release serves PageRank silently): the named
+    deviation ``unreadable_time_reply_counted``."""
+    for case in sample(cases["kinds"]["time_reference_reply"]):
+        reply, out = case["input"]["reply"], case["output"]
+        assert "raised" not in out, case
+        try:
+            ours = parse_time_range(reply, json_objects)
+        except ValueError:
+            assert out["value"] is None, case
+            book(SYSTEM, "time_reference_reply", "deviation:unreadable_time_reply_counted")
+            continue
+        if out["value"] is None:
+            assert ours is None, case
+        else:
+            assert ours is not None and all(a == b or (math.isnan(a) and math.isnan(b))
+                                            for a, b in zip(ours, out["value"])), case
+        book(SYSTEM, "time_reference_reply")
+
+
+def test_every_generated_kind_is_read(cases):
+    assert set(cases["kinds"]) == {"extract_frames", "time_reference_reply"}
+    assert cases["meta"]["commit"] == "0f2273f7f07360cc58588399553b5a6ea758b084"
