@@ -60,10 +60,13 @@ def run(system: str, root: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("systems", nargs="*", default=list(MODULES), choices=list(MODULES))
+    parser.add_argument("systems", nargs="*", help=f"any of {', '.join(MODULES)} (default: all)")
     args = parser.parse_args()
+    unknown = set(args.systems) - set(MODULES)
+    if unknown:
+        parser.error(f"unknown system {sorted(unknown)}: one of {', '.join(MODULES)}")
     with tempfile.TemporaryDirectory() as tmp:
-        for system in args.systems:
+        for system in args.systems or list(MODULES):
             run(system, Path(tmp))
 
 

@@ -7,6 +7,7 @@ case by case. The suite reads a deterministic sample; ``python bench/generated_c
 from __future__ import annotations
 
 import math
+import re
 import sqlite3
 import numpy as np
 import pytest
@@ -190,8 +191,114 @@ def test_the_sql_ladder_keeps_and_renders_the_release_s_rows(cases, graph_table)
             book(SYSTEM, "eg_sql_ladder", "deviation:read_only_ladder")
 
 
+def test_bm25_shows_the_analyzer_the_release_s_cues_and_loses_the_question_where_it_raises(cases):
+    """The corpus as the release's cache reader gave it (an empty or "NaN" cell is NaN, not text): its error
+    where bm25s raises (a cue that is not text, fewer than 100 cues), else the merged hits in row order. Which
+    zero-score cues fill a query's 100 is ``argpartition``'s choice in both: equal where the scores order alike,
+    and otherwise the same number of cues holding every positive-score hit (booked as such)."""
+    for case in _kind(cases, "bm25_transcript_search"):
+        inp, out = case["input"], case["output"]
+        corpus = [None if isinstance(v, float) and math.isnan(v) else v for v in inp["corpus"]]
+        if "raised" in out:  # AttributeError: a cue that is not text; ValueError: no query, no cue, or k > cues
+            expected = {"AttributeError": m.CueNotText, "ValueError": (m.SmallCorpus, m.NoQueries)}[out["raised"]]
+            with pytest.raises(expected):
+                m.bm25_hits(corpus, inp["text_queries"])
+            book(SYSTEM, "bm25_transcript_search")
+            continue
+        hits = m.bm25_hits(corpus, inp["text_queries"])
+        if hits == out["hit_rows"]:
+            book(SYSTEM, "bm25_transcript_search")
+            continue
+        positive = set(m.bm25_hits(corpus, inp["text_queries"], positive_only=True))
+        assert len(hits) == len(out["hit_rows"]) and positive <= set(hits) and positive <= set(out["hit_rows"]), case
+        book(SYSTEM, "bm25_transcript_search", "pass:zero_score_ties")
+
+
+#: The names the release strips from a diarized line ("Name:" at its start, utils 389-428).
+SPEAKERS = ("Jake", "Tasha", "Shure", "Katrina", "Alice", "Lucia", "Nicous", "Choiszt", "Violet", "Jack")
+
+
+def _without_speaker(line: str) -> str:
+    """The release's ``remove_diarization`` on one line (each listed "Name:" prefix removed in turn, the rest
+    stripped, possibly to nothing). senri strips no names (its transcripts have none, S3): the named deviation,
+    checked by applying the release's rule to senri's lines."""
+    for name in SPEAKERS:
+        if line.startswith(f"{name}:"):
+            line = line[len(name) + 1:].strip()
+    return line
+
+
+def _without_silent_cues(lines: list[str]) -> list[str]:
+    """The release's kept lines less the time lines of cues with no text line (senri's reader leaves such a cue
+    out: the named deviation of E-R5)."""
+    return [line for n, line in enumerate(lines)
+            if "-->" not in line or (n + 1 < len(lines) and "-->" not in lines[n + 1])]
+
+
+def _cues_in_time_order(lines: list[str]) -> list[str]:
+    """The release's kept lines with each cue (its time line and the text lines after it) moved into time order,
+    as senri's reader orders a file's cues (a stable sort by start, then end, in milliseconds)."""
+    from senri.memory.egagent.common import millis_from_clock
+
+    groups: list[list[str]] = []
+    for line in lines:
+        if "-->" in line or not groups:
+            groups.append([line])
+        else:
+            groups[-1].append(line)
+
+    def when(group: list[str]) -> tuple[int, int]:
+        if "-->" not in group[0]:
+            return (-1, -1)
+        start, end = group[0].split(" --> ")
+        return millis_from_clock(start), millis_from_clock(end)
+
+    return [line for group in sorted(groups, key=when) for line in group]
+
+
+def test_an_srt_file_gives_the_release_s_english_lines(cases, tmp_path_factory):
+    """E-R5: senri's cues of the file (``read_srt``) rendered as the release's kept lines (``transcript_lines``),
+    against ``shift_srt_file`` + ``keep_english_subs``. Named deviations (docs/protocol.md E-C4, E-R5), each
+    checked and booked: ``silent_cue_left_out`` (a cue without an English line drops its time line),
+    ``cues_in_time_order`` (a file's cues ordered by time; the release keeps file order), ``no_speaker_names``
+    (with ``remove_diarization`` the release strips "Name:" prefixes senri's transcripts never carry),
+    ``time_with_a_dot_read`` (a time "00:00:01.500" read where the release raises) and
+    ``file_without_text_refused`` (a file none of whose cues has an English line names itself as an error)."""
+    from senri.memory.egagent.build import read_srt
+
+    folder = tmp_path_factory.mktemp("srt")
+    for n, case in enumerate(_kind(cases, "srt_english_lines")):
+        inp, out = case["input"], case["output"]
+        path = folder / f"{n}.srt"
+        path.write_text(inp["srt"], encoding="utf-8", newline="")
+        try:
+            lines = m.transcript_lines(read_srt(path))
+        except ValueError as exc:
+            if "raised" in out:
+                book(SYSTEM, "srt_english_lines")
+            else:
+                assert "no transcript cue" in str(exc) and all("-->" in x for x in out["value"]), case
+                book(SYSTEM, "srt_english_lines", "deviation:file_without_text_refused")
+            continue
+        if "raised" in out:
+            assert out["raised"] == "ValueError" and re.search(r"\d\d\.\d", inp["srt"]), case
+            book(SYSTEM, "srt_english_lines", "deviation:time_with_a_dot_read")
+            continue
+        outcome = "pass"
+        theirs = _without_silent_cues(out["value"])
+        if theirs != out["value"]:
+            outcome = "deviation:silent_cue_left_out"
+        if _cues_in_time_order(theirs) != theirs:
+            theirs, outcome = _cues_in_time_order(theirs), "deviation:cues_in_time_order"
+        if inp["remove_diarization"] and [_without_speaker(x) for x in lines] != lines:
+            lines, outcome = [_without_speaker(x) for x in lines], "deviation:no_speaker_names"
+        assert lines == theirs, case
+        book(SYSTEM, "srt_english_lines", outcome)
+
+
 def test_every_generated_kind_is_read(cases):
-    tested = {"structured_reply", "timeformatter", "ts_to_int_centiseconds", "frame_ranking", "eg_sql_ladder"}
+    tested = {"structured_reply", "timeformatter", "ts_to_int_centiseconds", "frame_ranking", "eg_sql_ladder",
+              "bm25_transcript_search", "srt_english_lines"}
     assert set(cases["kinds"]) == tested
     assert cases["meta"]["commit"] == "9137bd8c7efcb06d8eabe2f2ce065c897005b57d"
     assert all(len(v) >= 50 for v in cases["kinds"].values()), {k: len(v) for k, v in cases["kinds"].items()}

@@ -16,6 +16,10 @@ Kinds:
   ``np.argpartition``, no logic replaced);
 - ``eg_sql_ladder`` — ``re.search_entity_graph`` with a scripted SQL-writer reply over a fresh copy of the
   vendored entity-graph table (``release_cases/egagent`` fixture): the appended text or the exception;
+- ``bm25_transcript_search`` — ``re.search_and_analyze_transcripts_bm25`` over a transcript CSV cache
+  (bm25s 0.2.14, the release's pin) with the query writer's reply scripted: the rows shown to the analyzer;
+- ``srt_english_lines`` — ``utils.shift_srt_file`` then ``utils.keep_english_subs`` (E-R5's reading of a file),
+  with and without speaker removal.
 """
 
 from __future__ import annotations
@@ -56,6 +60,15 @@ def load(src: Path, root: Path) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ strategies
+def weighted(*choices):
+    """A strategy drawing from ``choices`` ((weight, strategy) pairs) in proportion to their weights (Hypothesis's
+    ``one_of`` draws its branches evenly)."""
+    from hypothesis import strategies as st
+
+    table = [strategy for weight, strategy in choices for _ in range(weight)]
+    return st.integers(0, len(table) - 1).flatmap(lambda n: table[n])
+
+
 def strategies():
     from hypothesis import strategies as st
 
@@ -82,7 +95,7 @@ def strategies():
                                 st.sampled_from([" 12 ", "095950", "1_000", "12.0", "+5", True, 3.0, 3.5]))}
 
     def obj(fields: dict[str, str]):
-        parts = {name: st.one_of(valid[kind], valid[kind], valid[kind], odd[kind], st.just("<missing>"))
+        parts = {name: weighted((8, valid[kind]), (1, odd[kind]), (1, st.just("<missing>")))
                  for name, kind in fields.items()}
         extra = st.one_of(st.just({}), st.dictionaries(st.sampled_from(["extra", "notes"]), scalar, max_size=1))
         return st.builds(lambda d, e: {**{k: v for k, v in d.items() if v != "<missing>"}, **e},
@@ -275,10 +288,9 @@ def eg_sql_ladder(mods: dict, n: int, root: Path) -> list[dict]:
         "SELECT * FROM entity_graph_table; SELECT 1", "DELETE FROM entity_graph_table WHERE day=2",
         "PRAGMA table_info(entity_graph_table)", "SELECT * FROM nosuch",
         "UPDATE entity_graph_table SET day=9", "select * from ENTITY_GRAPH_TABLE where SOURCE_ID='Jake'"])
-    query = st.one_of(select, select, select, other, other, select, other,
-                      st.one_of(st.none(), st.integers(0, 9), st.text(max_size=6)))
-    strategy = st.one_of(st.lists(query, min_size=0, max_size=5), st.lists(query, min_size=1, max_size=5),
-                         st.none(), st.text(max_size=5))
+    query = weighted((8, select), (4, other), (1, st.one_of(st.none(), st.integers(0, 9), st.text(max_size=6))))
+    strategy = weighted((6, st.lists(query, min_size=1, max_size=5)), (1, st.just([])), (1, st.none()),
+                        (1, st.text(max_size=5)))
     re_ = mods["re"]
     import standins
 
@@ -304,6 +316,97 @@ def eg_sql_ladder(mods: dict, n: int, root: Path) -> list[dict]:
     return cases
 
 
+def bm25_transcript_search(mods: dict, n: int, root: Path) -> list[dict]:
+    """The release's transcript search over a CSV cache (``utils.get_egolife_transcript_df`` reads
+    ``transcript_csv/diarized_transcripts_all_days_JAKE.csv`` from the working directory) with the query writer's
+    reply scripted; the analyzer's input (the rendered hits) is what the case records, as row positions."""
+    import csv
+    import os
+
+    from hypothesis import strategies as st
+
+    import standins
+
+    words = ["cake", "knife", "the", "a", "I", "cut", "Cake", "cakes", "oven", "bake", "don't", "Jake's", "ok",
+             "ok.", "1", "42", "你好", "café", "x", "to be or not"]
+    text = st.lists(st.sampled_from(words), min_size=1, max_size=6).map(" ".join)
+    cell = weighted((20, text), (1, st.none()), (1, st.sampled_from(["", " ", "NaN", "null", "None", "NA"])),
+                    (2, st.text(max_size=8)))
+    corpus = weighted((4, st.lists(text, min_size=100, max_size=130)), (2, st.lists(cell, min_size=100, max_size=130)),
+                      (1, st.lists(cell, min_size=0, max_size=99)))
+    queries = weighted((8, st.lists(st.one_of(st.sampled_from(words), text, st.text(max_size=5)), min_size=1,
+                                    max_size=3)), (1, st.just([])))
+    strategy = st.tuples(corpus, queries)
+    re_ = mods["re"]
+    cases = []
+    here = os.getcwd()
+    os.chdir(root)
+    try:
+        (root / "transcript_csv").mkdir(exist_ok=True)
+        for texts, text_queries in examples(strategy, n):
+            with open(root / "transcript_csv" / "diarized_transcripts_all_days_JAKE.csv", "w", newline="",
+                      encoding="utf-8") as f:
+                writer = csv.writer(f)
+                writer.writerow(["day", "start_t", "end_t", "transcript_chinese", "transcript_english"])
+                for k, text in enumerate(texts):
+                    start = f"10:{k // 60:02d}:{k % 60:02d}"
+                    writer.writerow([1, start, start, "", "" if text is None else text])
+            standins.ScriptedStructured.replies[:] = [{"text_queries": text_queries}, {"relevance": "r"}]
+            standins.ScriptedStructured.seen[:] = []
+            state = {"current_task": "find it", "working_memory": "", "previous_tasks": ["empty"],
+                     "query_time": {"date": "DAY1", "time": "23595900"}, "total_tokens": []}
+            out = outcome(lambda: re_.search_and_analyze_transcripts_bm25(state))
+            if "value" in out:
+                shown = standins.ScriptedStructured.seen[-1]["relevant_transcripts"]
+                out = {"hit_rows": [_row_of(line) for line in shown]}
+            import pandas as pd  # the corpus as the release's cache reader gave it ("" and "NaN" cells: NaN)
+
+            read = pd.read_csv(root / "transcript_csv" / "diarized_transcripts_all_days_JAKE.csv")
+            corpus = [v.item() if hasattr(v, "item") else v for v in read["transcript_english"].tolist()]
+            cases.append({"input": {"texts": texts, "corpus": corpus, "text_queries": text_queries},
+                          "output": out})
+    finally:
+        os.chdir(here)
+    return cases
+
+
+def srt_english_lines(mods: dict, n: int, root: Path) -> list[dict]:
+    """E-R5's reading of one SRT file as the release's day string takes it: ``utils.shift_srt_file`` (a file
+    named ``DAY1_00000000.srt``: offset 0, every time line re-formatted) then ``utils.keep_english_subs`` with and
+    without speaker removal."""
+    from hypothesis import strategies as st
+
+    utils = mods["utils"]
+    clock = weighted((6, st.builds(lambda h, m, s_, ms: f"{h:02d}:{m:02d}:{s_:02d},{ms}", st.integers(0, 2),
+                                   st.integers(0, 59), st.integers(0, 59),
+                                   st.sampled_from(["000", "500", "5", "07", "999", "250"]))),
+                     (1, st.sampled_from(["00:00:01.500", "0:00:01,000", "00:00:01"])))
+    text = st.sampled_from(["hello there", "Jake: let's go", "Jake:", "Jake: ", "Tasha: 好的", "你好", "OK。",
+                            "カメラ", "「quote」", "42", "Shure:Shure: twice", "jake: lower", "Bob: hi", "Alice:",
+                            "Violet:   spaced", "two\tparts", "°C", "ok"])
+    cue = st.tuples(st.sampled_from(["1", "2", "17", ""]), st.tuples(clock, clock),
+                    st.lists(text, min_size=0, max_size=3))
+    strategy = st.tuples(st.lists(cue, min_size=1, max_size=6), st.booleans(),
+                         st.sampled_from(["\n\n", "\n\n", "\n \n", "\r\n\r\n"]))
+    cases = []
+    for cues, remove, sep in examples(strategy, n):
+        blocks = ["\n".join(([number] if number else []) + [f"{a} --> {b}"] + lines)
+                  for number, (a, b), lines in cues]
+        srt = sep.join(blocks) + "\n"
+        path = root / "DAY1_00000000.srt"
+        path.write_text(srt, encoding="utf-8", newline="")
+        out = outcome(lambda: utils.keep_english_subs(str(path), remove, newlines=utils.shift_srt_file(str(path))))
+        cases.append({"input": {"srt": srt, "remove_diarization": remove}, "output": out})
+    return cases
+
+
+def _row_of(line: str) -> int:
+    """The corpus row of a rendered hit "Day1 10:MM:SS to … - '…'" (each row's start time is unique)."""
+    clock = line.split(" ")[1]
+    _, minutes, seconds = (int(x) for x in clock.split(":"))
+    return minutes * 60 + seconds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--src", type=Path, default=SRC / "egagent")
@@ -316,7 +419,9 @@ def main() -> None:
                  "timeformatter": timeformatter(mods, args.n),
                  "ts_to_int_centiseconds": ts_to_int_centiseconds(mods, args.n),
                  "frame_ranking": frame_ranking(mods, args.n, root),
-                 "eg_sql_ladder": eg_sql_ladder(mods, args.n, root)}
+                 "eg_sql_ladder": eg_sql_ladder(mods, args.n, root),
+                 "bm25_transcript_search": bm25_transcript_search(mods, args.n // 2, root),
+                 "srt_english_lines": srt_english_lines(mods, args.n, root)}
     path = write_cases("egagent", RELEASE, kinds)
     print(path, {k: len(v) for k, v in kinds.items()})
 
