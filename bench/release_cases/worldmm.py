@@ -1,5 +1,5 @@
-"""WorldMM's multiscale windows (W-C3), computed by the release's own ``_summarize_level`` on Hypothesis-drawn
-caption timelines.
+"""WorldMM's multiscale windows (W-C3) and its controller's reply reader (W-L1), computed by the release's own
+``_summarize_level`` and ``WorldMemory._parse_reasoning_response`` on Hypothesis-drawn inputs.
 
     python bench/release_cases/worldmm.py [--src /work/wt/_src/worldmm] [--n 400]
 
@@ -30,18 +30,31 @@ RELEASE = {"release": "github wgcyeo/WorldMM", "commit": COMMIT}
 
 
 def load(src: Path):
+    """``gen_multiscale`` and ``memory/memory.py`` from the checkout; the sibling packages they import for other
+    work (the LLM and embedding clients, the three memories) are stand-in names."""
+    import importlib
+
     package = src / "src" / "worldmm"
     for name, path in (("worldmm", package), ("worldmm.memory", package / "memory"),
                        ("worldmm.memory.episodic", package / "memory" / "episodic")):
         module = types.ModuleType(name)
         module.__path__ = [str(path)]
         sys.modules[name] = module
-    llm = types.ModuleType("worldmm.llm")
-    llm.LLMModel = object
-    sys.modules["worldmm.llm"] = llm
-    import importlib
+    stubs = {"worldmm.llm": ("LLMModel", "PromptTemplateManager"), "worldmm.embedding": ("EmbeddingModel",),
+             "worldmm.memory.semantic": ("SemanticMemory", "SemanticTripleEntry"),
+             "worldmm.memory.visual": ("VisualMemory",)}
+    for name, attrs in stubs.items():
+        module = types.ModuleType(name)
+        module.__dict__.update({a: object for a in attrs})
+        sys.modules[name] = module
+    episodic = sys.modules["worldmm.memory.episodic"]
+    episodic.EpisodicMemory = episodic.CaptionEntry = object
+    gm = importlib.import_module("worldmm.memory.episodic.gen_multiscale")
+    memory = importlib.import_module("worldmm.memory.memory")
+    import logging
 
-    return importlib.import_module("worldmm.memory.episodic.gen_multiscale")
+    logging.disable(logging.CRITICAL)
+    return gm, memory
 
 
 class EchoLLM:
@@ -80,6 +93,41 @@ def multiscale(gm, n: int) -> list[dict]:
     return cases
 
 
+def reasoning_reply(memory, n: int) -> list[dict]:
+    """``WorldMemory._parse_reasoning_response(reply)`` (W10's reader): the decision and the selected memory, or
+    the exception it raises (the loop then counts an error)."""
+    import json
+
+    from hypothesis import strategies as st
+
+    scalar = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.floats(allow_nan=True),
+                       st.sampled_from(["", "episodic", "Semantic", "VISUAL", "visual ", "other", "search", "Search",
+                                        "answer", "ANSWER", "retrieve", "who?", "a {brace}"]), st.text(max_size=6))
+    selected = st.one_of(
+        st.fixed_dictionaries({}, optional={"memory_type": scalar, "search_query": scalar, "extra": scalar}),
+        scalar, st.lists(scalar, max_size=2))
+    decision = st.fixed_dictionaries({}, optional={
+        "decision": st.one_of(st.sampled_from(["search", "answer", "Search", "ANSWER", "retrieve", ""]), scalar),
+        "selected_memory": selected, "reason": scalar})
+    as_json = decision.map(lambda d: json.dumps(d, ensure_ascii=False))
+    wrapped = st.builds(lambda pre, body, post: pre + body + post,
+                        st.sampled_from(["", "Reply: ", "```json\n", "<think>{draft}</think>", "{", "}"]), as_json,
+                        st.sampled_from(["", "\n```", " Done.", " {\"x\": 1}", "}", "{"]))
+    strategy = st.one_of(as_json, wrapped, st.sampled_from(["", "answer", "null", "[]", "[1, 2]", "42", '"search"',
+                                                            "{not json}", '{"decision": "search"'] ),
+                         st.text(max_size=12))
+    cases = []
+    for reply in examples(strategy, n):
+        def run():
+            out = memory.WorldMemory._parse_reasoning_response(object(), reply)
+            chosen = out.selected_memory
+            return {"decision": out.decision,
+                    "selected_memory": None if chosen is None else {"memory_type": chosen.memory_type,
+                                                                     "search_query": chosen.search_query}}
+        cases.append({"input": {"reply": reply}, "output": outcome(run)})
+    return cases
+
+
 def _hhmmssff(centis: int) -> str:
     seconds, ff = divmod(centis, 100)
     return f"{seconds // 3600:02d}{seconds % 3600 // 60:02d}{seconds % 60:02d}{ff:02d}"
@@ -90,8 +138,8 @@ def main() -> None:
     parser.add_argument("--src", type=Path, default=SRC / "worldmm")
     parser.add_argument("--n", type=int, default=400)
     args = parser.parse_args()
-    gm = load(args.src.resolve())
-    kinds = {"multiscale_windows": multiscale(gm, args.n)}
+    gm, memory = load(args.src.resolve())
+    kinds = {"multiscale_windows": multiscale(gm, args.n), "reasoning_reply": reasoning_reply(memory, args.n)}
     path = write_cases("worldmm", RELEASE, kinds)
     print(path, {k: len(v) for k, v in kinds.items()})
 
