@@ -296,9 +296,58 @@ def test_an_srt_file_gives_the_release_s_english_lines(cases, tmp_path_factory):
         book(SYSTEM, "srt_english_lines", outcome)
 
 
+def test_the_grader_s_verdict_routes_as_the_release(cases):
+    """The grader's reply read as its class reads it (a verdict that is not a string loses the question), then
+    routed: "complete" when the done steps equal the plan's, else "incomplete" for exactly "yes" or "no", else
+    None (a route the graph does not map: the question is lost)."""
+    for case in _kind(cases, "grader_routing"):
+        inp, out = case["input"], case["output"]
+        reply = m.VALIDATORS["grader"]({"binary_score": inp["binary_score"]})
+        if "raised" in out:
+            assert out["raised"] == "ValidationError" and reply is None, case
+        else:
+            assert reply is not None, case
+            assert m.grader_route(inp["plan_steps"], inp["previous_tasks"] - 1, reply["binary_score"]) == \
+                out["value"], case
+        book(SYSTEM, "grader_routing")
+
+
+def test_an_interval_gets_the_nearest_cue_s_last_line_as_the_release(cases):
+    """E-C7 over an hour's kept lines as senri's store holds them (cues with text, in time order). Named
+    deviations, booked: ``cues_in_time_order`` (where the hour's cues are not in time order and two are equally
+    near, the release takes the first in file order, senri the earlier), ``no_cue_no_transcript`` (an hour
+    without a cue gives an empty transcript where the release's ``min`` raises)."""
+    from senri.memory.egagent.build import Cue, nearest_cue_text
+    from senri.memory.egagent.common import millis_from_clock
+
+    for case in _kind(cases, "nearest_cue"):
+        inp, out = case["input"], case["output"]
+        cues: list[Cue] = []
+        for line in inp["dt_hour"]:
+            if "-->" in line:
+                start, end = line.split(" --> ")
+                cues.append(Cue(millis_from_clock(start) / 1000, millis_from_clock(end) / 1000, ""))
+            else:
+                cues[-1] = Cue(cues[-1].start_s, cues[-1].end_s, f"{cues[-1].text}\n{line}".lstrip("\n"))
+        cues = [c for c in cues if c.text]
+        ours = nearest_cue_text(sorted(cues, key=lambda c: (c.start_s, c.end_s)), inp["interval_start"])
+        if "raised" in out:
+            assert not cues and ours == "", case
+            book(SYSTEM, "nearest_cue", "deviation:no_cue_no_transcript")
+        elif ours == out["value"]:
+            book(SYSTEM, "nearest_cue")
+        else:
+            target = millis_from_clock(inp["interval_start"])
+            distance = [(abs(round(c.start_s * 1000) - target), c.text.splitlines()[-1]) for c in cues]
+            nearest = min(d for d, _ in distance)
+            assert (nearest, ours) in distance and (nearest, out["value"]) in distance, case  # equally near
+            assert [c.start_s for c in cues] != sorted(c.start_s for c in cues), case
+            book(SYSTEM, "nearest_cue", "deviation:cues_in_time_order")
+
+
 def test_every_generated_kind_is_read(cases):
     tested = {"structured_reply", "timeformatter", "ts_to_int_centiseconds", "frame_ranking", "eg_sql_ladder",
-              "bm25_transcript_search", "srt_english_lines"}
+              "bm25_transcript_search", "srt_english_lines", "grader_routing", "nearest_cue"}
     assert set(cases["kinds"]) == tested
     assert cases["meta"]["commit"] == "9137bd8c7efcb06d8eabe2f2ce065c897005b57d"
     assert all(len(v) >= 50 for v in cases["kinds"].values()), {k: len(v) for k, v in cases["kinds"].items()}

@@ -19,7 +19,9 @@ Kinds:
 - ``bm25_transcript_search`` — ``re.search_and_analyze_transcripts_bm25`` over a transcript CSV cache
   (bm25s 0.2.14, the release's pin) with the query writer's reply scripted: the rows shown to the analyzer;
 - ``srt_english_lines`` — ``utils.shift_srt_file`` then ``utils.keep_english_subs`` (E-R5's reading of a file),
-  with and without speaker removal.
+  with and without speaker removal;
+- ``grader_routing`` — ``lg.grade_plan_completion`` with the grader's reply scripted;
+- ``nearest_cue`` — ``create_entity_graph.add_dtranscripts_to_rel_dict`` (an interval's transcript, E-C7).
 """
 
 from __future__ import annotations
@@ -400,6 +402,52 @@ def srt_english_lines(mods: dict, n: int, root: Path) -> list[dict]:
     return cases
 
 
+def grader_routing(mods: dict, n: int) -> list[dict]:
+    """``lg.grade_plan_completion`` with the grader's reply scripted (through its class ``GradePlanCompletion``):
+    the route, ``None`` (a route the graph does not map) or the exception."""
+    from hypothesis import strategies as st
+
+    import standins
+
+    verdict = weighted((6, st.sampled_from(["yes", "no", "Yes", "NO", " yes", "yes.", "", "maybe", "complete"])),
+                       (2, st.text(max_size=5)), (1, st.one_of(st.none(), st.booleans(), st.integers(0, 2))))
+    strategy = st.tuples(st.integers(0, 5), st.integers(1, 7), verdict)
+    cases = []
+    for steps, previous, binary_score in examples(strategy, n):
+        standins.ScriptedStructured.replies[:] = [{"binary_score": binary_score}]
+        state = {"plan": [f"step {k}" for k in range(steps)], "previous_tasks": ["empty"] * previous,
+                 "working_memory": "", "total_tokens": []}
+        cases.append({"input": {"plan_steps": steps, "previous_tasks": previous, "binary_score": binary_score},
+                      "output": outcome(lambda: mods["lg"].grade_plan_completion(state))})
+    return cases
+
+
+def nearest_cue(mods: dict, n: int) -> list[dict]:
+    """``create_entity_graph.add_dtranscripts_to_rel_dict``: the transcript an interval gets from an hour's kept
+    lines (time lines, each followed by its text lines), as E-C7 reads it."""
+    from hypothesis import strategies as st
+
+    import create_entity_graph as ce
+
+    def clock(h, m, s_, ms):
+        return f"{h:02d}:{m:02d}:{s_:02d},{ms}"
+
+    times = st.builds(clock, st.just(11), st.integers(0, 2), st.integers(0, 59),
+                      st.sampled_from(["000", "5", "7", "07", "070", "700", "500", "999"]))
+    cue = st.tuples(times, times, st.lists(st.sampled_from(["hi", "ok then", "Jake: go", "two", "lines"]),
+                                           min_size=0, max_size=2))
+    strategy = st.tuples(st.lists(cue, min_size=0, max_size=6).map(lambda cs: sorted(cs) if len(cs) % 2 else cs),
+                         st.builds(lambda m, s_, ms: f"11:{m:02d}:{s_:02d},{ms}", st.integers(0, 2),
+                                   st.integers(0, 59), st.sampled_from(["000", "5", "07", "500"])))
+    cases = []
+    for cues, start in examples(strategy, n):
+        lines = [x for a, b, texts in cues for x in [f"{a} --> {b}", *texts]]
+        rel = [{"intervals": [{"start_t": start}]}]
+        out = outcome(lambda: ce.add_dtranscripts_to_rel_dict(str(lines), rel)[0]["intervals"][0]["transcript"])
+        cases.append({"input": {"dt_hour": lines, "interval_start": start}, "output": out})
+    return cases
+
+
 def _row_of(line: str) -> int:
     """The corpus row of a rendered hit "Day1 10:MM:SS to … - '…'" (each row's start time is unique)."""
     clock = line.split(" ")[1]
@@ -421,7 +469,9 @@ def main() -> None:
                  "frame_ranking": frame_ranking(mods, args.n, root),
                  "eg_sql_ladder": eg_sql_ladder(mods, args.n, root),
                  "bm25_transcript_search": bm25_transcript_search(mods, args.n // 2, root),
-                 "srt_english_lines": srt_english_lines(mods, args.n, root)}
+                 "srt_english_lines": srt_english_lines(mods, args.n, root),
+                 "grader_routing": grader_routing(mods, args.n // 2),
+                 "nearest_cue": nearest_cue(mods, args.n // 2)}
     path = write_cases("egagent", RELEASE, kinds)
     print(path, {k: len(v) for k, v in kinds.items()})
 
