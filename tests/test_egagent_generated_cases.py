@@ -14,6 +14,7 @@ import pytest
 
 from reference import release_cases
 from release_generated import book, generated_cases, sample
+from test_egagent_release_cases import _without_silent_cues, _without_speaker
 from senri.memory.egagent import graph as eg
 from senri.memory.egagent.common import t8_from_clock, tf, tf_value
 from senri.memory.egagent.frames import rank_frames, window_rows
@@ -212,27 +213,6 @@ def test_bm25_shows_the_analyzer_the_release_s_cues_and_loses_the_question_where
         positive = set(m.bm25_hits(corpus, inp["text_queries"], positive_only=True))
         assert len(hits) == len(out["hit_rows"]) and positive <= set(hits) and positive <= set(out["hit_rows"]), case
         book(SYSTEM, "bm25_transcript_search", "pass:zero_score_ties")
-
-
-#: The names the release strips from a diarized line ("Name:" at its start, utils 389-428).
-SPEAKERS = ("Jake", "Tasha", "Shure", "Katrina", "Alice", "Lucia", "Nicous", "Choiszt", "Violet", "Jack")
-
-
-def _without_speaker(line: str) -> str:
-    """The release's ``remove_diarization`` on one line (each listed "Name:" prefix removed in turn, the rest
-    stripped, possibly to nothing). senri strips no names (its transcripts have none, S3): the named deviation,
-    checked by applying the release's rule to senri's lines."""
-    for name in SPEAKERS:
-        if line.startswith(f"{name}:"):
-            line = line[len(name) + 1:].strip()
-    return line
-
-
-def _without_silent_cues(lines: list[str]) -> list[str]:
-    """The release's kept lines less the time lines of cues with no text line (senri's reader leaves such a cue
-    out: the named deviation of E-R5)."""
-    return [line for n, line in enumerate(lines)
-            if "-->" not in line or (n + 1 < len(lines) and "-->" not in lines[n + 1])]
 
 
 def _cues_in_time_order(lines: list[str]) -> list[str]:
