@@ -13,7 +13,7 @@ import pytest
 from release_generated import book, generated_cases, sample
 from senri.answers import json_objects
 from senri.memory.magic_video.search import parse_time_range
-from senri.methods.magic_video import release_frame_indices
+from senri.methods.magic_video import qa_frame_plan, release_frame_indices
 
 SYSTEM = "magic_video"
 
@@ -56,6 +56,22 @@ def test_the_time_extractor_s_reply_is_read_as_the_release_reads_it(cases):
         book(SYSTEM, "time_reference_reply")
 
 
+def test_the_qa_frame_budget_is_spent_clip_by_clip_as_the_release_spends_it(cases):
+    """Each retrieved clip in order gets at most min(per clip, what the total has left) frames; a clip the budget
+    has no frame left for is not read (the release skips it before decoding)."""
+    for case in sample(cases["kinds"]["qa_frame_budget"]):
+        inp, out = case["input"], case["output"]
+        assert "raised" not in out, case
+        ours = qa_frame_plan([tuple(c) for c in inp["clips"]], inp["video_fps"], inp["n_frames"], 1.0,
+                             inp["per_clip"], inp["total"], inp["used"])
+        # the release decodes the clips in order until the total is spent (the total only grows): a prefix
+        read = out["value"]
+        assert [start for start, _ in read] == [start for start, _ in inp["clips"][:len(read)]], case
+        theirs = [indices for _, indices in read] + [[]] * (len(inp["clips"]) - len(read))
+        assert ours == theirs, case
+        book(SYSTEM, "qa_frame_budget")
+
+
 def test_every_generated_kind_is_read(cases):
-    assert set(cases["kinds"]) == {"extract_frames", "time_reference_reply"}
+    assert set(cases["kinds"]) == {"extract_frames", "time_reference_reply", "qa_frame_budget"}
     assert cases["meta"]["commit"] == "0f2273f7f07360cc58588399553b5a6ea758b084"

@@ -12,7 +12,9 @@ Kinds:
 - ``extract_frames`` — ``VisualMemory._extract_frames(video, fps, max_frames, start_sec, end_sec)``: the frame
   indices decord is asked for (``[]`` where the release returns no frame, its exceptions included);
 - ``time_reference_reply`` — ``parse_time_reference(query)`` with the time-extraction model's reply scripted:
-  ``[start, end]`` or ``None``.
+  ``[start, end]`` or ``None``;
+- ``qa_frame_budget`` — ``unified/memory.py`` ``UnifiedMemory.format_results`` over visual-clip nodes: each clip's
+  frames under the per-clip cap and the total left (igraph 1.0.0 is imported by ``unified/graph.py``).
 """
 
 from __future__ import annotations
@@ -120,6 +122,46 @@ def extract_frames(mods: dict, n: int, video: Path) -> list[dict]:
     return cases
 
 
+def qa_frame_budget(mods: dict, n: int, video: Path) -> list[dict]:
+    """``UnifiedMemory.format_results`` over retrieved visual-clip nodes (no episode node: the release's branch
+    then shows the clip's caption, empty here) with the release's ``VisualMemory._extract_frames``: each clip's
+    frames under the per-clip cap and the 64-frame total, starting from the frames earlier rounds spent."""
+    from hypothesis import strategies as st
+
+    nodes = importlib.import_module("worldmm.memory.unified.nodes")
+    unified = importlib.import_module("worldmm.memory.unified.memory")
+    extract = mods["visual"].VisualMemory._extract_frames
+    span = st.tuples(st.integers(0, 700).map(float), st.integers(0, 120).map(float)).map(lambda p: [p[0], p[0] + p[1]])
+    strategy = st.fixed_dictionaries({
+        "video_fps": st.sampled_from([30.0, 25.0, 1.0, 0.5, 29.97002997002997]),
+        "n_frames": st.sampled_from([600, 18000, 21000, 30]), "clips": st.lists(span, min_size=0, max_size=8),
+        "per_clip": st.sampled_from([16, 16, 4, 1]), "total": st.sampled_from([64, 64, 20, 0]),
+        "used": st.sampled_from([0, 0, 10, 60, 64, 70])})
+    cases = []
+    for inp in examples(strategy, n):
+        Decord.fps, Decord.frames = inp["video_fps"], inp["n_frames"]
+        per_clip: list = []
+
+        def extracting(**kwargs):
+            frames = extract(object(), **kwargs)
+            per_clip.append([kwargs["start_sec"], [f.frame_index for f in frames]])
+            return frames
+
+        results = [(nodes.GraphNode(id=f"vis_{k}", node_type=nodes.NodeType.VISUAL_CLIP, text="", start_ts=k,
+                                    end_ts=k, metadata={"video_path": str(video), "start_sec": a, "end_sec": b}), 1.0)
+                   for k, (a, b) in enumerate(inp["clips"])]
+        memory = types.SimpleNamespace(_full_graph=None)
+
+        def run():
+            unified.UnifiedMemory.format_results(memory, results, types.SimpleNamespace(_extract_frames=extracting),
+                                                 max_frames_per_clip=inp["per_clip"], max_total_frames=inp["total"],
+                                                 _current_total_frames=inp["used"])
+            return per_clip
+
+        cases.append({"input": inp, "output": outcome(run)})
+    return cases
+
+
 def time_reference_reply(mods: dict, n: int) -> list[dict]:
     from hypothesis import strategies as st
 
@@ -166,7 +208,8 @@ def main() -> None:
         video = Path(tmp) / "video.mp4"
         video.write_bytes(b"")
         kinds = {"extract_frames": extract_frames(mods, args.n, video),
-                 "time_reference_reply": time_reference_reply(mods, args.n)}
+                 "time_reference_reply": time_reference_reply(mods, args.n),
+                 "qa_frame_budget": qa_frame_budget(mods, args.n // 2, video)}
     path = write_cases("magic_video", RELEASE, kinds)
     print(path, {k: len(v) for k, v in kinds.items()})
 
