@@ -149,8 +149,18 @@ def test_frame_window_steps_read_the_writer_as_the_release_does(cases):
         entries = [m.window_entry(w["start_t"], w["end_t"], w["day"], f"<{r['n_frames']} frames for "
                                   f"{w['text_queries']}>") for w, r in zip(windows, out["retrievals"])]
         release = out["segments_sorted"]
-        # D7: times before 10:00 zero-padded ("09:59:50" where the release writes "95:95:0")
-        assert sorted(entries) == sorted(e.replace("95:95:0 and 95:95:9", "09:59:50 and 09:59:59") for e in release)
+        # D7: times before 10:00 zero-padded ("09:59:50" where the release's timeformatter(str(95950))[:-1]
+        # writes "95:95:0"): each window's span as the release renders it, replaced by senri's rendering
+        padded = []
+        for entry in release:
+            for w in windows:
+                theirs = f"Between {tf_value(str(w['start_t']))[:-1]} and {tf_value(str(w['end_t']))[:-1]} on "
+                if entry.startswith(theirs):
+                    entry = f"Between {tf(w['start_t'] * 100)[:8]} and {tf(w['end_t'] * 100)[:8]} on " + \
+                        entry[len(theirs):]
+                    break
+            padded.append(entry)
+        assert sorted(entries) == sorted(padded), case["name"]
 
 
 def test_the_day_ranges_the_writer_sees_are_the_release_s_dict(cases):
@@ -446,4 +456,4 @@ def test_every_case_was_read(cases, tmp_path):
             test(**{k: v for k, v in (("cases", cases), ("tmp_path", tmp_path / name)) if k in wanted})
     assert set(READ) == set(cases["kinds"]), set(cases["kinds"]) ^ set(READ)
     assert all(READ[k] == len(v) for k, v in cases["kinds"].items())
-    assert len(cases["kinds"]) == 21 and sum(READ.values()) == 183
+    assert len(cases["kinds"]) >= 21 and sum(READ.values()) >= 183  # cases appended to the file are read too
