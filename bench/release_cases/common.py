@@ -7,7 +7,6 @@ A case is ``{"input": ..., "output": ...}``; ``output`` is ``{"value": ...}`` or
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -86,7 +85,3 @@ def write_cases(system: str, release: dict, kinds: dict[str, list[dict]]) -> Pat
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     json.loads(path.read_text(encoding="utf-8"))
     return path
-
-
-def is_nan(value: Any) -> bool:
-    return isinstance(value, float) and math.isnan(value)

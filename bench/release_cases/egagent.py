@@ -71,7 +71,7 @@ def weighted(*choices):
     return st.integers(0, len(table) - 1).flatmap(lambda n: table[n])
 
 
-def strategies():
+def strategies() -> dict:
     from hypothesis import strategies as st
 
     tricky_text = st.sampled_from(["", " ", "A", "a", " B", "C.", "D", "E", "yes", "no", "Yes", "1", "095950",
@@ -115,7 +115,7 @@ def strategies():
                "AnalyzeTranscripts": obj({"relevance": "str"}),
                "GradePlanCompletion": obj({"binary_score": "str"}),
                "FinalAnswer": obj({"mcq_prediction": "letter", "justification": "str"})}
-    return st, text, schemas
+    return schemas
 
 
 QUERY_VECTORS: dict[str, list[float]] = {}
@@ -123,9 +123,7 @@ QUERY_VECTORS: dict[str, list[float]] = {}
 
 # --------------------------------------------------------------------------------------------------- kinds
 def structured_reply(mods: dict, n: int) -> list[dict]:
-    from hypothesis import strategies as st
-
-    _, _, schemas = strategies()
+    schemas = strategies()
     cases = []
     for schema, strategy in schemas.items():
         cls = getattr(mods["lg"], schema)
@@ -137,7 +135,6 @@ def structured_reply(mods: dict, n: int) -> list[dict]:
                 errors = [{"loc": list(e["loc"]), "type": e["type"]} for e in exc.errors()]
                 out = {"accepted": False, "errors": errors}
             cases.append({"input": {"schema": schema, "reply": reply}, "output": out})
-    del st
     return cases
 
 
