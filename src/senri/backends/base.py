@@ -72,7 +72,39 @@ class VideoPart:
         return "data:video/mp4;base64," + base64.b64encode(self.mp4).decode("ascii")
 
 
-Part = str | ImagePart | VideoPart
+@dataclass(frozen=True)
+class FramesPart:
+    """Exact decoded frames of one video, in time order, for models whose own processor takes a frame list
+    with its metadata (the direct specialists, R5 of shared/spec/direct_specialists.md): never re-encoded
+    into a carrier video. ``frames`` are encoded images (``fmt`` ``png``: lossless; ``jpeg``: the exact bytes
+    a release's own JPEG step produced), ``rate`` the frame rate the model is told, ``indices`` the source
+    frame indices and ``times_s`` their source times (empty: unknown), ``timeline`` as for :class:`VideoPart`.
+    Backends that do not take it (every one but ``release_worker``) never receive it: methods send it only to
+    a model config of that backend."""
+
+    frames: tuple[bytes, ...]
+    rate: float
+    indices: tuple[int, ...] = ()
+    times_s: tuple[float, ...] = ()
+    fmt: str = "png"
+    timeline: str = "source"
+
+    def __post_init__(self) -> None:
+        if self.fmt not in ("png", "jpeg"):
+            raise ValueError(f"FramesPart fmt {self.fmt!r}: png or jpeg")
+        if self.timeline not in TIMELINES:
+            raise ValueError(f"FramesPart timeline {self.timeline!r}: one of {', '.join(TIMELINES)}")
+        if self.indices and len(self.indices) != len(self.frames):
+            raise ValueError(f"FramesPart: {len(self.frames)} frames but {len(self.indices)} indices")
+
+    def frame_digests(self) -> list[str]:
+        return [hashlib.sha256(frame).hexdigest() for frame in self.frames]
+
+    def digest(self) -> str:
+        return hashlib.sha256("".join(self.frame_digests()).encode()).hexdigest()
+
+
+Part = str | ImagePart | VideoPart | FramesPart
 
 
 @dataclass(frozen=True)
@@ -120,6 +152,8 @@ class ChatRequest:
     #: Stop strings (the OpenAI API's ``stop``): generation ends where the first of them would begin, and the
     #: text returned excludes it. Video-o3 stops every turn on its closing tags (O-D1).
     stop: tuple[str, ...] = ()
+    #: Top-k sampling (None: the backend's default); VideoChat3's release samples with top-k 20 (V-D1).
+    top_k: int | None = None
 
     def cache_payload(self) -> dict[str, Any]:
         """Everything that decides the response, with media replaced by content hashes.
@@ -129,6 +163,9 @@ class ChatRequest:
         def part(p: Part) -> Any:
             if isinstance(p, str):
                 return p
+            if isinstance(p, FramesPart):
+                return {"frames": p.digest(), "rate": round(float(p.rate), 9), "indices": list(p.indices),
+                        "times_s": [round(float(t), 6) for t in p.times_s], "fmt": p.fmt, "timeline": p.timeline}
             kind = "image" if isinstance(p, ImagePart) else "video"
             extra = {"time_s": p.time_s} if isinstance(p, ImagePart) else {"fps": p.fps}
             if isinstance(p, VideoPart) and p.times_s:  # only when given: a video without them keeps its key
@@ -149,6 +186,7 @@ class ChatRequest:
             **{name: value for name in ("repetition_penalty", "frequency_penalty")
                if (value := getattr(self, name)) is not None},
             **({"stop": list(self.stop)} if self.stop else {}),
+            **({"top_k": self.top_k} if self.top_k is not None else {}),
         }
 
     def n_images(self) -> int:
