@@ -11,16 +11,17 @@ import pytest
 import torch
 
 from reference import release_cases
-from senri.memory.light_omni import faces, latent, memory, replies, stream
+from senri.memory.light_omni import agent, faces, latent, memory, replies, stream
 
 CASES = release_cases("light_omni")
 KINDS = CASES["kinds"]
 #: Kinds run here case by case; the others need the release's media pipeline or prompt texts (see
-#: docs/protocol.md "Light-Omni": face_tracking draws on frames, unit_extraction runs ffmpeg, prepare_input
-#: and question_prompts check prompt hashes that only a release checkout can fill).
+#: docs/protocol.md "Light-Omni": face_tracking draws on frames, unit_extraction runs ffmpeg,
+#: question_prompts checks prompt hashes that only a release checkout can fill).
 COVERED = ("reply_parse", "timestamps", "parse_response", "final_scoring", "yaw_deviation", "confident_face",
            "compression_mask", "query_embedding", "retriever", "stm_text", "retrieve_render", "stm_merge",
-           "ltm_archive", "log_update", "profile_update", "vad_push", "stream", "send_message_rules")
+           "ltm_archive", "log_update", "profile_update", "vad_push", "stream", "send_message_rules",
+           "prepare_input", "question_prompts")
 
 
 def _cases(kind):
@@ -31,7 +32,7 @@ def test_every_shared_case_is_counted():
     counts = {kind: len(cases) for kind, cases in KINDS.items()}
     assert len(counts) == 22 and sum(counts.values()) == 214
     assert set(COVERED) <= set(counts)
-    assert sum(counts[k] for k in COVERED) == 181
+    assert sum(counts[k] for k in COVERED) == 198
 
 
 def _vec(nonzeros, dim=1024):
@@ -372,3 +373,76 @@ def test_send_message_rules(case):
         assert replies.silenced(i["lp5_reply"]) == out["response"]
         new_session = replies.more_than_minutes_apart(i["message_start"], i["last_end"], 15)
         assert 1 + int(new_session) == out["n_sessions"]
+
+
+@pytest.mark.parametrize("case", _cases("prepare_input"))
+def test_prepare_input(case):
+    i, out = case["input"], case["output"]
+    assert replies.interleave(i["prompt"], i["files"]) == out["value"]
+
+
+class ScriptedOmni(TableModel):
+    """LP4 and LP5 requests recorded; the reaction's vector is the all-ones direction (every item scores)."""
+
+    def __init__(self, reply):
+        super().__init__()
+        self.reply, self.turns = reply, []
+
+    def react(self, request):
+        self.turns.append(("LP4", request))
+        return agent.Reaction(True, True, np.ones(1024, dtype=np.float32))
+
+    def respond(self, request):
+        self.turns.append(("LP5", request))
+        return self.reply
+
+
+def _image_groups(parts):
+    return [n for kind, n in parts if kind == "image"]
+
+
+def _tag_runs(*texts):
+    runs = []
+    for text in texts:
+        for piece in replies.MEDIA_TAG.split(text or ""):
+            if piece == "<img>":
+                if runs and runs[-1][1]:
+                    runs[-1][0] += 1
+                else:
+                    runs.append([1, True])
+            elif piece:
+                if runs:
+                    runs[-1][1] = False
+    return [n for n, _ in runs]
+
+
+@pytest.mark.parametrize("case", _cases("question_prompts"))
+def test_question_prompts(case):
+    """L-L1/L-L2: times, image files in tag order (episodic groups, then STM), the query text embedded."""
+    i, out = case["input"], case["output"]
+    model = ScriptedOmni(out["response"])
+    mem = memory.LightOmniMemory(model)
+    for n in range(i["n_stm"]):
+        start = replies.add_time(replies.START_TIME, add_sec=30 * n)
+        mem.convs.append({"message": {"start_time": start, "end_time": replies.add_time(start, add_sec=29),
+                                      "image_path": [f"s{n}_{k}.png" for k in range(i["images_per_conv"])]}})
+        mem.stm.append({"start_time": start, "end_time": replies.add_time(start, add_sec=29), "visual": f"v{n}",
+                        "auditory": f"a{n}", "assistant": "null", "level": 0, "turn_idx": n})
+    if not mem.convs:  # the question's clock starts at the last stored end; with no memory, START_TIME
+        mem.convs.append({"message": {"start_time": replies.START_TIME, "end_time": replies.START_TIME,
+                                      "image_path": []}})
+    mem.retriever.update(semantic=[f"fact {n}" for n in range(i["n_semantic"])])
+    mem.retriever.update(episodic=[{"start_time": f"E{n}", "end_time": f"F{n}", "visual description": f"v{n}",
+                                    "audio description": f"a{n}", "assistant": "null", "turn_idx": [n],
+                                    "raw_convs": [{"message": {"image_path": [f"e{n}_{k}.png" for k in range(m)]}}]}
+                                   for n, m in enumerate(i["episodic_images"])])
+    result = agent.answer_question(mem, model, i["question_text"])
+    (_, lp4), (_, lp5) = model.turns
+    assert result.response == out["response"]
+    assert [lp4.start_time, lp4.end_time] == out["calls"]["LP4"]["times"]
+    assert [lp5.start_time, lp5.end_time] == out["calls"]["LP5"]["times"]
+    assert _tag_runs(lp4.short_term_memory) == _image_groups(out["calls"]["LP4"]["parts"])
+    assert len(lp4.images) == out["calls"]["LP4"]["n_images_loaded"]
+    assert _tag_runs(lp5.retrieved_episodic, lp5.short_term_memory) == _image_groups(out["calls"]["LP5"]["parts"])
+    assert len(lp5.images) == out["calls"]["LP5"]["n_images_loaded"]
+    assert [result.query_text] == out["query_text_embedded"]

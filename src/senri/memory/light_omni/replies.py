@@ -9,6 +9,7 @@ quirks included, so a test can hold them against the release cases.
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -144,3 +145,25 @@ def query_text(text: str, asr: str = "") -> str:
 def query_instruction(text: str) -> str:
     """LP6: the text a query is embedded as (``Instruct: …\\nQuery: …``)."""
     return f"Instruct: {QUERY_TASK}\nQuery: {text}"
+
+
+MEDIA_TAG = re.compile(r"(<img>|<audio>|<video>)")
+_PART_KIND = {"<img>": "image", "<audio>": "audio", "<video>": "video"}
+
+
+def interleave(prompt: str, files: list[str]) -> dict[str, Any]:
+    """md prepare_input: the filled prompt split at its ``<img>``/``<audio>``/``<video>`` tags into one user
+    turn of text and media parts, files taken in tag order. The number of files must equal the number of
+    tags (the release asserts it; a model text that itself contains a tag breaks it: L-Q4)."""
+    tags = sum(prompt.count(tag) for tag in _PART_KIND)
+    if len(files) != tags:
+        raise AssertionError(f"Light-Omni prompt has {tags} media tags but {len(files)} files")
+    parts: list[dict[str, str]] = []
+    remaining = iter(files)
+    for piece in MEDIA_TAG.split(prompt):
+        if piece in _PART_KIND:
+            kind = _PART_KIND[piece]
+            parts.append({"type": kind, kind: next(remaining)})
+        elif piece:
+            parts.append({"type": "text", "text": piece})
+    return {"role": "user", "content": parts}
