@@ -167,6 +167,9 @@ def stream_video(units: Sequence[Unit], memory: LightOmniMemory, out_dir: Path,
                    "image_path": [str(frames[i]) for i in segment.units], "audio_path": str(audio),
                    "text": "null", "tag": "eval_memory"}
         memory.add_segment(message, faces=[])
+        end_message = getattr(memory.model, "end_message", None)
+        if end_message is not None:  # ag 474/481: media and feature caches cleared after every message
+            end_message()
         record.segments.append((segment.first, segment.last))
 
     reset()

@@ -1,0 +1,206 @@
+"""Light-Omni end to end without weights: the release worker protocol (the adapter senri ships, a stand-in
+"release checkout" whose scripts/model.py is a scripted model and whose scripts/prompts.py holds placeholder
+templates), the streaming state machine on scripted VAD flags with the memory adapter's replies coming back
+through the worker, the question loop, and the latent rules on random tensors (K-16, K-17)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import types
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from senri.memory.light_omni import agent, latent, memory, replies, stream
+from senri.memory.light_omni.units import Unit
+
+FAKE_PROMPTS = '''
+OMNI_MEMORY_LOG_GENERATE_PROMPT_INF = """LOG {START_TIME}|{END_TIME} faces[{INPUT_FACES}] stm[{SHORT_TERM_MEMORY}]
+{INPUT_IMAGE_SEQUENCE} {INPUT_AUDIO_STREAM} {INPUT_TEXT_STREAM}""".strip()
+OMNI_MEMORY_LOG_MERGE_PROMPT_INF = """MERGE {MEMORY_LOG_SEQUENCE}""".strip()
+OMNI_MEMORY_PROFILE_UPDATE_PROMPT_INF = """PROFILES {CURRENT_PROFILES} {MEMORY_LOG_SEQUENCE}""".strip()
+OMNI_MEMORY_STAGE_1_PROMPT_INF = """REACT {START_TIME} stm[{SHORT_TERM_MEMORY}] {INPUT_TEXT_STREAM}""".strip()
+OMNI_MEMORY_STAGE_2_PROMPT_INF = """RESPOND sem[{RETRIEVED_SEMANTIC_MEMORY}] epi[{RETRIEVED_EPISODIC_MEMORY}]
+stm[{SHORT_TERM_MEMORY}] {INPUT_TEXT_STREAM}""".strip()
+'''
+
+# A scripted stand-in for the release's QwenOmni2_5Model: same method names, replies computed from the parts.
+FAKE_MODEL = '''
+import json, re
+import numpy as np
+
+class QwenOmni2_5Model:
+    def __init__(self, model_path="x", base_model="y", device_map=None):
+        self.model_path, self.cleared, self.segments = model_path, 0, 0
+
+    def start_feature_cache(self):
+        pass
+
+    def clear_feature_cache(self):
+        self.cleared += 1
+
+    def clear_media_files(self):
+        pass
+
+    def prepare_input(self, prompt, files=[]):
+        assert len(files) == prompt.count("<img>") + prompt.count("<audio>")
+        parts, it = [], iter(files)
+        for piece in re.split(r"(<img>|<audio>)", prompt):
+            if piece == "<img>":
+                parts.append({"type": "image", "image": next(it)})
+            elif piece == "<audio>":
+                parts.append({"type": "audio", "audio": next(it)})
+            elif piece:
+                parts.append({"type": "text", "text": piece})
+        return {"role": "user", "content": parts}
+
+    def send_message(self, message, mode="response"):
+        text = "".join(p["text"] for p in message["content"] if p["type"] == "text")
+        images = sum(p["type"] == "image" for p in message["content"])
+        audios = sum(p["type"] == "audio" for p in message["content"])
+        if text.startswith("LOG"):
+            self.segments += 1
+            times = text[4:text.index(" faces[")]
+            return "```json\\n" + json.dumps({"visual": f"{images} frames {times}", "auditory": f"{audios} audio",
+                    "semantic_memory": [f"fact {self.segments}", f"fact {self.segments}"]}) + "\\n```"
+        if text.startswith("MERGE"):
+            return json.dumps({"visual": "merged", "auditory": "merged", "assistant": "null"})
+        if text.startswith("RESPOND"):
+            assert mode == "response"
+            return "B. " + str(images) + " images; cleared " + str(self.cleared)
+        raise AssertionError(text[:40])
+
+    def get_response_state_parallel(self, conv, raw, asr):
+        v = np.zeros((1, 8), dtype=np.float32); v[0, 1] = 1.0
+        return {"is_response": False, "is_retrieve": False, "retrieve_embedding": v}
+
+    def get_texts_embedding(self, texts):
+        out = np.zeros((len(texts), 8), dtype=np.float32)
+        for i, t in enumerate(texts):
+            out[i, 1 if "fact 1" in t else 2] = 1.0
+        return out
+'''
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory):
+    root = tmp_path_factory.mktemp("light_omni_release")
+    (root / "scripts").mkdir()
+    (root / "scripts" / "__init__.py").write_text("")
+    (root / "scripts" / "prompts.py").write_text(FAKE_PROMPTS)
+    (root / "scripts" / "model.py").write_text(FAKE_MODEL)
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "x"]):
+        subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+    return root
+
+
+@pytest.fixture
+def worker_model(checkout, monkeypatch):
+    from senri.memory.light_omni.engine import WorkerOmniModel
+
+    model = WorkerOmniModel({"backend": "release_worker", "model": "ckpt", "env": "light_omni",
+                             "release_checkout": str(checkout), "adapter": "light_omni:LightOmniAdapter",
+                             "startup_timeout_s": 60, "request_timeout_s": 60})
+    # the worker runs under this interpreter (building envs/light_omni.txt needs a GPU node's wheels)
+    env = types.SimpleNamespace(python=Path(sys.executable), key="this-interpreter", path=Path(sys.prefix))
+    monkeypatch.setattr(model.backend, "environment", lambda: env)
+    yield model
+    model.close()
+
+
+def _units(folder: Path, n: int) -> list[Unit]:
+    import cv2
+
+    units = []
+    for i in range(n):
+        stamp = replies.add_time(replies.START_TIME, add_sec=i)
+        image, audio = folder / f"image_{stamp}.png", folder / f"audio_{stamp}.wav"
+        cv2.imwrite(str(image), np.full((540, 960, 3), i, dtype=np.uint8))
+        with wave.open(str(audio), "wb") as handle:
+            handle.setnchannels(1), handle.setsampwidth(2), handle.setframerate(16000)
+            handle.writeframes(np.zeros(16000, dtype="<i2").tobytes())
+        units.append(Unit(i, stamp, image, audio))
+    return units
+
+
+def test_the_worker_streams_a_video_and_answers_through_the_release_code(worker_model, tmp_path):
+    flags = [False] * 3 + [True] * 6 + [False] * 3   # speech from unit 3, ends at unit 9 (≥ 5 buffered)
+    units = _units(tmp_path, len(flags))
+    mem = memory.LightOmniMemory(worker_model)
+    resets = []
+    record = agent.stream_video(units, mem, tmp_path / "out", stream.flags_source(flags), lambda: resets.append(1))
+    assert record.segments == [(0, 9), (10, 11)]
+    # each segment's log came back through the worker: 10 frames + 1 audio, then 2 frames + 1 audio
+    assert [log["visual"] for log in mem.logs] == ["10 frames 2026-01-01 08:00:00|2026-01-01 08:00:09",
+                                                   "2 frames 2026-01-01 08:00:10|2026-01-01 08:00:11"]
+    assert [log["auditory"] for log in mem.logs] == ["1 audio", "Silent"]   # the "Silent" rule (K-15)
+    assert sorted(mem.retriever.semantic.items) == [
+        "2026-01-01 08:00:00\u20142026-01-01 08:00:09: fact 1", "2026-01-01 08:00:10\u20142026-01-01 08:00:11: fact 2"]
+    frames = sorted((tmp_path / "out" / "profiles" / "data").iterdir())
+    import cv2
+    assert len(frames) == 12 and cv2.imread(str(frames[0])).shape[:2] == (270, 480)   # long edge 480
+    outcome = agent.answer_question(mem, worker_model, replies.question_text("Which?", ["A. x", "B. y"]))
+    # the reaction's decisions are ignored for a benchmark question: retrieval is forced (L-L2)
+    assert outcome.semantic_hits == 2 and outcome.episodic_hits == 0   # top 12 of 2 facts; nothing archived yet
+    # LP5 got the STM's sampled frame (12 frames, ratio 0.1 → 1); both segments' feature caches were cleared
+    assert outcome.response == "B. 1 images; cleared 2"
+    assert replies.first_character(outcome.response) == "B"
+    assert worker_model.calls == {"embed": 2, "log": 2, "end_message": 3, "react": 1, "respond": 1}
+
+
+def test_an_unrepairable_log_reply_is_a_clear_error_and_a_worker_error_names_the_op(worker_model):
+    from senri.memory.light_omni.engine import LightOmniModelError
+
+    with pytest.raises(LightOmniModelError, match="op log: KeyError: 'end_time'"):
+        worker_model._call("log", {"start_time": "x"})  # the adapter raised: the worker lives on
+    assert worker_model.merge("seq") == json.dumps({"visual": "merged", "auditory": "merged", "assistant": "null"})
+    class Bad:
+        def log(self, request):
+            return "Sorry, I cannot help."
+        def embed_documents(self, texts):
+            return np.zeros((len(texts), 4))
+    mem = memory.LightOmniMemory(Bad())
+    with pytest.raises(TypeError, match="not a JSON object"):
+        mem.add_segment({"start_time": replies.START_TIME, "end_time": replies.START_TIME, "image_path": []}, [])
+
+
+def test_compression_keeps_the_farthest_tokens_in_order_and_near_duplicates_keep_32():
+    torch.manual_seed(0)
+    first = torch.randn(200, 16)
+    other = torch.randn(200, 16) + 5.0
+    near = first + 0.01 * torch.randn(200, 16)
+    masks = latent.image_keep_masks([first, other, near, torch.randn(20, 16)])
+    # ``near`` repeats ``first`` but is compared with the last kept image's mean (``other``): kept in full
+    assert [int(m.sum()) for m in masks] == [50, 50, 50, 20]
+    assert [int(m.sum()) for m in latent.image_keep_masks([first, near, near])] == [50, 32, 32]
+    scores = 1 - torch.nn.functional.normalize(first, dim=-1) @ torch.nn.functional.normalize(first.mean(0), dim=0)
+    assert set(torch.nonzero(masks[0]).flatten().tolist()) == set(torch.topk(scores, 50).indices.tolist())
+
+
+def test_latent_read_out_and_query_composition_on_random_tensors():
+    torch.manual_seed(1)
+    vocab, seq = 10000, 200
+    logits = torch.randn(seq, vocab)
+    logits[seq - 65, latent.YES_TOKEN] = 100.0   # last is_response latent says yes
+    logits[seq - 33, 5] = 100.0                  # last is_retrieve latent says something else
+    state = latent.read_latents(logits, torch.randn(32, 1024))
+    assert state.is_response and not state.is_retrieve
+    text = torch.randn(3, 1024)
+    soft = torch.randn(32, 1024)
+    got = latent.compose_embeddings(text, soft)
+    t = torch.nn.functional.normalize(text, dim=1)
+    p = torch.nn.functional.normalize(soft.mean(0, keepdim=True), dim=1)
+    assert torch.allclose(got, torch.nn.functional.normalize(t + p, dim=1), atol=1e-6)
+    assert torch.allclose(got.norm(dim=1), torch.ones(3))
+    assert torch.allclose(latent.compose_embeddings(text), t)
+
+
+def test_a_memory_without_segments_cannot_answer_and_says_why():
+    mem = memory.LightOmniMemory(types.SimpleNamespace(embed_documents=lambda t: np.zeros((len(t), 4))))
+    with pytest.raises(ValueError, match="no segment"):
+        agent.answer_question(mem, None, "Q")
