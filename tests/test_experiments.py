@@ -249,6 +249,10 @@ def egagent_rules() -> list[dict]:
             {"match": "Choose the best option", "text": '{"mcq_prediction": "B", "justification": "j"}'}]
 
 
+#: Table 2's omni-memory systems (issue 62), left out of this test's DAG (see table2_overrides).
+OMNI_MEMORIES = ("light_omni", "m3_agent")
+
+
 def table2_overrides(script: Path, vlm: Path, clip: dict) -> str:
     """``experiment=table2`` on the tiny models, plus SENRI-Agent over EG-Agent's store (a test-only run).
 
@@ -260,7 +264,9 @@ def table2_overrides(script: Path, vlm: Path, clip: dict) -> str:
     and Table 3's test runs it over the other two."""
     defaults = yaml.safe_load((REPO / "config/experiment/table2.yaml").read_text())["defaults"]
     (table2_methods,) = [d["override /method"] for d in defaults if "override /method" in d]
-    methods = [*table2_methods, "senri_agent"]  # the experiment's own list (read, not composed: a compose is slow)
+    # the experiment's own list (read, not composed: a compose is slow), less the omni memories: their models run
+    # in release workers with GPU-only environments; experiment=table2_omni's DAG test runs them through stand-ins
+    methods = [*(m for m in table2_methods if m not in OMNI_MEMORIES), "senri_agent"]
     clip_config = ",".join(f"{k}:{v}" for k, v in clip.items())
     return (f"experiment=table2 {DEMO}method=[{','.join(methods)}] +method.senri_agent.memory_system=egagent "
             "model=[] "
@@ -277,7 +283,8 @@ def table2_overrides(script: Path, vlm: Path, clip: dict) -> str:
             "memory_system.worldmm.models.summariser=agent memory_system.worldmm.models.extractor=agent "
             "memory_system.worldmm.models.retriever=agent memory_system.magic_video.models.builder=agent "
             "memory_system.magic_video.models.time_extractor=agent "
-            "memory_system.egagent.models.builder=agent memory_system.egagent.models.embedder=clip")
+            "memory_system.egagent.models.builder=agent memory_system.egagent.models.embedder=clip "
+            "memory_system=[worldmm,magic_video,egagent]")
 
 
 #: Table 2's rows as the report groups them (approach, method, model, memory): the evidence seekers on the tiny
