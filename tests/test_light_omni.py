@@ -204,3 +204,135 @@ def test_a_memory_without_segments_cannot_answer_and_says_why():
     mem = memory.LightOmniMemory(types.SimpleNamespace(embed_documents=lambda t: np.zeros((len(t), 4))))
     with pytest.raises(ValueError, match="no segment"):
         agent.answer_question(mem, None, "Q")
+
+
+class ScriptedOmni:
+    """The omni role scripted in-process (the worker protocol is tested above): LP1 logs that name their
+    segment, LP2 merges, documents embedded by a hash of their words; the reaction points at "tone"."""
+
+    def __init__(self, answer="C. because"):
+        self.answer, self.calls, self.closed = answer, {}, False
+
+    def _count(self, op):
+        self.calls[op] = self.calls.get(op, 0) + 1
+
+    def log(self, request):
+        self._count("log")
+        return json.dumps({"visual": f"{len(request.images)} frames", "auditory": f"tone {request.start_time}",
+                           "semantic_memory": [f"a tone plays at {request.start_time}"]})
+
+    def merge(self, sequence):
+        self._count("merge")
+        return json.dumps({"visual": "merged"})
+
+    def update_profiles(self, current, sequence):
+        self._count("profiles")
+        return "{}"
+
+    def embed_documents(self, texts):
+        out = np.zeros((len(texts), 16), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for word in text.split():
+                out[i, sum(map(ord, word)) % 16] += 1.0
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-8)
+
+    def react(self, request):
+        self._count("react")
+        return agent.Reaction(False, False, self.embed_documents(["tone"])[0])
+
+    def respond(self, request):
+        self._count("respond")
+        return self.answer
+
+    def close(self):
+        self.closed = True
+
+
+def _amplitude_vad(monkeypatch):
+    """The release cases' probability-coded VAD stand-in (speech probability = the window's peak amplitude): the
+    real Silero JIT is checked by the vad_push cases; on this machine it costs seconds a unit."""
+    monkeypatch.setattr(stream, "silero_activity",
+                        lambda: stream.VoiceActivity(lambda window: float(np.abs(window).max())))
+
+
+def _video(path: Path, seconds: int, audio: bool) -> Path:
+    from senri.media import run_ffmpeg
+
+    inputs = ["-f", "lavfi", "-i", f"testsrc2=s=160x90:r=4:d={seconds}"]
+    if audio:
+        inputs += ["-f", "lavfi", "-i", f"sine=frequency=440:duration={seconds}"]
+    run_ffmpeg(["-y", *inputs, "-c:v", "libx264", "-pix_fmt", "yuv420p", *(["-c:a", "aac"] if audio else []),
+                "-shortest", str(path)], what="test video")
+    return path
+
+
+@pytest.mark.parametrize("audio", [True, False])
+def test_the_store_builds_by_streaming_and_the_method_answers_from_it(tmp_path, monkeypatch, audio):
+    """The light_omni store's build (units by the release's ffmpeg commands, real Silero VAD, the memory state
+    machine) and the light_omni method over it, with the omni role scripted. A video without an audio track is a
+    recorded condition (1-s silences, ``audio: silent``), nothing lost."""
+    from senri.captioners.base import VideoMedia
+    from senri.memory.light_omni import store as lo_store
+    from senri.memory.store import BuildRequest, store_class
+    from senri.methods.base import RunContext
+    from senri.methods.light_omni import LightOmni
+    from senri.probe import probe
+    from senri.records import Question
+
+    video = _video(tmp_path / "v.mp4", 35, audio)
+    info = probe(video, "v")
+    scripted = ScriptedOmni()
+    monkeypatch.setattr(lo_store, "open_engine", lambda models, where: scripted)
+    _amplitude_vad(monkeypatch)
+    out = tmp_path / "store"
+    cls = store_class("light_omni")
+    cls.build(BuildRequest(video=info, system="light_omni", system_config={"fact_order": "first_seen"},
+                           memory_config={}, out_dir=out, media=VideoMedia("v", video, "", info.duration_s),
+                           models={"omni": ("light_omni", {"backend": "release_worker"})}))
+    record = __import__("yaml").safe_load((out / "config.yaml").read_text())
+    assert record["units"] == 35 and record["audio"] == ("track" if audio else "silent")
+    assert "lost" not in record and scripted.closed
+    # ffmpeg's sine is at amplitude 1/8, below the 0.5 threshold: only the 30-unit background rule cuts (L-C4)
+    assert record["segments"] == [[0, 29], [30, 34]] and record["model_calls"] == {"log": 2}
+    store = cls.open(out, {"fact_order": "first_seen"}, info)
+    kinds = [(i.kind, i.start_s, i.end_s) for i in store.items()]
+    assert kinds == [("semantic", 0.0, 30.0), ("semantic", 30.0, 35.0)]   # nothing archived before 9 logs
+    method = LightOmni(RunContext(video=info, method_name="light_omni", method_config={}, model_name="light_omni",
+                                  model_config={}, seed=0, memory_system="light_omni", memory_store=out,
+                                  memory_system_config={}))
+    q = Question("v", "q1", "t", "d", "What plays?", "silence", "speech", "a tone", "music", "C")
+    answer = method.answer(q)
+    assert (answer.pred, answer.parse_ok, answer.raw_output) == ("C", True, "C. because")
+    assert answer.trace["semantic_hits"] == 2 and answer.trace["calls"] == ["LP4", "LP5"]
+    scripted.answer = "(C) a tone"   # K-19: the first character decides
+    assert method.answer(q).pred is None
+    scripted.answer = "null"         # L-L3: "null" → "" → the release's IndexError, a recorded failure
+    failed = method.answer(q)
+    assert failed.pred is None and "empty response" in failed.error
+
+
+def test_a_lost_build_fails_each_question_with_the_reason(tmp_path, monkeypatch):
+    from senri.captioners.base import VideoMedia
+    from senri.memory.light_omni import store as lo_store
+    from senri.memory.store import BuildRequest, store_class
+    from senri.methods.base import RunContext
+    from senri.methods.light_omni import LightOmni
+    from senri.probe import probe
+    from senri.records import Question
+
+    video = _video(tmp_path / "v.mp4", 3, True)
+    info = probe(video, "v")
+    scripted = ScriptedOmni()
+    scripted.log = lambda request: "not json at all"
+    monkeypatch.setattr(lo_store, "open_engine", lambda models, where: scripted)
+    _amplitude_vad(monkeypatch)
+    out = tmp_path / "store"
+    store_class("light_omni").build(BuildRequest(video=info, system="light_omni", system_config={},
+                                                 memory_config={}, out_dir=out,
+                                                 media=VideoMedia("v", video, "", info.duration_s)))
+    method = LightOmni(RunContext(video=info, method_name="light_omni", method_config={}, model_name="light_omni",
+                                  model_config={}, seed=0, memory_system="light_omni", memory_store=out,
+                                  memory_system_config={}))
+    assert method.store.question_counts() == {"builder_losses": 1}
+    answer = method.answer(Question("v", "q1", "t", "d", "Q?", "a", "b", "c", "d", "A"))
+    assert answer.pred is None and "not a JSON object" in answer.error
