@@ -18,85 +18,11 @@ import torch
 
 from senri.memory.light_omni import agent, latent, memory, replies, stream
 from senri.memory.light_omni.units import Unit
-
-FAKE_PROMPTS = '''
-OMNI_MEMORY_LOG_GENERATE_PROMPT_INF = """LOG {START_TIME}|{END_TIME} faces[{INPUT_FACES}] stm[{SHORT_TERM_MEMORY}]
-{INPUT_IMAGE_SEQUENCE} {INPUT_AUDIO_STREAM} {INPUT_TEXT_STREAM}""".strip()
-OMNI_MEMORY_LOG_MERGE_PROMPT_INF = """MERGE {MEMORY_LOG_SEQUENCE}""".strip()
-OMNI_MEMORY_PROFILE_UPDATE_PROMPT_INF = """PROFILES {CURRENT_PROFILES} {MEMORY_LOG_SEQUENCE}""".strip()
-OMNI_MEMORY_STAGE_1_PROMPT_INF = """REACT {START_TIME} stm[{SHORT_TERM_MEMORY}] {INPUT_TEXT_STREAM}""".strip()
-OMNI_MEMORY_STAGE_2_PROMPT_INF = """RESPOND sem[{RETRIEVED_SEMANTIC_MEMORY}] epi[{RETRIEVED_EPISODIC_MEMORY}]
-stm[{SHORT_TERM_MEMORY}] {INPUT_TEXT_STREAM}""".strip()
-'''
-
-# A scripted stand-in for the release's QwenOmni2_5Model: same method names, replies computed from the parts.
-FAKE_MODEL = '''
-import json, re
-import numpy as np
-
-class QwenOmni2_5Model:
-    def __init__(self, model_path="x", base_model="y", device_map=None):
-        self.model_path, self.cleared, self.segments = model_path, 0, 0
-
-    def start_feature_cache(self):
-        pass
-
-    def clear_feature_cache(self):
-        self.cleared += 1
-
-    def clear_media_files(self):
-        pass
-
-    def prepare_input(self, prompt, files=[]):
-        assert len(files) == prompt.count("<img>") + prompt.count("<audio>")
-        parts, it = [], iter(files)
-        for piece in re.split(r"(<img>|<audio>)", prompt):
-            if piece == "<img>":
-                parts.append({"type": "image", "image": next(it)})
-            elif piece == "<audio>":
-                parts.append({"type": "audio", "audio": next(it)})
-            elif piece:
-                parts.append({"type": "text", "text": piece})
-        return {"role": "user", "content": parts}
-
-    def send_message(self, message, mode="response"):
-        text = "".join(p["text"] for p in message["content"] if p["type"] == "text")
-        images = sum(p["type"] == "image" for p in message["content"])
-        audios = sum(p["type"] == "audio" for p in message["content"])
-        if text.startswith("LOG"):
-            self.segments += 1
-            times = text[4:text.index(" faces[")]
-            return "```json\\n" + json.dumps({"visual": f"{images} frames {times}", "auditory": f"{audios} audio",
-                    "semantic_memory": [f"fact {self.segments}", f"fact {self.segments}"]}) + "\\n```"
-        if text.startswith("MERGE"):
-            return json.dumps({"visual": "merged", "auditory": "merged", "assistant": "null"})
-        if text.startswith("RESPOND"):
-            assert mode == "response"
-            return "B. " + str(images) + " images; cleared " + str(self.cleared)
-        raise AssertionError(text[:40])
-
-    def get_response_state_parallel(self, conv, raw, asr):
-        v = np.zeros((1, 8), dtype=np.float32); v[0, 1] = 1.0
-        return {"is_response": False, "is_retrieve": False, "retrieve_embedding": v}
-
-    def get_texts_embedding(self, texts):
-        out = np.zeros((len(texts), 8), dtype=np.float32)
-        for i, t in enumerate(texts):
-            out[i, 1 if "fact 1" in t else 2] = 1.0
-        return out
-'''
-
+from light_omni_standin import make_checkout
 
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory):
-    root = tmp_path_factory.mktemp("light_omni_release")
-    (root / "scripts").mkdir()
-    (root / "scripts" / "__init__.py").write_text("")
-    (root / "scripts" / "prompts.py").write_text(FAKE_PROMPTS)
-    (root / "scripts" / "model.py").write_text(FAKE_MODEL)
-    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "x"]):
-        subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
-    return root
+    return make_checkout(tmp_path_factory.mktemp("light_omni_release"))
 
 
 @pytest.fixture

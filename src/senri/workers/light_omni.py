@@ -97,8 +97,10 @@ class LightOmniAdapter:
                 raw = {"audio_path": fields.get("audio") or "", "text": fields.get("text", "null")}
                 state = client.get_response_state_parallel(conv, raw, None)
                 vector = state.get("retrieve_embedding")
+                if vector is not None and hasattr(vector, "reshape"):  # the release's (1, 1024) numpy array
+                    vector = vector.reshape(-1)
                 return {"is_response": bool(state.get("is_response", False)),
                         "is_retrieve": bool(state.get("is_retrieve", False)),
-                        "query_vector": None if vector is None else [float(x) for x in vector.reshape(-1)]}
+                        "query_vector": None if vector is None else [float(x) for x in vector]}
             return {"text": client.send_message(conv, mode="response" if op == "respond" else "memory")}
         raise ValueError(f"Light-Omni worker: unknown op {op!r}")
