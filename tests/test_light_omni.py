@@ -229,7 +229,7 @@ def test_the_store_builds_by_streaming_and_the_method_answers_from_it(tmp_path, 
     q = Question("v", "q1", "t", "d", "What plays?", "silence", "speech", "a tone", "music", "C")
     answer = method.answer(q)
     assert (answer.pred, answer.parse_ok, answer.raw_output) == ("C", True, "C. because")
-    assert answer.trace["semantic_hits"] == 2 and answer.trace["calls"] == ["LP4", "LP5"]
+    assert answer.trace["semantic_hits"] == 2 and answer.trace["roles"] == ["LP4", "LP5"]
     scripted.answer = "(C) a tone"   # K-19: the first character decides
     assert method.answer(q).pred is None
     scripted.answer = "null"         # L-L3: "null" → "" → the release's IndexError, a recorded failure
@@ -262,3 +262,38 @@ def test_a_lost_build_fails_each_question_with_the_reason(tmp_path, monkeypatch)
     assert method.store.question_counts() == {"builder_losses": 1}
     answer = method.answer(Question("v", "q1", "t", "d", "Q?", "a", "b", "c", "d", "A"))
     assert answer.pred is None and "not a JSON object" in answer.error
+
+
+@pytest.mark.workflow
+def test_table2_omni_builds_and_answers_light_omni_on_the_demo_through_a_stand_in(tmp_path, prepared_demo):
+    """``experiment=table2_omni`` (Light-Omni's row) end to end on the one-video demo: the memory_system rule streams
+    the demo video through a release worker (a real environment built offline from an empty pin file, the stand-in
+    checkout's scripted model, senri's adapter), the answer jobs ask every question through it. The demo's
+    anonymized video has no audio track here (``anonymize.keep_audio=false``, the upstream stages as prepared):
+    the build streams 1-s silences and records it."""
+    import polars as pl
+    import yaml
+
+    from conftest import ONE_VIDEO_DEMO
+    from test_memory_store import _snakemake
+
+    prepared_demo(tmp_path, ONE_VIDEO_DEMO)
+    checkout = make_checkout(tmp_path / "release")
+    pins = tmp_path / "standin_pins.txt"
+    pins.write_text("# nothing to install: the stand-in checkout is pure Python\n")
+    standin = (f"{{backend:release_worker,model:standin,env:light_omni_standin,pins:'{pins}',"
+               f"release_checkout:'{checkout}',adapter:'light_omni:LightOmniAdapter',"
+               f"env_cache:'{tmp_path / 'envs'}',startup_timeout_s:120,request_timeout_s:120,gpus:0,mem_mb:2000}}")
+    overrides = (f"experiment=table2_omni {ONE_VIDEO_DEMO} anonymize.keep_audio=false method=[light_omni] "
+                 f"memory_system=[light_omni] model=[] +model.omni_standin={standin} "
+                 "method.light_omni.models=[omni_standin] memory_system.light_omni.models.omni=omni_standin")
+    _snakemake(tmp_path, overrides, "--set-threads", "memory_system=1")
+    store = tmp_path / "results/memory_system/light_omni/perception/demo_01"
+    record = yaml.safe_load((store / "config.yaml").read_text())
+    assert record["source"] == "built" and "lost" not in record, record
+    assert record["audio"] == "silent" and record["units"] >= 30 and record["models"] == {"omni": "omni_standin"}
+    assert record["model_calls"]["log"] == len(record["segments"]) >= 2
+    predictions = pl.read_parquet(tmp_path / "results/predictions/light_omni/omni_standin/demo_01.parquet")
+    questions = pl.read_parquet(tmp_path / "results/questions.parquet")
+    assert predictions.height == questions.height and predictions["error"].is_null().all()
+    assert (predictions["pred"] == "B").all() and (predictions["memory"] == "light_omni/perception").all()

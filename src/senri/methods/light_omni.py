@@ -74,7 +74,7 @@ class LightOmni(Method):
             tally.errors.append(f"light_omni: {exc}")
             return MethodAnswer(None, None, False, tally)
         tally.n_vlm_calls += len(outcome.calls)
-        trace = {"calls": outcome.calls, "query_text": outcome.query_text, "semantic_hits": outcome.semantic_hits,
+        trace = {"roles": outcome.calls, "query_text": outcome.query_text, "semantic_hits": outcome.semantic_hits,
                  "episodic_hits": outcome.episodic_hits, "is_response": outcome.reaction.is_response,
                  "is_retrieve": outcome.reaction.is_retrieve, "answer_reading": self.answer_reading}
         response = outcome.response
