@@ -21,7 +21,7 @@ KINDS = CASES["kinds"]
 COVERED = ("reply_parse", "timestamps", "parse_response", "final_scoring", "yaw_deviation", "confident_face",
            "compression_mask", "query_embedding", "retriever", "stm_text", "retrieve_render", "stm_merge",
            "ltm_archive", "log_update", "profile_update", "vad_push", "stream", "send_message_rules",
-           "prepare_input", "question_prompts")
+           "prepare_input", "question_prompts", "unit_extraction")
 
 
 def _cases(kind):
@@ -32,7 +32,7 @@ def test_every_shared_case_is_counted():
     counts = {kind: len(cases) for kind, cases in KINDS.items()}
     assert len(counts) == 22 and sum(counts.values()) == 214
     assert set(COVERED) <= set(counts)
-    assert sum(counts[k] for k in COVERED) == 198
+    assert sum(counts[k] for k in COVERED) == 204
 
 
 def _vec(nonzeros, dim=1024):
@@ -446,3 +446,47 @@ def test_question_prompts(case):
     assert _tag_runs(lp5.retrieved_episodic, lp5.short_term_memory) == _image_groups(out["calls"]["LP5"]["parts"])
     assert len(lp5.images) == out["calls"]["LP5"]["n_images_loaded"]
     assert [result.query_text] == out["query_text_embedded"]
+
+
+def _bar_video(path, fps, n_frames, layout, rate, audio_seconds):
+    """The cases' synthetic media as their README describes it: lossless x264 whose frame k shows k in 12
+    black/white bars, AAC audio (a tone: the cases record sample counts, which depend on the AAC framing only)."""
+    import subprocess
+
+    w, h = 192, 64
+    frames = np.zeros((n_frames, h, w, 3), np.uint8)
+    for k in range(n_frames):
+        for bit in range(12):
+            if (k >> bit) & 1:
+                frames[k, :, bit * 16:(bit + 1) * 16] = 255
+    seconds = audio_seconds if audio_seconds is not None else n_frames / fps
+    subprocess.run(["ffmpeg", "-nostdin", "-y", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "rgb24",
+                    "-s", f"{w}x{h}", "-r", str(fps), "-i", "-", "-f", "lavfi", "-i",
+                    f"sine=frequency=300:sample_rate={rate}:duration={seconds}", "-c:v", "libx264", "-qp", "0",
+                    "-pix_fmt", "yuv444p", "-c:a", "aac", "-ac", "2" if layout == "stereo" else "1", str(path)],
+                   input=frames.tobytes(), check=True)
+
+
+@pytest.mark.parametrize("case", _cases("unit_extraction"))
+def test_unit_extraction(case, tmp_path):
+    """L-C1 with the release's ffmpeg commands: which source frame each unit shows and how many samples its WAV
+    holds (the segment muxer's AAC framing: 16384/15360, not 16000; README 6.4.8). Same ffmpeg as the cases (5.1)."""
+    import wave
+
+    import cv2
+
+    from senri.memory.light_omni.units import extract_units
+
+    i, out = case["input"], case["output"]
+    video = tmp_path / "v.mp4"
+    _bar_video(video, i["fps"], i["n_frames"], i["audio"][0], i["audio"][1], i["audio_seconds"])
+    units = extract_units(video, tmp_path / "out")
+    got = []
+    for unit in units.units:
+        image = cv2.imread(str(unit.image))
+        index = sum(1 << bit for bit in range(12) if image[32, bit * 16 + 8].mean() > 127)
+        with wave.open(str(unit.audio)) as handle:
+            got.append({"ts": unit.timestamp, "frame_index": index, "wav_samples": handle.getnframes(),
+                        "wav_rate": handle.getframerate(), "wav_channels": handle.getnchannels()})
+    keys = ("ts", "frame_index", "wav_samples", "wav_rate", "wav_channels")
+    assert got == [{k: u[k] for k in keys} for u in out["units"]] and units.audio_source == "track"
