@@ -274,7 +274,8 @@ def test_control_consumer(case):
     # held clips grow by at most 2; name search: they do not) is checked, its result not.
     embed = lambda texts: [_variant_vector(t) or [1.0] + [0.0] * 7 for t in texts]  # noqa: E731
     held = list(given["currenr_clips"])
-    message, result = control.search_turn(retrieval_graph, action.query, embed, held, "NOTE", given["before_clip"])
+    message, result = control.search_turn(retrieval_graph, action.query, embed, held, "\nNOTE",
+                                           given["before_clip"])
     appended = out["appended_user_message"]
     if not known:
         assert len(held) == len(out["currenr_clips"]) and len(result) == len(appended["result"])

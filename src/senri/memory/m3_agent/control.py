@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import string
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -60,14 +61,14 @@ def search_turn(graph_loader: Callable[[], MemoryGraph], query: str | None, embe
             result, _ = search(graph, query, embed, held_clips, before_clip)
     message = SEARCH_PREFIX + json.dumps(result, ensure_ascii=False).encode("utf-8", "ignore").decode("utf-8")
     if not result:
-        message += "\n" + empty_note
+        message += empty_note  # MP6 as the release appends it (its own leading newline included)
     return message, result
 
 
 @dataclass(frozen=True)
 class ControlPrompts:
-    """MP3 (a str.format template with {question}), MP4, MP5 and MP6's note: read from the user's release
-    checkout (senri.release_prompts), never shipped; tests pass their own strings."""
+    """MP3 (a ``$question`` template), MP4, MP5 and MP6's note, as :func:`senri.release_prompts.load_release_texts`
+    reads them from the user's release checkout (family ``m3_agent``): never shipped; tests pass their own."""
 
     system: str
     instruction: str
@@ -91,7 +92,8 @@ def run_controller(question: str, generate: Callable[[list[dict[str, str]]], str
     """M-L1..M-L4 for one question. ``generate`` takes the conversation (each message's content as the model
     sees it) and returns the raw reply text. Stops at the first Answer or after ``rounds`` generations; the
     search after the last reply is not run (the release runs it and never reads it)."""
-    trace = ControlTrace(conversation=[{"role": "system", "content": prompts.system.format(question=question)},
+    system = string.Template(prompts.system).substitute(question=question)
+    trace = ControlTrace(conversation=[{"role": "system", "content": system},
                                        {"role": "user", "content": SEARCH_PREFIX + "{}"}])
     for index in range(rounds):
         # Appended to the last (user) message itself: the history keeps every round's instruction (ctl 168-175).
