@@ -14,6 +14,7 @@ node's segments as JSON, and answers one JSON object whose two lists become epis
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
@@ -40,8 +41,33 @@ class Face:
     embedding: list[float]
     detection: str
     quality: str
-    crop: Any = None
+    crop: Any = None  # the crop as base64 JPEG text (what the release keeps in face nodes and its faces JSON)
     cluster: int = -1
+
+
+def frame_faces(frame_id: int, image: np.ndarray, detections: Sequence[Mapping[str, Any]]
+                ) -> tuple[list[Face], str | None]:
+    """M-C5: one frame's detections (``bbox`` [x1, y1, x2, y2], ``score``, raw ``embedding``) → faces: bbox as
+    ints, the normalised embedding, quality = the raw embedding's L2 norm, the crop ``image[y1:y2, x1:x2]`` as
+    JPEG. Any failure — an empty crop from a negative or inverted box — drops EVERY face of that frame, as the
+    release's per-frame try/except does (fe 79-81); the reason comes back for the build's record."""
+    from senri.decode import encode_jpeg
+
+    faces = []
+    try:
+        for det in detections:
+            x1, y1, x2, y2 = (int(v) for v in det["bbox"])
+            raw = np.asarray(det["embedding"], dtype=np.float64)
+            quality = float(np.linalg.norm(raw))
+            crop = image[y1:y2, x1:x2]
+            if crop.size == 0:
+                raise ValueError(f"empty crop for box {[x1, y1, x2, y2]}")
+            jpeg = encode_jpeg(np.ascontiguousarray(crop))
+            faces.append(Face(frame_id, (x1, y1, x2, y2), (raw / quality).tolist() if quality > 0 else raw.tolist(),
+                              str(float(det["score"])), str(quality), crop=base64.b64encode(jpeg).decode("ascii")))
+    except (ValueError, KeyError, TypeError) as exc:
+        return [], f"frame {frame_id}: {exc}: all {len(detections)} face(s) of the frame dropped"
+    return faces, None
 
 
 def batch_size(n_frames: int, cluster_size: int = 100) -> int:
