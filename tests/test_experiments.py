@@ -416,7 +416,7 @@ def test_table2_omni_on_the_demo_through_the_dag(tmp_path, prepared_demo):
     rules = [{"match": "Voice features:", "text": json.dumps({
                  "video_descriptions": ["A red door stands at the end of the corridor."],
                  "high_level_conclusions": ["The corridor leads to the kitchen."]})},
-             {"match": "Searched knowledge: {}", "text": "<think>search first</think>Action: [Search]\nContent: red door"},
+             {"match": "Searched knowledge: {}", "text": "<think>search first</think>Action: [Search]\nContent: red door corridor"},
              {"match": "Searched knowledge: {\"CLIP_", "text": "<think>found</think>Action: [Answer]\nContent: B"}]
     script.write_text("".join(json.dumps(r) + "\n" for r in rules))
     overrides = (f"experiment=table2_omni {DEMO}anonymize.keep_audio=false model=[] "
@@ -432,6 +432,6 @@ def test_table2_omni_on_the_demo_through_the_dag(tmp_path, prepared_demo):
     rows = pl.read_parquet(tmp_path / "results/predictions/m3_agent/agent/demo_01.parquet")
     assert rows.height == questions.height and rows["error"].is_null().all() and (rows["pred"] == "B").all()
     trace = json.loads(rows["trace"][0])
-    assert [r["query"] for r in trace["rounds"]] == ["red door", None] and trace["held_clips"]
+    assert [r["query"] for r in trace["rounds"]] == ["red door corridor", None] and trace["held_clips"]
     main = pl.read_parquet(tmp_path / "results/report/tables/main.parquet")
     assert ("m3_agent", "agent") in set(_rows(main, "method", "model"))
