@@ -407,3 +407,38 @@ def test_table2_on_the_demo_through_the_dag(tmp_path, prepared_demo, tiny_clip):
                      rf"\| 0 \| {n} \| 0 \| 0 \|$", memory, re.MULTILINE), report
 
     print(f"table2 {table2_s:.0f} s")
+
+
+def test_table2_omni_on_the_demo_through_the_dag(tmp_path, prepared_demo):
+    """Issue 62: ``experiment=table2_omni`` on the one-video demo in one DAG run: the memory_system rule builds
+    M3-Agent's store (the scripted model as memorizer, hashed words as text embedder), the method's controller loop
+    searches it once and answers. The prepared demo's anonymized copy has no sound (keep_audio false upstream, kept
+    here so the upstream stages are reused): the store records it, and the named fix ``silent_video=video_only``
+    builds from the pixels alone (the release would lose the video: tests/test_m3_agent.py)."""
+    prepared_demo(tmp_path, ONE_VIDEO_DEMO)
+    questions = pl.read_parquet(tmp_path / "results/questions.parquet")
+    script = tmp_path / "agent.jsonl"
+    rules = [{"match": "Voice features:", "text": json.dumps({
+                 "video_descriptions": ["A red door stands at the end of the corridor."],
+                 "high_level_conclusions": ["The corridor leads to the kitchen."]})},
+             {"match": "Searched knowledge: {}", "text": "<think>search first</think>Action: [Search]\nContent: red door corridor"},
+             {"match": "Searched knowledge: {\"CLIP_", "text": "<think>found</think>Action: [Answer]\nContent: B"}]
+    script.write_text("".join(json.dumps(r) + "\n" for r in rules))
+    # M3-Agent's row only (Light-Omni's runs through its stand-in worker in tests/test_light_omni.py)
+    overrides = (f"experiment=table2_omni {DEMO}anonymize.keep_audio=false method=[m3_agent] memory_system=[m3_agent] "
+                 "model=[] "
+                 f"+model.agent={{backend:scripted,script:{script},video:true,audio:true}} "
+                 "method.m3_agent.models=[agent] memory_system.m3_agent.models.memorizer=agent "
+                 "memory_system.m3_agent.text_embedder=hashed_encoder:HashedWords "
+                 "memory_system.m3_agent.memorizer_short_side=64 memory_system.m3_agent.silent_video=video_only")
+    _snakemake(tmp_path, overrides, "--set-threads", "memory_system=1")
+    store = tmp_path / "results/memory_system/m3_agent/perception/demo_01"
+    record = yaml.safe_load((store / "config.yaml").read_text())
+    assert record["lost"] is None and record["audio"].startswith("none:") and record["calls"]["memorizer"] >= 2
+    assert record["policies"]["silent_video"] == "video_only" and "video without audio" in record["conditions"]
+    rows = pl.read_parquet(tmp_path / "results/predictions/m3_agent/agent/demo_01.parquet")
+    assert rows.height == questions.height and rows["error"].is_null().all() and (rows["pred"] == "B").all()
+    trace = json.loads(rows["trace"][0])
+    assert [r["query"] for r in trace["rounds"]] == ["red door corridor", None] and trace["held_clips"]
+    main = pl.read_parquet(tmp_path / "results/report/tables/main.parquet")
+    assert ("m3_agent", "agent") in set(_rows(main, "method", "model"))
