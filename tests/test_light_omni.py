@@ -297,3 +297,27 @@ def test_table2_omni_builds_and_answers_light_omni_on_the_demo_through_a_stand_i
     questions = pl.read_parquet(tmp_path / "results/questions.parquet")
     assert predictions.height == questions.height and predictions["error"].is_null().all()
     assert (predictions["pred"] == "B").all() and (predictions["memory"] == "light_omni/perception").all()
+
+
+def test_the_seeded_fact_order_is_the_run_s_and_the_options_name_the_others():
+    """K-15 / issue 62 item 5: a log's deduplicated facts in an order drawn from the run's seed (the same seed, the
+    same order; every order a permutation of the reply's distinct facts); first_seen keeps the reply's order."""
+    reply = json.dumps({"visual": "v", "auditory": "a", "semantic_memory": [f"f{i}" for i in range(8)] + ["f0"]})
+
+    class Model:
+        def log(self, request):
+            return reply
+
+        def embed_documents(self, texts):
+            return np.ones((len(texts), 4), dtype=np.float32)
+
+    def facts(order, seed):
+        mem = memory.LightOmniMemory(Model(), fact_order=order, seed=seed)
+        mem.add_segment({"start_time": replies.START_TIME, "end_time": replies.START_TIME, "image_path": []}, [])
+        return [f.rsplit(": ", 1)[1] for f in mem.retriever.semantic.items]
+
+    assert facts("seeded", 3) == facts("seeded", 3) != facts("seeded", 4)
+    assert sorted(facts("seeded", 3)) == sorted(facts("set", 0)) == [f"f{i}" for i in range(8)]
+    assert facts("first_seen", 0) == [f"f{i}" for i in range(8)]
+    with pytest.raises(ValueError, match="fact_order"):
+        memory.LightOmniMemory(Model(), fact_order="sorted")

@@ -70,7 +70,7 @@ def save_memory(memory: LightOmniMemory, out: Path) -> dict[str, Any]:
     return state
 
 
-def load_memory(folder: Path, model: Any, fact_order: str = "first_seen", seed: int = 0) -> LightOmniMemory:
+def load_memory(folder: Path, model: Any, fact_order: str = "seeded", seed: int = 0) -> LightOmniMemory:
     """The stored session as a :class:`LightOmniMemory` whose model is ``model`` (the answer job's worker)."""
     state = json.loads((folder / STATE_FILE).read_text())
     retriever = Retriever(model.embed_documents if model is not None else _no_model)
@@ -133,7 +133,7 @@ class LightOmniStore(MemoryStore):
         from senri.memory.light_omni.units import extract_units
 
         cfg = request.system_config
-        fact_order = str(cfg.get("fact_order", "first_seen"))
+        fact_order = str(cfg.get("fact_order", "seeded"))
         if fact_order not in FACT_ORDERS:
             raise ValueError(f"memory_system.light_omni.fact_order {fact_order!r} is not one of {FACT_ORDERS}")
         if cfg.get("faces", "off") != "off":
@@ -183,7 +183,7 @@ class LightOmniStore(MemoryStore):
         return cls(folder, system_config, video)
 
     def memory(self, model: Any) -> LightOmniMemory:
-        return load_memory(self.folder, model, str(self.config.get("fact_order", "first_seen")))
+        return load_memory(self.folder, model, str(self.config.get("fact_order", "seeded")))
 
     def question_counts(self) -> dict[str, int]:
         return {"builder_losses": int(bool(self.lost))}
