@@ -223,6 +223,14 @@ def test_the_store_builds_by_streaming_and_the_method_answers_from_it(tmp_path, 
     store = cls.open(out, {"fact_order": "first_seen"}, info)
     kinds = [(i.kind, i.start_s, i.end_s) for i in store.items()]
     assert kinds == [("semantic", 0.0, 30.0), ("semantic", 30.0, 35.0)]   # nothing archived before 9 logs
+    # U-2: memory_search's entry point embeds the text through the omni role and ranks both indexes
+    store.config["model_configs"] = {"omni": {"name": "light_omni", "config": {"backend": "release_worker"}}}
+    hits = store.search("a tone plays at 2026-01-01 08:00:30", 1)
+    assert [(h.item_id, h.kind) for h in hits] == [("semantic:1", "semantic")] and hits[0].score > 0.5
+    assert [h.item_id for h in store.search("a tone plays at 2026-01-01 08:00:30", 2, exclude={"semantic:1"})] == \
+        ["semantic:0"]
+    with pytest.raises(ValueError, match="memory_type"):
+        store.search("x", 1, memory_type="visual")
     method = LightOmni(RunContext(video=info, method_name="light_omni", method_config={}, model_name="light_omni",
                                   model_config={}, seed=0, memory_system="light_omni", memory_store=out,
                                   memory_system_config={}))
