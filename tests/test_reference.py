@@ -22,7 +22,7 @@ def test_the_vendored_reference_holds_every_conformance_file():
                  "spec/prompts.md", "spec/benchmarks.md", "videolucy/videolucy_table1_videomme.csv"):
         assert (REFERENCE / name).is_file(), name
     for system in ("worldmm", "magic_video", "videoarm", "egagent", "paravt", "video_o3", "longvideo_r1",
-                   "cambrian_s", "internvideo3", "videochat3"):
+                   "cambrian_s", "internvideo3", "videochat3", "light_omni", "m3_agent"):
         assert (REFERENCE / "release_cases" / system / "cases.json").is_file(), system
 
 

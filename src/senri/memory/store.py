@@ -212,6 +212,8 @@ MEMORY_SYSTEMS.register("captions", "senri.memory.captions:CaptionStore")
 MEMORY_SYSTEMS.register("worldmm", "senri.memory.worldmm.store:WorldMMStore")
 MEMORY_SYSTEMS.register("magic_video", "senri.memory.magic_video.store:MagicVideoStore")
 MEMORY_SYSTEMS.register("egagent", "senri.memory.egagent.store:EGAgentStore")
+MEMORY_SYSTEMS.register("light_omni", "senri.memory.light_omni.store:LightOmniStore")
+MEMORY_SYSTEMS.register("m3_agent", "senri.memory.m3_agent.store:M3AgentStore")
 
 
 def store_class(store: str, system: str | None = None) -> type[MemoryStore]:
