@@ -128,6 +128,9 @@ def test_every_rule_that_runs_senri_hashes_its_code():
 
 def test_scripts_a_job_runs_in_another_environment_are_part_of_its_code(package_copy):
     """The release worker's entry runs under the model's own interpreter, never imported by senri: it is named by
-    the worker backend's folder constant, so an edit reruns the runs on that backend and no other."""
+    the worker backend's folder constant, so an edit reruns the runs on that backend (and those of a method that
+    starts a worker itself), and no stage or other run."""
     changed = changed_after(package_copy, "workers/worker_main.py")
-    assert changed and {key[2] for key in changed} == {"release_worker"}
+    assert ("answer", "specialist", "release_worker") in changed and ("answer", "blind", "release_worker") in changed
+    assert not {key for key in changed if key[0] != "answer"}
+    assert ("answer", "blind", "llamacpp") not in changed and ("answer", "random", "openai") not in changed

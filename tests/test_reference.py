@@ -30,8 +30,10 @@ def test_the_vendored_copy_equals_the_shared_folder_where_it_is_present():
     if not (SHARED / "reference").is_dir():
         return  # a clone without the shared folder: the vendored copy is all there is
     upstream = _files(SHARED / "reference") | {f"spec/{k}": v for k, v in _files(SHARED / "spec").items()}
-    # scorers/ is generated here from the tools' own code (bench/scorer_cases.py), not copied from the shared folder.
-    vendored = {k: v for k, v in _files(REFERENCE).items() if k != "README.md" and not k.startswith("scorers/")}
+    # scorers/ and generated/ are made here from the tools' and the releases' own code (bench/scorer_cases.py,
+    # bench/release_cases/), not copied from the shared folder.
+    vendored = {k: v for k, v in _files(REFERENCE).items()
+                if k != "README.md" and not k.startswith(("scorers/", "generated/"))}
     assert sorted(vendored) == sorted(upstream)
     changed = [k for k in upstream if vendored[k] != upstream[k]]
     assert not changed, f"refresh tests/reference/ from the shared folder: {changed}"
