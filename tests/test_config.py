@@ -290,7 +290,8 @@ def test_table2_evidence_runs_videoarm_on_the_backbones_and_each_seeker_on_its_o
     assert [r for r in cfgmod.runs(full) if r[1] == "qwen25vl7b_vllm"] == [
         ("videoarm", "qwen25vl7b_vllm"), ("worldmm", "qwen25vl7b_vllm"), ("magic_video", "qwen25vl7b_vllm"),
         ("egagent", "qwen25vl7b_vllm")]
-    assert len(cfgmod.runs(full)) == 7
+    assert ("m3_agent", "m3_agent_control") in cfgmod.runs(full)  # M3-Agent on its own controller (issue 62)
+    assert len(cfgmod.runs(full)) == 8
 
 
 def test_table2_s_stores_take_their_builder_settings_from_the_command_line():
@@ -310,14 +311,15 @@ def test_table2_s_stores_take_their_builder_settings_from_the_command_line():
     cfg = cfgmod.compose(["experiment=table2", "model=[qwen25vl7b_vllm]", "builders=demo",
                           "memory_system.egagent.models.builder=smollm2"])
     systems = cfg["memory_system"]
-    assert list(systems) == ["worldmm", "magic_video", "egagent"]
+    assert list(systems) == ["worldmm", "magic_video", "egagent", "m3_agent"]
     assert systems["worldmm"]["models"]["summariser"] == "smollm2"
     assert [level["name"] for level in systems["worldmm"]["levels"]] == ["30sec"]  # the preset's, not half of it
     assert systems["magic_video"]["models"]["builder"] == "smollm2"
     assert systems["egagent"]["models"]["builder"] == "smollm2"
     # the same runs, each over its own store: selecting the systems adds none
-    assert [r for r, _ in cfgmod.runs(cfg)][-3:] == ["worldmm", "magic_video", "egagent"]
-    assert {cfg["method"][m].get("memory_system") for m in ("worldmm", "magic_video", "egagent")} == set(systems)
+    assert [r for r, _ in cfgmod.runs(cfg)][-4:] == ["worldmm", "magic_video", "egagent", "m3_agent"]
+    assert {cfg["method"][m].get("memory_system") for m in ("worldmm", "magic_video", "egagent", "m3_agent")} \
+        == set(systems)
 
 
 def test_every_method_with_release_deviations_runs_as_its_release_by_default():

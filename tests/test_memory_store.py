@@ -619,7 +619,8 @@ def test_experiments_select_their_paper_table_s_runs_and_report_entries(tmp_path
     assert [v["label"] for v in ablation["variants"]] == [  # a list: the paper's row order survives the slice
         "w/o Target Guidance", "w/o Parallel Verifiers", "w/o Working Memory"]
     table2 = senri_config.compose(["experiment=table2_memory", "model=[smollm2]"], config_dir=config_dir)
-    assert senri_config.run_pairs(table2) == [("worldmm", "smollm2"), ("magic_video", "smollm2"), ("egagent", "smollm2")]
+    assert senri_config.run_pairs(table2) == [("worldmm", "smollm2"), ("magic_video", "smollm2"), ("egagent", "smollm2"),
+                                              ("m3_agent", "m3_agent_control")]  # M3-Agent on its own controller
     # each pinned system is in play, EG-Agent's too (its class reads its store but is no MemoryStore reader):
     # without it the answer jobs' params stopped the plan with KeyError 'egagent' (issue 53)
     assert {"worldmm", "magic_video", "egagent"} <= set(senri_config.memory_systems(table2))
