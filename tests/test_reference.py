@@ -21,7 +21,7 @@ def test_the_vendored_reference_holds_every_conformance_file():
                  "benchmarks/videomme/output_test_template.json", "benchmarks/mlvu/4_count.json",
                  "spec/prompts.md", "spec/benchmarks.md", "videolucy/videolucy_table1_videomme.csv"):
         assert (REFERENCE / name).is_file(), name
-    for system in ("worldmm", "magic_video", "videoarm", "egagent", "paravt", "video_o3", "longvideo_r1"):
+    for system in ("worldmm", "magic_video", "videoarm", "egagent", "paravt", "video_o3", "longvideo_r1", "m3_agent"):
         assert (REFERENCE / "release_cases" / system / "cases.json").is_file(), system
 
 
