@@ -26,12 +26,11 @@ KINDS = CASES["kinds"]
 #: Kinds whose cases need media pipelines not built in this round: each is a recorded decision in docs/protocol.md.
 UNCHECKED = {
     "frame_sampling": "moviepy 2.1.2's 5-fps frame pick (M-C3): senri's build samples its own frames; not ported",
-    "clip_split": "the README's ffmpeg stream-copy loop (M-C1): senri cuts clips by time itself; not ported",
     "face_pipeline": "insightface detection batches (M-C5): needs the detector stand-in's JPEG-width protocol",
     "build": "the whole process_segment per clip with intermediate JSON: covered by the demo build test instead",
     "api_config_as_released": "the release's Azure client config (M-V6/M-Q1): senri's backends replace it",
 }
-CHECKED_KINDS = {"entity_parse", "translate", "query_expansion", "equivalences", "node_update", "memory_insert",
+CHECKED_KINDS = {"clip_split", "entity_parse", "translate", "query_expansion", "equivalences", "node_update", "memory_insert",
                  "truncate", "retrieval", "name_search", "control_consumer", "memorizer_reply", "memorizer_input",
                  "face_cluster", "face_mapping", "voice_pipeline"}
 
@@ -41,7 +40,7 @@ def test_every_release_case_is_checked_or_a_recorded_decision():
     total = sum(len(v) for v in KINDS.values())
     checked = sum(len(KINDS[k]) for k in CHECKED_KINDS)
     assert total == 215 and len(KINDS) == 20  # the issue and README §6 say 19 kinds: the file holds 20
-    assert checked == 178, checked  # the 37 left: UNCHECKED's five kinds
+    assert checked == 186, checked  # the 29 left: UNCHECKED's four kinds
 
 
 # ------------------------------------------------------------------------------------------------ graphs
@@ -445,3 +444,23 @@ def test_voice_pipeline(case):
     assert {str(k): [[v.start_time, v.end_time, v.asr] for v in vs] for k, vs in id2voices.items()} == out["id2audios"]
     assert [{"id": n.id, "contents": n.contents, "n_embeddings": len(n.embeddings)} for n in graph.nodes.values()
             if n.kind == "voice"] == out["voice_nodes"]
+
+
+@pytest.mark.parametrize("case", KINDS["clip_split"], ids=lambda c: c["id"])
+def test_clip_split(case):
+    """K-1 / M-C1: the README's stream-copy loop gives ⌊d⌋//30 + 1 files whose decoded frames start at 30k s (an edit
+    list hides the copied GOP, README §6.4-6) and the last is empty when d is a multiple of 30 s: senri's clips
+    by time hold the same frames."""
+    from senri.memory.m3_agent.store import clip_spans
+
+    fps = case["input"]["fps"]
+    spans = clip_spans(float(case["input"]["source_format_duration"]))
+    clips = case["output"]["clips"]
+    assert len(spans) == case["output"]["n_files"] == len(clips)
+    for (k, start, end), clip in zip(spans, clips):
+        frames = max(0, int(np.ceil(round((end - start) * fps, 6))))
+        assert frames == clip["n_frames_decoded_ffmpeg"], k
+        if frames:
+            assert clip["first_frame_index"] == round(start * fps) and clip["last_frame_index"] == round(start * fps) + frames - 1
+        else:  # the empty last clip: the release's reader raises (senri: empty_last_clip)
+            assert "OSError" in str(clip["process_video_clip"])
