@@ -25,12 +25,11 @@ KINDS = CASES["kinds"]
 
 #: Kinds whose cases need media pipelines not built in this round: each is a recorded decision in docs/protocol.md.
 UNCHECKED = {
-    "frame_sampling": "moviepy 2.1.2's 5-fps frame pick (M-C3): senri's build samples its own frames; not ported",
     "face_pipeline": "insightface detection batches (M-C5): needs the detector stand-in's JPEG-width protocol",
     "build": "the whole process_segment per clip with intermediate JSON: covered by the demo build test instead",
     "api_config_as_released": "the release's Azure client config (M-V6/M-Q1): senri's backends replace it",
 }
-CHECKED_KINDS = {"clip_split", "entity_parse", "translate", "query_expansion", "equivalences", "node_update", "memory_insert",
+CHECKED_KINDS = {"frame_sampling", "clip_split", "entity_parse", "translate", "query_expansion", "equivalences", "node_update", "memory_insert",
                  "truncate", "retrieval", "name_search", "control_consumer", "memorizer_reply", "memorizer_input",
                  "face_cluster", "face_mapping", "voice_pipeline"}
 
@@ -40,7 +39,7 @@ def test_every_release_case_is_checked_or_a_recorded_decision():
     total = sum(len(v) for v in KINDS.values())
     checked = sum(len(KINDS[k]) for k in CHECKED_KINDS)
     assert total == 215 and len(KINDS) == 20  # the issue and README §6 say 19 kinds: the file holds 20
-    assert checked == 186, checked  # the 29 left: UNCHECKED's four kinds
+    assert checked == 196, checked  # the 19 left: UNCHECKED's three kinds
 
 
 # ------------------------------------------------------------------------------------------------ graphs
@@ -464,3 +463,14 @@ def test_clip_split(case):
             assert clip["first_frame_index"] == round(start * fps) and clip["last_frame_index"] == round(start * fps) + frames - 1
         else:  # the empty last clip: the release's reader raises (senri: empty_last_clip)
             assert "OSError" in str(clip["process_video_clip"])
+
+
+@pytest.mark.parametrize("case", KINDS["frame_sampling"], ids=lambda c: c["id"])
+def test_frame_sampling(case):
+    """K-2 / M-C3: the release's 5-fps times and moviepy's pick (read back from the frames' own bar codes). The
+    clip's WAV is senri's 16-kHz mono (moviepy writes 2 channels for a mono source: README §6.4-4, not copied)."""
+    out = case["output"]
+    times = perception.frame_times(out["moviepy_duration"])
+    assert len(times) == out["n_frames"]
+    picks = [perception.frame_index(t, out["moviepy_fps"], case["input"]["n_frames"]) for t in times]
+    assert picks == out["source_frame_indices"]

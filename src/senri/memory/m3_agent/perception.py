@@ -70,6 +70,20 @@ def frame_faces(frame_id: int, image: np.ndarray, detections: Sequence[Mapping[s
     return faces, None
 
 
+FRAME_STEP_S = 0.2  # M-C3: 5 fps
+
+
+def frame_times(clip_duration_s: float, limit_s: float = 30.0) -> list[float]:
+    """M-C3 / K-2: the clip-relative times the release samples, ``np.arange(0, min(30, d), 0.2)`` (float steps)."""
+    return [float(t) for t in np.arange(0, min(limit_s, clip_duration_s), FRAME_STEP_S)]
+
+
+def frame_index(t: float, fps: float, n_frames: int | None = None) -> int:
+    """K-2: the frame moviepy 2.1.2 returns for time ``t``: ⌊fps·t + 1e-5⌋ (the last frame past the end)."""
+    index = int(fps * t + 1e-5)
+    return min(index, n_frames - 1) if n_frames else index
+
+
 def batch_size(n_frames: int, cluster_size: int = 100) -> int:
     """M-C5 / K-3: frames per detection batch, max(n // 100, 4)."""
     return max(n_frames // cluster_size, 4)
