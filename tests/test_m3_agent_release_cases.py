@@ -25,11 +25,10 @@ KINDS = CASES["kinds"]
 
 #: Kinds whose cases need media pipelines not built in this round: each is a recorded decision in docs/protocol.md.
 UNCHECKED = {
-    "face_pipeline": "insightface detection batches (M-C5): needs the detector stand-in's JPEG-width protocol",
     "build": "the whole process_segment per clip with intermediate JSON: covered by the demo build test instead",
     "api_config_as_released": "the release's Azure client config (M-V6/M-Q1): senri's backends replace it",
 }
-CHECKED_KINDS = {"frame_sampling", "clip_split", "entity_parse", "translate", "query_expansion", "equivalences", "node_update", "memory_insert",
+CHECKED_KINDS = {"face_pipeline", "frame_sampling", "clip_split", "entity_parse", "translate", "query_expansion", "equivalences", "node_update", "memory_insert",
                  "truncate", "retrieval", "name_search", "control_consumer", "memorizer_reply", "memorizer_input",
                  "face_cluster", "face_mapping", "voice_pipeline"}
 
@@ -39,7 +38,7 @@ def test_every_release_case_is_checked_or_a_recorded_decision():
     total = sum(len(v) for v in KINDS.values())
     checked = sum(len(KINDS[k]) for k in CHECKED_KINDS)
     assert total == 215 and len(KINDS) == 20  # the issue and README §6 say 19 kinds: the file holds 20
-    assert checked == 196, checked  # the 19 left: UNCHECKED's three kinds
+    assert checked == 205, checked  # the 10 left: UNCHECKED's two kinds
 
 
 # ------------------------------------------------------------------------------------------------ graphs
@@ -474,3 +473,51 @@ def test_frame_sampling(case):
     assert len(times) == out["n_frames"]
     picks = [perception.frame_index(t, out["moviepy_fps"], case["input"]["n_frames"]) for t in times]
     assert picks == out["source_frame_indices"]
+
+
+def _unit_dense(sparse: dict) -> np.ndarray:
+    """The stand-in detector's unit embedding (its recorded components, normalised) in float32."""
+    vector = np.asarray(_dense({"face_emb": {"nonzero": sparse}}), dtype=np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+@pytest.mark.parametrize("case", KINDS["face_pipeline"], ids=lambda c: c["id"])
+def test_face_pipeline(case):
+    """M-C5..M-C7 from the detector's output on: the batch size, each frame's faces (int boxes, float32 quality as
+    the release prints it, face type, crop size), clustering and mapping. A clip without frames: the release raises
+    (max_workers 0); senri never gets there (an empty clip is ``empty_last_clip``)."""
+    import base64
+
+    import cv2
+
+    given, out = case["input"], case["output"]
+    assert perception.batch_size(given["n_frames"]) == out["batch_size"]
+    if out["process_faces"]["raised"]:
+        assert given["n_frames"] == 0 and out["process_faces"]["raised"] == "ValueError"
+        return
+    graph = MemoryGraph()
+    for _ in range(given["existing_face_nodes"]):  # a face seen in an earlier clip: identity 0's direction
+        graph.add_face_node([_dense({"dims": [0], "vals": [1.0]})], ["old"])
+    faces = []
+    for k in range(given["n_frames"]):
+        image = np.zeros((120, 200 + k, 3), np.uint8)
+        found = [{"bbox": d["bbox"], "score": d["det"],
+                  "embedding": (_unit_dense(d["emb"]) * d["quality"]).tolist()}
+                 for d in given["detections"].get(str(k), [])]
+        kept, _ = perception.frame_faces(k, image, found)
+        faces += kept
+    for face, label in zip(faces, perception.cluster_faces(faces)):
+        face.cluster = label
+
+    def crop_shape(face):
+        crop = cv2.imdecode(np.frombuffer(base64.b64decode(face.crop), np.uint8), cv2.IMREAD_COLOR)
+        return list(crop.shape[:2])
+
+    # the quality as float32 prints it; its last digit depends on how the stand-in composed the raw vector: 1e-5
+    assert [[f.frame_id, list(f.bbox), f.cluster, f.face_type, f.detection, crop_shape(f)] for f in faces] == \
+        [[w[0], w[1], w[2], w[3], w[4], w[6]] for w in out["written_faces"]]
+    assert all(abs(float(f.quality) - float(w[5])) <= 1e-5 for f, w in zip(faces, out["written_faces"]))
+    id2faces = perception.faces_to_nodes(graph, faces)
+    assert {str(k): [f.frame_id for f in v] for k, v in id2faces.items()} == (out["id2faces"] or {})
+    assert [(n.id, len(n.embeddings), len(n.contents)) for n in graph.nodes.values()] == \
+        [(n["id"], n["n_embeddings"], n["contents"]) for n in out["graph_after"]["nodes"]]
