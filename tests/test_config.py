@@ -291,7 +291,13 @@ def test_table2_evidence_runs_videoarm_on_the_backbones_and_each_seeker_on_its_o
         ("videoarm", "qwen25vl7b_vllm"), ("worldmm", "qwen25vl7b_vllm"), ("magic_video", "qwen25vl7b_vllm"),
         ("egagent", "qwen25vl7b_vllm")]
     assert ("m3_agent", "m3_agent_control") in cfgmod.runs(full)  # M3-Agent on its own controller (issue 62)
-    assert len(cfgmod.runs(full)) == 8
+    assert len(cfgmod.runs(full)) == 12
+    # the direct-perception specialists, each on its own checkpoint (experiment=table2_direct_specialists)
+    specialists = cfgmod.compose("experiment=table2_direct_specialists model=[]")
+    assert cfgmod.runs(specialists) == [("cambrian_s", "cambrian_s7b"), ("cambrian_s_lfp", "cambrian_s7b_lfp"),
+                                        ("internvideo3", "internvideo3_8b"), ("videochat3", "videochat3_4b")]
+    assert cfgmod.runs(specialists) == cfgmod.runs(full)[:4]
+    assert {specialists["method"][m]["approach"] for m in specialists["method"]} == {"direct_perception"}
 
 
 def test_table2_s_stores_take_their_builder_settings_from_the_command_line():

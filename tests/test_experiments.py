@@ -264,8 +264,17 @@ def table2_overrides(script: Path, vlm: Path, clip: dict) -> str:
     # (test_table2_omni_on_the_demo_through_the_dag: its store needs the memorizer's scripted replies)
     methods = [*(m for m in table2_methods if m != "m3_agent"), "senri_agent"]
     clip_config = ",".join(f"{k}:{v}" for k, v in clip.items())
+    # the direct-perception specialists: the stub model in a real release worker (a venv with no pins), few frames
+    pins = script.parent / "stub_pins.txt"
+    pins.write_text("# the stub model: the standard library only\n")
+    stub = (f"{{backend:release_worker,model:stub,env:stub,pins:{pins},env_cache:{script.parent / 'envs'},"
+            "adapter:'stub_model:StubModel',images:true}")
+    specialists = ("method.cambrian_s.models=[stub] method.cambrian_s_lfp.models=[stub] "
+                   "method.internvideo3.models=[stub] method.videochat3.models=[stub] method.cambrian_s.max_frames=6 "
+                   "method.cambrian_s_lfp.stream_fps=0.2 method.internvideo3.max_frames=4 "
+                   "method.videochat3.frames_limit=6 ")
     return (f"experiment=table2 {DEMO}method=[{','.join(methods)}] +method.senri_agent.memory_system=egagent "
-            "model=[] "
+            f"model=[] +model.stub={stub} {specialists}"
             # the cap bounds the release's 16k-token roles: random weights ramble to any limit
             f"+model.tiny={{backend:transformers,path:{vlm},max_tokens:4,max_tokens_cap:8}} "
             f"+model.agent={{backend:scripted,script:{script},concurrency:4,images:true}} "
@@ -285,7 +294,10 @@ def table2_overrides(script: Path, vlm: Path, clip: dict) -> str:
 #: Table 2's rows as the report groups them (approach, method, model, memory): the evidence seekers on the tiny
 #: VLM, the persistent-memory systems' original workflows over their own stores, and the test-only SENRI-Agent run
 #: over EG-Agent's store.
-TABLE2_ROWS = [("evidence_seeking", "longvideo_r1", "tiny", "none"), ("evidence_seeking", "paravt", "tiny", "none"),
+TABLE2_ROWS = [("direct_perception", "cambrian_s", "stub", "none"),
+               ("direct_perception", "cambrian_s_lfp", "stub", "none"),
+               ("direct_perception", "internvideo3", "stub", "none"), ("direct_perception", "videochat3", "stub", "none"),
+               ("evidence_seeking", "longvideo_r1", "tiny", "none"), ("evidence_seeking", "paravt", "tiny", "none"),
                ("evidence_seeking", "video_o3", "tiny", "none"), ("evidence_seeking", "videoarm", "tiny", "none"),
                ("persistent_memory", "egagent", "agent", "egagent/perception"),
                ("persistent_memory", "egagent", "tiny", "egagent/perception"),
@@ -348,6 +360,9 @@ def test_table2_on_the_demo_through_the_dag(tmp_path, prepared_demo, tiny_clip):
         assert (rows["parse_ok"] == rows["pred"].is_not_null()).all() or method == "longvideo_r1", method
     for method in ("paravt", "video_o3", "longvideo_r1"):
         assert (seekers[method]["rounds"] >= 1).all(), method
+    for method in ("cambrian_s", "cambrian_s_lfp", "internvideo3", "videochat3"):  # the stub's "<L>." read by each rule
+        rows = predictions(method, "stub")
+        assert rows["error"].is_null().all() and rows["parse_ok"].all() and (rows["frames_seen"] > 0).all(), method
     r1 = seekers["longvideo_r1"]
     # R-A1: four rounds without an answer block (8 tokens hold none) end the question, scored "A", counted
     for trace in (json.loads(t) for t in r1["trace"]):
@@ -393,7 +408,8 @@ def test_table2_on_the_demo_through_the_dag(tmp_path, prepared_demo, tiny_clip):
     assert failures[("egagent", "tiny")] == (0, n)  # the lost questions: errors, counted wrong
     assert all(failures[(m, mo)] == (0, 0) for _, m, mo, _ in TABLE2_ROWS if mo == "agent")
     report = (tmp_path / "results/report/tables/main.md").read_text()
-    assert re.findall(r"^\*\*(.+)\*\*$", report, re.MULTILINE) == ["Evidence Seeking", "Persistent Memory"], report
+    assert re.findall(r"^\*\*(.+)\*\*$", report, re.MULTILINE) == [
+        "Direct Perception", "Evidence Seeking", "Persistent Memory"], report
     seeking, memory = report.split("**Persistent Memory**")
     for method, mark in (("videoarm", ""), ("paravt", " §"), ("video_o3", " §"), ("longvideo_r1", " §")):
         assert re.search(rf"^\| {method}{mark}( †)? \| tiny \| none \| {n} \|", seeking, re.MULTILINE), report

@@ -358,6 +358,13 @@ RELEASES: dict[str, Release] = {
                       fields={"num_frame": "num_frame", "num_word": "num_words"}),
         ReleaseString("caption_frame", _DG, (28, 28), "text", "R7", positions=("time",)),
     )),
+    # shared/spec/direct_specialists.md I-P1: the Video-MME-v2 script's MCQ string (the benchmark path's task prompt
+    # lives in an unpublished submodule). Cambrian-S's and VideoChat3's texts are built by code around several
+    # strings, so they have no map and keep senri's restatement (config/prompts/{cambrian_s,videochat3}/).
+    "internvideo3": Release("internvideo3", "OpenGVLab/InternVideo", "3965eef", (
+        ReleaseString("mcq", "InternVideo3/InternVideo3_eval/scripts/eval_videommev2.py", (18, 22), "MCQ_PROMPT",
+                      "I-P1", template=True, fields={"question": "question", "options": "options"}),
+    )),
 }
 
 

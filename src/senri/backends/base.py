@@ -16,6 +16,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 #: Sampling parameters every backend understands; anything else in a model config is backend-specific.
@@ -103,7 +104,49 @@ class VideoPart:
         return "data:video/mp4;base64," + base64.b64encode(self.mp4).decode("ascii")
 
 
-Part = str | ImagePart | VideoPart | AudioPart
+@dataclass(frozen=True)
+class FramesPart:
+    """Exact decoded frames of one video, in time order, for models whose own processor takes a frame list
+    with its metadata (the direct specialists, R5 of shared/spec/direct_specialists.md): never re-encoded
+    into a carrier video. ``frames`` are encoded images (``fmt`` ``png``: lossless; ``jpeg``: the exact bytes
+    a release's own JPEG step produced), ``rate`` the frame rate the model is told, ``indices`` the source
+    frame indices and ``times_s`` their source times (empty: unknown), ``timeline`` as for :class:`VideoPart`.
+    Backends that do not take it (every one but ``release_worker``) never receive it: methods send it only to
+    a model config of that backend."""
+
+    frames: tuple[bytes, ...]
+    rate: float
+    indices: tuple[int, ...] = ()
+    times_s: tuple[float, ...] = ()
+    fmt: str = "png"
+    timeline: str = "source"
+    #: The decoded source frames' width and height before any resize of senri's (Cambrian-S unpads its grid by
+    #: them, C-I4), and the processing options the model's side needs with these frames, as canonical JSON
+    #: (VideoChat3's pixel keys and placeholder metadata, the LFP memory's preset); "" for none.
+    source_wh: tuple[int, int] | None = None
+    options: str = ""
+
+    def __post_init__(self) -> None:
+        if self.fmt not in ("png", "jpeg"):
+            raise ValueError(f"FramesPart fmt {self.fmt!r}: png or jpeg")
+        if self.timeline not in TIMELINES:
+            raise ValueError(f"FramesPart timeline {self.timeline!r}: one of {', '.join(TIMELINES)}")
+        if self.indices and len(self.indices) != len(self.frames):
+            raise ValueError(f"FramesPart: {len(self.frames)} frames but {len(self.indices)} indices")
+
+    def frame_digests(self) -> list[str]:
+        return list(self._digests)
+
+    def digest(self) -> str:
+        return hashlib.sha256("".join(self._digests).encode()).hexdigest()
+
+    @cached_property
+    def _digests(self) -> tuple[str, ...]:
+        """Computed once: a video's frames go with each of its questions (thousands of frames for the LFP stream)."""
+        return tuple(hashlib.sha256(frame).hexdigest() for frame in self.frames)
+
+
+Part = str | ImagePart | VideoPart | FramesPart | AudioPart
 
 
 @dataclass(frozen=True)
@@ -161,6 +204,8 @@ class ChatRequest:
     #: Stop strings (the OpenAI API's ``stop``): generation ends where the first of them would begin, and the
     #: text returned excludes it. Video-o3 stops every turn on its closing tags (O-D1).
     stop: tuple[str, ...] = ()
+    #: Top-k sampling (None: the backend's default); VideoChat3's release samples with top-k 20 (V-D1).
+    top_k: int | None = None
 
     def cache_payload(self) -> dict[str, Any]:
         """Everything that decides the response, with media replaced by content hashes.
@@ -172,6 +217,10 @@ class ChatRequest:
                 return p
             if isinstance(p, AudioPart):
                 return {"audio": p.digest(), **({"label": p.label} if p.label else {})}
+            if isinstance(p, FramesPart):
+                return {"frames": p.digest(), "rate": round(float(p.rate), 9), "indices": list(p.indices),
+                        "times_s": [round(float(t), 6) for t in p.times_s], "fmt": p.fmt, "timeline": p.timeline,
+                        "source_wh": list(p.source_wh) if p.source_wh else None, "options": p.options}
             kind = "image" if isinstance(p, ImagePart) else "video"
             extra = {"time_s": p.time_s} if isinstance(p, ImagePart) else {"fps": p.fps}
             if isinstance(p, VideoPart) and p.times_s:  # only when given: a video without them keeps its key
@@ -194,10 +243,13 @@ class ChatRequest:
             **{name: value for name in ("repetition_penalty", "frequency_penalty")
                if (value := getattr(self, name)) is not None},
             **({"stop": list(self.stop)} if self.stop else {}),
+            **({"top_k": self.top_k} if self.top_k is not None else {}),
         }
 
     def n_images(self) -> int:
-        return sum(len(m.images()) + len(m.videos()) for m in self.messages)
+        """Images, videos and frame lists: a request with any is a vision-language call."""
+        return sum(len(m.images()) + len(m.videos()) + sum(isinstance(p, FramesPart) for p in m.content)
+                   for m in self.messages)
 
 
 #: ``finish_reason`` values: the model ended its reply, or it was cut at ``max_tokens``.
@@ -422,3 +474,18 @@ class Backend:
 
     def close(self) -> None:
         """Release the model or connection pool; called once when the job ends."""
+
+
+def request_schema(backend: Backend | None, schema: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The schema a structured request carries on ``backend``, or None for free generation.
+
+    A backend that cannot constrain output gets none. A reasoning model (model config ``reasoning: true``,
+    e.g. the paper's DeepSeek-R1) constrained from its first token cannot think before its JSON, so it gets
+    the schema only where the backend applies it after the thinking (``schema_after_reasoning``: vLLM's
+    reasoning parser with structured output); elsewhere it generates freely and the reply goes through the
+    project's JSON reader, the caller's validator and one repair turn, like any unconstrained backend."""
+    if backend is None or not backend.capabilities.json_schema:
+        return None
+    if is_reasoning(backend.config) and not backend.capabilities.schema_after_reasoning:
+        return None
+    return schema

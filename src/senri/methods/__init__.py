@@ -25,6 +25,7 @@ METHODS.register("egagent", "senri.methods.egagent:EGAgent")
 METHODS.register("paravt", "senri.methods.paravt:ParaVT")
 METHODS.register("video_o3", "senri.methods.video_o3:VideoO3")
 METHODS.register("longvideo_r1", "senri.methods.longvideo_r1:LongVideoR1")
+METHODS.register("specialist", "senri.methods.specialist:SpecialistDirect")
 METHODS.register("m3_agent", "senri.methods.m3_agent:M3Agent")
 
 #: Per method implementation, its options whose non-default value departs from the release it restates (a

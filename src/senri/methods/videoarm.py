@@ -147,7 +147,6 @@ class VideoARM(Method):
     approach = "evidence_seeking"
     uses_model = True
     uses_pixels = True
-    extra_code = ("decode.py", "methods/videoarm_tools.py")
     #: Whether the tools read frames (VideoARM) or the caption memory (the text-only variant), and the prompt
     #: files of the controller's system prompt and of the tool schemas.
     reads_frames: ClassVar[bool] = True
