@@ -32,7 +32,14 @@ fi
 if [[ -n "${SENRI_LIGHT_OMNI_CHECKOUT:-}" ]]; then
   python bench/light_omni_gpu_check.py; ran=1
 fi
+# M3-Agent's memorizer (omni, with the clip's sound) and controller, when their weights are given (issue 62):
+#   SENRI_M3_MEMORIZER=/models/M3-Agent-Memorization SENRI_M3_CONTROLLER=/models/M3-Agent-Control bash bench/gpu_check.sh
+if [[ -n "${SENRI_M3_MEMORIZER:-}${SENRI_M3_CONTROLLER:-}" ]]; then
+  python bench/gpu_check_m3_agent.py ${SENRI_M3_MEMORIZER:+--memorizer "$SENRI_M3_MEMORIZER"} \
+    ${SENRI_M3_CONTROLLER:+--controller "$SENRI_M3_CONTROLLER"}
+  ran=1
+fi
 if [[ "$ran" == 0 ]]; then
-  echo "set SENRI_GPU_MODEL (a local Qwen-VL folder), the specialists' SENRI_*_MODEL folders and/or" \
-       "SENRI_LIGHT_OMNI_CHECKOUT + SENRI_LIGHT_OMNI_MODEL" >&2; exit 2
+  echo "set SENRI_GPU_MODEL (a local Qwen-VL folder), the specialists' SENRI_*_MODEL folders," \
+       "SENRI_LIGHT_OMNI_CHECKOUT + SENRI_LIGHT_OMNI_MODEL and/or SENRI_M3_*" >&2; exit 2
 fi

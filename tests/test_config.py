@@ -291,6 +291,7 @@ def test_table2_evidence_runs_videoarm_on_the_backbones_and_each_seeker_on_its_o
         ("videoarm", "qwen25vl7b_vllm"), ("worldmm", "qwen25vl7b_vllm"), ("magic_video", "qwen25vl7b_vllm"),
         ("egagent", "qwen25vl7b_vllm")]
     assert ("light_omni", "light_omni") in cfgmod.runs(full)  # issue 62: its own model, pinned
+    assert ("m3_agent", "m3_agent_control") in cfgmod.runs(full)  # M3-Agent on its own controller (issue 62)
     assert len(cfgmod.runs(full)) == 13  # the 4 specialists, + M3-Agent on its controller and Light-Omni
     # the direct-perception specialists, each on its own checkpoint (experiment=table2_direct_specialists)
     specialists = cfgmod.compose("experiment=table2_direct_specialists model=[]")

@@ -43,6 +43,7 @@ class Face:
     quality: str
     crop: Any = None  # the crop as base64 JPEG text (what the release keeps in face nodes and its faces JSON)
     cluster: int = -1
+    face_type: str = ""  # "ortho" when 1 < h/w < 1.5, else "side" (written, never read: M-C5)
 
 
 def frame_faces(frame_id: int, image: np.ndarray, detections: Sequence[Mapping[str, Any]]
@@ -57,17 +58,33 @@ def frame_faces(frame_id: int, image: np.ndarray, detections: Sequence[Mapping[s
     try:
         for det in detections:
             x1, y1, x2, y2 = (int(v) for v in det["bbox"])
-            raw = np.asarray(det["embedding"], dtype=np.float64)
-            quality = float(np.linalg.norm(raw))
+            raw = np.asarray(det["embedding"], dtype=np.float32)  # insightface's dtype: the scores print as there
+            quality = np.linalg.norm(raw)
             crop = image[y1:y2, x1:x2]
             if crop.size == 0:
                 raise ValueError(f"empty crop for box {[x1, y1, x2, y2]}")
             jpeg = encode_jpeg(np.ascontiguousarray(crop))
-            faces.append(Face(frame_id, (x1, y1, x2, y2), (raw / quality).tolist() if quality > 0 else raw.tolist(),
-                              str(float(det["score"])), str(quality), crop=base64.b64encode(jpeg).decode("ascii")))
+            height, width = y2 - y1, x2 - x1
+            faces.append(Face(frame_id, (x1, y1, x2, y2), (raw / quality if quality > 0 else raw).tolist(),
+                              str(det["score"]), str(quality), crop=base64.b64encode(jpeg).decode("ascii"),
+                              face_type="ortho" if 1 < height / width < 1.5 else "side"))
     except (ValueError, KeyError, TypeError) as exc:
         return [], f"frame {frame_id}: {exc}: all {len(detections)} face(s) of the frame dropped"
     return faces, None
+
+
+FRAME_STEP_S = 0.2  # M-C3: 5 fps
+
+
+def frame_times(clip_duration_s: float, limit_s: float = 30.0) -> list[float]:
+    """M-C3 / K-2: the clip-relative times the release samples, ``np.arange(0, min(30, d), 0.2)`` (float steps)."""
+    return [float(t) for t in np.arange(0, min(limit_s, clip_duration_s), FRAME_STEP_S)]
+
+
+def frame_index(t: float, fps: float, n_frames: int | None = None) -> int:
+    """K-2: the frame moviepy 2.1.2 returns for time ``t``: ⌊fps·t + 1e-5⌋ (the last frame past the end)."""
+    index = int(fps * t + 1e-5)
+    return min(index, n_frames - 1) if n_frames else index
 
 
 def batch_size(n_frames: int, cluster_size: int = 100) -> int:

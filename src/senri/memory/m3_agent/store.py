@@ -52,7 +52,6 @@ log = logging.getLogger(__name__)
 CLIP_S = 30
 GRAPH_FILE, ITEMS_FILE, CONFIG_FILE = "graph.json", "items.parquet", "config.yaml"
 MEMORIZER_FPS = 2.0  # qwen-omni-utils' video rate (M-C12)
-FACE_FPS = 5.0  # M-C3
 MEMORIZER_MAX_TOKENS = 4096  # M-V2
 POLICIES = {"silent_video": ("release", "video_only"), "empty_last_clip": ("release", "skip"),
             "on_bad_reply": ("release", "empty")}
@@ -196,10 +195,14 @@ class ClipBuilder:
         if self.face_model is None:
             entry["faces"] = "no face model"
             return {}
-        from senri.decode import at_fps, read_frames
+        from senri.decode import read_frames
 
-        frames = [f for f in read_frames(self.video, at_fps(FACE_FPS, start, end),
-                                         short_side=self.cfg.get("face_short_side")) if f.image is not None]
+        # M-C3 / K-2: the release's 5-fps times and moviepy's frame pick, read as exact frame times
+        fps = float(getattr(self.request.video, "avg_fps", 0.0) or 0.0)  # the probe table's frame rate
+        times = [start + (perception.frame_index(t, fps) / fps if fps > 0 else t)
+                 for t in perception.frame_times(end - start)]
+        frames = [f for f in read_frames(self.video, times, short_side=self.cfg.get("face_short_side"))
+                  if f.image is not None]
         detections = self.face_model([f.image for f in frames])
         faces, dropped = [], []
         for frame_id, (frame, found) in enumerate(zip(frames, detections)):
