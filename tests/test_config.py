@@ -288,16 +288,18 @@ def test_table2_evidence_runs_videoarm_on_the_backbones_and_each_seeker_on_its_o
     assert {cfg["method"][m]["approach"] for m in cfg["method"]} == {"evidence_seeking"}
     full = cfgmod.compose("experiment=table2 model=[qwen25vl7b_vllm]")
     assert [r for r in cfgmod.runs(full) if r[1] == "qwen25vl7b_vllm"] == [
-        ("videoarm", "qwen25vl7b_vllm"), ("worldmm", "qwen25vl7b_vllm"), ("magic_video", "qwen25vl7b_vllm"),
-        ("egagent", "qwen25vl7b_vllm")]
+        ("direct", "qwen25vl7b_vllm"), ("videoarm", "qwen25vl7b_vllm"), ("worldmm", "qwen25vl7b_vllm"),
+        ("magic_video", "qwen25vl7b_vllm"), ("egagent", "qwen25vl7b_vllm")]
     assert ("light_omni", "light_omni") in cfgmod.runs(full)  # issue 62: its own model, pinned
     assert ("m3_agent", "m3_agent_control") in cfgmod.runs(full)  # M3-Agent on its own controller (issue 62)
-    assert len(cfgmod.runs(full)) == 13  # the 4 specialists, + M3-Agent on its controller and Light-Omni
+    # the paper's 14 systems: direct perception of the selected models, the 4 specialists, the 4 seekers, the 5
+    # persistent memories (M3-Agent on its controller, Light-Omni on its own model)
+    assert len(cfgmod.runs(full)) == 14
     # the direct-perception specialists, each on its own checkpoint (experiment=table2_direct_specialists)
     specialists = cfgmod.compose("experiment=table2_direct_specialists model=[]")
     assert cfgmod.runs(specialists) == [("cambrian_s", "cambrian_s7b"), ("cambrian_s_lfp", "cambrian_s7b_lfp"),
                                         ("internvideo3", "internvideo3_8b"), ("videochat3", "videochat3_4b")]
-    assert cfgmod.runs(specialists) == cfgmod.runs(full)[:4]
+    assert cfgmod.runs(specialists) == cfgmod.runs(full)[1:5]
     assert {specialists["method"][m]["approach"] for m in specialists["method"]} == {"direct_perception"}
 
 
