@@ -216,6 +216,15 @@ MEMORY_SYSTEMS.register("light_omni", "senri.memory.light_omni.store:LightOmniSt
 MEMORY_SYSTEMS.register("m3_agent", "senri.memory.m3_agent.store:M3AgentStore")
 
 
+def require_store_files(folder: Path, names: Sequence[str], holder: str) -> None:
+    """Refuse a store folder that lacks one of the files its system writes, naming the file and what the store
+    holds (``holder``: "an EG-Agent store"), before anything is read from it."""
+    for name in names:
+        if not (Path(folder) / name).is_file():
+            raise ValueError(f"{Path(folder) / name}: missing "
+                             f"({holder} holds {', '.join(names[:-1])} and {names[-1]})")
+
+
 def store_class(store: str, system: str | None = None) -> type[MemoryStore]:
     """The :class:`MemoryStore` class of a memory system config's ``store``: a registered name (``captions``,
     ``worldmm``, …) or a ``"module:Class"`` target (a user's own system, without a registry line). An unknown

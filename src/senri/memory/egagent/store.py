@@ -34,7 +34,7 @@ from senri.memory.egagent.common import (CLIPS_FILE, CONFIG_FILE, FRAMES_FILE, G
                                          seconds_from_t8, t8_from_seconds)
 from senri.memory.egagent.frames import rank_frames, window_rows
 from senri.memory.egagent.graph import TABLE, open_read_only, render_rows, run_query, write_graph
-from senri.memory.store import BuildRequest, MemoryItem, MemoryStore, SearchContext
+from senri.memory.store import BuildRequest, MemoryItem, MemoryStore, SearchContext, require_store_files
 
 #: The store's items as MemoryItem rows (every store's items view, senri.memory.jobs.ITEMS_TABLE).
 ITEMS_FILE = "items.parquet"
@@ -169,10 +169,7 @@ class EGAgentStore(MemoryStore):
 
     @classmethod
     def open(cls, folder: Path, system_config: Mapping[str, Any], video: Any) -> "EGAgentStore":
-        for name in (GRAPH_FILE, TRANSCRIPT_FILE, CLIPS_FILE, CONFIG_FILE):
-            if not (Path(folder) / name).is_file():
-                raise ValueError(f"{Path(folder) / name}: missing (an EG-Agent store holds {GRAPH_FILE}, "
-                                 f"{TRANSCRIPT_FILE}, {CLIPS_FILE} and {CONFIG_FILE})")
+        require_store_files(folder, (GRAPH_FILE, TRANSCRIPT_FILE, CLIPS_FILE, CONFIG_FILE), "an EG-Agent store")
         return cls(folder, system_config, video)
 
     # ---------------------------------------------------------------------------------------------- reading

@@ -26,7 +26,7 @@ import yaml
 
 from senri.memory.light_omni.memory import DASH, FACT_ORDERS, LightOmniMemory, Profiles, Retriever
 from senri.memory.light_omni.replies import seconds_since_start
-from senri.memory.store import BuildRequest, MemoryItem, MemoryStore, SearchContext
+from senri.memory.store import BuildRequest, MemoryItem, MemoryStore, SearchContext, require_store_files
 
 STATE_FILE = "state.json"
 VECTORS_FILE = "vectors.npz"
@@ -176,10 +176,7 @@ class LightOmniStore(MemoryStore):
 
     @classmethod
     def open(cls, folder: Path, system_config: Mapping[str, Any], video: Any) -> "LightOmniStore":
-        for name in (STATE_FILE, VECTORS_FILE, ITEMS_FILE, CONFIG_FILE):
-            if not (Path(folder) / name).is_file():
-                raise ValueError(f"{Path(folder) / name}: missing (a Light-Omni store holds {STATE_FILE}, "
-                                 f"{VECTORS_FILE}, {ITEMS_FILE} and {CONFIG_FILE})")
+        require_store_files(folder, (STATE_FILE, VECTORS_FILE, ITEMS_FILE, CONFIG_FILE), "a Light-Omni store")
         return cls(folder, system_config, video)
 
     def memory(self, model: Any) -> LightOmniMemory:

@@ -45,7 +45,7 @@ from senri.memory.m3_agent import perception
 from senri.memory.m3_agent.graph import EPISODIC, SEMANTIC, GraphConfig, MemoryGraph
 from senri.memory.m3_agent.retrieval import search as graph_search
 from senri.memory.m3_agent.retrieval import translate
-from senri.memory.store import BuildRequest, MemoryItem, MemoryStore, SearchContext
+from senri.memory.store import BuildRequest, MemoryItem, MemoryStore, SearchContext, require_store_files
 
 log = logging.getLogger(__name__)
 
@@ -322,10 +322,7 @@ class M3AgentStore(MemoryStore):
 
     @classmethod
     def open(cls, folder: Path, system_config: Mapping[str, Any], video: Any) -> "M3AgentStore":
-        for name in (GRAPH_FILE, CONFIG_FILE):
-            if not (Path(folder) / name).is_file():
-                raise ValueError(f"{Path(folder) / name}: missing (an m3_agent store holds {GRAPH_FILE} and "
-                                 f"{CONFIG_FILE})")
+        require_store_files(folder, (GRAPH_FILE, CONFIG_FILE), "an m3_agent store")
         return cls(folder, system_config, video)
 
     # ---------------------------------------------------------------------------------------------- reading
