@@ -216,6 +216,65 @@ def video_o3_videomme_extract(case: dict) -> None:
     expect(case, lambda: videomme_official_letter(case["input"]["prediction"]) or "")
 
 
+APOLOGY = "I'm sorry, I can't answer the question based on the video."
+QUOTAS = ("coarse", "medium", "fine")  # O-T2's strategies
+
+
+def _crop_refused(window: tuple[float, float, str]) -> bool:
+    """senri's crop refuses the window on the ``pv`` clip (480 frames, 4 fps): an unknown strategy (the
+    release's KeyError) or a range the decoder refuses."""
+    from senri.methods.video_o3 import crop_plan
+
+    start, end, strategy = window
+    if strategy not in QUOTAS:
+        return True
+    _, raised = run(lambda: crop_plan(start, end, 4.0, 480))
+    assert raised is None or isinstance(raised, ValueError), raised
+    return raised is not None
+
+
+def video_o3_reply_reading(case: dict) -> None:
+    """One reply through the release's generation loop (O-L2…L6), read as senri's loop reads it: cut at the
+    first closing tag by the stop strings (the keyword criterion), the tag put back, O-L2's cut, then
+    :func:`read_turn`; the release's next step must be senri's: the end (answer / raw / apology), a repeat
+    (nothing sent), an error turn (a parse error; or a grounding whose crop senri refuses too, the reply sent
+    twice), or a crop of the same window. In forced mode the reply follows a valid 10–20 s crop. The error
+    text in an error turn is senri's own wording (checked by the release-case tests), not compared here."""
+    from senri.backends.base import stop_match
+    from senri.methods.video_o3 import CLOSING_TAGS, close_stopped, cut_reply, read_turn
+
+    given, out = case["input"], case["output"]
+    forced = given["forced_mode"]
+    text, matched = stop_match(given["reply"], CLOSING_TAGS)
+    reply = cut_reply(close_stopped(text, matched or ""), forced)
+    turn = read_turn(reply, forced)
+    sent = out["sent_after_first"][0] if out["sent_after_first"] else []
+    appended = sent[2:] if forced else sent  # forced: after the valid crop's reply and its O6 turn
+    if forced:
+        assert [m.get("prompt") for m in sent[:2]] == [None, "O6"], sent[:2]
+    if turn.kind in ("answer", "raw", "apology"):
+        assert out["generations"] == (2 if forced else 1), out
+        assert out["final_response"] == (APOLOGY if turn.kind == "apology" else turn.text), (turn, out)
+        return
+    assert out["generations"] == (3 if forced else 2) and out["final_response"] == "Z", (turn, out)
+    if turn.kind == "repeat":
+        assert appended == [], appended
+        return
+    prompts = [m.get("prompt") for m in appended if m["role"] == "user"]
+    assistant = [m["text"] for m in appended if m["role"] == "assistant"]
+    assert set(assistant) == {reply}, (assistant, reply)
+    if turn.kind == "parse_error":
+        assert prompts == ["O5"] and len(assistant) == 1, (turn, appended)
+        return
+    assert turn.kind == "grounding", turn
+    if _crop_refused(turn.window):
+        assert prompts == ["O5"] and len(assistant) == 2, (turn, appended)
+        return
+    crop = [m for m in appended if m["role"] == "user"][0]
+    assert prompts == ["O4"] and len(assistant) == 1, (turn, appended)
+    assert same(crop["crop"], list(turn.window)), (crop, turn.window)
+
+
 def video_o3_vp_smart_resize(case: dict) -> None:
     paravt_qvu_smart_resize(case)
 
@@ -294,7 +353,7 @@ ADAPTERS: dict[str, dict[str, Callable[[dict], None]]] = {
                "parse_tool_calls": paravt_parse_tool_calls, "eval_one_calls": paravt_eval_one_calls,
                "forced_turn": paravt_forced_turn, "qvu_smart_resize": paravt_qvu_smart_resize,
                "qvu_smart_nframes": paravt_qvu_smart_nframes, "qvu_frame_range": frame_range},
-    "video_o3": {"grounding_parse": video_o3_grounding_parse, "videomme_extract": video_o3_videomme_extract,
+    "video_o3": {"grounding_parse": video_o3_grounding_parse, "reply_reading": video_o3_reply_reading, "videomme_extract": video_o3_videomme_extract,
                  "vp_smart_resize": video_o3_vp_smart_resize, "vp_frame_range": frame_range},
     "longvideo_r1": {"tree_width": longvideo_r1_tree_width, "video_qa_frames": longvideo_r1_video_qa_frames,
                      "caption_frame_size": longvideo_r1_caption_frame_size,
