@@ -1,5 +1,5 @@
 """Adapters that feed every generated case (tests/reference/generated/<system>/cases.json, issue 60) of the
-evidence seekers ParaVT, Video-o3, LongVideo-R1 through senri's corresponding function and compare with what
+evidence seekers ParaVT, Video-o3, LongVideo-R1 and of VideoARM through senri's corresponding function and compare with what
 the release computed. One adapter per kind reads any case of that kind: the release's outcome is a value or
 a raised exception, and the adapter says which of senri's outcomes equals it. Where senri departs on purpose,
 the adapter checks the departure on that case and names it (:class:`Deviation`); any other difference is an
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 GENERATED = Path(__file__).resolve().parent / "reference" / "generated"
-SYSTEMS = ("paravt", "video_o3", "longvideo_r1")
+SYSTEMS = ("paravt", "video_o3", "longvideo_r1", "videoarm")
 
 
 class Deviation(Exception):
@@ -348,6 +348,56 @@ def longvideo_r1_extract_caption(case: dict) -> None:
     assert stored_caption(text) == stored, (stored_caption(text), stored)
 
 
+# -------------------------------------------------------------------------------------------------- VideoARM
+VIDEOARM_TOTAL, VIDEOARM_LIMIT = 3000, 240  # the generator's clip; PIPELINE_CONFIG's total_frames_limit
+
+
+def videoarm_scene_snapper_split(case: dict) -> None:
+    """scene_snapper's frames: the caption model's (num_frames one of 30/60/90/150, else 30) and the
+    controller's (the raw num_frames capped at the limit; absent: 30), split over the ranges as written; where the
+    release raises or gets no frame, senri refuses or gets none."""
+    from senri.methods.videoarm_tools import snapshot_counts, split_frames
+
+    given, out = case["input"], case["output"]
+    wanted = 30 if given["num_frames"] is None else given["num_frames"]  # the release's .get("num_frames", 30)
+    counts, refused = run(lambda: dict(zip(("caption", "controller"), snapshot_counts(wanted, VIDEOARM_LIMIT))))
+    if refused is not None:  # the release's sampler fails on the count: the call is an error, nothing is shown
+        assert isinstance(refused, ValueError) and ("raised" in out["caption"] or out["caption"]["error"]), \
+            (refused, out)
+        return
+    for side in ("caption", "controller"):
+        got, raised = run(lambda: [i for part in split_frames(given["frame_ranges"], counts[side], VIDEOARM_TOTAL)
+                                   for i in part])
+        if "raised" in out[side]:
+            assert isinstance(raised, ValueError), (side, got, out[side])
+        else:
+            assert raised is None and got == out[side]["indices"], (side, got, raised, out[side])
+
+
+def videoarm_clip_reply(case: dict) -> None:
+    from senri.methods.videoarm_tools import parse_clip_reply
+
+    out = case["output"]
+    assert "value" in out and "answer" in out["value"], out  # a 301-frame range: the release always answers
+    answer, confidence, _ = parse_clip_reply(case["input"]["reply"])
+    assert (answer, confidence) == (out["value"]["answer"], out["value"]["confidence"]), \
+        ((answer, confidence), out["value"])
+
+
+def videoarm_clip_range(case: dict) -> None:
+    """clip_analyzer's frame_range read and clamped: the release's result range, or its refusal (an error
+    result or a raise) where senri refuses."""
+    from senri.methods.videoarm_tools import clip_frame_range
+
+    out = case["output"]
+    got, raised = run(lambda: clip_frame_range(case["input"]["frame_range"], VIDEOARM_TOTAL))
+    if "raised" in out or "error" in out["value"]:
+        assert isinstance(raised, ValueError), (got, out)
+        return
+    assert raised is None, (raised, out)
+    assert {"start_frame": got[0], "end_frame": got[1]} == out["value"]["frame_range"], (got, out)
+
+
 ADAPTERS: dict[str, dict[str, Callable[[dict], None]]] = {
     "paravt": {"parse_time_val": paravt_parse_time_val, "extract_letter": paravt_extract_letter,
                "parse_tool_calls": paravt_parse_tool_calls, "eval_one_calls": paravt_eval_one_calls,
@@ -360,6 +410,8 @@ ADAPTERS: dict[str, dict[str, Callable[[dict], None]]] = {
                      "video_qa_frame_size": longvideo_r1_video_qa_frame_size,
                      "parse_function_call": longvideo_r1_parse_function_call,
                      "extract_blocks": longvideo_r1_extract_blocks, "extract_caption": longvideo_r1_extract_caption},
+    "videoarm": {"scene_snapper_split": videoarm_scene_snapper_split, "clip_reply": videoarm_clip_reply,
+                 "clip_range": videoarm_clip_range},
 }
 
 
