@@ -16,7 +16,7 @@ PER_KIND = {"forced_turn": 6}
 DEFAULT_PER_KIND = 30
 #: The deviations each system may name (docs/protocol.md), nothing else.
 NAMED = {"paravt": {"multiple_choice_only", "frame_without_pixels_refused"},
-         "video_o3": {"frame_without_pixels_refused"}, "longvideo_r1": set()}
+         "video_o3": {"frame_without_pixels_refused"}, "longvideo_r1": set(), "videoarm": set()}
 
 
 @pytest.mark.parametrize("system", SYSTEMS)

@@ -127,7 +127,8 @@ def sample_indices(start: int, end: int, wanted: int) -> list[int]:
 def snapshot_counts(wanted: Any, limit: int) -> tuple[int, int]:
     """A-T2/A-T3, as the released code reads scene_snapper's ``num_frames`` argument (absent: 30): the frames
     the caption model gets (one of 30/60/90/150, anything else 30) and the frames attached for the controller
-    (the raw argument as an integer, capped at ``limit``; unreadable or 0: ``limit``). ``"60"`` is 30 for the
+    (the raw argument as an integer, capped at ``limit``; unreadable or 0: ``limit``; a negative one stays
+    negative and gets no frame, :func:`split_frames`). ``"60"`` is 30 for the
     caption and 60 for the controller, as in the release. ``60.0`` passes the release's membership test and
     stays a float, which its sampler cannot count with (``range(60.0)``): the call fails there, so it raises
     ValueError here (issue 60's generated cases; senri had read it as 60)."""
@@ -139,7 +140,7 @@ def snapshot_counts(wanted: Any, limit: int) -> tuple[int, int]:
         raw = int(wanted)
     except (TypeError, ValueError, OverflowError):
         raw = 0
-    return caption, min(raw, limit) if raw > 0 else limit
+    return caption, min(raw or limit, limit)  # the release's min(num_frames or limit, limit): a negative stays
 
 
 def split_frames(ranges: Sequence[tuple[int, int]], total: int, total_frames: int) -> list[list[int]]:
@@ -159,7 +160,9 @@ def split_frames(ranges: Sequence[tuple[int, int]], total: int, total_frames: in
     taken = 0
     for k, (s, e) in enumerate(ranges):
         start, end = max(0, s), min(total_frames - 1, e)
-        if end < start or total_length <= 0:
+        if total_length == 0:  # the release divides by it (ZeroDivisionError); a negative sum just gives 1 frame
+            raise ValueError(f"Invalid frame ranges {ranges}: their lengths as written sum to 0")
+        if end < start:
             raise ValueError(f"Invalid frame range: {s}–{e} (the video has frames 0–{total_frames - 1})")
         count = max(1, int(total * ((end - start + 1) / total_length)))
         if k == len(ranges) - 1:
