@@ -153,6 +153,83 @@ def paravt_forced_turn(case: dict) -> None:
         answer.pred == release_pred or answer.pred is None
 
 
+PARAVT_OVERVIEW, PARAVT_CROP = (100352, 602112), (784, 50176)  # P-I2, P-T1 pixel bounds
+
+
+def _paravt_returned(indices: list[int], video: dict, pixels: tuple[int, int]) -> tuple[int, list | None]:
+    """The frames get_frames / crop_frames hand back for ``indices`` and the size they are resized to: none
+    where the size has a side of 0 (the resize raises and the reader fails soft)."""
+    from senri.methods.resample import smart_resize
+
+    if not indices:
+        return 0, None
+    h, w = smart_resize(video["height"], video["width"], 28, *pixels)
+    return (0, [h, w]) if min(h, w) <= 0 else (len(indices), [h, w])
+
+
+def fused_linspace_indices(start: int, end: int, steps: int) -> list[int]:
+    """round(torch.linspace(start, end, steps)) as the torch build that generated the cases computes it (the
+    installed torch 2.13 CPU wheel, not the release's pin): each value start + step·i (first half) or
+    end − step·(steps − 1 − i) (second half) rounded to float32 once, as a fused multiply-add does, with no
+    vector-lane structure. Exact arithmetic, for telling that build's frames from the pinned kernel's."""
+    from fractions import Fraction
+
+    import numpy as np
+
+    f32 = np.float32
+    if steps == 1:
+        return [int(np.round(f32(start)))]
+    first, last = f32(start), f32(end)
+    step = f32((last - first) / f32(steps - 1))
+    values = [Fraction(float(first)) + Fraction(float(step)) * i if i < steps // 2 else
+              Fraction(float(last)) - Fraction(float(step)) * (steps - 1 - i) for i in range(steps)]
+    return [int(np.round(f32(float(v)))) for v in values]
+
+
+def _linspace_build(got: list[int], release: list[int], first: int, last: int) -> None:
+    """``got`` (senri: the release's pinned ATen kernel, as the vendored cases record it) and ``release`` (the
+    generating torch build) differ only where that build's fused linspace differs: a named deviation."""
+    assert len(got) == len(release) and release == fused_linspace_indices(first, last, len(got)), (got, release)
+    raise Deviation("torch_build_linspace")
+
+
+def paravt_overview_frames(case: dict) -> None:
+    """The 64-frame overview: torchcodec's indices (real torch's float32 linspace), none under 64 frames, and
+    the frames returned at their size."""
+    from senri.methods.resample import overview_indices
+
+    video, out = case["input"]["video"], case["output"]
+    got, raised = run(lambda: overview_indices(video["n_frames"], 64))
+    got = [] if raised is not None else got
+    returned, size = _paravt_returned(got, video, PARAVT_OVERVIEW)
+    assert returned == out["returned_frames"] and (size == out["resize_hw"] or not got), (returned, size, out)
+    if got != (out["torchcodec_indices"] or []):
+        _linspace_build(got, out["torchcodec_indices"], 0, video["n_frames"] - 1)
+
+
+def paravt_crop_frames(case: dict) -> None:
+    """A crop: where torchcodec reads it, its indices (1 fps, 2–16 frames, real torch's float32 linspace) and
+    the frames returned at their size; where torchcodec refuses the window, senri's torchcodec rule refuses it
+    too (the release then decodes with torchvision, which the vendored crop cases compare; not run here)."""
+    from senri.methods.resample import window_indices
+
+    given, out = case["input"], case["output"]
+    video = given["video"]
+    got, raised = run(lambda: window_indices(given["start"], given["end"], video["avg_fps"], video["n_frames"],
+                                             1.0, 1, 16))
+    if out["torchcodec_indices"] is None:
+        assert isinstance(raised, (ValueError, OverflowError)), (got, out)
+        return
+    assert raised is None, (raised, out)
+    returned, size = _paravt_returned(got, video, PARAVT_CROP)
+    assert (returned, size) == (out["returned_frames"], out["resize_hw"]), ((returned, size), out)
+    if got != out["torchcodec_indices"]:
+        from senri.methods.resample import frame_bounds
+
+        _linspace_build(got, out["torchcodec_indices"],
+                        *frame_bounds(given["start"], given["end"], video["avg_fps"], video["n_frames"]))
+
+
 def paravt_qvu_smart_resize(case: dict) -> None:
     from senri.methods.resample import smart_resize
 
@@ -402,7 +479,8 @@ ADAPTERS: dict[str, dict[str, Callable[[dict], None]]] = {
     "paravt": {"parse_time_val": paravt_parse_time_val, "extract_letter": paravt_extract_letter,
                "parse_tool_calls": paravt_parse_tool_calls, "eval_one_calls": paravt_eval_one_calls,
                "forced_turn": paravt_forced_turn, "qvu_smart_resize": paravt_qvu_smart_resize,
-               "qvu_smart_nframes": paravt_qvu_smart_nframes, "qvu_frame_range": frame_range},
+               "qvu_smart_nframes": paravt_qvu_smart_nframes, "qvu_frame_range": frame_range,
+               "overview_frames": paravt_overview_frames, "crop_frames": paravt_crop_frames},
     "video_o3": {"grounding_parse": video_o3_grounding_parse, "reply_reading": video_o3_reply_reading, "videomme_extract": video_o3_videomme_extract,
                  "vp_smart_resize": video_o3_vp_smart_resize, "vp_frame_range": frame_range},
     "longvideo_r1": {"tree_width": longvideo_r1_tree_width, "video_qa_frames": longvideo_r1_video_qa_frames,

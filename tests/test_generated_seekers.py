@@ -15,7 +15,7 @@ from generated_seekers import ADAPTERS, SYSTEMS, generated, sample, verdict
 PER_KIND = {"forced_turn": 6}
 DEFAULT_PER_KIND = 30
 #: The deviations each system may name (docs/protocol.md), nothing else.
-NAMED = {"paravt": {"multiple_choice_only", "frame_without_pixels_refused"},
+NAMED = {"paravt": {"multiple_choice_only", "frame_without_pixels_refused", "torch_build_linspace"},
          "video_o3": {"frame_without_pixels_refused"}, "longvideo_r1": set(), "videoarm": set()}
 
 

@@ -96,14 +96,62 @@ def letter_text() -> st.SearchStrategy[str]:
 
 
 # -------------------------------------------------------------------------------------------------- release
+#: The release's own frame readers, kept before eval_one's spies replace them on the module.
+REAL: dict = {}
+
+
+class Geometry:
+    """The video the torchcodec stand-in reports for the next decoder, and the indices it was asked for."""
+
+    n_frames, fps, height, width = 480, 4.0, 120, 160
+    asked: list | None = None
+    sizes: list = []
+
+
+class VideoDecoder:
+    """torchcodec's decoder: the drawn geometry's metadata; get_frames_at records the indices (refusing one
+    outside the video, as torchcodec does) and returns black frames."""
+
+    def __init__(self, path, num_ffmpeg_threads=0):
+        self.metadata = types.SimpleNamespace(average_fps=Geometry.fps, num_frames=Geometry.n_frames)
+
+    def get_frames_at(self, indices):
+        import torch
+
+        if any(not 0 <= i < Geometry.n_frames for i in indices):
+            raise IndexError(f"frame index out of bounds: {indices}")
+        Geometry.asked = list(indices)
+        frame = torch.zeros((1, 3, Geometry.height, Geometry.width), dtype=torch.uint8)
+        return types.SimpleNamespace(data=frame.expand(len(indices), -1, -1, -1))  # one frame's memory
+
+
+class Functional:
+    """torchvision's resize: records the size asked for and returns zeros of it; a side of 0 is refused, as
+    torch's interpolate refuses it."""
+
+    @staticmethod
+    def resize(video, size, interpolation=None, antialias=True):
+        import torch
+
+        Geometry.sizes.append(list(size))
+        if min(size) <= 0:
+            raise RuntimeError(f"Input and output sizes should be greater than 0, but got {size}")
+        return torch.zeros((1, video.shape[1], *size)).expand(video.shape[0], -1, -1, -1)
+
+
 def load_release(src: Path, qvu: Path):
     """The release's ``paravt.eval.utils`` and ``paravt.eval.driver`` from ``src`` (qwen-vl-utils from ``qvu``)."""
+    import os
+
+    os.environ["FORCE_QWENVL_VIDEO_READER"] = "torchcodec"  # read at import; the release's backend
     sys.path[:0] = [str(src), str(qvu)]
     stub("openai", OpenAI=Anything)
+    stub("torchcodec.decoders", VideoDecoder=VideoDecoder)
     stub("torchvision", io=types.SimpleNamespace(), transforms=types.SimpleNamespace(), __version__="0.25.0")
     stub("torchvision.io")
-    stub("torchvision.transforms", InterpolationMode=Anything(), functional=Anything())
+    stub("torchvision.transforms", InterpolationMode=types.SimpleNamespace(BICUBIC="bicubic"), functional=Functional)
     from paravt.eval import driver, utils
+    REAL.update(get_frames=utils.get_frames, crop_frames=utils.crop_frames)
     return utils, driver
 
 
@@ -137,6 +185,19 @@ def run_eval_one(utils, driver, video: str, replies: list[str], is_mcq: bool, ma
             "tool_calls": result.get("tool_calls"), "pred": result.get("pred"), "error": result.get("error")}
 
 
+def read_frames(utils, video: str, geometry: tuple, window: tuple | None) -> dict:
+    """utils.get_frames (window None: the 64-frame overview) or utils.crop_frames (window (st, et)) on a video
+    of the drawn geometry: the indices torchcodec was asked for (None where it refused the window: the
+    release then falls back to torchvision's decoder, which these cases do not run), the frames returned and
+    the size they were resized to."""
+    Geometry.n_frames, Geometry.fps, Geometry.height, Geometry.width = geometry
+    Geometry.asked, Geometry.sizes = None, []
+    get_frames, crop_frames = REAL["get_frames"], REAL["crop_frames"]  # eval_one's spies replace them on utils
+    frames = get_frames(video, 64) if window is None else crop_frames(video, *window)
+    return {"torchcodec_indices": Geometry.asked, "returned_frames": len(frames),
+            "resize_hw": Geometry.sizes[-1] if Geometry.sizes else None}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--src", type=Path, default=SRC / "paravt")
@@ -168,6 +229,24 @@ def main() -> None:
              "output": run_eval_one(utils, driver, video.name, [call] * tools + [final] * 6, mcq, turns, 5)}
             for mcq, turns, tools, final in draw(st.tuples(st.booleans(), st.integers(0, 4), st.integers(0, 5),
                                                            finals), 200)]
+    geometry = st.tuples(st.one_of(st.integers(1, 400_000), st.sampled_from([1, 2, 63, 64, 65, 480, 1800, 324000])),
+                         st.one_of(st.floats(0.5, 120), st.sampled_from([1.0, 4.0, 25.0, 29.97002997002997, 30.0])),
+                         st.sampled_from([120, 180, 360, 720, 1080, 32]), st.sampled_from([160, 320, 640, 1280, 1920, 4000]))
+    with tempfile.NamedTemporaryFile(suffix=".mp4") as video:
+        kinds["overview_frames"] = [
+            {"input": {"video": dict(zip(("n_frames", "avg_fps", "height", "width"), g))},
+             "output": read_frames(utils, video.name, g, None)} for g in draw(geometry, args.n // 2)]
+        bound = st.one_of(st.floats(-5, 4000, allow_nan=False), st.integers(-3, 500), numeric_text().map(
+            utils.parse_time_val), st.sampled_from([0.0, 0.1, 0.3, 10.01, 10.05, 119.99, 120.0, float("inf")]))
+        small = st.tuples(st.sampled_from([480, 1800, 600, 50, 64]), st.sampled_from([4.0, 30.0, 29.97002997002997,
+                                                                                       25.0, 32.0]),
+                          st.just(120), st.sampled_from([160, 320, 4000]))
+        kinds["crop_frames"] = [
+            {"input": {"video": dict(zip(("n_frames", "avg_fps", "height", "width"), g)), "start": a, "end": b},
+             "output": read_frames(utils, video.name, g, (a, b))}
+            for g, a, b in draw(st.one_of(st.tuples(st.one_of(small, small, geometry), bound, bound),
+                                          st.tuples(st.one_of(small, geometry), st.floats(0, 130), st.floats(0, 60))
+                                          .map(lambda t: (t[0], t[1], t[1] + t[2]))), args.n)]
     size = st.one_of(st.integers(-2, 40), st.integers(1, 5000), st.sampled_from([0, 1, 27, 28, 29, 56, 14, 3]))
     pixels = st.one_of(st.integers(0, 2_000_000), st.sampled_from([784, 50176, 100352, 602112, 15680]))
     kinds["qvu_smart_resize"] = [
