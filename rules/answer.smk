@@ -1,23 +1,24 @@
 # Stage 5: one job per method × model × video, each writing that video's prediction rows.
 # Every model call is stored in the job's response cache the moment it completes; the cache is not an
 # output, so Snakemake keeps it when a job fails or is killed and the rerun repeats no finished call.
+# The paths are senri.workflow.AnswerJobFiles (ANSWER_FILES), the one definition the served batches share.
 
 
 rule answer:
     input:
         unpack(answer_inputs),
     output:
-        table="results/predictions/{method}/{model}/{video_id}.parquet",
-        config="results/predictions/{method}/{model}/{video_id}.config.yaml",
+        table=ANSWER_FILES.out,
+        config=ANSWER_FILES.sidecar,
     params:
         config=answer_config,
         code=answer_code,
         media=answer_media_options,
-        cache="results/cache/answer/{method}/{model}/{video_id}.sqlite",
+        cache=ANSWER_FILES.cache,
     log:
-        "results/logs/answer/{method}/{model}/{video_id}.log",
+        ANSWER_FILES.log,
     benchmark:
-        "results/benchmarks/answer/{method}/{model}/{video_id}.tsv"
+        ANSWER_FILES.benchmark
     wildcard_constraints:
         model=IN_PROCESS_MODEL,  # a served model's answers come from its batch (rules/serving.smk)
     threads: answer_threads

@@ -28,6 +28,8 @@ SENRI = senri_config.compose(config.get("overrides"), config_dir=Path(workflow.b
 RUNS = senri_config.runs(SENRI)
 VIDEO_IDS = senri_workflow.planned_video_ids(SENRI)
 IS_DEMO = senri_workflow.is_demo(SENRI)
+#: Where each answer job's files lie, as the answer rule's patterns (the served batches read the same class).
+ANSWER_FILES = senri_workflow.AnswerJobFiles.pattern()
 IS_NEEDLE = senri_workflow.is_needle(SENRI)
 # Served answer batches (rules/serving.smk): the models of serving.models answer there, all others in-process.
 SERVED_BATCHES = senri_serving.batches(SENRI, VIDEO_IDS)
@@ -300,11 +302,7 @@ def answer_mem_mb(wildcards):
 
 
 def prediction_files(wildcards):
-    return [
-        f"results/predictions/{method}/{model}/{video}.parquet"
-        for method, model in RUNS
-        for video in VIDEO_IDS
-    ]
+    return senri_workflow.prediction_files(RUNS, VIDEO_IDS)
 
 
 def prediction_sidecars(wildcards):

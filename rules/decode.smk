@@ -31,6 +31,8 @@ rule carrier:
         "results/frames/{plan}/{video_id}.parquet",
     output:
         "results/frames/{plan}/{video_id}.carrier.mp4",
+    params:
+        code=stage_code("carrier"),
     log:
         "results/logs/carrier/{plan}/{video_id}.log",
     resources:

@@ -1,5 +1,7 @@
 # Stage 1: demo data (when dataset=demo), question ingest, and video probing.
 
+from senri import coverage as senri_coverage  # noqa: E402
+
 if IS_DEMO:
 
     rule demo_video:
@@ -97,6 +99,8 @@ rule videos_table:
         probe_tables,
     output:
         "results/videos.parquet",
+    params:
+        code=stage_code("videos_table"),
     log:
         "results/logs/videos_table.log",
     benchmark:
@@ -108,3 +112,11 @@ rule videos_table:
         "../envs/cpu.yaml"
     shell:
         "python -m senri videos-table {input} --out {output} > {log} 2>&1"
+
+
+# The end of a successful run restates what the questions cover (senri.coverage, from ingest's two tables): a
+# partial download ("N of M questions (V of W videos) — K questions on missing videos left out") is the last
+# thing on the console, not only a line in the ingest log.
+onsuccess:
+    for _line in senri_coverage.summary_from_files("results/questions.parquet", "results/questions.report.parquet"):
+        logger.info(f"senri questions: {_line}")

@@ -44,6 +44,7 @@ rule report:
         predictions=prediction_files,
         sidecars=prediction_sidecars,
         questions="results/questions.parquet",
+        ingest_report="results/questions.report.parquet",  # read beside the questions: the coverage block
         needles=["results/needle/needles.parquet"] if IS_NEEDLE else [],
         richness=richness_curves,
         videos="results/videos.parquet",

@@ -82,9 +82,10 @@ def upstream_targets(demo_overrides: str) -> list[str]:
     return ["results/questions.parquet", "results/videos.parquet", *per_video]
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """The repository's workflow in ``workdir`` (the test's interpreter and its scripts first on PATH)."""
-    env = dict(os.environ)
+def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The repository's workflow in ``workdir`` (the test's interpreter and its scripts first on PATH; ``env``
+    adds or replaces environment variables)."""
+    env = {**os.environ, **(env or {})}
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args],

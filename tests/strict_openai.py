@@ -10,6 +10,8 @@ refuses, with the status codes real servers use:
 * 400 for a malformed body: an unknown top-level field (servers such as vLLM accept named extras — passed as
   ``extras``), a message role outside system/developer/user/assistant/tool, content parts other than ``text``
   and ``image_url`` (``video_url`` only where the model takes video, as ``vllm serve`` with a Qwen-VL model),
+  ``input_audio`` only where the model hears (``audio=True``: an omni model's ``vllm serve``, OpenAI's audio
+  models), its ``data`` base64 of a RIFF/WAVE file and its ``format`` wav or mp3;
   an image URL that is not an ``http(s)`` URL or a ``data:image/...;base64`` URL whose bytes are a JPEG, PNG,
   GIF or WebP, an assistant ``tool_calls`` entry without id/type/function name/JSON-string arguments, a
   ``role: tool`` message whose ``tool_call_id`` no earlier assistant call carries, ``tools`` that are not
@@ -55,7 +57,7 @@ OPENAI_FIELDS = frozenset({
 })
 #: Extra fields ``vllm serve`` (and llama.cpp's server) take beside OpenAI's.
 VLLM_EXTRAS = frozenset({"repetition_penalty", "chat_template_kwargs", "top_k", "min_p", "guided_json",
-                         "cache_prompt", "id_slot", "repeat_penalty"})
+                         "cache_prompt", "id_slot", "repeat_penalty", "mm_processor_kwargs"})
 #: What the reasoning (o-series) models refuse (OpenAI's reasoning guide: unsupported parameters).
 REASONING_UNSUPPORTED = ("max_tokens", "presence_penalty", "frequency_penalty", "logprobs", "top_logprobs",
                          "logit_bias")
@@ -118,7 +120,21 @@ def _check_video_url(url: Any, where: str, video: bool | str = True) -> None:
             raise Refused(400, f"{where}.url: the video data is not an MP4 file", where)
 
 
-def _check_content(role: str, content: Any, where: str, video: bool | str) -> None:
+def _check_input_audio(value: Any, where: str) -> None:
+    """OpenAI's ``input_audio`` object: ``{data: base64, format: wav|mp3}``; a WAV must be a RIFF/WAVE file."""
+    if not isinstance(value, dict) or set(value) != {"data", "format"}:
+        raise Refused(400, f"{where} must be an object with exactly 'data' and 'format'", where)
+    if value["format"] not in ("wav", "mp3"):
+        raise Refused(400, f"{where}.format must be wav or mp3", where)
+    try:
+        data = base64.b64decode(value["data"], validate=True)
+    except (ValueError, TypeError):
+        raise Refused(400, f"{where}.data is not base64", where) from None
+    if value["format"] == "wav" and not (data[:4] == b"RIFF" and data[8:12] == b"WAVE"):
+        raise Refused(400, f"{where}.data is not a WAV file", where)
+
+
+def _check_content(role: str, content: Any, where: str, video: bool | str, audio: bool = False) -> None:
     if isinstance(content, str):
         return
     if content is None and role == "assistant":
@@ -144,6 +160,8 @@ def _check_content(role: str, content: Any, where: str, video: bool | str) -> No
             if not isinstance(part.get("video_url"), dict):
                 raise Refused(400, f"{at}.video_url must be an object with 'url'", at)
             _check_video_url(part["video_url"].get("url"), f"{at}.video_url", video)
+        elif kind == "input_audio" and audio:
+            _check_input_audio(part.get("input_audio"), f"{at}.input_audio")
         else:
             raise Refused(400, f"{at}: unsupported content part type {kind!r}", at)
 
@@ -168,7 +186,7 @@ def _check_tool_calls(calls: Any, where: str) -> list[str]:
     return ids
 
 
-def _check_messages(messages: Any, video: bool | str) -> None:
+def _check_messages(messages: Any, video: bool | str, audio: bool = False) -> None:
     if not isinstance(messages, list) or not messages:
         raise Refused(400, "'messages' must be a non-empty array", "messages")
     open_calls: set[str] = set()
@@ -192,7 +210,7 @@ def _check_messages(messages: Any, video: bool | str) -> None:
                 raise Refused(400, f"{where}.content of a tool message must be text", where)
         elif "tool_call_id" in message:
             raise Refused(400, f"{where}: 'tool_call_id' is only allowed in tool messages", where)
-        _check_content(role, message.get("content"), where, video)
+        _check_content(role, message.get("content"), where, video, audio)
 
 
 def _check_tools(body: Mapping[str, Any], auto_tool_choice: bool) -> None:
@@ -241,7 +259,7 @@ def _check_response_format(value: Any) -> None:
 
 
 def validate(body: Any, model: str, *, family: str = "chat", video: bool | str = False, extras: frozenset[str] = VLLM_EXTRAS,
-             auto_tool_choice: bool = True) -> None:
+             auto_tool_choice: bool = True, audio: bool = False) -> None:
     """Raise :class:`Refused` for what a real server would refuse in this request body."""
     if not isinstance(body, dict):
         raise Refused(400, "the request body must be a JSON object")
@@ -252,7 +270,10 @@ def validate(body: Any, model: str, *, family: str = "chat", video: bool | str =
         raise Refused(400, f"Unrecognized request argument(s) supplied: {', '.join(sorted(unknown))}")
     if body.get("stream"):
         raise Refused(400, "this test server does not stream", "stream")
-    _check_messages(body.get("messages"), video)
+    _check_messages(body.get("messages"), video, audio)
+    mm = body.get("mm_processor_kwargs")
+    if mm is not None and (not isinstance(mm, dict) or (mm.get("use_audio_in_video") and not audio)):
+        raise Refused(400, "'mm_processor_kwargs.use_audio_in_video' needs a model that hears", "mm_processor_kwargs")
     if family == "reasoning":
         for name in REASONING_UNSUPPORTED:
             if name in body:
@@ -321,6 +342,8 @@ class StrictOpenAI:
     family: str = "chat"
     #: False: no video; True: video_url with vLLM's stock loader (MP4); "senri": senri's loader (carriers too)
     video: bool | str = False
+    #: Whether the model hears (``input_audio`` parts, ``use_audio_in_video``): an omni model's server.
+    audio: bool = False
     extras: frozenset[str] = VLLM_EXTRAS
     auto_tool_choice: bool = True
     tool_format: str = "openai"
@@ -383,7 +406,8 @@ class StrictOpenAI:
     def model_config(self, **extra: Any) -> dict[str, Any]:
         """A senri ``openai`` model config for this server."""
         return {"backend": "openai", "base_url": self.base_url, "model": self.model, "concurrency": 4,
-                "timeout_s": 30, "max_retries": 0, "images": True, "video": bool(self.video), **extra}
+                "timeout_s": 30, "max_retries": 0, "images": True, "video": bool(self.video),
+                **({"audio": True} if self.audio else {}), **extra}
 
     # ------------------------------------------------------------------------------------------- handling
     def tokenize(self, raw: bytes) -> tuple[int, dict[str, Any]]:
@@ -405,7 +429,7 @@ class StrictOpenAI:
             return self._record(body, 401, "Incorrect API key provided.")
         try:
             validate(body, self.model, family=self.family, video=self.video, extras=self.extras,
-                     auto_tool_choice=self.auto_tool_choice)
+                     auto_tool_choice=self.auto_tool_choice, audio=self.audio)
             return self._answer(body)
         except Refused as refused:
             return self._record(body, refused.status, refused.message, refused.param)

@@ -4,8 +4,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from senri.aggregate import CATEGORIES, AggregateError, aggregate, percent_value
-from senri.records import LETTERS, TASK_DIRECTION, Prediction, Question, to_frame
+from senri.aggregate import AggregateError, aggregate, percent_value
+from senri.benchmarks.senri import LAYOUT as SENRI_LAYOUT, TASK_DIRECTION
+from senri.records import LETTERS, Prediction, Question, to_frame
+
+#: SENRI-Bench's main-table columns (Total, ES, L, NP, OC, RR, SE, RER, TER), from its benchmark module.
+CATEGORIES = SENRI_LAYOUT.keys
 
 from reference import reference_file
 #: SENRI-Bench category sizes (benchmark.md).
@@ -295,10 +299,10 @@ def test_llm_calls_per_question_by_role_as_mean_median_and_max_with_the_call_cap
     assert set(shown.filter(~pl.col("source").str.starts_with("published"))["source"]) == {"this run set"}
 
 
-def test_a_native_benchmark_s_main_table_prints_total_and_points_to_its_official_table(tmp_path):
-    """SENRI's direction and task-type columns mean nothing for Video-MME's questions (each would print "–"):
-    the Markdown shows Total, says what it counts and where the official scorer's table is; the Parquet keeps
-    every column. SENRI's questions keep their columns and get no note."""
+def test_a_native_benchmark_s_main_table_shows_its_own_columns_under_its_official_scorer(tmp_path):
+    """SENRI's direction and task-type columns mean nothing for Video-MME's questions: its main table has Video-MME's
+    own columns (Short / Medium / Long / Avg, VideoLucy Table 1), counted by Video-MME's official scorer (a reply it
+    cannot read is left out of N), and says so; SENRI's questions keep their columns and get no note."""
     questions = _questions({"L": 2, "RR": 2, "OC": 0, "NP": 0, "RER": 0, "TER": 0}, n_videos=1)
     path = tmp_path / "p.parquet"
     _predictions(questions, "m", "x", {"L": 1}).write_parquet(path)
@@ -306,11 +310,23 @@ def test_a_native_benchmark_s_main_table_prints_total_and_points_to_its_official
     aggregate([path], questions, tmp_path / "senri")
     assert "| ES |" in senri_md.read_text() and "official scorer" not in senri_md.read_text()
 
-    native = questions.with_columns(benchmark=pl.lit("videomme"), task_type=pl.lit("Temporal Reasoning"))
+    native = questions.with_columns(benchmark=pl.lit("videomme"), task_type=pl.lit("Temporal Reasoning"),
+                                    categories=pl.lit(["Temporal Reasoning"]),
+                                    split=pl.Series(["short", "short", "long", "long"]))
+    # The first reply is one the official scorer reads; the last one it cannot (no capital A–D): skipped.
+    replies = _predictions(questions, "m", "x", {"L": 1})
+    replies = replies.with_columns(raw_output=pl.Series([replies["raw_output"][0], "B", "C", "i am not sure"]))
+    replies.write_parquet(path)
     tables = aggregate([path], native, tmp_path / "native")
     text = (tmp_path / "native" / "main.md").read_text()
     header = text.splitlines()[0]
-    assert "| Total |" in header and not any(f"| {c} |" in header for c in ("ES", "L", "RR", "SE", "TER"))
-    assert "results/report/tables/benchmark_videomme.md" in text and "`scorers_videomme.md`" in text
-    assert set(CATEGORIES) <= set(pl.read_parquet(tmp_path / "native" / "main.parquet").columns)
-    assert tables["main"].row(0, named=True)["total"] == 25.0
+    assert "| Short | Medium | Long | Avg |" in header and not any(f"| {c} |" in header for c in ("ES", "L", "TER"))
+    assert "videomme_official" in text and "results/report/tables/benchmark_videomme.md" in text
+    columns = pl.read_parquet(tmp_path / "native" / "main.parquet").columns
+    assert {"short", "avg", "correct_avg", "n_avg"} <= set(columns) and "es" not in columns
+    row = tables["main"].row(0, named=True)
+    answers = native["answer"].to_list()
+    right = [replies["raw_output"][0] == answers[0], answers[1] == "B", answers[2] == "C"]
+    assert (row["correct_avg"], row["n_avg"], row["n"]) == (sum(right), 3, 3)
+    assert (row["correct_short"], row["n_short"], row["n_long"], row["n_medium"]) == (sum(right[:2]), 2, 1, 0)
+    assert row["medium"] is None

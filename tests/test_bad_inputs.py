@@ -509,7 +509,8 @@ def test_a_malformed_body_is_one_call_error_in_a_batch(fault_server, monkeypatch
 
 def test_no_output_of_a_run_against_an_echoing_server_holds_the_key(fault_server, clips, tmp_path, senri_env):
     """The answer stage, run as the workflow runs it, against a server that echoes the key: grep every file."""
-    from senri.records import TASK_DIRECTION, Question, VideoInfo, to_frame
+    from senri.benchmarks.senri import TASK_DIRECTION
+    from senri.records import Question, VideoInfo, to_frame
 
     questions = [Question("ok", f"q{i}", "L", TASK_DIRECTION["L"], f"Where is thing {i}?", "left", "right", "ahead",
                           "behind", "B") for i in range(3)]

@@ -38,7 +38,7 @@ def test_every_registered_benchmark_is_a_benchmark_with_its_scorer_and_layout_na
     for name in BENCHMARKS.names():
         benchmark = BENCHMARKS.load(name)
         assert isinstance(benchmark, Benchmark) and benchmark.name == name
-        assert benchmark.categories and benchmark.official_scorer and benchmark.layout == name
+        assert benchmark.categories and benchmark.official_scorer and benchmark.layout.name == name
     assert benchmark_name({"name": "demo"}) == "senri" and load_benchmark({}).strict
 
 
@@ -144,7 +144,9 @@ def test_lvbench_options_come_out_of_the_question_text_and_categories_map_to_the
 
 
 def test_lvbench_index_layout_names_files_by_line_order(tmp_path):
-    path = _lvbench_file(tmp_path, [_lv_video(f"key{i:08d}", []) for i in range(3)])
+    path = _lvbench_file(tmp_path, [_lv_video(f"key{i:08d}", [{"uid": i, "question": lvbench_question("Q?", ["a", "b"]),
+                                                               "answer": "A", "question_type": ["reasoning"]}])
+                                    for i in range(3)])
     native = _read("lvbench", questions=[str(path)], video_layout="index", samples_per_shard=2,
                    index_pattern="videos/{shard:05d}/{index:08d}.mp4")
     assert [v.files for v in native.videos.values()] == [("videos/00000/00000000.mp4",),

@@ -290,7 +290,14 @@ def test_table2_evidence_runs_videoarm_on_the_backbones_and_each_seeker_on_its_o
     assert [r for r in cfgmod.runs(full) if r[1] == "qwen25vl7b_vllm"] == [
         ("videoarm", "qwen25vl7b_vllm"), ("worldmm", "qwen25vl7b_vllm"), ("magic_video", "qwen25vl7b_vllm"),
         ("egagent", "qwen25vl7b_vllm")]
-    assert len(cfgmod.runs(full)) == 7
+    assert ("light_omni", "light_omni") in cfgmod.runs(full)  # issue 62: its own model, pinned
+    assert len(cfgmod.runs(full)) == 13  # the 4 specialists, + M3-Agent on its controller and Light-Omni
+    # the direct-perception specialists, each on its own checkpoint (experiment=table2_direct_specialists)
+    specialists = cfgmod.compose("experiment=table2_direct_specialists model=[]")
+    assert cfgmod.runs(specialists) == [("cambrian_s", "cambrian_s7b"), ("cambrian_s_lfp", "cambrian_s7b_lfp"),
+                                        ("internvideo3", "internvideo3_8b"), ("videochat3", "videochat3_4b")]
+    assert cfgmod.runs(specialists) == cfgmod.runs(full)[:4]
+    assert {specialists["method"][m]["approach"] for m in specialists["method"]} == {"direct_perception"}
 
 
 def test_table2_s_stores_take_their_builder_settings_from_the_command_line():
@@ -310,14 +317,15 @@ def test_table2_s_stores_take_their_builder_settings_from_the_command_line():
     cfg = cfgmod.compose(["experiment=table2", "model=[qwen25vl7b_vllm]", "builders=demo",
                           "memory_system.egagent.models.builder=smollm2"])
     systems = cfg["memory_system"]
-    assert list(systems) == ["worldmm", "magic_video", "egagent"]
+    assert list(systems) == ["worldmm", "magic_video", "egagent", "m3_agent", "light_omni"]
     assert systems["worldmm"]["models"]["summariser"] == "smollm2"
     assert [level["name"] for level in systems["worldmm"]["levels"]] == ["30sec"]  # the preset's, not half of it
     assert systems["magic_video"]["models"]["builder"] == "smollm2"
     assert systems["egagent"]["models"]["builder"] == "smollm2"
     # the same runs, each over its own store: selecting the systems adds none
-    assert [r for r, _ in cfgmod.runs(cfg)][-3:] == ["worldmm", "magic_video", "egagent"]
-    assert {cfg["method"][m].get("memory_system") for m in ("worldmm", "magic_video", "egagent")} == set(systems)
+    assert [r for r, _ in cfgmod.runs(cfg)][-5:] == ["worldmm", "magic_video", "egagent", "m3_agent", "light_omni"]
+    assert {cfg["method"][m].get("memory_system")
+            for m in ("worldmm", "magic_video", "egagent", "m3_agent", "light_omni")} == set(systems)
 
 
 def test_every_method_with_release_deviations_runs_as_its_release_by_default():
@@ -326,7 +334,7 @@ def test_every_method_with_release_deviations_runs_as_its_release_by_default():
     from senri.methods import DEVIATIONS, deviations_from_release
 
     names = sorted(DEVIATIONS.names())
-    assert names == ["egagent", "longvideo_r1", "paravt", "video_o3"]
+    assert names == ["egagent", "light_omni", "longvideo_r1", "paravt", "video_o3"]
     for name in names:
         cfg = cfgmod.compose(f"method=[{name}]")["method"][name]
         assert deviations_from_release(cfg) == {}, name

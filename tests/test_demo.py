@@ -9,7 +9,8 @@ import pytest
 from conftest import SMALL_DEMO, gray_frames
 from senri import demo
 from senri.probe import probe
-from senri.records import LETTERS, TASK_TYPES
+from senri.benchmarks.senri import TASK_TYPES
+from senri.records import LETTERS
 
 
 def _walks(small_demo):

@@ -61,11 +61,39 @@ def _one_the_release_can_give(ours: list[str], release: list[str], levels: dict[
         assert mine <= theirs
 
 
+def _tied_at_the_boundary(cases: dict, inp: dict, frames: set[str]) -> bool:
+    """Each of ``frames`` scores, for some query, exactly that query's k-th best cosine (the release's unordered
+    top-k: which of such tied frames it keeps is ``argpartition``'s choice). Cosines as the release computes
+    them (float32, each vector over its norm)."""
+    if not frames:
+        return True
+    vectors = cases["fixtures"]["text_vectors"]
+    table = {r["file"]: np.array(r["vector"], dtype=np.float32) for r in cases["fixtures"]["frames_table"]}
+    day = _day_frames(cases, int(str(inp["selected_video"]).lower().removeprefix("day")))
+    rows = window_rows([int(r["timestamp"]) for r in day], inp["start_t"], inp["end_t"])
+    window = [day[r]["file"] for r in rows]
+    boundary: dict[str, set[float]] = {f: set() for f in window}
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for query in inp["queries"]:
+            q = np.array(vectors[query], dtype=np.float32)
+            scores = {f: float(np.dot(q / np.linalg.norm(q), table[f] / np.linalg.norm(table[f]))) for f in window}
+            k = min(int(inp["topk"]), len(window))
+            kth = sorted(scores.values(), key=lambda v: -np.inf if np.isnan(v) else v, reverse=True)[k - 1]
+            for f, v in scores.items():
+                if v == kth or (np.isnan(v) and np.isnan(kth)):
+                    boundary[f].add(kth)
+    return all(boundary.get(f) for f in frames)
+
+
 def test_frame_ranking_selects_the_release_s_frames_in_an_order_its_sort_can_give(cases):
     for case in _kind(cases, "frame_ranking"):
         out, inp = case["output"], case["input"]
         ranked = _ranked(cases, inp)
-        assert set(ranked) == set(out["ranked_files"]), case["name"]
+        assert len(ranked) == len(out["ranked_files"]), case["name"]
+        # the same frames, or frames that differ only where a query's k-th score is tied
+        assert _tied_at_the_boundary(cases, inp, set(ranked) ^ set(out["ranked_files"])), case["name"]
+        if set(ranked) != set(out["ranked_files"]):
+            continue
         kept = ranked[:50]
         if kept == out["kept_files"]:
             continue
@@ -106,9 +134,10 @@ def test_frame_window_steps_read_the_writer_as_the_release_does(cases):
             continue
         assert reply is not None, case["name"]
         windows = reply["fs_params"]
-        if "exception" in out:  # no window, or a window without a query: the release raises
-            assert not windows or any(not w["text_queries"] for w in windows), case["name"]
+        if "exception" in out:  # no window, a window without a time or a query: the release raises
+            assert not windows or any(m.window_failure(w) for w in windows), case["name"]
             continue
+        assert not any(m.window_failure(w) for w in windows), case["name"]
         assert len(windows) == len(out["retrievals"])  # every window runs
         for window, retrieval in zip(windows, out["retrievals"]):
             assert f"day{window['day']}" == retrieval["selected_video"]
@@ -120,8 +149,18 @@ def test_frame_window_steps_read_the_writer_as_the_release_does(cases):
         entries = [m.window_entry(w["start_t"], w["end_t"], w["day"], f"<{r['n_frames']} frames for "
                                   f"{w['text_queries']}>") for w, r in zip(windows, out["retrievals"])]
         release = out["segments_sorted"]
-        # D7: times before 10:00 zero-padded ("09:59:50" where the release writes "95:95:0")
-        assert sorted(entries) == sorted(e.replace("95:95:0 and 95:95:9", "09:59:50 and 09:59:59") for e in release)
+        # D7: times before 10:00 zero-padded ("09:59:50" where the release's timeformatter(str(95950))[:-1]
+        # writes "95:95:0"): each window's span as the release renders it, replaced by senri's rendering
+        padded = []
+        for entry in release:
+            for w in windows:
+                theirs = f"Between {tf_value(str(w['start_t']))[:-1]} and {tf_value(str(w['end_t']))[:-1]} on "
+                if entry.startswith(theirs):
+                    entry = f"Between {tf(w['start_t'] * 100)[:8]} and {tf(w['end_t'] * 100)[:8]} on " + \
+                        entry[len(theirs):]
+                    break
+            padded.append(entry)
+        assert sorted(entries) == sorted(padded), case["name"]
 
 
 def test_the_day_ranges_the_writer_sees_are_the_release_s_dict(cases):
@@ -153,7 +192,11 @@ def _graph_db(cases: dict, tmp_path: Path) -> sqlite3.Connection:
 def test_the_sql_ladder_runs_and_renders_as_the_release_except_that_writes_are_refused(cases, tmp_path):
     for case in _kind(cases, "eg_sql_ladder"):
         out, queries = case["output"], case["input"]["sql_queries"]
-        writes = any(q.strip().upper().startswith(("DELETE", "UPDATE", "INSERT", "DROP", "PRAGMA")) for q in queries)
+        if m.VALIDATORS["sql_writer"]({"reasoning": "", "sql_queries": queries}) is None \
+                and "exception" in out:  # the writer's reply the release's class rejects (a null query): lost
+            continue
+        writes = any(str(q).strip().upper().startswith(("DELETE", "UPDATE", "INSERT", "DROP", "PRAGMA"))
+                     for q in queries)
         result = eg.run_ladder(_graph_db(cases, tmp_path), queries)
         if writes:  # senri refuses what the release runs (a DELETE the writer proposes, a PRAGMA): named deviation
             assert any("refused" in e for e in result.errors), case["name"]
@@ -189,11 +232,12 @@ def test_bm25_keeps_the_release_s_hundred_cues_and_loses_the_question_under_a_hu
     corpora = cases["fixtures"]["transcript_csv_corpora"]
     for case in _kind(cases, "bm25_transcript_search"):
         inp, out = case["input"], case["output"]
-        texts = [str(corpora[inp["corpus"]][r][4]) for r in inp["corpus_rows"]]
+        texts = [_cell(corpora[inp["corpus"]][r][4]) for r in inp["corpus_rows"]]
         assert [m.bm25_tokens(q) for q in inp["text_queries"]] == out["query_tokens"]
-        if "exception" in out:
-            assert "larger than the number of available scores" in out["exception"]
-            with pytest.raises(m.SmallCorpus):
+        if "exception" in out:  # a cue that is not text (bm25s's tokenizer), or fewer cues than k
+            expected = m.SmallCorpus if "larger than the number of available scores" in out["exception"] \
+                else m.CueNotText
+            with pytest.raises(expected):
                 m.bm25_hits(texts, inp["text_queries"])
             assert m.bm25_hits(texts, inp["text_queries"], positive_only=True) is not None  # the option goes on
             continue
@@ -215,11 +259,30 @@ def test_bm25_keeps_the_release_s_hundred_cues_and_loses_the_question_under_a_hu
                 assert scores[row] == pytest.approx(score, abs=1e-5)
 
 
+def _cell(value):
+    """A corpus cell as the release's CSV cache gives it: text, or None for an empty (NaN) cell."""
+    return None if value is None or (isinstance(value, float) and np.isnan(value)) else value
+
+
 def _srt(tmp_path: Path, name: str, text: str) -> list[Cue]:
     tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / name.replace("/", "_")
     path.write_text(text, encoding="utf-8")
     return read_srt(path)
+
+
+#: The names the release strips from a diarized line ("Name:" at its start) where asked to (utils 389-428).
+SPEAKERS = ("Jake", "Tasha", "Shure", "Katrina", "Alice", "Lucia", "Nicous", "Choiszt", "Violet", "Jack")
+
+
+def _without_speaker(line: str) -> str:
+    """What the release keeps of a line with ``remove_diarization``: each listed "Name:" prefix removed in turn
+    and the rest stripped — possibly nothing, which it keeps as an empty line. senri strips no names (its
+    transcripts have none, S3): the named deviation, checked here by applying the release's rule to senri's lines."""
+    for name in SPEAKERS:
+        if line.startswith(f"{name}:"):
+            line = line[len(name) + 1:].strip()
+    return line
 
 
 def _without_silent_cues(lines: list[str]) -> list[str]:
@@ -236,7 +299,7 @@ def test_srt_cues_keep_the_release_s_english_lines_and_the_day_string(cases, tmp
         cues = _srt(tmp_path, name, "".join(out["shifted_lines"]))
         lines = m.transcript_lines(cues)
         if case["input"]["remove_diarization"]:  # senri strips no speaker names (no diarization, S3)
-            assert len(lines) == len(out["kept"]) and all(a.endswith(b) for a, b in zip(lines, out["kept"]))
+            assert [_without_speaker(line) for line in lines] == _without_silent_cues(out["kept"]), name
         else:
             assert lines == _without_silent_cues(out["kept"]), name
             shifted[name] = cues
@@ -393,4 +456,4 @@ def test_every_case_was_read(cases, tmp_path):
             test(**{k: v for k, v in (("cases", cases), ("tmp_path", tmp_path / name)) if k in wanted})
     assert set(READ) == set(cases["kinds"]), set(cases["kinds"]) ^ set(READ)
     assert all(READ[k] == len(v) for k, v in cases["kinds"].items())
-    assert len(cases["kinds"]) == 21 and sum(READ.values()) == 183
+    assert len(cases["kinds"]) >= 21 and sum(READ.values()) >= 183  # cases appended to the file are read too

@@ -181,7 +181,7 @@ def test_a_native_instance_ingests_with_its_quirks_reported_and_plans_by_its_fil
 def test_videomme_ids_with_dashes_plan_per_split_presets_and_a_missing_video_is_left_out_and_reported(
         native_instances):
     from senri import config as cfgmod
-    from senri import workflow
+    from senri import coverage, workflow
     from senri.ingest import ingest_dataset
 
     root, cfg = native_instances["videomme"]
@@ -193,7 +193,10 @@ def test_videomme_ids_with_dashes_plan_per_split_presets_and_a_missing_video_is_
     finally:
         (root / "fFjv93ACGo8.mp4").rename(root / "data" / "fFjv93ACGo8.mp4")
     assert table["video_id"].unique(maintain_order=True).to_list() == ["-ApL8d6tX5U", "_tvmjsKXTu8"]
-    assert report.filter(pl.col("flag") == "video_missing")["video_id"].to_list() == ["fFjv93ACGo8"]
+    missing = report.filter(pl.col("flag") == "video_missing")  # one row per left-out question, with the reason
+    assert missing.select("record", "video_id").rows() == [("003-1", "fFjv93ACGo8"), ("003-2", "fFjv93ACGo8")]
+    assert coverage.coverage(table, report).line() == ("4 of 6 questions (2 of 3 videos) — 2 questions on missing "
+                                                       "videos left out")
     subset, _ = ingest_dataset({**cfgmod.stage_slice(cfg, "ingest"), "video_ids": ["_tvmjsKXTu8"]})
     assert subset["qid"].to_list() == ["002-1", "002-2"]
 
@@ -233,3 +236,80 @@ def test_dataset_splits_keeps_only_the_questions_and_videos_of_those_split_label
     both = {**cfg, "dataset": {**cfg["dataset"], "splits": ["short", "long"]}}
     assert [workflow.video_preset(both, v) for v in workflow.planned_video_ids(both)] == ["videomme_short",
                                                                                          "videomme_long"]
+
+
+def test_a_root_with_spaces_and_non_ascii_characters_ingests_and_plans_with_every_path_quoted(tmp_path, caplog):
+    """Issue 58 item 4: ``overrides="dataset=videomme dataset.root='/data/My Vidéos'"`` (the README's quoting, the
+    value in single quotes) composes, ingests, states the partial download, and every planned shell command
+    holds the path as one quoted word (``snakemake -n -p``; no job runs)."""
+    import logging
+    import shlex
+
+    from dry_run import plan
+    from senri import config as cfgmod
+    from senri.benchmarks.instance import InstanceSize, write_instance
+
+    root = tmp_path / "My Vidéos ü"
+    write_instance("videomme", root, InstanceSize(videos=3, encode=False))
+    (root / "data" / "fFjv93ACGo8.mp4").unlink()  # a partial download: 2 of 3 videos
+    cfg = cfgmod.compose(f"dataset=videomme dataset.root='{root}'")
+    assert cfg["dataset"]["videos_dir"] == str(root)
+    accented = tmp_path / "Vidéos"  # without a space no quotes are needed (Hydra's lexer alone would refuse "é")
+    assert cfgmod.compose(f"dataset=videomme dataset.root={accented}")["dataset"]["root"] == str(accented)
+    out = tmp_path / "results" / "questions.parquet"
+    with caplog.at_level(logging.INFO, logger="senri"):
+        assert main(["ingest", "--config", cfgmod.canonical_json(cfgmod.stage_slice(cfg, "ingest")),
+                     "--out", str(out)]) == 0
+    assert pl.read_parquet(out).height == 4
+    assert "4 of 6 questions (2 of 3 videos) — 2 questions on missing videos left out" in caplog.text
+    # and a damaged native file (an answer given as the number 0): the DAG still builds, planning no video, and
+    # only the ingest job — which names the problem — stands before the rest
+    damaged = tmp_path / "damaged"
+    egomem = write_instance("egomem", damaged, InstanceSize(videos=1, encode=False))
+    records = json.loads(egomem.read_text())
+    records[1]["answer"] = 0
+    egomem.write_text(json.dumps(records))
+    plans = plan(tmp_path / "plan", {"root": f"dataset=videomme dataset.root='{root}' method=[random] model=[]",
+                                     "damaged": f"dataset=egomem dataset.root={damaged} method=[random] model=[]"},
+                 commands=True)
+    planned = plans["root"]
+    assert "failed:" not in planned and "ingest" in planned
+    assert "failed:" not in plans["damaged"] and "rule ingest:" in plans["damaged"]
+    assert "rule probe:" not in plans["damaged"] and "rule answer:" not in plans["damaged"]
+    commands = [line.partition("Shell command: ")[2] for line in planned.splitlines() if "Shell command: " in line]
+    with_root = [c for c in commands if "Vidéos" in c]
+    assert len(with_root) >= 3  # ingest and one anonymize job per present video
+    for command in with_root:
+        words = shlex.split(command.partition(" > ")[0])
+        assert any(str(root) in word for word in words) and not any(w.endswith("My") for w in words), command
+
+
+def test_a_drawn_subset_of_a_partial_download_lists_every_left_out_question_and_counts_flags_apart(
+        native_instances, tmp_path, caplog):
+    """Left-out questions are rows of the ingest report with their reason (missing video, not drawn by
+    dataset.subset); the flag counts printed are those of the kept questions, the left-out ones said apart."""
+    import logging
+
+    from senri import config as cfgmod
+    from senri.coverage import coverage, flag_counts
+
+    root, cfg = native_instances["videomme"]  # 3 videos × 2 questions; 001-1 has a repeated option
+    (root / "data" / "fFjv93ACGo8.mp4").rename(root / "fFjv93ACGo8.mp4")
+    ingest_slice = {**cfgmod.stage_slice(cfg, "ingest"), "subset": {"n": 2, "seed": 1}}
+    out = tmp_path / "questions.parquet"
+    try:
+        with caplog.at_level(logging.INFO, logger="senri"):
+            assert main(["ingest", "--config", cfgmod.canonical_json(ingest_slice), "--out", str(out)]) == 0
+    finally:
+        (root / "fFjv93ACGo8.mp4").rename(root / "data" / "fFjv93ACGo8.mp4")
+    table, report = pl.read_parquet(out), pl.read_parquet(tmp_path / "questions.report.parquet")
+    reasons = dict(report.filter(pl.col("flag").is_in(["video_missing", "not_drawn"])).select("record", "flag").rows())
+    assert sorted(reasons) == sorted({"001-1", "001-2", "002-1", "002-2", "003-1", "003-2"} - set(table["qid"]))
+    assert {reasons[q] for q in ("003-1", "003-2")} == {"video_missing"} and table.height == 2
+    line = coverage(table, report).line()
+    assert line.startswith("2 of 6 questions (") and "— 2 questions on missing videos left out" in line
+    assert "also left out: 2 not drawn by dataset.subset" in line and line in caplog.text
+    kept, left = flag_counts(table, report)
+    in_table = "001-1" in table["qid"].to_list()
+    assert kept == ({"repeated_option": 1} if in_table else {}) and left == ({} if in_table else {"repeated_option": 1})
+    assert ("flags on left-out questions (not in the tables): repeated_option 1" in caplog.text) != in_table

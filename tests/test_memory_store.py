@@ -164,41 +164,35 @@ if __name__ == "__main__" and "--write" in sys.argv:
     print(f"wrote {GOLDEN}")
 
 
-def test_editing_the_memory_interface_or_retrieval_reruns_memory_methods_only(tmp_path, monkeypatch):
-    """The answer stage's code digest of a memory method covers the store interface, the caption store and
-    retrieval (an edit of ``retrieval.py`` used to leave finished ``memory_search`` runs standing)."""
+def test_editing_the_caption_store_or_retrieval_reruns_memory_methods_only():
+    """The code of a memory method's answer jobs includes the store it reads, with its retrieval (an edit of
+    ``retrieval.py`` used to leave finished ``memory_search`` runs standing); a method that reads no memory does
+    not run them. The code is what the job imports (senri.code_identity), nothing listed by hand."""
     from senri import workflow
-    from senri.methods.agent import MemorySearch
 
-    package = tmp_path / "src" / "senri"
-    (tmp_path / "workflow" / "schemas").mkdir(parents=True)
-    for rel in {r for files in workflow.STAGE_CODE.values() for r in files} | set(MemorySearch.extra_code):
-        target = (package / rel).resolve()
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes((workflow.PACKAGE_DIR / rel).read_bytes())
-    monkeypatch.setattr(workflow, "PACKAGE_DIR", package)
-    methods = ("memory_search", "senri_agent", "senri_agent_no_wm", "random", "direct")
-    for rel in ("memory/retrieval.py", "memory/captions.py", "memory/store.py"):
-        before = {m: workflow.code_digest("answer", m) for m in methods}
-        (package / rel).write_text((package / rel).read_text() + "\n# changed\n")
-        after = {m: workflow.code_digest("answer", m) for m in methods}
-        assert [m for m in methods if before[m] != after[m]] == ["memory_search", "senri_agent",
-                                                                 "senri_agent_no_wm"], rel
+    def runs(module: str) -> list[str]:
+        return [m for m in ("memory_search", "senri_agent", "senri_agent_no_wm", "random", "direct")
+                if module in workflow.job_modules("answer", m, "llamacpp",
+                                                  "captions" if m not in ("random", "direct") else None)]
+
+    for module in ("senri.memory.retrieval", "senri.memory.captions"):
+        assert runs(module) == ["memory_search", "senri_agent", "senri_agent_no_wm"], module
 
 
-def test_editing_a_store_s_builder_or_pagerank_rebuilds_its_stores_and_reruns_its_runs_only():
-    """A store's ``extra_code`` (MAGIC-Video's builder, the shared PageRank) joins the digest of its build jobs
-    and of the answer jobs over it; before, only the store's own module did, so an edited builder left
-    finished stores standing."""
+def test_a_store_s_builder_and_pagerank_are_the_code_of_its_build_and_answer_jobs_only():
+    """A store's builder (MAGIC-Video's) and the shared PageRank it imports join the code of its build jobs and
+    of the answer jobs over it; another system's jobs do not run them."""
     from senri import workflow
 
     build = {s: workflow.code_digest("memory_system", memory_store=s) for s in ("worldmm", "magic_video")}
     answer = {s: workflow.code_digest("answer", "senri_agent", memory_store=s) for s in ("captions", "magic_video")}
-    files = {str(p.relative_to(workflow.PACKAGE_DIR)) for p in workflow.store_module_files("magic_video")}
-    assert {"memory/magic_video/store.py", "memory/magic_video/build.py", "memory/magic_video/graph.py",
-            "memory/ppr.py", "memory/clip_embedding.py", "memory/release.py"} <= files
-    assert not any(f.startswith("memory/magic_video/")
-                   for f in (str(p.relative_to(workflow.PACKAGE_DIR)) for p in workflow.store_module_files("worldmm")))
+    magic = set(workflow.job_modules("memory_system", memory_store="magic_video"))
+    assert {"senri.memory.magic_video.store", "senri.memory.magic_video.build", "senri.memory.magic_video.graph",
+            "senri.memory.ppr", "senri.memory.clip_embedding", "senri.memory.release"} <= magic
+    assert {"senri.memory.magic_video.build", "senri.memory.ppr"} <= set(
+        workflow.job_modules("answer", "senri_agent", "llamacpp", "magic_video"))
+    assert not any(m.startswith("senri.memory.magic_video")
+                   for m in workflow.job_modules("memory_system", memory_store="worldmm"))
     assert len(set(build.values())) == 2 and len(set(answer.values())) == 2
 
 
@@ -619,7 +613,8 @@ def test_experiments_select_their_paper_table_s_runs_and_report_entries(tmp_path
     assert [v["label"] for v in ablation["variants"]] == [  # a list: the paper's row order survives the slice
         "w/o Target Guidance", "w/o Parallel Verifiers", "w/o Working Memory"]
     table2 = senri_config.compose(["experiment=table2_memory", "model=[smollm2]"], config_dir=config_dir)
-    assert senri_config.run_pairs(table2) == [("worldmm", "smollm2"), ("magic_video", "smollm2"), ("egagent", "smollm2")]
+    assert senri_config.run_pairs(table2) == [("worldmm", "smollm2"), ("magic_video", "smollm2"), ("egagent", "smollm2"),
+                                              ("m3_agent", "m3_agent_control"), ("light_omni", "light_omni")]
     # each pinned system is in play, EG-Agent's too (its class reads its store but is no MemoryStore reader):
     # without it the answer jobs' params stopped the plan with KeyError 'egagent' (issue 53)
     assert {"worldmm", "magic_video", "egagent"} <= set(senri_config.memory_systems(table2))

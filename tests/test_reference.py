@@ -21,7 +21,8 @@ def test_the_vendored_reference_holds_every_conformance_file():
                  "benchmarks/videomme/output_test_template.json", "benchmarks/mlvu/4_count.json",
                  "spec/prompts.md", "spec/benchmarks.md", "videolucy/videolucy_table1_videomme.csv"):
         assert (REFERENCE / name).is_file(), name
-    for system in ("worldmm", "magic_video", "videoarm", "egagent", "paravt", "video_o3", "longvideo_r1"):
+    for system in ("worldmm", "magic_video", "videoarm", "egagent", "paravt", "video_o3", "longvideo_r1",
+                   "cambrian_s", "internvideo3", "videochat3", "light_omni", "m3_agent"):
         assert (REFERENCE / "release_cases" / system / "cases.json").is_file(), system
 
 
@@ -29,8 +30,10 @@ def test_the_vendored_copy_equals_the_shared_folder_where_it_is_present():
     if not (SHARED / "reference").is_dir():
         return  # a clone without the shared folder: the vendored copy is all there is
     upstream = _files(SHARED / "reference") | {f"spec/{k}": v for k, v in _files(SHARED / "spec").items()}
-    # generated/ holds this repository's own differential cases (issue 60), not a copy of the shared folder
-    vendored = {k: v for k, v in _files(REFERENCE).items() if k != "README.md" and not k.startswith("generated/")}
+    # scorers/ and generated/ are made here from the tools' and the releases' own code (bench/scorer_cases.py,
+    # bench/release_cases/), not copied from the shared folder.
+    vendored = {k: v for k, v in _files(REFERENCE).items()
+                if k != "README.md" and not k.startswith(("scorers/", "generated/"))}
     assert sorted(vendored) == sorted(upstream)
     changed = [k for k in upstream if vendored[k] != upstream[k]]
     assert not changed, f"refresh tests/reference/ from the shared folder: {changed}"

@@ -398,3 +398,20 @@ def test_the_wide_tables_fit_the_page_in_headless_chromium(wide_report, tmp_path
     assert measured["page"] <= measured["view"]  # nothing scrolls sideways
     sections = {t["section"] for t in measured["tables"]}
     assert set(WIDE_TABLES) <= sections, sections
+
+
+def test_run_health_counts_that_are_zero_in_every_run_collapse_into_one_line():
+    """Issue 59: a count that is 0 in every run leaves the page's table for one line naming it; a count that is
+    not 0 in some run stays, 0s included; questions, correct and accuracy always stay."""
+    from senri.aggregate import RUN_HEALTH_COLUMNS, RUN_HEALTH_LABELS, RUN_KEYS
+    from senri.report import run_health_html
+
+    rows = [{**{k: f"{k}_{i}" for k in RUN_KEYS}, **{c: 0 for c in RUN_HEALTH_COLUMNS}} for i in range(2)]
+    rows[1].update(timeouts=3, correct=0, accuracy=0.0)
+    rows[0].update(questions=4, correct=2, accuracy=50.0, seen_share=None)
+    page = run_health_html(pl.DataFrame(rows), 1)
+    headers = re.findall(r"<th>(.*?)</th>", page.replace("<wbr>", ""))
+    line = re.search(r"0 in every run: (.*?)\.</p>", page).group(1).split("; ")
+    assert {RUN_HEALTH_LABELS[c] for c in ("questions", "correct", "accuracy", "timeouts", "seen_share")} <= set(headers)
+    assert RUN_HEALTH_LABELS["context_trims"] in line and RUN_HEALTH_LABELS["timeouts"] not in line
+    assert len(set(headers)) - len(RUN_KEYS) + len(line) == len(RUN_HEALTH_COLUMNS)

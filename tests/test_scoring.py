@@ -9,7 +9,7 @@ import re
 import pytest
 
 from senri.answers import videomme_official_letter
-from senri.benchmarks.scoring import SCORERS, Scorer, scored_reply, scorer
+from senri.benchmarks.scoring import SCORERS, Scorer, ToolRaised, scored_reply, scorer
 from tests.reference import reference_file
 
 FOUR = ("Apples", "Candles", "Berries", "Fishing")
@@ -21,8 +21,13 @@ def letter(name: str, reply: str | None, options=FOUR) -> str | None:
 
 
 def test_the_official_videomme_scorer_is_the_answers_function_vm9():
-    for reply in ("Best answer: C", "Answer: C. Jade.", LONG_NO_CAPITAL, None):
+    for reply in ("Best answer: C", "Answer: C. Jade.", LONG_NO_CAPITAL, "<think>A</think>B"):
         assert letter("videomme_official", reply) == videomme_official_letter(reply)
+    # The scorer raises on a missing response (``None.strip``): recorded, and the question is not counted.
+    with pytest.raises(ToolRaised):
+        letter("videomme_official", None)
+    outcome = scorer("videomme_official").score(None, "A", FOUR)
+    assert (outcome.verdict, outcome.raised) == ("skipped", "AttributeError")
 
 
 def test_videomme_old_lacks_answer_colon_vm13():
@@ -42,7 +47,9 @@ def test_denominators_vm10_vm14_lv9_ml11():
     # An absent LVBench question is not scored; an absent MLVU one is wrong.
     assert scorer("lvbench_official").verdict(None, "B", options, present=False) == "skipped"
     assert scorer("mlvu_official").verdict(None, "B", options, present=False) == "wrong"
-    assert scorer("videomme_official").verdict(None, "B", options, present=False) == "wrong"
+    # Video-MME's official scorer never counts a question without a prediction (it raises, or skip_missing
+    # leaves the video out).
+    assert scorer("videomme_official").verdict(None, "B", options, present=False) == "skipped"
 
 
 @pytest.mark.parametrize("reply, expected", [
@@ -64,22 +71,26 @@ def test_lvbench_official_is_exact_and_case_sensitive_lv8():
 
 
 @pytest.mark.parametrize("reply, expected", [
-    ("B", "B"), ("(B) Fishing", "B"), ("Best option: (C)", "C"), ("B.", None),
+    ("B", "B"), ("(B) Fishing", "B"), ("Best option: (C)", "C"), ("B.", "B."),
     ("The answer is B (Fishing)", "g"), ("B) ... (see A)", "B"),
 ])
 def test_mlvu_official_ml10(reply, expected):
     assert letter("mlvu_official", reply) == expected
-    assert letter("lmms_eval_2025_mlvu", reply) == expected        # ML12: the same rule
+    assert letter("lmms_eval_2025_mlvu", reply) == expected        # ML12: the same rule (after a trim)
+    assert letter("lmms_eval_2025_mlvu", f"  {reply}\n") == expected
 
 
 def test_mlvu_verdicts_and_vlmevalkit_fallback_ml11_ml13():
     ml = scorer("mlvu_official")
     assert ml.verdict(ml.extract("B.", FOUR), "B", FOUR) == "wrong"
     assert ml.verdict(ml.extract("The answer is B (Fishing)", FOUR), "B", FOUR) == "wrong"
-    # VLMEvalKit falls back to the option text where ML10 reads nothing usable.
-    assert letter("vlmevalkit_mlvu", "I would say fishing.") == "D"
-    assert letter("vlmevalkit_mlvu", "The answer is B (Fishing)") == "D"
-    assert letter("vlmevalkit_mlvu", "Neither apples nor candles") is None   # two options named: no answer
+    # VLMEvalKit falls back to can_infer (option letters, then option texts) where ML10 is not the gold.
+    vl = scorer("vlmevalkit_mlvu")
+    assert vl.score("I would say fishing.", "D", FOUR).letter == "D"
+    assert vl.score("The answer is B (Fishing)", "D", FOUR).letter == "B"   # can_infer: the lone B token
+    assert vl.score("Neither apples nor candles", "A", FOUR).letter == "Z"   # two options named: 'Z'
+    # An empty or "NA" prediction comes back from VLMEvalKit's xlsx file as NaN, on which its evaluation raises.
+    assert vl.score("NA", "A", FOUR).raised == "TypeError" and vl.score("", "A", FOUR).verdict == "wrong"
 
 
 def test_six_options_and_flagged_answers():
@@ -89,14 +100,16 @@ def test_six_options_and_flagged_answers():
     em = scorer("egomem_official")
     assert em.verdict(None, "", FOUR) == "wrong"
     assert em.verdict("E", "E", FOUR) == "wrong"
-    assert em.verdict(em.extract("B. Candles", FOUR), "B", FOUR) == "correct"
-    assert em.extract("(C)", FOUR) == "C" and em.extract("No Answer", FOUR) is None
+    assert em.score('{"Confidence": true, "Answer": "B. Candles"}', "B", FOUR).verdict == "correct"
+    assert em.extract("{'Answer': '(C)'}", FOUR) == "C" and em.extract("{'Answer': 'No Answer'}", FOUR) is None
+    assert em.extract("B. Candles", FOUR) is None        # VideoLucy's parser reads only a {...} literal
 
 
 @pytest.mark.parametrize("reply, expected", [
     ("B", "B"),
     ("I pick (D) over A.", "A"),                     # a trailing lone letter beats everything
-    ("So the answer is C, not (B) really", "C"),     # "answer is X" beats "(X)"
+    ("So the answer is C, not (B) really", "B"),     # after "answer is", the later of the letters found wins
+    ("So the answer is C, not that", "C"),           # "answer is X" beats "X "
     ("It is (B) or maybe (C) here", "C"),            # last occurrence within a format
     ("Answer: C. Jade.", "C"),                       # "X." found after the lone-letter and "answer is" steps fail
     ("nothing here", None),

@@ -1,24 +1,32 @@
 """Predictions → accuracy tables, with the benchmark's exact rules.
 
-Integer correct counts are kept to the end; overall accuracy is taken over all questions directly (not as a
-mean of categories); percentages are rounded half-up to one decimal from the integers, for display only. A
-question with no prediction in a run counts as wrong and is reported in ``missing``, so a run that lost part
-of its output can never look better than it is.
+The main table's columns are the layout the questions' benchmark declares (:mod:`senri.benchmarks`:
+SENRI-Bench's Table 2 under the method's letter, a native benchmark's own columns under its official scorer);
+nothing here names a benchmark or a category. Integer correct counts are kept to the end; overall accuracy is
+taken over all questions directly (not as a mean of categories, unless the layout's column is a macro mean);
+percentages are rounded half-up from the integers, for display only (:mod:`senri.percent`). A question with no
+prediction in a run counts as its scorer counts it (the method's letter: wrong) and is reported in
+``missing``, so a run that lost part of its output can never look better than it is.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import polars as pl
 
-from senri.records import BEHAVIOUR_COUNTS, HEALTH_COUNTS, STORE_COUNTS, TASK_TYPES, Prediction, Question, TableError, check_frame, counted_letters, schema_of
+from senri.benchmarks import BENCHMARKS
+from senri.benchmarks.base import FACET
+from senri.benchmarks.layouts import Layout, column_counts, column_counts_total, column_value
+from senri.percent import display_percent, percent_value
+from senri.records import (BEHAVIOUR_COUNTS, HEALTH_COUNTS, STORE_COUNTS, Prediction, Question, TableError, check_frame,
+                           counted_letters, schema_of)
 
-#: Column order of the paper's main table.
-CATEGORIES: tuple[str, ...] = ("total", "es", "l", "np", "oc", "rr", "se", "rer", "ter")
-CATEGORY_LABELS = {"total": "Total", "es": "ES", "l": "L", "np": "NP", "oc": "OC", "rr": "RR", "se": "SE",
-                   "rer": "RER", "ter": "TER"}
+if TYPE_CHECKING:
+    from senri.benchmarks.base import Benchmark
+
+__all__ = ["display_percent", "percent_value"]  # the rounding rule (senri.percent), importable from here as always
 #: What names a run in every table: the method, the inference model and the memory — its system and captioner
 #: (``captions/perception``, ``worldmm/qwen25vl7b_vllm``: :func:`senri.memory.store.memory_label`; ``none`` for
 #: methods without a memory), so a run over perception text can never be read as one over a VLM's captions,
@@ -34,23 +42,6 @@ FAILURE_NOTE = "† run with parse failures, backend errors or missing predictio
 
 class AggregateError(ValueError):
     pass
-
-
-def display_percent(correct: pl.Expr, n: pl.Expr, decimals: int = 1) -> pl.Expr:
-    """100·correct/n rounded half-up to ``decimals``, computed in integers (no float rounding surprises)."""
-    scale = 10**decimals
-    scaled = (2 * 100 * scale * correct.cast(pl.Int64) + n.cast(pl.Int64)) // (2 * n.cast(pl.Int64))
-    # Polars may divide by multiplying with the reciprocal (474 * 0.1 = 47.400000000000006); rounding the
-    # already-exact quotient snaps it to the nearest float, so 474 / 10 reads back as 47.4.
-    return pl.when(n > 0).then((scaled / scale).round(decimals)).otherwise(None)
-
-
-def percent_value(correct: int, n: int, decimals: int = 1) -> float | None:
-    """The same rounding for plain integers (used by reports and tests)."""
-    if n == 0:
-        return None
-    scale = 10**decimals
-    return ((2 * 100 * scale * correct + n) // (2 * n)) / scale
 
 
 def load_predictions(paths: Iterable[str | Path]) -> pl.DataFrame:
@@ -113,37 +104,121 @@ def score(predictions: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def main_table(scored: pl.DataFrame, decimals: int = 1) -> pl.DataFrame:
-    """One row per method × model: displayed accuracies per category plus the integer counts behind them."""
-    long = scored.with_columns(
-        category=pl.concat_list(pl.lit("total"), pl.col("direction").str.to_lowercase(),
-                                pl.col("task_type").str.to_lowercase())
-    ).explode("category")
-    counts = long.group_by([*RUN_KEYS, "category"]).agg(
-        correct=pl.col("correct").sum().cast(pl.Int64), n=pl.len().cast(pl.Int64)
-    )
+def run_set_benchmark(questions: pl.DataFrame) -> Benchmark:
+    """The benchmark the questions come from (their ``benchmark`` column; SENRI-format files without it: senri).
+    A run set is one benchmark's: its layout names every table's columns."""
+    names = questions["benchmark"].unique(maintain_order=True).to_list() if "benchmark" in questions.columns else []
+    if len(names) > 1:
+        raise AggregateError(f"the questions come from {len(names)} benchmarks ({', '.join(names)}); a run set is "
+                             "one benchmark's (one dataset config)")
+    return BENCHMARKS.load(names[0] if names else "senri")
+
+
+def plain_categories(categories: Sequence[str] | None, task_type: str) -> list[str]:
+    """A question's categories that a column counts: its categories without the ``key=value`` facets, or its
+    task type where it lists none (a question table written before categories were recorded)."""
+    plain = [c for c in categories or [] if FACET not in c]
+    return plain or ([task_type] if task_type else [])
+
+
+def verdicts(predictions: pl.DataFrame, questions: pl.DataFrame, scorer_names: Sequence[str]) -> pl.DataFrame:
+    """Every run's every question under every scorer in ``scorer_names``: the raw reply, the letter the scorer's
+    tool compared, its verdict (correct / wrong / skipped) and the exception the tool's code raised on the reply
+    (``raised``). Questions without a prediction are there too (``missing``), judged by the scorer's rule for
+    absent questions (for Video-MME's scorers: every question of that video left out)."""
+    from senri.benchmarks.scoring import OPTION_COLUMNS, Scorer, question_options, scorer as load_scorer
+
+    grid = score(predictions, questions)  # the same checks and run × question grid as every other table
+    extra = [c for c in ("split", "categories", *OPTION_COLUMNS) if c in questions.columns]
+    rows = grid.join(questions.select("qid", *extra), on="qid", how="left").join(
+        predictions.select(*RUN_KEYS, "qid", "raw_output"), on=[*RUN_KEYS, "qid"], how="left")
+    scorers: list[Scorer] = [load_scorer(name) for name in scorer_names]
+    out: dict[str, list[Any]] = {k: [] for k in (*RUN_KEYS, "video_id", "qid", "split", "categories", "answer",
+                                               "pred", "reply", "missing", "scorer", "letter", "verdict", "raised")}
+    # A tool that leaves a whole video out when one of its questions has no prediction (Video-MME's skip_missing).
+    # A reply that is None makes such a tool raise, so its video is left out the same way.
+    videos_missing = {(*(row[k] for k in RUN_KEYS), row["video_id"]) for row in rows.iter_rows(named=True)
+                      if row["missing"] or row["raw_output"] is None}
+    for row in rows.iter_rows(named=True):
+        options = question_options(row)
+        categories = row.get("categories") or [row["task_type"]]
+        reply = row["raw_output"]  # each tool reads the raw reply as it receives it
+        video_missing = (*(row[k] for k in RUN_KEYS), row["video_id"]) in videos_missing
+        for s in scorers:
+            present = not row["missing"] and not (s.absent_scope == "video" and video_missing)
+            outcome = s.score(row["pred"] if s.reads == "pred" else reply, row["answer"], options, present=present)
+            for key, value in (*((k, row[k]) for k in RUN_KEYS), ("video_id", row["video_id"]), ("qid", row["qid"]),
+                               ("split", row.get("split")), ("categories", list(categories)),
+                               ("answer", row["answer"]), ("pred", row["pred"]), ("reply", reply),
+                               ("missing", row["missing"]), ("scorer", s.name), ("letter", outcome.letter),
+                               ("verdict", outcome.verdict), ("raised", outcome.raised)):
+                out[key].append(value)
+    schema = {**{k: pl.String for k in RUN_KEYS}, "video_id": pl.String, "qid": pl.String, "split": pl.String,
+              "categories": pl.List(pl.String), "answer": pl.String, "pred": pl.String, "reply": pl.String,
+              "missing": pl.Boolean, "scorer": pl.String, "letter": pl.String, "verdict": pl.String,
+              "raised": pl.String}
+    return pl.DataFrame(out, schema=schema)
+
+
+def layout_scored(scored: pl.DataFrame, questions: pl.DataFrame, predictions: pl.DataFrame,
+                  layout: Layout) -> pl.DataFrame:
+    """:func:`score`'s grid with what the layout's tables count by: each question's ``split`` and plain
+    ``categories`` (:func:`plain_categories`) and its ``verdict`` under the layout's main scorer (its first):
+    the method's own letter (``method``: correct or wrong, a missing prediction wrong) or a named scorer's
+    reading of the stored reply (:func:`verdicts`)."""
+    extra = [c for c in ("split", "categories") if c in questions.columns and c not in scored.columns]
+    table = scored.join(questions.select("qid", *extra), on="qid", how="left") if extra else scored
+    if "split" not in table.columns:
+        table = table.with_columns(split=pl.lit(None, pl.String))
+    every = table["categories"].to_list() if "categories" in table.columns else [None] * table.height
+    table = table.with_columns(categories=pl.Series([plain_categories(c, t) for c, t in
+                                                     zip(every, table["task_type"].to_list())],
+                                                    dtype=pl.List(pl.String)))
+    main_scorer = layout.scorers[0]
+    if main_scorer == "method":
+        return table.with_columns(verdict=pl.when(pl.col("correct")).then(pl.lit("correct")).otherwise(pl.lit("wrong")))
+    judged = verdicts(predictions, questions, (main_scorer,)).select(*RUN_KEYS, "qid", "verdict")
+    return table.join(judged, on=[*RUN_KEYS, "qid"], how="left", maintain_order="left")
+
+
+def main_table(scored: pl.DataFrame, decimals: int = 1, layout: Layout | None = None) -> pl.DataFrame:
+    """One row per run: the layout's columns (SENRI-Bench's by default) as displayed accuracies, the integer
+    counts behind each (``correct_<col>``, ``n_<col>``), N (the questions counted over the whole set) and the
+    failure counts. ``scored``: :func:`layout_scored`'s table (a bare :func:`score` grid is read under the
+    method's letter, its task type as its category)."""
+    layout = layout or BENCHMARKS.load("senri").layout
+    if "verdict" not in scored.columns or "categories" not in scored.columns:
+        every = scored["categories"].to_list() if "categories" in scored.columns else [None] * scored.height
+        scored = scored.with_columns(
+            categories=pl.Series([plain_categories(c, t) for c, t in zip(every, scored["task_type"].to_list())],
+                                 dtype=pl.List(pl.String)),
+            verdict=pl.when(pl.col("correct")).then(pl.lit("correct")).otherwise(pl.lit("wrong")))
+    if "split" not in scored.columns:
+        scored = scored.with_columns(split=pl.lit(None, pl.String))
     runs = scored.group_by(RUN_KEYS, maintain_order=True).agg(
         parse_failures=pl.col("parse_failure").sum().cast(pl.Int64),
         errors=pl.col("backend_error").sum().cast(pl.Int64),
         timeouts=pl.col("timeout").sum().cast(pl.Int64),
         missing=pl.col("missing").sum().cast(pl.Int64),
+        _split=pl.col("split"), _categories=pl.col("categories"), _verdict=pl.col("verdict"),
     )
-    table = runs.select(RUN_KEYS)
-    for category in CATEGORIES:
-        part = counts.filter(pl.col("category") == category).select(
-            *RUN_KEYS, pl.col("correct").alias(f"correct_{category}"), pl.col("n").alias(f"n_{category}")
-        )
-        table = table.join(part, on=RUN_KEYS, how="left").with_columns(
-            pl.col(f"correct_{category}").fill_null(0), pl.col(f"n_{category}").fill_null(0)
-        )
-    table = table.with_columns(
-        n=pl.col("n_total"),
-        **{c: display_percent(pl.col(f"correct_{c}"), pl.col(f"n_{c}"), decimals) for c in CATEGORIES},
-    )
-    counts_cols = [f"{kind}_{c}" for c in CATEGORIES for kind in ("correct", "n")]
-    return table.join(runs, on=RUN_KEYS).select(
-        *RUN_KEYS, "n", *CATEGORIES, *counts_cols, *FAILURE_COLUMNS
-    ).sort(RUN_KEYS)
+    keys = layout.keys
+    rows = []
+    for run in runs.iter_rows(named=True):
+        counts = column_counts(layout, zip(run["_split"], run["_categories"], run["_verdict"]))
+        rows.append({**{k: run[k] for k in RUN_KEYS}, "n": column_counts_total(counts, layout)[1],
+                     **{k: column_value(layout, counts, k, decimals) for k in keys},
+                     **{f"{kind}_{k}": counts[k][i] for k in keys for i, kind in enumerate(("correct", "n"))},
+                     **{c: run[c] for c in FAILURE_COLUMNS}})
+    schema = {**{k: pl.String for k in RUN_KEYS}, "n": pl.Int64, **{k: pl.Float64 for k in keys},
+              **{f"{kind}_{k}": pl.Int64 for k in keys for kind in ("correct", "n")},
+              **{c: pl.Int64 for c in FAILURE_COLUMNS}}
+    return pl.DataFrame(rows, schema=schema).sort(RUN_KEYS)
+
+
+def column_labels(layout: Layout) -> dict[str, str]:
+    """The printed header of each of the layout's columns."""
+    return {c.key: c.label for c in layout.columns}
 
 
 def per_video_table(scored: pl.DataFrame, decimals: int = 1) -> pl.DataFrame:
@@ -389,34 +464,28 @@ def native_benchmarks(questions: pl.DataFrame) -> list[str]:
     return [b for b in questions["benchmark"].unique(maintain_order=True).to_list() if b != "senri"]
 
 
-def shown_categories(questions: pl.DataFrame) -> tuple[str, ...]:
-    """The main table's printed accuracy columns: SENRI's directions and task types where SENRI questions are
-    there; only Total for a native benchmark, whose categories its own table (the report's ``benchmark_<name>``)
-    has in its paper's layout and whose questions fill none of SENRI's columns."""
-    present = set(questions["benchmark"].unique().to_list()) if "benchmark" in questions.columns else set()
-    return ("total",) if present and "senri" not in present else CATEGORIES
-
-
-def native_note(benchmarks: Sequence[str]) -> str:
-    """What the main table's Total is for a native benchmark, and where its official score is."""
-    if not benchmarks:
+def main_note(benchmark: Benchmark) -> str:
+    """What the main table counts when its scorer is a named one (a native benchmark's official scorer), and
+    where the published rows and every other scorer are; nothing for the method's own letter."""
+    scorer = benchmark.layout.scorers[0]
+    if scorer == "method":
         return ""
-    where = ", ".join(f"`results/report/tables/benchmark_{b}.md`" for b in benchmarks)
-    scorers = ", ".join(f"`scorers_{b}.md`" for b in benchmarks)
-    return ("Total here is each method's own letter against the answer key. Each benchmark's official scorer, in "
-            f"its paper's layout with the published rows beside: {where}; every scorer side by side: {scorers}.")
+    name = benchmark.name
+    return (f"Columns: {benchmark.layout.title}, scored with {name}'s official scorer ({scorer}); N = counted "
+            f"questions. The published rows beside it: `results/report/tables/benchmark_{name}.md`; every scorer side "
+            f"by side: `scorers_{name}.md`.")
 
 
 def main_markdown(table: pl.DataFrame, decimals: int = 1, questions: pl.DataFrame | None = None) -> str:
-    """The main table as Markdown: SENRI's columns, or Total and a pointer to the official tables for a native
-    benchmark (``questions``)."""
-    categories = shown_categories(questions) if questions is not None else CATEGORIES
+    """The main table as Markdown: the layout's columns of the questions' benchmark (SENRI-Bench's Table 2
+    without ``questions``), and what they count where its scorer is not the method's letter."""
+    benchmark = run_set_benchmark(questions) if questions is not None else BENCHMARKS.load("senri")
     flagged = mark_failures(table)
-    shown = flagged.select(*RUN_KEYS, "n", *categories, *FAILURE_COLUMNS)
-    text = to_markdown(shown, {**CATEGORY_LABELS, **RUN_LABELS, "n": "N", **FAILURE_LABELS}, decimals)
+    shown = flagged.select(*RUN_KEYS, "n", *benchmark.layout.keys, *FAILURE_COLUMNS)
+    text = to_markdown(shown, {**column_labels(benchmark.layout), **RUN_LABELS, "n": "N", **FAILURE_LABELS}, decimals)
     if table.select(has_failures().any()).item():
         text += "\n" + FAILURE_NOTE + "\n"
-    note = native_note(native_benchmarks(questions)) if questions is not None else ""
+    note = main_note(benchmark)
     return text + (f"\n{note}\n" if note else "")
 
 
@@ -425,9 +494,11 @@ def aggregate(prediction_paths: Sequence[str | Path], questions: pl.DataFrame, o
     """Write ``main``, ``per_video`` and ``answer_positions`` as Parquet, CSV and Markdown under ``out_dir``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    scored = score(load_predictions(prediction_paths), questions)
+    predictions = load_predictions(prediction_paths)
+    scored = score(predictions, questions)
+    layout = run_set_benchmark(questions).layout
     tables = {
-        "main": main_table(scored, decimals),
+        "main": main_table(layout_scored(scored, questions, predictions, layout), decimals, layout),
         "per_video": per_video_table(scored, decimals),
         "answer_positions": answer_positions(scored, questions),
     }
@@ -437,5 +508,3 @@ def aggregate(prediction_paths: Sequence[str | Path], questions: pl.DataFrame, o
     _write(tables["answer_positions"], out_dir, "answer_positions", to_markdown(tables["answer_positions"], RUN_LABELS))
     return tables
 
-
-assert set(TASK_TYPES) == {c.upper() for c in CATEGORIES if c not in ("total", "es", "se")}

@@ -33,7 +33,7 @@ import functools
 import json
 import re
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from senri.records import LETTERS, letters_in_words, option_letters
 
@@ -293,3 +293,29 @@ def videomme_official_letter(reply: str | None, letters: Sequence[str] = LETTERS
     denominator (VM10). "Best answer: C" reads as B and "Answer: C. Jade." as C. ``letters``: a method reading
     a question of other than four options passes its letters (the official rule is A–D, Video-MME's four)."""
     return lead_in_letter(reply, VIDEOMME_LEAD_INS, "".join(letters))
+
+
+#: A caller's check of one JSON object read from a reply: the object (possibly normalised), or None to refuse it.
+Validator = Callable[[dict], "dict | None"]
+#: Another way to read candidate objects from a reply, tried after :func:`json_objects` finds none valid.
+Fallback = Callable[[str], Iterable[dict]]
+
+
+def first_valid(body: str, validate: Validator, fallback: Fallback | None = None) -> dict | None:
+    """The first JSON object in ``body`` (a reply with its reasoning already cut off) that ``validate``
+    accepts, validated; then the first such object ``fallback`` reads, if given."""
+    for reader in (json_objects, fallback) if fallback else (json_objects,):
+        for candidate in reader(body):
+            checked = validate(candidate)
+            if checked is not None:
+                return checked
+    return None
+def letter_of(answer: Any, letters: Sequence[str] = LETTERS) -> str | None:
+    """The option letter an ``Answer`` field gives ("B", "(B)", "B. A red cup"), or None: VideoLucy's reading of
+    its agent's reply, and EgoMem's official scorer (here, below both, so that neither imports the other). Only the
+    question's ``letters`` are read (A–D, the release's, for four options; "E" is a letter of a five-option question)."""
+    if not letters:
+        return None
+    span = f"{letters[0]}-{letters[-1]}"
+    match = re.match(rf"^\s*(?:option\s+)?\(?([{span}])(?:\s*$|\s*[).:\-–])", str(answer or ""), re.IGNORECASE)
+    return match.group(1).upper() if match else None

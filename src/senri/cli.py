@@ -119,7 +119,8 @@ def cmd_needle_data(args: argparse.Namespace) -> None:
 
 
 def cmd_ingest(args: argparse.Namespace) -> None:
-    from senri.ingest import ingest_dataset, report_path
+    from senri.coverage import summary_lines
+    from senri.ingest import ingest_dataset, not_drawn_rows, report_path
     from senri.records import IngestQuirk, Question, write_table
     from senri.subset import Subset, apply_subset
 
@@ -127,17 +128,21 @@ def cmd_ingest(args: argparse.Namespace) -> None:
     dataset = {**stage, "questions": args.questions or stage["questions"],
                "videos_dir": args.videos_dir or stage["videos_dir"]}
     table, report = ingest_dataset(dataset)
+    whole = table
     table, drawn = apply_subset(table, Subset.from_config(stage.get("subset")))  # dataset.subset: recorded below
+    if drawn is not None:
+        report = not_drawn_rows(whole, table, report)
     write_table(table, args.out, Question)
     write_table(report, report_path(args.out), IngestQuirk)
     cfgmod.write_sidecar(args.out, "ingest", {**stage, "subset_qids": drawn} if drawn is not None else stage)
     log.info("wrote %d questions on %d videos to %s", table.height, table["video_id"].n_unique(), args.out)
+    # The coverage line (senri.coverage): the same sentence the end of a Snakemake run and the report print.
+    for line in summary_lines(table, report):
+        log.info("ingest: %s", line)
     if report.height:
         import polars as pl
 
-        counts = report.group_by("flag").len().sort("flag")
-        log.info("ingest report %s: %s", report_path(args.out),
-                 ", ".join(f"{flag} {n}" for flag, n in counts.iter_rows()))
+        log.info("ingest report (every flag, the left-out questions with their reason): %s", report_path(args.out))
         for note in report.filter(pl.col("flag") == "file_note").iter_rows(named=True):
             log.info("%s: %s", note["file"], note["detail"])
 
@@ -394,9 +399,13 @@ def cmd_report(args: argparse.Namespace) -> None:
     needles = pl.read_parquet(args.needles) if args.needles else None
     videos = read_table(args.videos, VideoInfo) if args.videos else None
     richness = pl.read_parquet(args.richness) if args.richness else None
+    from senri.ingest import report_path
+
+    ingest_report = report_path(args.questions)  # beside the question table: the coverage block's source
     path = build_report(args.predictions, read_table(args.questions, Question), args.out, stage["report"],
                         seed=int(stage["seed"]), decimals=stage["aggregate"]["decimals"], needles=needles,
-                        videos=videos, richness=richness)
+                        videos=videos, richness=richness,
+                        ingest_report=pl.read_parquet(ingest_report) if ingest_report.is_file() else None)
     cfgmod.write_sidecar(Path(args.out) / "report", "report", stage)
     log.info("wrote %s", path)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import shlex
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -15,23 +16,42 @@ from typing import Any, Iterable, Mapping
 import jsonschema
 import yaml
 
-from senri.paths import CONFIG_DIR, CONFIG_SCHEMA, REPO_ROOT, SCHEMA_DIR  # noqa: F401 (re-exported)
+from senri.errors import ConfigError  # noqa: F401 (re-exported)
+from senri.paths import CONFIG_DIR, CONFIG_SCHEMA, REPO_ROOT, SCHEMA_DIR, sidecar_path  # noqa: F401 (re-exported)
 
 #: Model name used by methods that call no model (random guessing): their runs live under ``…/none/``.
 NO_MODEL = "none"
 
 
-class ConfigError(ValueError):
-    """The composed config is invalid; the message names every offending key path."""
-
-
 def parse_overrides(overrides: str | Iterable[str] | None) -> list[str]:
-    """Accept Hydra overrides as one shell-like string (``"method=[random] seed=3"``) or a list of them."""
+    """Accept Hydra overrides as one shell-like string (``"method=[random] seed=3"``) or a list of them; a plain
+    value with characters Hydra's grammar refuses unquoted (a path such as ``/data/Vidéos``) is quoted for it
+    (:func:`quote_plain_value`)."""
     if overrides is None:
         return []
     if isinstance(overrides, str):
-        return shlex.split(overrides)
-    return [str(o) for o in overrides]
+        return [quote_plain_value(o) for o in shlex.split(overrides)]
+    return [quote_plain_value(str(o)) for o in overrides]
+
+
+#: ``key=value`` of a Hydra override (``+``/``++``/``~`` prefixes and ``@package`` allowed before the ``=``).
+_OVERRIDE = re.compile(r"^([+~]{0,2}[A-Za-z0-9_.@/-]+)=(.*)$", re.DOTALL)
+#: Characters that give a value structure in Hydra's grammar (lists, dicts, calls, quotes, escapes, interpolation).
+_HYDRA_SYNTAX = set("'\"\\[]{}(),=$")
+
+
+def quote_plain_value(override: str) -> str:
+    """``dataset.root=/data/My Vidéos`` → ``dataset.root='/data/My Vidéos'``: Hydra's lexer refuses a non-ASCII
+    character in an unquoted value, and the shell quoting a user writes around such a path (``dataset.root='…'``
+    inside ``overrides="…"``) is consumed by the shell-like split. Only a plain value — no list, dict, quote,
+    escape or interpolation syntax — with a non-ASCII character is quoted; every other override is left as is."""
+    match = _OVERRIDE.match(override)
+    if not match:
+        return override
+    key, value = match.groups()
+    if value.isascii() or _HYDRA_SYNTAX & set(value):
+        return override
+    return f"{key}='{value}'"
 
 
 def compose(overrides: str | Iterable[str] | None = None, config_dir: Path = CONFIG_DIR) -> dict[str, Any]:
@@ -433,7 +453,13 @@ def add_frame_plans(cfg: dict[str, Any]) -> None:
 
 
 def _schema() -> dict[str, Any]:
-    return json.loads(CONFIG_SCHEMA.read_text())
+    """The config schema, with the lists that registries own filled in from them: ``dataset.benchmark``'s enum is
+    every registered benchmark (:data:`senri.benchmarks.BENCHMARKS`), so a new benchmark is one registration."""
+    from senri.benchmarks import BENCHMARKS
+
+    schema = json.loads(CONFIG_SCHEMA.read_text())
+    schema["properties"]["dataset"]["properties"]["benchmark"]["enum"] = BENCHMARKS.names()
+    return schema
 
 
 def _path(parts: Iterable[Any]) -> str:
@@ -526,9 +552,14 @@ def capability_problems(cfg: Mapping[str, Any], pairs: list[tuple[str, str]] | N
     return list(dict.fromkeys(problems))
 
 
-#: Dataset keys a native benchmark's reader reads (config/dataset/<benchmark>.yaml documents each).
-NATIVE_DATASET_KEYS: tuple[str, ...] = ("benchmark", "root", "video_ids", "splits", "repair_json", "video_layout",
-                                        "samples_per_shard", "index_pattern", "preset_bins", "mlvu_answer_position")
+def reader_options(dataset: Mapping[str, Any]) -> tuple[str, ...]:
+    """The dataset keys the benchmark's reader reads (``Benchmark.options``; config/dataset/<benchmark>.yaml
+    documents each): its share of the ingest slice."""
+    from senri.benchmarks import BENCHMARKS, benchmark_name
+
+    name = benchmark_name(dataset)
+    return BENCHMARKS.load(name).options if name in BENCHMARKS else ()
+
 
 
 def stage_slice(cfg: Mapping[str, Any], stage: str, method: str | None = None, model: str | None = None,
@@ -551,8 +582,9 @@ def stage_slice(cfg: Mapping[str, Any], stage: str, method: str | None = None, m
         slice_ = {key: dataset[key] for key in ("name", "questions", "videos_dir", "video_ext")}
         if dataset.get("subset"):  # a subset only where one is set: a dataset without it keeps its ingest as it was
             slice_["subset"] = dataset["subset"]
-        if dataset.get("benchmark", "senri") != "senri":  # a native benchmark's reader options (SENRI has none)
-            slice_ |= {key: dataset[key] for key in NATIVE_DATASET_KEYS if key in dataset}
+        options = reader_options(dataset)  # the benchmark's reader options (SENRI-Bench's: none)
+        if options:
+            slice_ |= {key: dataset[key] for key in ("benchmark", *options) if key in dataset}
         return slice_
     if stage == "probe":
         return {"probe": cfg["probe"]}
@@ -598,12 +630,6 @@ def stage_slice(cfg: Mapping[str, Any], stage: str, method: str | None = None, m
 def canonical_json(data: Any) -> str:
     """One spelling per value (sorted keys, no spaces): equal configs give equal params, so no spurious reruns."""
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def sidecar_path(output: str | Path) -> Path:
-    """Where a stage writes the resolved config it ran with: ``x.parquet`` → ``x.config.yaml``."""
-    output = Path(output)
-    return output / "config.yaml" if output.suffix == "" else output.with_suffix(".config.yaml")
 
 
 def write_sidecar(output: str | Path, stage: str, config: Mapping[str, Any]) -> Path:

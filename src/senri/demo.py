@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from senri.media import run_ffmpeg
-from senri.records import LETTERS, TASK_TYPES
+from senri.benchmarks.senri.taxonomy import TASK_TYPES
+from senri.records import LETTERS
 
 PLACES = (
     "BAKERY", "MUSEUM", "TEA HOUSE", "BOOKSHOP", "PHARMACY", "FLOWER MARKET", "SUBWAY STATION", "BANK",

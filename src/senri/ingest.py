@@ -1,331 +1,137 @@
-"""Question files (JSON, JSONL, CSV, Parquet) → one validated question table.
+"""Question files → one question table and its ingest report, read by the dataset's benchmark module.
 
-Validation reports every problem at once, each with file, row and field, because a researcher fixing a
-500-question file one error per run would rerun it 500 times. Nothing is written when validation fails.
+A SENRI-format file is validated strictly (:mod:`senri.benchmarks.senri.reader`: every problem at once, with file,
+row and field; nothing written when one fails); a native benchmark's file is read as the benchmark has it
+(:mod:`senri.benchmarks`), its quirks counted in the report.
 """
 
 from __future__ import annotations
 
-import json
-import re
-from dataclasses import dataclass
+import difflib
+from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping
 
-import jsonschema
 import polars as pl
 
-from senri.paths import SCHEMA_DIR
-from senri.benchmarks.base import repeated_options
-from senri.records import LETTERS, TASK_DIRECTION, IngestQuirk, Question, to_frame
+from senri.benchmarks.base import IngestError, Problem
+# The SENRI format's reader lives with SENRI-Bench (senri.benchmarks.senri); its names stay importable from here.
+from senri.benchmarks.senri.reader import (QUESTION_SCHEMA, RawRecord, find_video, ingest, normalize, read_records,
+                                           validated_questions, video_ids_in)
+from senri.records import IngestQuirk, Question, to_frame
 
 if TYPE_CHECKING:
-    from senri.benchmarks.base import NativeVideo
+    from senri.benchmarks.base import NativeSet, NativeVideo
 
-QUESTION_SCHEMA = SCHEMA_DIR / "questions.schema.json"
-OPTION_COLUMNS = ("option_a", "option_b", "option_c", "option_d")
-SUPPORTED = (".json", ".jsonl", ".csv", ".parquet")
-
-
-@dataclass(frozen=True)
-class Problem:
-    file: str
-    row: int | None  # 1-based data row (JSON list index + 1, JSONL line, CSV data row); None: whole file
-    field: str | None
-    message: str
-
-    def __str__(self) -> str:
-        where = self.file + (f", row {self.row}" if self.row is not None else "")
-        return f"{where}{f', field {self.field!r}' if self.field else ''}: {self.message}"
-
-
-class IngestError(ValueError):
-    def __init__(self, problems: Sequence[Problem]) -> None:
-        self.problems = list(problems)
-        super().__init__(
-            f"{len(self.problems)} problem(s) in the question files:\n" + "\n".join(f"  {p}" for p in self.problems)
-        )
-
-
-@dataclass(frozen=True)
-class RawRecord:
-    file: str
-    row: int
-    data: dict[str, Any]
-
-
-def read_records(path: str | Path) -> Iterator[RawRecord | Problem]:
-    """Yield the raw records of one question file, or a :class:`Problem` for a row that is not a record
-    (so the rows after it are still checked); a file that cannot be read at all raises :class:`IngestError`."""
-    path = Path(path)
-    name = str(path)
-    if not path.is_file():
-        raise IngestError([Problem(name, None, None, "file not found")])
-    suffix = path.suffix.lower()
-    try:
-        if suffix == ".json":
-            data = json.loads(path.read_text(encoding="utf-8-sig"))  # a byte-order mark is fine, as in CSV
-            if isinstance(data, dict) and isinstance(data.get("questions"), list):
-                data = data["questions"]
-            if not isinstance(data, list):
-                raise IngestError([Problem(name, None, None, "expected a JSON list of questions "
-                                                             "(or an object with a 'questions' list)")])
-            rows: Iterable[tuple[int, Any]] = enumerate(data, start=1)
-        elif suffix == ".jsonl":
-            rows = _jsonl_rows(path)
-        elif suffix == ".csv":
-            rows = enumerate(pl.read_csv(path, infer_schema=False).iter_rows(named=True), start=1)
-        elif suffix == ".parquet":
-            rows = enumerate(pl.read_parquet(path).iter_rows(named=True), start=1)
-        else:
-            raise IngestError([Problem(name, None, None, f"unsupported file type {suffix!r}; use one of {SUPPORTED}")])
-        for row, record in rows:
-            if isinstance(record, Problem):
-                yield record
-            elif not isinstance(record, dict):
-                yield Problem(name, row, None, f"expected an object, got {type(record).__name__}")
-            else:
-                yield RawRecord(name, row, record)
-    except (json.JSONDecodeError, UnicodeDecodeError, pl.exceptions.PolarsError, OSError) as exc:
-        raise IngestError([Problem(name, None, None, f"cannot be read: {exc}")]) from exc
-
-
-def _jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
-    with path.open(encoding="utf-8-sig") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield line_no, json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield line_no, Problem(str(path), line_no, None, f"invalid JSON: {exc.msg}")
-
-
-def _blank(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and not value.strip())
-
-
-def normalize(record: dict[str, Any]) -> dict[str, Any]:
-    """Gather options into a list, make ids strings and trim whitespace; leave validation to the schema."""
-    out = {k: v for k, v in record.items() if k not in OPTION_COLUMNS}
-    if "options" not in record and any(c in record for c in OPTION_COLUMNS):
-        out["options"] = [record.get(c) for c in OPTION_COLUMNS if not _blank(record.get(c))]
-    elif isinstance(record.get("options"), str):
-        try:  # CSV cells holding a JSON list
-            out["options"] = json.loads(record["options"])
-        except json.JSONDecodeError:
-            pass
-    for key in ("video_id", "qid"):
-        if isinstance(out.get(key), (int, float)) and not isinstance(out.get(key), bool):
-            out[key] = str(out[key])
-    for key in ("video_id", "qid", "task_type", "answer", "question"):
-        if isinstance(out.get(key), str):
-            out[key] = out[key].strip()
-    for key in ("evidence_start_s", "evidence_end_s"):
-        if isinstance(out.get(key), str):
-            try:
-                out[key] = float(out[key]) if out[key].strip() else None
-            except ValueError:
-                pass
-    options = out.get("options")
-    if isinstance(options, list) and all(isinstance(o, str) for o in options):
-        options = [o.strip() for o in options]
-        # "A. 3" / "B) 1" prefixes that repeat the option's own letter carry no content: drop them.
-        prefixed = [re.match(rf"^{letter}[.)]\s+", o) for letter, o in zip(LETTERS, options)]
-        if len(options) == 4 and all(prefixed):
-            options = [o[m.end():] for o, m in zip(options, prefixed)]
-        out["options"] = options
-    return out
-
-
-def _schema_problems(validator: jsonschema.Draft202012Validator, raw: RawRecord, record: dict) -> list[Problem]:
-    problems = []
-    for error in validator.iter_errors(record):
-        if error.validator == "required":
-            field = re.match(r"'([^']+)'", error.message)
-            problems.append(Problem(raw.file, raw.row, field.group(1) if field else None, "missing"))
-            continue
-        field = str(error.absolute_path[0]) if error.absolute_path else None
-        if field == "options" and error.validator in ("minItems", "maxItems", "type"):
-            got = record.get("options")
-            count = len(got) if isinstance(got, list) else "no list of"
-            message = f"expected exactly 4 options, got {count}"
-        elif error.validator == "enum":
-            message = f"{error.instance!r} is not one of {', '.join(map(str, error.validator_value))}"
-        elif error.validator == "pattern" and field in ("question", "options"):
-            message = "empty text"
-        else:
-            message = error.message
-        problems.append(Problem(raw.file, raw.row, field, message))
-    return problems
-
-
-def _consistency_problems(raw: RawRecord, record: dict) -> list[Problem]:
-    """What a schema cannot say: two options that read the same, an evidence window that ends before it starts."""
-    problems = []
-    options = record.get("options")
-    if isinstance(options, list) and all(isinstance(o, str) for o in options):
-        for first, i in repeated_options(options[: len(LETTERS)]):
-            problems.append(Problem(raw.file, raw.row, "options",
-                                    f"options {LETTERS[first]} and {LETTERS[i]} are identical ({options[i]!r})"))
-    start, end = record.get("evidence_start_s"), record.get("evidence_end_s")
-    if isinstance(start, (int, float)) and isinstance(end, (int, float)) and start > end:
-        problems.append(Problem(raw.file, raw.row, "evidence_start_s",
-                                f"evidence window ends before it starts ({start:g} s > evidence_end_s {end:g} s)"))
-    return problems
-
-
-def find_video(videos_dir: str | Path, video_id: str, extensions: Sequence[str]) -> Path | None:
-    for ext in extensions:
-        candidate = Path(videos_dir) / f"{video_id}{ext}"
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def ingest(
-    question_files: Sequence[str | Path],
-    videos_dir: str | Path,
-    video_ext: Sequence[str],
-) -> pl.DataFrame:
-    """Read, normalize and validate every SENRI-format question file; return the question table or raise with
-    all problems."""
-    return to_frame(validated_questions(question_files, videos_dir, video_ext), Question).sort(
-        "video_id", maintain_order=True)
-
-
-def validated_questions(
-    question_files: Sequence[str | Path],
-    videos_dir: str | Path,
-    video_ext: Sequence[str],
-) -> list[Question]:
-    """The SENRI format's strict reader: every record valid and every video present, or :class:`IngestError`
-    listing every problem."""
-    validator = jsonschema.Draft202012Validator(json.loads(QUESTION_SCHEMA.read_text()))
-    problems: list[Problem] = []
-    questions: list[Question] = []
-    first_seen: dict[str, RawRecord] = {}
-    video_found: dict[str, bool] = {}  # one lookup per video, not per question
-    for file in question_files:
-        try:
-            raws = list(read_records(file))
-        except IngestError as exc:
-            problems.extend(exc.problems)
-            continue
-        if not raws:
-            problems.append(Problem(str(file), None, None, "no questions in file"))
-        for raw in raws:
-            if isinstance(raw, Problem):
-                problems.append(raw)
-                continue
-            record = normalize(raw.data)
-            record_problems = _schema_problems(validator, raw, record) + _consistency_problems(raw, record)
-            qid = record.get("qid")
-            if isinstance(qid, str) and qid:
-                if qid in first_seen:
-                    first = first_seen[qid]
-                    record_problems.append(
-                        Problem(raw.file, raw.row, "qid", f"duplicate qid {qid!r} (first at {first.file}, row {first.row})")
-                    )
-                else:
-                    first_seen[qid] = raw
-            video_id = record.get("video_id")
-            if isinstance(video_id, str) and video_id and not any(p.field == "video_id" for p in record_problems):
-                if video_id not in video_found:  # a missing video is reported once, at its first question
-                    video_found[video_id] = find_video(videos_dir, video_id, video_ext) is not None
-                    if not video_found[video_id]:
-                        record_problems.append(
-                            Problem(raw.file, raw.row, "video_id",
-                                    f"video {video_id!r} not found as {Path(videos_dir) / video_id}{{{','.join(video_ext)}}}")
-                        )
-            problems.extend(record_problems)
-            if not record_problems:
-                options = record["options"]
-                questions.append(
-                    Question(
-                        video_id=record["video_id"],
-                        qid=record["qid"],
-                        task_type=record["task_type"],
-                        direction=TASK_DIRECTION[record["task_type"]],
-                        question=record["question"].strip(),
-                        option_a=options[0],
-                        option_b=options[1],
-                        option_c=options[2],
-                        option_d=options[3],
-                        answer=record["answer"],
-                        evidence_start_s=_float_or_none(record.get("evidence_start_s")),
-                        evidence_end_s=_float_or_none(record.get("evidence_end_s")),
-                        categories=[record["task_type"]],
-                    )
-                )
-    if problems:
-        raise IngestError(problems)
-    return questions
-
-
-def _float_or_none(value: Any) -> float | None:
-    return None if value is None else float(value)
-
-
-def video_ids_in(question_files: Sequence[str | Path]) -> list[str]:
-    """Video ids named in question files, read leniently (for planning jobs before validation runs)."""
-    ids: dict[str, None] = {}
-    for file in question_files:
-        try:
-            for raw in read_records(file):
-                if isinstance(raw, Problem):
-                    continue
-                video_id = normalize(raw.data).get("video_id")
-                if isinstance(video_id, str) and video_id:
-                    ids[video_id] = None
-        except IngestError:
-            continue  # the ingest job reports it, with every other problem
-    return list(ids)
+__all__ = ["IngestError", "Problem", "QUESTION_SCHEMA", "RawRecord", "find_video", "ingest", "ingest_dataset",
+           "locate_video", "normalize", "not_drawn_rows", "read_records", "report_path", "validated_questions",
+           "video_ids_in"]
 
 
 def ingest_dataset(dataset: Mapping[str, Any]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The question table and the ingest report of a dataset config, read by its benchmark's module.
 
-    SENRI format: strict (:func:`ingest`; the report is empty). A native benchmark: every record kept, its
-    quirks flagged and counted in the report; a question whose video file is not under ``videos_dir`` is left
-    out and reported (``video_missing``: LVBench's release lists videos no longer downloadable); with
-    ``dataset.video_ids`` set, only those videos are kept; with ``dataset.splits`` set, only the questions of
-    those split labels (Video-MME's long split for VideoLucy's Fig. 6).
+    SENRI format: strict (:func:`ingest`). A native benchmark: every usable record kept, its quirks flagged in the
+    report; a damaged record refuses the ingest with every problem named (file, record, field). With
+    ``dataset.video_ids`` / ``dataset.splits`` set, only those videos / split labels (Video-MME's long split for
+    VideoLucy's Fig. 6) are kept — an unknown value is refused with the valid ones — and the selection is a
+    ``filter`` row. A selected question whose video file is not under ``videos_dir`` is left out, one
+    ``video_missing`` row per question (a partial download; LVBench's release lists videos no longer
+    downloadable): :mod:`senri.coverage` states it wherever the run is shown.
     """
     from senri.benchmarks import load_benchmark
     from senri.benchmarks.base import NativeFileError
 
     benchmark = load_benchmark(dataset)
+    files = ", ".join(map(str, dataset["questions"]))
     try:
         native = benchmark.read(dataset)
     except NativeFileError as exc:
-        raise IngestError([Problem(str(exc).partition(": ")[0], None, None, str(exc).partition(": ")[2])]) from None
-    quirks = list(native.quirks)
-    wanted = set(dataset.get("video_ids") or ())
-    splits = set(dataset.get("splits") or ())
+        raise IngestError([Problem(p.file, None, p.field, p.message, p.record) for p in exc.problems]) from None
+    if not native.questions:
+        raise IngestError([Problem(files, None, None, "the question files hold no questions")])
+    selected, selection = _selected(dataset, benchmark, native)
+    chosen = {q.qid for q in selected}
+    chosen_videos = {q.video_id for q in selected}
+    quirks = [q for q in native.quirks
+              if q.record == "" and (not q.video_id or q.video_id in chosen_videos)  # a file's or a video's note
+              or q.record in chosen
+              or (q.flag == "bad_video_id" and selection is None)]  # left out by the reader, before any filter
+    if selection is not None:
+        quirks.append(IngestQuirk(file=files, record="", video_id="", flag="filter", detail=selection))
     kept: list[Question] = []
     found: dict[str, bool] = {}
-    for question in native.questions:
-        if (wanted and question.video_id not in wanted) or (splits and question.split not in splits):
-            continue
+    for question in selected:
+        video = native.videos[question.video_id]
         if question.video_id not in found:
-            found[question.video_id] = locate_video(dataset, native.videos[question.video_id]) is not None
-            if not found[question.video_id] and not benchmark.strict:
-                video = native.videos[question.video_id]
-                quirks.append(IngestQuirk(
-                    file=", ".join(map(str, dataset["questions"])), record="", video_id=question.video_id,
-                    flag="video_missing", detail=f"no file {' or '.join(video.files)} under {dataset['videos_dir']}: "
-                                                 f"its questions are left out"))
-        if found[question.video_id] or benchmark.strict:
+            found[question.video_id] = benchmark.strict or locate_video(dataset, video) is not None
+        if found[question.video_id]:
             kept.append(question)
+        else:
+            quirks.append(IngestQuirk(
+                file=files, record=question.qid, video_id=question.video_id, flag="video_missing",
+                detail=f"no file {' or '.join(video.files)} under {dataset['videos_dir']}: the question is left out"))
     if not kept:
-        raise IngestError([Problem(", ".join(map(str, dataset["questions"])), None, None,
-                                   f"no question of benchmark {benchmark.name!r} has its video under "
-                                   f"{dataset['videos_dir']} (see the video-file rule in config/dataset/)")])
+        example = native.videos[selected[0].video_id]
+        raise IngestError([Problem(files, None, None,
+                                   f"none of the {len(selected):,} selected questions of benchmark {benchmark.name!r} "
+                                   f"has its video under {dataset['videos_dir']} (e.g. no "
+                                   f"{Path(dataset['videos_dir']) / example.files[0]}; see the video-file rule in "
+                                   f"config/dataset/{benchmark.name}.yaml)")])
+    repeated = sorted(qid for qid, n in Counter(q.qid for q in kept).items() if n > 1)
+    if repeated:  # each reader refuses these with their places; this guards the table's key itself
+        raise IngestError([Problem(files, None, "question id", f"repeated question id(s): {', '.join(repeated[:10])}")])
     table = to_frame(kept, Question)
     if benchmark.strict:
         table = table.sort("video_id", maintain_order=True)
     return table, to_frame(quirks, IngestQuirk)
+
+
+def _selected(dataset: Mapping[str, Any], benchmark: Any, native: "NativeSet") -> tuple[list[Question], str | None]:
+    """The questions ``dataset.video_ids`` and ``dataset.splits`` select, and the sentence that says so (None
+    without a filter). An unknown split or video id refuses the ingest, listing the valid ones: a typo must not
+    quietly select nothing, or everything."""
+    splits = [str(s) for s in dataset.get("splits") or ()]
+    wanted = [str(v) for v in dataset.get("video_ids") or ()]
+    problems = []
+    if splits:
+        valid = list(benchmark.splits) + sorted({q.split for q in native.questions if q.split} - set(benchmark.splits))
+        unknown = [s for s in splits if s not in valid]
+        if unknown:
+            problems.append(Problem("dataset.splits", None, None, (
+                f"unknown split(s) {', '.join(map(repr, unknown))}; benchmark {benchmark.name!r} has "
+                + (f"the split labels {', '.join(valid)}" if valid else "no split labels (leave dataset.splits empty)"))))
+    if wanted:
+        unknown = [v for v in wanted if v not in native.videos]
+        if unknown:
+            hints = [f"{v!r} (did you mean {', '.join(map(repr, close))}?)" if close else repr(v)
+                     for v in unknown[:10] for close in [difflib.get_close_matches(v, list(native.videos), n=2)]]
+            problems.append(Problem("dataset.video_ids", None, None, (
+                f"{len(unknown)} video id(s) not in the question files: {', '.join(hints)}"
+                + (" …" if len(unknown) > 10 else "") + f"; the files name {len(native.videos):,} videos, e.g. "
+                + ", ".join(list(native.videos)[:8]))))
+    if problems:
+        raise IngestError(problems)
+    if not splits and not wanted:
+        return list(native.questions), None
+    keep_splits, keep_videos = set(splits), set(wanted)
+    selected = [q for q in native.questions
+                if (not keep_splits or q.split in keep_splits) and (not keep_videos or q.video_id in keep_videos)]
+    said = " and ".join(part for part in (f"dataset.splits=[{','.join(splits)}]" if splits else "",
+                                          f"dataset.video_ids ({len(wanted)} id(s))" if wanted else "") if part)
+    if not selected:
+        raise IngestError([Problem("dataset.splits" if splits else "dataset.video_ids", None, None,
+                                   f"{said} select none of the files' {len(native.questions):,} questions")])
+    return selected, f"{said} keep {len(selected):,} of the files' {len(native.questions):,} questions"
+
+
+def not_drawn_rows(whole: pl.DataFrame, drawn: pl.DataFrame, report: pl.DataFrame) -> pl.DataFrame:
+    """The ingest report with one ``not_drawn`` row per question ``dataset.subset`` did not draw (and the quirk
+    rows of those questions still there, counted apart from the kept ones by :mod:`senri.coverage`)."""
+    left = whole.filter(~pl.col("qid").is_in(drawn["qid"].to_list()))
+    rows = [IngestQuirk(file="dataset.subset", record=qid, video_id=video_id, flag="not_drawn",
+                        detail="not drawn by dataset.subset") for qid, video_id in left.select("qid", "video_id").iter_rows()]
+    return pl.concat([report, to_frame(rows, IngestQuirk)], how="vertical") if rows else report
 
 
 def locate_video(dataset: Mapping[str, Any], video: NativeVideo) -> Path | None:

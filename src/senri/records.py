@@ -18,21 +18,6 @@ from typing import Any, Iterable, Sequence
 
 import polars as pl
 
-#: Task type code → direction. Event→Space (ES) ties an event to a place; Space→Event (SE) the reverse.
-TASK_DIRECTION: dict[str, str] = {"L": "ES", "RR": "ES", "OC": "ES", "NP": "ES", "RER": "SE", "TER": "SE"}
-TASK_TYPES: tuple[str, ...] = tuple(TASK_DIRECTION)
-DIRECTIONS: tuple[str, ...] = ("ES", "SE")
-#: What each task type and direction code means (SENRI-Bench's taxonomy), for glossaries next to tables.
-TASK_NAMES: dict[str, str] = {
-    "L": "localization: where an event happened",
-    "RR": "relation reasoning: spatial relations among entities and places at an event",
-    "OC": "object counting: distinct entities in the context of an event",
-    "NP": "navigation planning: recover or plan a route",
-    "RER": "region-conditioned event retrieval: what happened at a place",
-    "TER": "trajectory event retrieval: what happened along a route",
-}
-DIRECTION_NAMES: dict[str, str] = {"ES": "Event→Space: an event tied to a place",
-                                   "SE": "Space→Event: a place or route tied to an event"}
 LETTERS: tuple[str, ...] = ("A", "B", "C", "D")
 #: Letters a native benchmark's question may carry: 2–6 options (MLVU's test set has A–F).
 OPTION_LETTERS: tuple[str, ...] = ("A", "B", "C", "D", "E", "F")
@@ -79,6 +64,8 @@ class Question:
     video_id: str
     qid: str
     task_type: str
+    #: A benchmark's second grouping of its questions, where it has one (SENRI-Bench's direction of the task
+    #: type, filled in by its reader); "" for a native benchmark.
     direction: str
     question: str
     option_a: str
@@ -113,7 +100,9 @@ class Question:
 class IngestQuirk:
     """One row of the ingest report (``results/questions.report.parquet``): a native record kept although SENRI's
     rules would refuse it, and why (``flag``: repeated_option, empty_answer, answer_not_an_option, …), a question
-    left out (``video_missing``, ``not_multiple_choice``), or a note on a whole file (``file_note``: a repair)."""
+    left out, one row each with its reason (``video_missing``, ``bad_video_id``, ``not_drawn``), or a note on the
+    whole set (``file_note``: a repair; ``filter``: a selection; ``empty_task_file``). :mod:`senri.coverage` reads
+    them."""
 
     file: str
     record: str     # the question id (or task file + index); "" for a whole-file note

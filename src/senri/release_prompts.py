@@ -84,6 +84,8 @@ def _bound_name(target: ast.AST) -> str | None:
         return target.attr
     if isinstance(target, ast.Constant) and isinstance(target.value, str):
         return target.value
+    if isinstance(target, ast.Subscript):  # data["conversations"][-1]["content"] += "…": bound to "content"
+        return _bound_name(target.slice)
     return None
 
 
@@ -96,6 +98,9 @@ def _bindings(tree: ast.AST) -> list[tuple[str, ast.expr]]:
             for target in node.targets:
                 if (name := _bound_name(target)) is not None:
                     found.append((name, node.value))
+        elif isinstance(node, ast.AugAssign):  # text += "…": M3-Agent appends its notes so
+            if (name := _bound_name(node.target)) is not None:
+                found.append((name, node.value))
         elif isinstance(node, ast.AnnAssign) and node.value is not None:
             if (name := _bound_name(node.target)) is not None:
                 found.append((name, node.value))
@@ -296,7 +301,19 @@ _DC, _DG = "data/constant.py", "data/videocaption_generation.py"
 _O_HEADER = {"action_turn": "step", "observation_turn": "step", "sample_fps": "fps", "total_frames": "n_frames",
              "start_time": "start", "end_time": "end"}
 
+_MP, _CTL = "mmagent/prompts.py", "m3_agent/control.py"
+
 RELEASES: dict[str, Release] = {
+    # M3-Agent (shared/spec/omni_memory.md MP1..MP6): both fine-tuned models were trained on these strings.
+    "m3_agent": Release("m3_agent", "ByteDance-Seed/m3-agent", "0e3e419", (
+        ReleaseString("diarize", _MP, (14, 37), "prompt_audio_segmentation", "MP1"),
+        ReleaseString("memorize", _MP, (308, 330), "prompt_generate_memory_with_ids_sft", "MP2"),
+        ReleaseString("system", _CTL, (79, 79), "system_prompt", "MP3", template=True,
+                      fields={"question": "question"}),
+        ReleaseString("instruction", _CTL, (80, 89), "instruction", "MP4"),
+        ReleaseString("last_round", _CTL, (175, 175), "content", "MP5"),
+        ReleaseString("empty_note", _CTL, (130, 130), "search_result", "MP6"),
+    )),
     "paravt": Release("paravt", "EvolvingLMMs-Lab/ParaVT", "cf55249", (
         ReleaseString("system", _D, (124, 143), "GENERAL_AGENTIC_SYSTEM", "P1", template=True,
                       json_fields={"tool_schema": ((86, 103), "TOOL_SCHEMA")}),
@@ -340,6 +357,13 @@ RELEASES: dict[str, Release] = {
         ReleaseString("caption_low", _DC, (44, 61), "CAPTION_SYSTEM_PROMPT_LOW", "R7", template=True,
                       fields={"num_frame": "num_frame", "num_word": "num_words"}),
         ReleaseString("caption_frame", _DG, (28, 28), "text", "R7", positions=("time",)),
+    )),
+    # shared/spec/direct_specialists.md I-P1: the Video-MME-v2 script's MCQ string (the benchmark path's task prompt
+    # lives in an unpublished submodule). Cambrian-S's and VideoChat3's texts are built by code around several
+    # strings, so they have no map and keep senri's restatement (config/prompts/{cambrian_s,videochat3}/).
+    "internvideo3": Release("internvideo3", "OpenGVLab/InternVideo", "3965eef", (
+        ReleaseString("mcq", "InternVideo3/InternVideo3_eval/scripts/eval_videommev2.py", (18, 22), "MCQ_PROMPT",
+                      "I-P1", template=True, fields={"question": "question", "options": "options"}),
     )),
 }
 

@@ -54,29 +54,10 @@ class BatchError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class ServedAnswer:
+class ServedAnswer(workflow.AnswerJobFiles):
     """One answer job of a batch: the files the in-process ``answer`` rule would read and write for it."""
 
-    method: str
-    model: str
-    video_id: str
     inputs: Mapping[str, str]
-
-    @property
-    def out(self) -> str:
-        return f"results/predictions/{self.method}/{self.model}/{self.video_id}.parquet"
-
-    @property
-    def sidecar(self) -> str:
-        return f"results/predictions/{self.method}/{self.model}/{self.video_id}.config.yaml"
-
-    @property
-    def cache(self) -> str:
-        return f"results/cache/answer/{self.method}/{self.model}/{self.video_id}.sqlite"
-
-    @property
-    def log(self) -> str:
-        return f"results/logs/answer/{self.method}/{self.model}/{self.video_id}.log"
 
     @property
     def kept(self) -> str:
@@ -222,11 +203,8 @@ def answer_config(cfg: Mapping[str, Any], method: str, model: str) -> str:
 def answer_params(cfg: Mapping[str, Any], method: str, model: str) -> dict[str, str]:
     """An answer job's params, in process (rules/answer.smk) and served alike: its config slice as canonical
     JSON and its code digest (the method's and the backend's modules included)."""
-    backend = cfg["model"].get(model, {}).get("backend")
-    system = workflow.method_memory_system(cfg, method)
-    store = workflow.memory_system_store(cfg, system) if system else None
     return {"config": answer_config(cfg, method, model),
-            "code": workflow.code_digest("answer", cfg["method"][method]["implementation"], backend, store)}
+            "code": workflow.code_digest("answer", **workflow.answer_code_selection(cfg, method, model))}
 
 
 def batch_digest(cfg: Mapping[str, Any], batch: Batch) -> str:

@@ -78,7 +78,7 @@ class PairedComparison:
 
 def compare(baseline_correct: Sequence[bool], treatment_correct: Sequence[bool], groups: Sequence[str],
             resamples: int = 10_000, confidence: float = 0.95, seed: int = 0, decimals: int = 1) -> PairedComparison:
-    from senri.aggregate import percent_value
+    from senri.percent import percent_value
 
     n = len(baseline_correct)
     base, treat = int(np.sum(baseline_correct)), int(np.sum(treatment_correct))

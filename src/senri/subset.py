@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import polars as pl
 
-from senri.config import ConfigError
+from senri.errors import ConfigError
 
 
 class SubsetError(ConfigError):

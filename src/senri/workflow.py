@@ -1,20 +1,21 @@
 """What the Snakemake rules need from the package: job planning and code digests.
 
 Snakemake reruns a job when its params change. Each rule's params carry its config slice *and* a digest of
-the source files its stage runs, so editing ``probe.py`` reruns probing (and what depends on it) while
-editing ``aggregate.py`` reruns only the aggregate: "rerun when inputs, code or parameters change".
-The digest hashes content, not modification times, so a fresh clone or a ``git checkout`` reruns nothing.
+the code its job runs, derived from what the job imports (:mod:`senri.code_identity`), so editing ``probe.py``
+reruns probing (and what depends on it) while editing a scorer reruns only the report: "rerun when inputs, code
+or parameters change". The digest hashes content, not modification times, so a fresh clone or a ``git
+checkout`` reruns nothing.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
-import importlib.util
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from senri import code_identity
 from senri.config import run_captioner
 from senri.demo import DemoConfig, video_ids as demo_video_ids
 from senri.ingest import find_video, locate_video, video_ids_in
@@ -22,92 +23,95 @@ from senri.subset import Subset, SubsetError, question_video_pairs, subset_video
 
 if TYPE_CHECKING:
     from senri.benchmarks.base import NativeSet, NativeVideo
+    from senri.registry import Registry
 
-PACKAGE_DIR = Path(__file__).resolve().parent
 #: Backends that run the model on this job's own GPU(s); every other backend (a remote server, llama.cpp on
 #: CPU, no model at all) needs none, so its jobs never wait for a GPU.
 GPU_BACKENDS = frozenset({"vllm", "transformers"})
 
-#: Source files (relative to the package) whose content decides each stage's output. The cli module is
-#: wiring and deliberately left out, so a new subcommand does not rerun every finished stage.
-STAGE_CODE: dict[str, tuple[str, ...]] = {
-    "demo_data": ("demo.py", "media.py", "records.py"),
-    "needle_data": ("needle.py", "demo.py", "media.py", "records.py", "ingest.py"),
-    "ingest": ("ingest.py", "subset.py", "records.py", "../../workflow/schemas/questions.schema.json",
-               "benchmarks/__init__.py", "benchmarks/base.py", "benchmarks/senri.py", "benchmarks/videomme.py",
-               "benchmarks/lvbench.py", "benchmarks/mlvu.py", "benchmarks/egomem.py"),
-    "probe": ("probe.py", "media.py", "records.py"),
-    "frames": ("decode.py", "records.py"),
-    "anonymize": ("anonymize/stage.py", "anonymize/detectors/__init__.py", "anonymize/detectors/base.py",
-                  "anonymize/detectors/centerface.py", "anonymize/detectors/plates.py",
-                  "anonymize/detectors/egoblur.py", "decode.py", "records.py", "media.py", "memtrim.py"),
-    "answer": ("answer.py", "answers.py", "records.py", "methods/__init__.py", "methods/base.py",
-               "methods/prompted.py", "methods/structured.py", "registry.py", "backends/__init__.py", "backends/base.py",
-               "backends/cache.py", "backends/openai_format.py", "backends/served.py"),
-    "track": ("track.py", "decode.py", "records.py", "memtrim.py"),
-    "memory": ("memory/__init__.py", "memory/hierarchy.py", "captioners/__init__.py", "captioners/base.py", "captioners/perception.py",
-               "captioners/vlm.py", "repetition.py", "track.py", "decode.py", "records.py"),
-    # A store's build or import; the system's own module (and what it imports of senri) is added per system.
-    "memory_system": ("memory/__init__.py", "memory/store.py", "memory/jobs.py", "memory/hierarchy.py",
-                      "memory/retrieval.py", "records.py", "registry.py", "backends/__init__.py", "backends/base.py",
-                      "backends/cache.py"),
-    "aggregate": ("aggregate.py", "records.py"),
-    "richness": ("analysis/richness.py", "aggregate.py", "answers.py", "records.py", "prompts.py",
-                 "backends/__init__.py", "backends/base.py", "backends/cache.py"),
-    "report": ("aggregate.py", "records.py", "stats.py", "report/__init__.py", "report/tables.py",
-               "report/model_grid.py", "report/published/videolucy_table13_models.csv",
-               "report/figures.py", "report/render.py", "report/browser.py", "report/browser_script.py", "decode.py"),
-}
+
+def _registered_module(registry: "Registry", name: str) -> str:
+    """The module a registered name (or a ``module:Class`` given directly) lives in."""
+    return (name if ":" in name else registry.target(name)).partition(":")[0]
 
 
-def _module_file(module: str) -> Path:
-    spec = importlib.util.find_spec(module)
-    if spec is None or spec.origin is None:
-        raise ImportError(f"cannot locate module {module!r}")
-    return Path(spec.origin)
-
-
-def store_module_files(store: str) -> list[Path]:
-    """The source files of a memory system config's ``store`` (a registered name or ``module:Class``): its
-    module — every module of its folder, when the system is a package of its own under ``senri/memory/``
-    (``memory/worldmm/``: build, index, release, …) — and the shared modules its class lists in ``extra_code``
-    (PageRank, clip embedder, release reader, …)."""
-    from senri.memory.store import MEMORY_SYSTEMS, store_class
-
-    target = store if ":" in store else MEMORY_SYSTEMS.target(store)
-    module = _module_file(target.partition(":")[0])
-    own = [module]
-    if module.parent.parent == PACKAGE_DIR / "memory":  # a system's own package: all of its modules
-        own = sorted(module.parent.glob("*.py"))
-    return [*own, *(PACKAGE_DIR / rel for rel in store_class(store).extra_code)]
-
-
-def code_digest(stage: str, method_implementation: str | None = None, backend: str | None = None,
-                memory_store: str | None = None) -> str:
-    """A short hash of the code a stage's job runs (plus, for the answer stage, the method's and the
-    backend's own modules: editing the vLLM backend does not rerun llama.cpp runs; and for a memory method,
-    or the memory_system stage, the module of the store it reads: editing WorldMM's retrieval reruns the
-    runs over WorldMM, not those over the captions)."""
-    files = [PACKAGE_DIR / rel for rel in STAGE_CODE[stage]]
-    if memory_store is not None:
-        files += store_module_files(memory_store)
+def job_modules(stage: str, method_implementation: str | None = None, backend: str | None = None,
+                memory_store: str | None = None) -> tuple[str, ...]:
+    """The package modules one job of ``stage`` runs: the stage's command (:func:`code_identity.stage_modules`)
+    plus what the job selects by name (:data:`code_identity.PER_JOB_REGISTRIES`): the method's, the backend's and
+    the memory system's modules, each with what it imports."""
+    roots = []
     if method_implementation is not None:
         from senri.methods import METHODS
 
-        files.append(_module_file(METHODS.target(method_implementation).partition(":")[0]))
-        method_cls = METHODS.load(method_implementation)
-        if getattr(method_cls, "uses_memory", False):
-            files += [PACKAGE_DIR / rel for rel in STAGE_CODE["memory"]]
-        files += [PACKAGE_DIR / rel for rel in getattr(method_cls, "extra_code", ())]
+        roots.append(_registered_module(METHODS, method_implementation))
     if backend is not None and backend != "none":
         from senri.backends import BACKENDS
 
-        files.append(_module_file(BACKENDS.target(backend).partition(":")[0]))
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(path.resolve().name.encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
+        roots.append(_registered_module(BACKENDS, backend))
+    if memory_store is not None:
+        from senri.memory.store import MEMORY_SYSTEMS
+
+        roots.append(_registered_module(MEMORY_SYSTEMS, memory_store))
+    own = code_identity.stage_modules(stage)
+    return tuple(sorted({*own, *code_identity.module_closure(tuple(roots))})) if roots else own
+
+
+@functools.cache
+def code_digest(stage: str, method_implementation: str | None = None, backend: str | None = None,
+                memory_store: str | None = None) -> str:
+    """A short hash of the code one job runs and the data files it reads (:func:`job_modules`): editing the vLLM
+    backend does not rerun llama.cpp runs, editing WorldMM's retrieval reruns the runs over WorldMM and not those
+    over the captions, and editing a scorer reruns the report and no answer job."""
+    modules = job_modules(stage, method_implementation, backend, memory_store)
+    return code_identity.modules_digest(modules)
+
+
+@dataclass(frozen=True)
+class AnswerJobFiles:
+    """Where one answer job's files lie: the one definition the in-process rule (through :meth:`pattern`), the
+    served batches, the tables and the report read."""
+
+    method: str
+    model: str
+    video_id: str
+
+    @classmethod
+    def pattern(cls) -> "AnswerJobFiles":
+        """The rule's paths: the fields as Snakemake wildcards."""
+        return cls("{method}", "{model}", "{video_id}")
+
+    @property
+    def stem(self) -> str:
+        return f"{self.method}/{self.model}/{self.video_id}"
+
+    @property
+    def out(self) -> str:
+        """The prediction table."""
+        return f"results/predictions/{self.stem}.parquet"
+
+    @property
+    def sidecar(self) -> str:
+        """The answer stage's config the table was made with (the report reads approach and budgets there)."""
+        return f"results/predictions/{self.stem}.config.yaml"
+
+    @property
+    def cache(self) -> str:
+        """Every model call's response, kept across failed and killed jobs (not an output)."""
+        return f"results/cache/answer/{self.stem}.sqlite"
+
+    @property
+    def log(self) -> str:
+        return f"results/logs/answer/{self.stem}.log"
+
+    @property
+    def benchmark(self) -> str:
+        return f"results/benchmarks/answer/{self.stem}.tsv"
+
+
+def prediction_files(runs: list[tuple[str, str]], video_ids: list[str]) -> list[str]:
+    """The prediction tables of ``runs`` (method, model) over ``video_ids``, in run order."""
+    return [AnswerJobFiles(method, model, video).out for method, model in runs for video in video_ids]
 
 
 def is_demo(cfg: Mapping[str, Any]) -> bool:
@@ -141,7 +145,12 @@ def planned_video_ids(cfg: Mapping[str, Any]) -> list[str]:
         return needle_video_ids(needle_config(cfg))
     subset = Subset.from_config(dataset.get("subset"))
     if is_native(cfg):
-        native = native_set(cfg)
+        from senri.benchmarks.base import NativeFileError
+
+        try:
+            native = native_set(cfg)
+        except NativeFileError:
+            return []  # no video is planned; the ingest job refuses the files with every problem named
         ids = list(dataset["video_ids"]) or list(native.videos)
         splits = set(dataset.get("splits") or ())
         ids = [v for v in ids if v in native.videos and (not splits or native.videos[v].split in splits)
@@ -301,6 +310,17 @@ def memory_system_store(cfg: Mapping[str, Any], system: str) -> str:
     return str(memory_systems(cfg)[system].get("store") or system)
 
 
+def answer_code_selection(cfg: Mapping[str, Any], method: str, model: str) -> dict[str, str | None]:
+    """What one answer job selects by name, for its code (:func:`job_modules`): the method's implementation,
+    the model's backend and the store the method reads (a memory method without a memory system reads senri's
+    captions)."""
+    spec = cfg["method"][method]
+    system = method_memory_system(cfg, method)
+    store = memory_system_store(cfg, system) if system else "captions" if spec.get("uses_memory") else None
+    return {"method_implementation": spec["implementation"],
+            "backend": cfg["model"].get(model, {}).get("backend"), "memory_store": store}
+
+
 def answer_inputs(cfg: Mapping[str, Any], method: str, model: str, video_id: str) -> dict[str, str]:
     """Input files of one answer job: questions, the video's probe table, the frame store (plus its carrier
     when the model takes video) of the method's sampling plan if the method reads frames, and the memory
@@ -358,5 +378,4 @@ def richness_predictions(cfg: Mapping[str, Any], runs: list[tuple[str, str]], vi
 
     if not ((cfg.get("analysis") or {}).get("richness") or {}).get("evaluator"):
         return []
-    return [f"results/predictions/{method}/{model}/{video}.parquet" for method, model in videolucy_runs(cfg, runs)
-            for video in video_ids]
+    return prediction_files(videolucy_runs(cfg, runs), video_ids)

@@ -223,12 +223,22 @@ def _stream(src: Path, tmp: Path, video_id: str, config: AnonymizeConfig, detect
                 source.seek(0, stream=video_in, backward=True, any_frame=False)
             origin = timeline_origin(video_in)  # detections' times are on the video's timeline, as frames' are
             streams = [video_in] + ([audio_in] if audio_in is not None else [])
+            held_audio: list[Any] = []  # audio packets demuxed before the video stream was added
             try:
                 for packet in source.demux(*streams):
                     if audio_in is not None and packet.stream is audio_in:
                         if packet.dts is not None:
                             packet.stream = audio_out
-                            sink.mux(packet)
+                            # The muxer writes its header at the first packet: audio demuxed before the first
+                            # video frame waits until the video stream exists (muxed into a header without it,
+                            # the encoder's first packet crashed the process: SIGFPE).
+                            if video_out is None:
+                                held_audio.append(packet)
+                            else:
+                                for held in held_audio:
+                                    sink.mux(held)
+                                held_audio.clear()
+                                sink.mux(packet)
                         continue
                     try:
                         frames = packet.decode()
@@ -249,6 +259,8 @@ def _stream(src: Path, tmp: Path, video_id: str, config: AnonymizeConfig, detect
                 flush(detect_last())
             if video_out is None:
                 raise MediaError(f"{src}: no decodable video frame")
+            for packet in held_audio:
+                sink.mux(packet)
             for packet in video_out.encode():
                 sink.mux(packet)
         stats.frames = index

@@ -21,6 +21,7 @@ BACKENDS.register("llamacpp", "senri.backends.llamacpp:LlamaCppBackend")
 BACKENDS.register("transformers", "senri.backends.transformers:TransformersBackend")
 BACKENDS.register("vllm", "senri.backends.vllm:VLLMBackend")
 BACKENDS.register("scripted", "senri.backends.scripted:ScriptedBackend")
+BACKENDS.register("release_worker", "senri.backends.worker:ReleaseWorkerBackend")
 
 #: The model slot of model-free methods: no backend at all.
 NO_BACKEND = "none"

@@ -16,6 +16,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 #: Sampling parameters every backend understands; anything else in a model config is backend-specific.
@@ -46,18 +47,49 @@ TIMELINES = ("source", "carrier")
 
 
 @dataclass(frozen=True)
+class AudioPart:
+    """A sound clip as a WAV file (16-bit PCM; :func:`senri.media.clip_wav` cuts them at 16 kHz from a video), for
+    backends whose models hear (Qwen2.5-Omni's thinker, OpenAI's audio models): OpenAI-compatible servers get it
+    as an ``input_audio`` part, transformers' omni processors as ``audio``, vLLM as ``multi_modal_data["audio"]``.
+    ``label`` is an optional text shown just before it, as an image's timestamp is."""
+
+    wav: bytes
+    label: str | None = None
+
+    def digest(self) -> str:
+        return hashlib.sha256(self.wav).hexdigest()
+
+    def base64(self) -> str:
+        return base64.b64encode(self.wav).decode("ascii")
+
+    def duration_s(self) -> float:
+        """The clip's length from its WAV header (0.0 for bytes that are no WAV: the backend will refuse them)."""
+        from senri.media import wav_info
+
+        try:
+            return wav_info(self.wav).duration_s
+        except ValueError:
+            return 0.0
+
+
+@dataclass(frozen=True)
 class VideoPart:
     """A short MP4 (a carrier video of sampled frames) for backends that take video input.
 
     ``fps`` is the carrier's own frame rate (frame k at k / fps), ``times_s`` the source time of each of its
     frames, in order (empty: unknown), and ``timeline`` which of the two the model is to place the frames on
     (:data:`TIMELINES`). Backends whose models read video timing (vLLM's Qwen2.5-VL / Qwen3-VL video metadata,
-    transformers' ``fps``) pass them on."""
+    transformers' ``fps``) pass them on.
+
+    ``audio`` is the video's own sound track over the same span, for omni models that read a video together with
+    its audio (Qwen2.5-Omni's ``use_audio_in_video``, which interleaves the two by time): None for a silent video
+    or a model that only sees. It is part of the cache key only when present."""
 
     mp4: bytes
     fps: float
     times_s: tuple[float, ...] = ()
     timeline: str = "source"
+    audio: AudioPart | None = None
 
     def __post_init__(self) -> None:
         if self.timeline not in TIMELINES:
@@ -72,7 +104,49 @@ class VideoPart:
         return "data:video/mp4;base64," + base64.b64encode(self.mp4).decode("ascii")
 
 
-Part = str | ImagePart | VideoPart
+@dataclass(frozen=True)
+class FramesPart:
+    """Exact decoded frames of one video, in time order, for models whose own processor takes a frame list
+    with its metadata (the direct specialists, R5 of shared/spec/direct_specialists.md): never re-encoded
+    into a carrier video. ``frames`` are encoded images (``fmt`` ``png``: lossless; ``jpeg``: the exact bytes
+    a release's own JPEG step produced), ``rate`` the frame rate the model is told, ``indices`` the source
+    frame indices and ``times_s`` their source times (empty: unknown), ``timeline`` as for :class:`VideoPart`.
+    Backends that do not take it (every one but ``release_worker``) never receive it: methods send it only to
+    a model config of that backend."""
+
+    frames: tuple[bytes, ...]
+    rate: float
+    indices: tuple[int, ...] = ()
+    times_s: tuple[float, ...] = ()
+    fmt: str = "png"
+    timeline: str = "source"
+    #: The decoded source frames' width and height before any resize of senri's (Cambrian-S unpads its grid by
+    #: them, C-I4), and the processing options the model's side needs with these frames, as canonical JSON
+    #: (VideoChat3's pixel keys and placeholder metadata, the LFP memory's preset); "" for none.
+    source_wh: tuple[int, int] | None = None
+    options: str = ""
+
+    def __post_init__(self) -> None:
+        if self.fmt not in ("png", "jpeg"):
+            raise ValueError(f"FramesPart fmt {self.fmt!r}: png or jpeg")
+        if self.timeline not in TIMELINES:
+            raise ValueError(f"FramesPart timeline {self.timeline!r}: one of {', '.join(TIMELINES)}")
+        if self.indices and len(self.indices) != len(self.frames):
+            raise ValueError(f"FramesPart: {len(self.frames)} frames but {len(self.indices)} indices")
+
+    def frame_digests(self) -> list[str]:
+        return list(self._digests)
+
+    def digest(self) -> str:
+        return hashlib.sha256("".join(self._digests).encode()).hexdigest()
+
+    @cached_property
+    def _digests(self) -> tuple[str, ...]:
+        """Computed once: a video's frames go with each of its questions (thousands of frames for the LFP stream)."""
+        return tuple(hashlib.sha256(frame).hexdigest() for frame in self.frames)
+
+
+Part = str | ImagePart | VideoPart | FramesPart | AudioPart
 
 
 @dataclass(frozen=True)
@@ -92,6 +166,16 @@ class Message:
 
     def videos(self) -> list[VideoPart]:
         return [part for part in self.content if isinstance(part, VideoPart)]
+
+    def audios(self) -> list[AudioPart]:
+        """The message's sound: its audio parts and its videos' own tracks, in the order they appear."""
+        out: list[AudioPart] = []
+        for part in self.content:
+            if isinstance(part, AudioPart):
+                out.append(part)
+            elif isinstance(part, VideoPart) and part.audio is not None:
+                out.append(part.audio)
+        return out
 
 
 @dataclass(frozen=True)
@@ -120,6 +204,8 @@ class ChatRequest:
     #: Stop strings (the OpenAI API's ``stop``): generation ends where the first of them would begin, and the
     #: text returned excludes it. Video-o3 stops every turn on its closing tags (O-D1).
     stop: tuple[str, ...] = ()
+    #: Top-k sampling (None: the backend's default); VideoChat3's release samples with top-k 20 (V-D1).
+    top_k: int | None = None
 
     def cache_payload(self) -> dict[str, Any]:
         """Everything that decides the response, with media replaced by content hashes.
@@ -129,10 +215,18 @@ class ChatRequest:
         def part(p: Part) -> Any:
             if isinstance(p, str):
                 return p
+            if isinstance(p, FramesPart):
+                return {"frames": p.digest(), "rate": round(float(p.rate), 9), "indices": list(p.indices),
+                        "times_s": [round(float(t), 6) for t in p.times_s], "fmt": p.fmt, "timeline": p.timeline,
+                        "source_wh": list(p.source_wh) if p.source_wh else None, "options": p.options}
+            if isinstance(p, AudioPart):
+                return {"audio": p.digest(), **({"label": p.label} if p.label else {})}
             kind = "image" if isinstance(p, ImagePart) else "video"
             extra = {"time_s": p.time_s} if isinstance(p, ImagePart) else {"fps": p.fps}
             if isinstance(p, VideoPart) and p.times_s:  # only when given: a video without them keeps its key
                 extra.update(times_s=[round(float(t), 6) for t in p.times_s], timeline=p.timeline)
+            if isinstance(p, VideoPart) and p.audio is not None:  # only when present: silent videos keep their key
+                extra["audio"] = p.audio.digest()
             return {kind: p.digest(), **extra}
 
         return {
@@ -149,10 +243,13 @@ class ChatRequest:
             **{name: value for name in ("repetition_penalty", "frequency_penalty")
                if (value := getattr(self, name)) is not None},
             **({"stop": list(self.stop)} if self.stop else {}),
+            **({"top_k": self.top_k} if self.top_k is not None else {}),
         }
 
     def n_images(self) -> int:
-        return sum(len(m.images()) + len(m.videos()) for m in self.messages)
+        """Images, videos and frame lists: a request with any is a vision-language call."""
+        return sum(len(m.images()) + len(m.videos()) + sum(isinstance(p, FramesPart) for p in m.content)
+                   for m in self.messages)
 
 
 #: ``finish_reason`` values: the model ended its reply, or it was cut at ``max_tokens``.
@@ -226,6 +323,9 @@ class Capabilities:
     #: with structured output): a model config marked ``reasoning: true`` then thinks first under a schema.
     #: Without it, such a model's structured calls go out unconstrained (see :func:`schema_for`).
     schema_after_reasoning: bool = False
+    #: Sound input: :class:`AudioPart` parts and a :class:`VideoPart`'s own ``audio`` (model config ``audio: true``,
+    #: an omni model). A request with sound to a backend without it is refused before it is sent.
+    audio: bool = False
 
 
 _WORD = re.compile(r"[^\W\d_]+")
@@ -287,6 +387,11 @@ def text_only(request: ChatRequest) -> ChatRequest:
     return replace(request, messages=messages)
 
 
+#: Audio tokens per second of sound where a backend cannot count them (Qwen2.5-Omni's audio encoder: one token per
+#: 40 ms, so ≈750 for a 30-s clip, shared/spec/omni_memory.md M-C12).
+AUDIO_TOKENS_PER_S = 25
+
+
 class BackendError(RuntimeError):
     """A call failed in a way retrying will not fix (bad config, model missing); raised at construction."""
 
@@ -343,12 +448,15 @@ class Backend:
 
     def media_tokens(self, request: ChatRequest) -> int:
         """The allowance for ``request``'s images and videos: ``image_tokens`` (model config, default 1,280)
-        per image, ``video_tokens`` (default 16,384) per video. A backend that counts text with its tokenizer
+        per image, ``video_tokens`` (default 16,384) per video, ``audio_tokens_per_s`` (default
+        :data:`AUDIO_TOKENS_PER_S`) per second of sound (audio parts and videos' own tracks). A backend that counts text with its tokenizer
         adds this for the media, whose tokens only the engine's processor knows."""
         images = sum(len(m.images()) for m in request.messages)
         videos = sum(len(m.videos()) for m in request.messages)
+        sound_s = sum(a.duration_s() for m in request.messages for a in m.audios())
         return (images * int(self.config.get("image_tokens", 1280))
-                + videos * int(self.config.get("video_tokens", 16384)))
+                + videos * int(self.config.get("video_tokens", 16384))
+                + int(round(sound_s * float(self.config.get("audio_tokens_per_s", AUDIO_TOKENS_PER_S)))))
 
     def complete_many(self, requests: Sequence[ChatRequest],
                       on_done: Callable[[int, ChatResponse], None] | None = None) -> list[ChatResponse]:
@@ -366,3 +474,18 @@ class Backend:
 
     def close(self) -> None:
         """Release the model or connection pool; called once when the job ends."""
+
+
+def request_schema(backend: Backend | None, schema: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The schema a structured request carries on ``backend``, or None for free generation.
+
+    A backend that cannot constrain output gets none. A reasoning model (model config ``reasoning: true``,
+    e.g. the paper's DeepSeek-R1) constrained from its first token cannot think before its JSON, so it gets
+    the schema only where the backend applies it after the thinking (``schema_after_reasoning``: vLLM's
+    reasoning parser with structured output); elsewhere it generates freely and the reply goes through the
+    project's JSON reader, the caller's validator and one repair turn, like any unconstrained backend."""
+    if backend is None or not backend.capabilities.json_schema:
+        return None
+    if is_reasoning(backend.config) and not backend.capabilities.schema_after_reasoning:
+        return None
+    return schema

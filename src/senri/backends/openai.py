@@ -122,6 +122,7 @@ class OpenAIBackend(Backend):
         return Capabilities(
             images=bool(config.get("images", True)),
             video=bool(config.get("video", False)),
+            audio=bool(config.get("audio", False)),
             json_schema=bool(config.get("json_schema", True)),
             # OpenAI's reasoning (o-series) models return no log-probabilities.
             logprobs=bool(config.get("logprobs", not openai_reasoning(config))),
@@ -146,7 +147,7 @@ class OpenAIBackend(Backend):
 
     def request_body(self, request: ChatRequest) -> dict[str, Any]:
         return chat_body(request, self.model, video_ok=self.capabilities.video, extra=self.extra_body,
-                         reasoning_api=openai_reasoning(self.config))
+                         reasoning_api=openai_reasoning(self.config), audio_ok=self.capabilities.audio)
 
     async def _one(self, client: httpx.AsyncClient, semaphore: asyncio.Semaphore,
                    request: ChatRequest) -> tuple[ChatResponse, bool]:

@@ -12,7 +12,7 @@ import math
 import re
 from typing import Any, Callable, Iterable, Mapping
 
-from senri.backends.base import ChatRequest, ChatResponse, ImagePart, VideoPart
+from senri.backends.base import AudioPart, ChatRequest, ChatResponse, ImagePart, VideoPart
 
 #: How many alternatives per position to ask for when scoring answer letters (llama.cpp and vLLM allow 20).
 TOP_LOGPROBS = 20
@@ -23,8 +23,16 @@ TOP_LOGPROBS = 20
 VideoURL = Callable[[VideoPart], str]
 
 
-def message_content(parts, video_ok: bool, video_url: VideoURL | None = None) -> str | list[dict[str, Any]]:
-    """A message's content: a plain string for text-only messages, else typed parts in order."""
+def audio_content(part: AudioPart) -> dict[str, Any]:
+    """An audio part on the wire: OpenAI's ``input_audio`` (base64 WAV), which vLLM's server also takes."""
+    return {"type": "input_audio", "input_audio": {"data": part.base64(), "format": "wav"}}
+
+
+def message_content(parts, video_ok: bool, video_url: VideoURL | None = None,
+                    audio_ok: bool = False) -> str | list[dict[str, Any]]:
+    """A message's content: a plain string for text-only messages, else typed parts in order. A video with its own
+    sound track is its ``video_url`` followed by that track as ``input_audio`` (what vLLM's omni models read with
+    ``use_audio_in_video``, :func:`uses_audio_in_video`)."""
     if all(isinstance(p, str) for p in parts):
         return "".join(parts)
     content: list[dict[str, Any]] = []
@@ -40,12 +48,29 @@ def message_content(parts, video_ok: bool, video_url: VideoURL | None = None) ->
                 raise ValueError("this backend does not take video input; send frames as images")
             url = video_url(part) if video_url is not None else part.data_url()
             content.append({"type": "video_url", "video_url": {"url": url}})
+            if part.audio is not None:
+                if not audio_ok:
+                    raise ValueError("this backend does not take audio input (model config audio: true, an omni "
+                                     "model); send the video without its sound track")
+                content.append(audio_content(part.audio))
+        elif isinstance(part, AudioPart):
+            if not audio_ok:
+                raise ValueError("this backend does not take audio input (model config audio: true, an omni model)")
+            if part.label:
+                content.append({"type": "text", "text": part.label})
+            content.append(audio_content(part))
     return content
 
 
+def uses_audio_in_video(request: ChatRequest) -> bool:
+    """Whether a request sends a video together with its own sound (Qwen2.5-Omni's ``use_audio_in_video``)."""
+    return any(v.audio is not None for m in request.messages for v in m.videos())
+
+
 def chat_messages(request: ChatRequest, video_ok: bool = False,
-                  video_url: VideoURL | None = None) -> list[dict[str, Any]]:
-    return [{"role": m.role, "content": message_content(m.content, video_ok, video_url)} for m in request.messages]
+                  video_url: VideoURL | None = None, audio_ok: bool = False) -> list[dict[str, Any]]:
+    return [{"role": m.role, "content": message_content(m.content, video_ok, video_url, audio_ok)}
+            for m in request.messages]
 
 
 #: OpenAI's reasoning models by name (o1, o3, o3-mini, o4-mini, …; gpt-5 and its dated/sized variants, not
@@ -65,12 +90,13 @@ def openai_reasoning(config: Mapping[str, Any]) -> bool:
 
 def chat_body(request: ChatRequest, model: str | None, video_ok: bool = False,
               extra: Mapping[str, Any] | None = None, reasoning_api: bool = False,
-              video_url: VideoURL | None = None) -> dict[str, Any]:
+              video_url: VideoURL | None = None, audio_ok: bool = False) -> dict[str, Any]:
     """The JSON body of ``POST /v1/chat/completions`` for ``request``. ``reasoning_api``: the body an OpenAI
     reasoning (o-series) model takes — ``max_completion_tokens`` for ``max_tokens``, no ``temperature`` or
-    ``top_p`` (only their default is accepted) and no penalties or log-probabilities."""
+    ``top_p`` (only their default is accepted) and no penalties or log-probabilities. A video sent with its own
+    sound adds vLLM's ``mm_processor_kwargs: {use_audio_in_video: true}`` (an omni model's server)."""
     body: dict[str, Any] = {
-        "messages": chat_messages(request, video_ok, video_url),
+        "messages": chat_messages(request, video_ok, video_url, audio_ok),
         "max_tokens": request.max_tokens,
         "temperature": request.temperature,
         "top_p": request.top_p,
@@ -95,6 +121,8 @@ def chat_body(request: ChatRequest, model: str | None, video_ok: bool = False,
         body.update(repetition_fields(request))
     if request.stop:
         body["stop"] = list(request.stop)
+    if uses_audio_in_video(request):
+        body["mm_processor_kwargs"] = {"use_audio_in_video": True}
     body.update(extra or {})
     return body
 

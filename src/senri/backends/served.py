@@ -131,7 +131,7 @@ class ServedBackend(OpenAIBackend):
         extra = {"chat_template_kwargs": self.template_kwargs} if self.template_kwargs else {}
         # a carrier goes with its rate and source times, for the server's senri loader (backends/vllm_video.py)
         return chat_body(request, self.model, video_ok=self.capabilities.video, extra=extra,
-                         video_url=carrier_data_url)
+                         video_url=carrier_data_url, audio_ok=self.capabilities.audio)
 
     def count_tokens(self, request: ChatRequest) -> int:
         """llama.cpp in process counts by the estimate, so its served twin does too; vLLM in process counts

@@ -11,10 +11,8 @@ once. Transcripts are not kept in the response cache: the audio is not part of a
 
 from __future__ import annotations
 
-import io
 import math
 import time
-import wave
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -24,18 +22,7 @@ from senri.backends.base import BackendError
 from senri.backends.openai import RETRY_EXCEPTIONS, backoff_delay, endpoint_settings, status_failure
 from senri.secrets import scrub
 
-SAMPLE_RATE = 16000  # A-T4: 16 kHz mono 16-bit PCM, what Whisper reads
-
-
-def wav_bytes(pcm: bytes, sample_rate: int = SAMPLE_RATE) -> bytes:
-    """Mono 16-bit little-endian PCM as a WAV file."""
-    out = io.BytesIO()
-    with wave.open(out, "wb") as wav:
-        wav.setnchannels(1)
-        wav.setsampwidth(2)
-        wav.setframerate(sample_rate)
-        wav.writeframes(pcm)
-    return out.getvalue()
+from senri.media import SAMPLE_RATE, wav_bytes  # noqa: F401  (A-T4: 16 kHz mono 16-bit PCM, what Whisper reads)
 
 
 @dataclass

@@ -24,9 +24,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from senri.backends.base import (FINISH_STOP, Backend, BackendError, Capabilities, ChatRequest, ChatResponse, ImagePart,
-                                 VideoPart, stop_match, text_only)
-from senri.backends.openai_format import chat_template_kwargs
+from senri.backends.base import (FINISH_STOP, AudioPart, Backend, BackendError, Capabilities, ChatRequest, ChatResponse,
+                                 ImagePart, VideoPart, stop_match, text_only)
+from senri.backends.openai_format import chat_template_kwargs, uses_audio_in_video
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,23 @@ def carrier_frames(part: VideoPart) -> list[Any]:
 
     with av.open(io.BytesIO(part.mp4)) as container:
         return [frame.to_image().convert("RGB") for frame in container.decode(video=0)]
+
+
+def media_kwargs(request: ChatRequest, videos: list[VideoPart]) -> dict[str, Any]:
+    """The processor's video and audio arguments for a request: every carrier frame kept at the carrier's rate;
+    the sound (:func:`hf_audios`) at 16 kHz; ``use_audio_in_video`` when a video brings its own track (an omni
+    processor then interleaves the two by time, TMRoPE; shared/spec/omni_memory.md M-C12, U-5)."""
+    kwargs: dict[str, Any] = {}
+    if videos:
+        kwargs = {"videos": [carrier_frames(v) for v in videos], "fps": [v.fps for v in videos],
+                  "do_sample_frames": False}
+    audios = hf_audios(request)
+    if audios:
+        kwargs["audio"] = [samples for samples, _ in audios]
+        kwargs["sampling_rate"] = audios[0][1]
+    if uses_audio_in_video(request):
+        kwargs["use_audio_in_video"] = True
+    return kwargs
 
 
 def finish_reason(new_tokens: list[int], max_tokens: int, eos_token_id: Any, generation_config: Any = None) -> str:
@@ -50,10 +67,11 @@ def finish_reason(new_tokens: list[int], max_tokens: int, eos_token_id: Any, gen
     return "stop"
 
 
-def hf_messages(request: ChatRequest, video_ok: bool = False
+def hf_messages(request: ChatRequest, video_ok: bool = False, audio_ok: bool = False
                 ) -> tuple[list[dict[str, Any]], list[Any], list[VideoPart]]:
     """Chat messages in transformers' typed-content form, plus the PIL images and the video parts in the order
-    they appear."""
+    they appear. An audio part is an ``audio`` placeholder (its samples: :func:`hf_audios`); a video's own sound
+    track adds none — the omni processor interleaves it with the video's frames (``use_audio_in_video``)."""
     from PIL import Image
 
     messages, images, videos = [], [], []
@@ -62,6 +80,13 @@ def hf_messages(request: ChatRequest, video_ok: bool = False
         for part in message.content:
             if isinstance(part, str):
                 content.append({"type": "text", "text": part})
+            elif isinstance(part, (AudioPart, VideoPart)) and not audio_ok and (
+                    isinstance(part, AudioPart) or part.audio is not None):
+                raise ValueError("this model takes no audio input (model config audio: true, an omni model)")
+            elif isinstance(part, AudioPart):
+                if part.label:
+                    content.append({"type": "text", "text": part.label})
+                content.append({"type": "audio"})
             elif isinstance(part, ImagePart):
                 if part.label():
                     content.append({"type": "text", "text": part.label()})
@@ -77,6 +102,26 @@ def hf_messages(request: ChatRequest, video_ok: bool = False
     return messages, images, videos
 
 
+def hf_audios(request: ChatRequest) -> list[tuple[Any, int]]:
+    """The request's sound as ``(float32 mono samples, sample rate)`` pairs in the order the processor pairs them
+    with placeholders: audio parts and videos' own tracks as they appear (qwen-omni-utils' ``process_mm_info``
+    order under ``use_audio_in_video``)."""
+    from senri.media import wav_samples
+
+    return [wav_samples(audio.wav) for message in request.messages for audio in message.audios()]
+
+
+def model_class(transformers: Any, config: Mapping[str, Any]) -> Any:
+    """The transformers class a model config loads: ``model_class`` (a name in ``transformers``, e.g.
+    ``Qwen2_5OmniThinkerForConditionalGeneration`` for M3-Agent's memorizer, which no Auto class maps) or
+    ``AutoModelForImageTextToText``."""
+    name = str(config.get("model_class") or "AutoModelForImageTextToText")
+    cls = getattr(transformers, name, None)
+    if cls is None:
+        raise BackendError(f"model config model_class: transformers {transformers.__version__} has no {name!r}")
+    return cls
+
+
 class TransformersBackend(Backend):
     kind = "transformers"
 
@@ -87,7 +132,8 @@ class TransformersBackend(Backend):
         if not config.get("path"):
             raise BackendError("model config path: the transformers backend needs a local model folder")
         import torch
-        from transformers import AutoModelForImageTextToText, AutoProcessor
+        import transformers
+        from transformers import AutoProcessor
 
         self.torch = torch
         device = str(config.get("device", "auto"))
@@ -98,7 +144,7 @@ class TransformersBackend(Backend):
         started = time.perf_counter()
         try:
             self.processor = AutoProcessor.from_pretrained(path)
-            self.model = AutoModelForImageTextToText.from_pretrained(path, dtype=dtype)
+            self.model = model_class(transformers, config).from_pretrained(path, dtype=dtype)
         except OSError as exc:
             raise BackendError(f"model config path: cannot load a model from {path!r}: {exc}") from exc
         self.model.to(self.device).eval()
@@ -107,7 +153,8 @@ class TransformersBackend(Backend):
 
     @classmethod
     def declared_capabilities(cls, config: Mapping[str, Any]) -> Capabilities:
-        return Capabilities(images=True, video=bool(config.get("video")), json_schema=False, logprobs=True)
+        return Capabilities(images=True, video=bool(config.get("video")), audio=bool(config.get("audio")),
+                            json_schema=False, logprobs=True)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -120,6 +167,7 @@ class TransformersBackend(Backend):
     def identity(self) -> dict[str, Any]:
         return {"kind": self.kind, "model": str(self.config["path"]), "revision": self.config.get("revision"),
                 "dtype": str(self.config.get("dtype", "auto")), **chat_template_kwargs(self.config),
+                **({"model_class": str(self.config["model_class"])} if self.config.get("model_class") else {}),
                 **({"video": True} if self.capabilities.video else {})}
 
     def count_tokens(self, request: ChatRequest) -> int:
@@ -146,15 +194,11 @@ class TransformersBackend(Backend):
     def complete(self, request: ChatRequest) -> ChatResponse:
         torch = self.torch
         started = time.perf_counter()
-        messages, images, videos = hf_messages(request, self.capabilities.video)
+        messages, images, videos = hf_messages(request, self.capabilities.video, self.capabilities.audio)
         prompt = self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False,
                                                     **chat_template_kwargs(self.config))
-        video_kwargs: dict[str, Any] = {}
-        if videos:
-            video_kwargs = {"videos": [carrier_frames(v) for v in videos], "fps": [v.fps for v in videos],
-                            "do_sample_frames": False}
         inputs = self.processor(text=[prompt], images=images or None, return_tensors="pt",
-                                **video_kwargs).to(self.device)
+                                **media_kwargs(request, videos)).to(self.device)
         prompt_tokens = int(inputs["input_ids"].shape[1])
         sample = request.temperature > 0
         if sample:

@@ -73,7 +73,9 @@ def engine_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
             "tensor_parallel_size": int(config.get("gpus", 1)),
             "max_model_len": int(config.get("max_model_len", 32768)),
             "gpu_memory_utilization": float(config.get("gpu_memory_utilization", 0.9)),
-            "limit_mm_per_prompt": {"image": int(config.get("max_images", 512)), "video": 1},
+            "limit_mm_per_prompt": {"image": int(config.get("max_images", 512)), "video": 1,
+                                    # an omni model (audio: true) hears audio parts and videos' own tracks
+                                    **({"audio": int(config.get("max_audios", 8))} if config.get("audio") else {})},
             "seed": int(config.get("engine_seed", 0)),
             "generation_config": "vllm",
             **engine_args}
@@ -159,7 +161,8 @@ def model_identity(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def model_capabilities(config: Mapping[str, Any]) -> Capabilities:
-    return Capabilities(images=bool(config.get("images", True)), video=bool(config.get("video", False)), json_schema=True,
+    return Capabilities(images=bool(config.get("images", True)), video=bool(config.get("video", False)),
+                        audio=bool(config.get("audio", False)), json_schema=True,
                         logprobs=True, schema_after_reasoning=bool(reasoning_engine_args(config)))
 
 
@@ -259,15 +262,16 @@ class VLLMBackend(Backend):
         return [self._response(r, o, latency) for r, o in zip(requests, outputs)]
 
     def _run_chat(self, requests: list[ChatRequest]):
-        conversations = [chat_messages(r, video_ok=self.capabilities.video) for r in requests]
+        conversations = [chat_messages(r, video_ok=self.capabilities.video, audio_ok=self.capabilities.audio)
+                         for r in requests]
         return self.llm.chat(conversations, [self._sampling(r) for r in requests], use_tqdm=False,
                              chat_template=self.chat_template, chat_template_kwargs=self.template_kwargs or None)
 
     def _run_generate(self, requests: list[ChatRequest]):
         if not self.capabilities.video:
             raise ValueError("this vLLM model config takes no video input (model config video: true)")
-        prompts = [generate_prompt(r, self.llm.get_tokenizer(), self.template_kwargs, self.chat_template)
-                   for r in requests]
+        prompts = [generate_prompt(r, self.llm.get_tokenizer(), self.template_kwargs, self.chat_template,
+                                   audio_ok=self.capabilities.audio) for r in requests]
         return self.llm.generate(prompts, [self._sampling(r) for r in requests], use_tqdm=False)
 
     @staticmethod
@@ -286,17 +290,27 @@ class VLLMBackend(Backend):
 
 
 def generate_prompt(request: ChatRequest, tokenizer: Any, template_kwargs: Mapping[str, Any],
-                    template: str | None = None) -> dict[str, Any]:
+                    template: str | None = None, audio_ok: bool = False) -> dict[str, Any]:
     """The ``LLM.generate`` input for a request holding video: the chat template's text over the typed-content
-    messages transformers' processors take (``image`` / ``video`` placeholders where the parts were, a
-    timestamped image after its label) and the decoded media, each video as :func:`~senri.backends.vllm_video.carrier_video` decodes it."""
-    from senri.backends.transformers import hf_messages
+    messages transformers' processors take (``image`` / ``video`` / ``audio`` placeholders where the parts were, a
+    timestamped image after its label) and the decoded media, each video as
+    :func:`~senri.backends.vllm_video.carrier_video` decodes it. Sound (audio parts and videos' own tracks, in
+    order) goes in as ``(samples, 16000)`` pairs; a video with its own track sets the omni processor's
+    ``use_audio_in_video`` (vLLM's Qwen2.5-Omni thinker, shared/spec/omni_memory.md U-6)."""
+    from senri.backends.openai_format import uses_audio_in_video
+    from senri.backends.transformers import hf_audios, hf_messages
 
-    messages, images, parts = hf_messages(request, video_ok=True)
+    messages, images, parts = hf_messages(request, video_ok=True, audio_ok=audio_ok)
     videos = [carrier_video(part) for part in parts]
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, chat_template=template,
                                          **template_kwargs)
     data: dict[str, Any] = {"video": videos}
     if images:
         data["image"] = images
-    return {"prompt": text, "multi_modal_data": data}
+    audios = hf_audios(request)
+    if audios:
+        data["audio"] = audios
+    prompt: dict[str, Any] = {"prompt": text, "multi_modal_data": data}
+    if uses_audio_in_video(request):
+        prompt["mm_processor_kwargs"] = {"use_audio_in_video": True}
+    return prompt

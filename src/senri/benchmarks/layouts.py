@@ -1,22 +1,17 @@
-"""Each benchmark's table layout: its columns, which questions each column counts, micro or macro, its
-published rows, and the scorers shown side by side.
+"""How a benchmark's tables are laid out: columns, which questions each column counts, micro or macro, the
+scorers shown side by side, its breakdown tables and its bar figure. Each benchmark module declares its own
+:class:`Layout` (``senri.benchmarks.<name>``); :mod:`senri.aggregate` and :mod:`senri.report` build every table
+from it and name no benchmark.
 
 A column counts a question by the question's **split** (Video-MME's short / medium / long label), by its
 **categories** (a list: LVBench is multi-label, so one question counts once in each of its categories), or
 every question; a **macro** column is the unweighted mean of other columns' accuracies (MLVU's M-Avg, EgoMem's
 Avg). Integer counts are kept for every column — correct and counted questions, where "counted" follows the
 scorer's denominator rule (a skipped reply is in neither) — and a percentage is made from them only for display,
-rounded half-up (:func:`senri.aggregate.percent_value`); a macro mean is taken over the exact fractions.
+rounded half-up (:func:`senri.percent.percent_value`); a macro mean is taken over the exact fractions.
 
-Registered layouts (:data:`LAYOUTS`):
-
-- ``senri`` — SENRI-Bench's main table (Total, ES, L, NP, OC, RR, SE, RER, TER), as :mod:`senri.aggregate` has
-  always computed it;
-- ``videomme`` — VideoLucy Table 1: Short / Medium / Long / Avg, each micro over its split, Avg micro over all
-  answered questions (VM11);
-- ``lvbench`` — Table 2: ER / EU / KIR / TG / Rea / Sum (multi-label) / Overall over questions (LV6, LV10);
-- ``mlvu`` — Table 3: the seven multiple-choice tasks and M-Avg, the macro mean of the seven (ML11);
-- ``egomem`` — Table 4: Event / Detail / Avg, the mean of the two (EM8).
+The first of a layout's ``scorers`` scores its main table: ``method`` (the method's own letter) for SENRI-Bench,
+the official scorer for a native benchmark.
 """
 
 from __future__ import annotations
@@ -25,8 +20,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Iterable, Literal, Mapping, Sequence
 
-from senri.aggregate import percent_value
-from senri.registry import Registry
+from senri.percent import percent_value, round_half_up
 
 Over = Literal["all", "split", "category", "macro"]
 
@@ -66,6 +60,11 @@ class Layout:
     headline: str
     scorers: tuple[str, ...]
     published: str | None = None
+    #: The bar figure of the report: one bar group per column key, its title and the chance line (None: none
+    #: drawn; a native benchmark's questions have 2–6 options, so no one line is chance for all of them).
+    figure: Figure | None = None
+    #: The benchmark's own breakdown tables, as its official tool prints them (report ``breakdown_<name>``).
+    breakdowns: tuple[Breakdown, ...] = ()
 
     @property
     def official_scorer(self) -> str:
@@ -77,6 +76,30 @@ class Layout:
 
     def column(self, key: str) -> Column:
         return next(c for c in self.columns if c.key == key)
+
+
+@dataclass(frozen=True)
+class Figure:
+    """The report's bar figure of a layout: accuracy per column (``columns``: keys of the layout), one bar per run."""
+
+    columns: tuple[str, ...]
+    title: str
+    chance: float | None = None
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """One breakdown table: accuracy per value of a question's grouping (``by``: ``category`` — the question's
+    categories that are no facet —, or a facet key such as ``domain``, read from ``key=value`` entries of its
+    categories), under the main-table scorer. ``by_split``: one block per split label and one over every split
+    (Video-MME's official scorer prints each duration and then all of them)."""
+
+    name: str
+    title: str
+    by: str
+    by_split: bool = False
+    #: The values in the tool's print order (the rest follow sorted); empty: sorted.
+    order: tuple[str, ...] = ()
 
 
 Counts = Mapping[str, tuple[int, int]]
@@ -101,12 +124,6 @@ def column_counts(layout: Layout, questions: Iterable[tuple[str | None, Sequence
     return {key: (correct, n) for key, (correct, n) in counts.items()}
 
 
-def round_half_up(value: Fraction, decimals: int) -> float:
-    """An exact fraction rounded half-up for display, as :func:`senri.aggregate.percent_value` rounds counts."""
-    scale = 10**decimals
-    return float((2 * value * scale + 1) // 2) / scale
-
-
 def column_value(layout: Layout, counts: Counts, key: str, decimals: int = 1) -> float | None:
     """The displayed percentage of column ``key``: 100·correct/counted, or for a macro column the mean of its
     members' exact accuracies (members with no counted question are left out of the mean); None when empty."""
@@ -128,60 +145,8 @@ def column_counts_total(counts: Counts, layout: Layout) -> tuple[int, int]:
     return counts[every[0].key] if every else counts[layout.headline]
 
 
-# --- the layouts -------------------------------------------------------------------------------------------------
+def layout(benchmark: str) -> Layout:
+    """The layout the registered benchmark ``benchmark`` declares."""
+    from senri.benchmarks import BENCHMARKS
 
-SENRI = Layout(
-    "senri", "SENRI-Bench (Table 2 layout)",
-    (Column("total", "Total", "all"), Column("es", "ES", "category", ("L", "NP", "OC", "RR")),
-     Column("l", "L", "category", ("L",)), Column("np", "NP", "category", ("NP",)),
-     Column("oc", "OC", "category", ("OC",)), Column("rr", "RR", "category", ("RR",)),
-     Column("se", "SE", "category", ("RER", "TER")), Column("rer", "RER", "category", ("RER",)),
-     Column("ter", "TER", "category", ("TER",))),
-    headline="total", scorers=("method", "senri_strict"))
-
-VIDEOMME = Layout(
-    "videomme", "Video-MME w/o subtitles (VideoLucy Table 1 layout)",
-    (Column("short", "Short", "split", ("short",)), Column("medium", "Medium", "split", ("medium",)),
-     Column("long", "Long", "split", ("long",)), Column("avg", "Avg", "all")),
-    headline="avg",
-    scorers=("videomme_official", "videomme_old", "lmms_eval_2025", "lmms_eval_2026", "vlmevalkit_videomme",
-             "senri_strict", "method"),
-    published="videolucy_table1_videomme.csv")
-
-LVBENCH = Layout(
-    "lvbench", "LVBench (VideoLucy Table 2 layout)",
-    tuple(Column(k.lower(), k, "category", (k,)) for k in ("ER", "EU", "KIR", "TG", "Rea", "Sum"))
-    + (Column("overall", "Overall", "all"),),
-    headline="overall",
-    scorers=("lvbench_official", "lvbench_polish", "lmms_eval_2025", "lmms_eval_2026", "senri_strict", "method"),
-    published="videolucy_table2_lvbench.csv")
-
-#: MLVU's seven multiple-choice dev tasks (the category names the reader gives, ML3; needle as "needle") and the
-#: abbreviations of MLVU's own tables.
-MLVU_TASKS = (("plotQA", "PQA"), ("needle", "NQA"), ("ego", "ER"), ("count", "AC"), ("order", "AO"),
-              ("anomaly_reco", "AR"), ("topic_reasoning", "TR"))
-MLVU = Layout(
-    "mlvu", "MLVU dev (VideoLucy Table 3 layout)",
-    tuple(Column(task.lower(), label, "category", (task,)) for task, label in MLVU_TASKS)
-    + (Column("m_avg", "M-Avg", "macro", tuple(task.lower() for task, _ in MLVU_TASKS)),),
-    headline="m_avg",
-    scorers=("mlvu_official", "lmms_eval_2025_mlvu", "lmms_eval_2026", "vlmevalkit_mlvu", "senri_strict", "method"),
-    published="videolucy_table3_mlvu.csv")
-
-EGOMEM = Layout(
-    "egomem", "EgoMem (VideoLucy Table 4 layout)",
-    (Column("event", "Event", "category", ("Event",)), Column("detail", "Detail", "category", ("Detail",)),
-     Column("avg", "Avg", "macro", ("event", "detail"))),
-    headline="avg",
-    scorers=("egomem_official", "videomme_official", "lmms_eval_2026", "senri_strict", "method"),
-    published="videolucy_table4_egomem.csv")
-
-#: name → Layout (a benchmark's ``layout`` names one).
-LAYOUTS = Registry("layout")
-for _name, _object in (("senri", "SENRI"), ("videomme", "VIDEOMME"), ("lvbench", "LVBENCH"), ("mlvu", "MLVU"),
-                       ("egomem", "EGOMEM")):
-    LAYOUTS.register(_name, f"senri.benchmarks.layouts:{_object}")
-
-
-def layout(name: str) -> Layout:
-    return LAYOUTS.load(name)
+    return BENCHMARKS.load(benchmark).layout

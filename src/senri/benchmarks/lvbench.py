@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from typing import Any, Mapping
 
-from senri.benchmarks.base import (Benchmark, NativeFileError, NativeSet, NativeVideo, answer_flags, facet,
-                                   make_question, option_flags, preset_by_bins, question_files, unusable_video_id)
+from senri.benchmarks.layouts import Breakdown, Column, Figure, Layout
+from senri.benchmarks.base import (MISSING, NATIVE_VIDEO_ID, Benchmark, NativeSet, NativeVideo, answer_flags,
+                                   describe, duration_field, facet, file_error, id_field, make_question,
+                                   note_unread_fields, option_flags, preset_by_bins, question_files, read_text,
+                                   text_field, unusable_video_id, with_id)
 
 #: LV3/LV6: question_type text → the leaderboard's abbreviation, in Table 2's column order.
 CATEGORY_CODES: dict[str, str] = {"entity recognition": "ER", "event understanding": "EU",
@@ -73,61 +77,92 @@ def video_files(dataset: Mapping[str, Any], key: str, index: int) -> tuple[str, 
     return tuple(f"{folder}{key}{ext}" for folder in ("", "videos/") for ext in dataset.get("video_ext", [".mp4"]))
 
 
+#: LV2/LV3: the video's and the question's fields senri reads.
+VIDEO_FIELDS = {"key", "type", "qa", "video_info"}
+QUESTION_FIELDS = {"uid", "question", "answer", "question_type", "time_reference"}
+
+
 def read(dataset: Mapping[str, Any]) -> NativeSet:
     native = NativeSet()
     bins = dataset.get("preset_bins") or DEFAULT_BINS
-    seen_uids: dict[str, str] = {}
     for path in question_files(dataset):
-        if not path.is_file():
-            raise NativeFileError(f"{path}: file not found (LVBench: video_info.meta.jsonl)")
-        index = -1
-        with path.open(encoding="utf-8-sig") as handle:
-            for line_no, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                index += 1  # video2dataset numbers the meta file's videos in line order
-                try:
-                    video = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise NativeFileError(f"{path}: line {line_no}, column {exc.colno}: invalid JSON ({exc.msg})") from None
-                if not isinstance(video, dict) or not isinstance(video.get("key"), str):
-                    raise NativeFileError(f"{path}: line {line_no}: expected a video object with a string 'key'")
-                key = video["key"].strip()
-                if unusable_video_id(native, str(path), f"line {line_no}", key):
-                    continue
-                info = video.get("video_info") if isinstance(video.get("video_info"), dict) else {}
-                minutes = info.get("duration_minutes")
-                duration = float(minutes) * 60 if isinstance(minutes, (int, float)) else None
-                split = preset_by_bins(bins, duration).removeprefix("lvbench_") if duration is not None else None
+        file = str(path)
+        if not path.exists():
+            raise file_error(path, "file not found (LVBench: video_info.meta.jsonl)")
+        index, records = -1, 0
+        fields: Counter[str] = Counter()
+        for line_no, line in enumerate(read_text(path).splitlines(), start=1):
+            if not line.strip():
+                continue
+            index += 1  # video2dataset numbers the meta file's videos in line order
+            try:
+                video = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise file_error(path, f"line {line_no}, column {exc.colno}: invalid JSON ({exc.msg})") from None
+            where = f"line {line_no}"
+            if not isinstance(video, dict):
+                native.problem(file, where, None, f"expected a video object, got {describe(video)}")
+                continue
+            fields.update(list(video))
+            key = text_field(native, file, where, video, "key")
+            if key is None:
+                continue
+            where = f"{where} (key {key!r})"
+            qa = video.get("qa", MISSING)
+            if not isinstance(qa, list):
+                native.problem(file, where, "qa", "missing" if qa is MISSING else
+                               f"expected a list of question objects, got {describe(qa)}")
+                continue
+            info = video.get("video_info") if isinstance(video.get("video_info"), dict) else {}
+            minutes, duration_flags = duration_field(native, file, "", key, info.get("duration_minutes"),
+                                                     "video_info.duration_minutes")
+            duration = minutes * 60 if minutes is not None else None
+            split = preset_by_bins(bins, duration).removeprefix("lvbench_") if duration is not None else None
+            if NATIVE_VIDEO_ID.match(key):  # else each of its questions is left out as bad_video_id
                 native.videos[key] = NativeVideo(key, video_files(dataset, key, index), split=split, duration_s=duration)
-                for item in video.get("qa") or []:
-                    _question(native, str(path), line_no, key, split, item, seen_uids, facet("video_type", video.get("type")))
-    return native
+            for k, item in enumerate(qa):
+                records += 1
+                if not isinstance(item, dict):
+                    native.problem(file, f"{where}, qa [{k}]", None, f"expected a question object, got {describe(item)}")
+                    continue
+                fields.update(list(item))
+                _question(native, file, f"{where}, qa [{k}]", key, split, item, facet("video_type", video.get("type")),
+                          duration_flags)
+        if not records:
+            native.problem(file, "", None, "holds no questions")
+        note_unread_fields(native, file, fields, VIDEO_FIELDS | QUESTION_FIELDS)
+    return native.check()
 
 
-def _question(native: NativeSet, file: str, line_no: int, key: str, split: str | None, item: Mapping[str, Any],
-              seen_uids: dict[str, str], facets: list[str]) -> None:
-    uid = str(item.get("uid", "")).strip()
-    if not uid:
-        uid = f"{key}:{line_no}:{len(native.questions)}"
-        native.flag(file, uid, key, "missing_uid", f"line {line_no}: a question without uid gets id {uid!r}")
-    flags = []
-    if uid in seen_uids:
-        flags.append(native.flag(file, uid, key, "duplicate_uid", f"uid {uid!r} also in video {seen_uids[uid]!r}"))
-        uid = f"{uid}@{key}"
-    seen_uids.setdefault(uid, key)
-    text = str(item.get("question") or "")
+def _question(native: NativeSet, file: str, where: str, key: str, split: str | None, item: Mapping[str, Any],
+              facets: list[str], video_flags: list[str]) -> None:
+    uid = id_field(native, file, where, item, "uid")
+    where = with_id(where, "uid", uid)
+    text = text_field(native, file, where, item, "question")
+    answer = text_field(native, file, where, item, "answer")
+    if None in (uid, text, answer) or unusable_video_id(native, file, uid, key):
+        return
+    flags = list(video_flags)
     parts = split_options(text)
     if parts is None:
         stem, options = text.strip(), []
         flags.append(native.flag(file, uid, key, "no_options", "no '(A) …' option lines in the question text"))
     else:
         stem, options = parts
-    answer = str(item.get("answer") or "").strip()
     for flag, detail in option_flags(options) + answer_flags(answer, len(options)):
         flags.append(native.flag(file, uid, key, flag, detail))
-    types = item.get("question_type") or []
-    types = [types] if isinstance(types, str) else list(types)
+    types = item.get("question_type")
+    if types is None or types == []:
+        types = []
+        flags.append(native.flag(file, uid, key, "missing_field", "no question_type: in no category column"))
+    elif isinstance(types, str):
+        # LVBench's scorer iterates the list; a string would count once per character: kept whole and said
+        flags.append(native.flag(file, uid, key, "question_type_not_a_list",
+                                 f"question_type is the text {types!r}, not a list: read as one category"))
+        types = [types]
+    elif not isinstance(types, list):
+        native.problem(file, where, "question_type", f"expected a list of category names, got {describe(types)}")
+        return
     categories = []
     for kind in types:
         code = CATEGORY_CODES.get(str(kind).strip().lower())
@@ -153,5 +188,20 @@ def preset(dataset: Mapping[str, Any], video: NativeVideo) -> str | None:
     return preset_by_bins(dataset.get("preset_bins") or DEFAULT_BINS, video.duration_s)
 
 
+#: VideoLucy's Table 2 (multi-label categories, Overall over questions, LV6/LV10); compute_accuracy's own
+#: per-category accuracies (every category a question names, each counted once per question).
+LAYOUT = Layout(
+    "lvbench", "LVBench (VideoLucy Table 2 layout)",
+    tuple(Column(k.lower(), k, "category", (k,)) for k in CATEGORIES) + (Column("overall", "Overall", "all"),),
+    headline="overall",
+    scorers=("lvbench_official", "lvbench_polish", "lmms_eval_2025", "lmms_eval_2026", "senri_prereading",
+             "senri_strict", "method"),
+    published="videolucy_table2_lvbench.csv",
+    figure=Figure(tuple(k.lower() for k in CATEGORIES), "Accuracy by question category (official scorer)"),
+    breakdowns=(Breakdown("category", "Question categories (compute_accuracy)", "category", order=CATEGORIES),))
+
 LVBENCH = Benchmark(name="lvbench", title="LVBench", categories=CATEGORIES, splits=("short", "medium", "long"),
-                    official_scorer="lvbench_official", layout="lvbench", read=read, preset=preset)
+                    official_scorer="lvbench_official", layout=LAYOUT, read=read, preset=preset,
+                    options=("root", "video_ids", "splits", "video_layout", "samples_per_shard", "index_pattern",
+                             "preset_bins"),
+                    glossary=(("question categories", {code: name for name, code in CATEGORY_CODES.items()}),))

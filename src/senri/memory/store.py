@@ -28,7 +28,7 @@ from senri.registry import Registry
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from senri.backends.base import ChatResponse
-    from senri.methods.base import CallTally
+    from senri.calls import CallTally
     from senri.records import Question, VideoInfo
 
 
@@ -131,10 +131,6 @@ class MemoryStore(ABC):
     #: The builder roles (``memory_system.<name>.models``) whose models the store's search calls at answer
     #: time: each answer job opens them (counted by :func:`senri.serving.load_counts`).
     query_roles: ClassVar[tuple[str, ...]] = ()
-    #: Package modules besides the store's own (paths under ``senri/``) whose edits change what it builds or
-    #: returns — its builder, PageRank, clip embedder, release reader: they join the code digest of the
-    #: store's build jobs and of every answer job that reads it.
-    extra_code: ClassVar[tuple[str, ...]] = ()
 
     # ------------------------------------------------------------------ building, opening, import, export
     @classmethod
@@ -216,6 +212,8 @@ MEMORY_SYSTEMS.register("captions", "senri.memory.captions:CaptionStore")
 MEMORY_SYSTEMS.register("worldmm", "senri.memory.worldmm.store:WorldMMStore")
 MEMORY_SYSTEMS.register("magic_video", "senri.memory.magic_video.store:MagicVideoStore")
 MEMORY_SYSTEMS.register("egagent", "senri.memory.egagent.store:EGAgentStore")
+MEMORY_SYSTEMS.register("light_omni", "senri.memory.light_omni.store:LightOmniStore")
+MEMORY_SYSTEMS.register("m3_agent", "senri.memory.m3_agent.store:M3AgentStore")
 
 
 def store_class(store: str, system: str | None = None) -> type[MemoryStore]:

@@ -25,6 +25,9 @@ METHODS.register("egagent", "senri.methods.egagent:EGAgent")
 METHODS.register("paravt", "senri.methods.paravt:ParaVT")
 METHODS.register("video_o3", "senri.methods.video_o3:VideoO3")
 METHODS.register("longvideo_r1", "senri.methods.longvideo_r1:LongVideoR1")
+METHODS.register("specialist", "senri.methods.specialist:SpecialistDirect")
+METHODS.register("light_omni", "senri.methods.light_omni:LightOmni")
+METHODS.register("m3_agent", "senri.methods.m3_agent:M3Agent")
 
 #: Per method implementation, its options whose non-default value departs from the release it restates (a
 #: module-level mapping option name -> the release's value, loaded only for the methods listed): the report marks
@@ -34,6 +37,7 @@ DEVIATIONS.register("egagent", "senri.methods.egagent:DEVIATIONS")
 DEVIATIONS.register("paravt", "senri.methods.paravt:DEVIATIONS")
 DEVIATIONS.register("video_o3", "senri.methods.video_o3:DEVIATIONS")
 DEVIATIONS.register("longvideo_r1", "senri.methods.longvideo_r1:DEVIATIONS")
+DEVIATIONS.register("light_omni", "senri.methods.light_omni:DEVIATIONS")
 
 
 def deviations_from_release(method_config: dict) -> dict[str, tuple[object, object]]:

@@ -236,10 +236,6 @@ class MemorySearch(Method):
     #: a workflow whose release has no such round goes from its last round to its QA call.
     forced_round: ClassVar[bool] = True
 
-    #: The memory interface and the caption store: editing them reruns every memory method's answer jobs
-    #: (the code digest), whichever system a run reads; the other systems' modules are added per run.
-    extra_code: ClassVar[tuple[str, ...]] = ("memory/store.py", "memory/captions.py", "memory/retrieval.py",
-                                             "verify.py")
 
     def __init__(self, context: RunContext) -> None:
         from senri.prompts import prompt_set

@@ -245,11 +245,25 @@ def bm25_tokens(text: str) -> list[str]:
     return [w for w in _BM25_WORD.findall(str(text).lower()) if w not in BM25_STOPWORDS]
 
 
-class SmallCorpus(ValueError):
-    """BM25 asked for more cues than the corpus holds: bm25s raises, and the release loses the question."""
+class BM25Raises(ValueError):
+    """An E-R6 search on which bm25s raises in the release, so the question is lost (one subclass a cause)."""
 
 
-def bm25_hits(texts: Sequence[str], queries: Sequence[str], k: int = BM25_K,
+class SmallCorpus(BM25Raises):
+    """BM25 asked for more cues than the corpus holds (or an empty corpus): bm25s raises."""
+
+
+class NoQueries(BM25Raises):
+    """The query writer gave an empty list (its class accepts one): bm25s's tokenizer gives nothing to retrieve
+    with and the release's unpacking raises."""
+
+
+class CueNotText(BM25Raises):
+    """A cue whose text is not a string (a null cell; the release's CSV cache reads an empty English cell back as
+    NaN): bm25s's tokenizer raises on it, and the release loses the question."""
+
+
+def bm25_hits(texts: Sequence[str | None], queries: Sequence[str], k: int = BM25_K,
               positive_only: bool = False) -> list[int]:
     """E-R6: each query's top ``k`` cues by BM25 (bm25s 0.2.14's defaults: Lucene idf, k1 1.5, b 0.75,
     :func:`bm25_tokens`), merged and in row order.
@@ -257,11 +271,22 @@ def bm25_hits(texts: Sequence[str], queries: Sequence[str], k: int = BM25_K,
     As the release: a corpus of fewer than ``k`` cues raises :class:`SmallCorpus` (bm25s's ValueError: the
     question is lost), and every query takes exactly ``k`` cues, zero scores included (which tied cues is
     ``numpy.argpartition``'s choice, as in bm25s). ``positive_only`` (senri's option): ``k``
-    capped at the corpus and only cues with a positive score kept."""
+    capped at the corpus and only cues with a positive score kept, a cue that is not text read as empty.
+    A cue that is not text (None, NaN) raises :class:`CueNotText` as bm25s's tokenizer does, an empty corpus
+    :class:`SmallCorpus`, an empty query list :class:`NoQueries` (checked in the order the release meets them:
+    the corpus is tokenized and indexed before the queries)."""
     import numpy as np
 
     from senri.memory.retrieval import BM25
 
+    bad = [n for n, text in enumerate(texts) if not isinstance(text, str)]
+    if bad and not positive_only:
+        raise CueNotText(f"cue {bad[0]} of the BM25 corpus is {texts[bad[0]]!r}, not text (bm25s raises)")
+    texts = [text if isinstance(text, str) else "" for text in texts]
+    if not texts and not positive_only:
+        raise SmallCorpus("BM25 over no cue before the query time (bm25s raises indexing an empty corpus)")
+    if not queries and not positive_only:
+        raise NoQueries("the BM25 query writer gave no query (bm25s raises)")
     if len(texts) < int(k) and not positive_only:
         raise SmallCorpus(f"BM25 k {k} is more than the {len(texts)} cues before the query time (bm25s raises)")
     if not texts:
@@ -274,6 +299,17 @@ def bm25_hits(texts: Sequence[str], queries: Sequence[str], k: int = BM25_K,
         top = np.argpartition(scores, -min(int(k), len(texts)))[-min(int(k), len(texts)):]
         hits.update(int(i) for i in top if scores[i] > 0 or not positive_only)
     return sorted(hits)
+
+
+def window_failure(window: Mapping[str, Any]) -> str | None:
+    """Why the release's frame step loses the question on one of the writer's windows (E-R1), or None: a window
+    without a time (``f"{None:06d}"``: TypeError) or without a query (SigLIP on an empty list: ValueError). A
+    reply with no window at all is lost too (its thread pool of 0 workers: ValueError)."""
+    if window["start_t"] is None or window["end_t"] is None:
+        return f"frame window without a time (the release's TypeError): {dict(window)}"
+    if not window["text_queries"]:
+        return "a frame window without a query (the release's ValueError)"
+    return None
 
 
 def window_entry(start_hms6: int, end_hms6: int, day: int | None, relevance: str) -> str:
@@ -311,8 +347,6 @@ class EGAgent(Method):
     approach: ClassVar[str] = "persistent_memory"
     uses_model: ClassVar[bool] = True
     uses_memory: ClassVar[bool] = True
-    extra_code: ClassVar[tuple[str, ...]] = ("memory/egagent/store.py", "memory/egagent/graph.py",
-                                             "memory/egagent/frames.py", "memory/egagent/common.py")
 
     def __init__(self, context: RunContext) -> None:
         super().__init__(context)
@@ -377,7 +411,7 @@ class EGAgent(Method):
         if self.incomplete == "whole_day" and (day is None or start is None or end is None):
             return 0, hms6(self.query_t8), VIDEO_DAY
         if start is None or end is None:
-            raise QuestionFailed(f"frame window without a time (the release's TypeError): {dict(window)}")
+            raise QuestionFailed(window_failure(window))
         return int(start), int(end), day
 
     def _frames(self, ep: Episode, step: str) -> None:
@@ -392,7 +426,7 @@ class EGAgent(Method):
         for window in windows:
             start, end, day = self._window_span(window)
             if not window["text_queries"]:
-                raise QuestionFailed("a frame window without a query (the release's ValueError)")
+                raise QuestionFailed(window_failure({**window, "start_t": start, "end_t": end}))
             # one video is DAY1 (S3): a window on another day, or on day None, finds no frame (the release's
             # "dayNone" search), and the analyzer is still asked
             hits = self.store.frame_search(window["text_queries"], self.frames_per_call, hms6_window=(start, end),
@@ -465,8 +499,8 @@ class EGAgent(Method):
         rows = [r for r in self.store.transcript.iter_rows(named=True)
                 if t8_from_seconds(float(r["start_s"])) < self.query_t8 or self.query_t8 == 0]
         try:
-            hits = bm25_hits([str(r["text"]) for r in rows], queries, positive_only=self.bm25_positive_only)
-        except SmallCorpus as exc:
+            hits = bm25_hits([r["text"] for r in rows], queries, positive_only=self.bm25_positive_only)
+        except BM25Raises as exc:
             raise QuestionFailed(str(exc)) from None
         ep.tally.did("searches")
         ep.tally.did("memories_returned", len(hits))

@@ -54,16 +54,20 @@ def release_frame_indices(start_s: float, end_s: float, video_fps: float, n_fram
     to its last int(end · fps_v) (≤ the video's last frame), every int(fps_v / fps)-th frame — 1 fps — and, when
     that gives more than ``max_frames``, ``max_frames`` frames spread evenly over the whole span instead
     (``linspace(first, last, max_frames)`` truncated to int: both ends included). A span of one frame or less
-    gives none."""
-    if video_fps <= 0 or n_frames <= 0:
-        raise ValueError(f"release_frame_indices: video fps {video_fps} and frame count {n_frames} must be positive")
+    gives none, and so does a video without frames or a frame rate, and a span the release cannot convert to
+    frames (a NaN or infinite time: its exception handler returns no frame)."""
+    if not video_fps > 0 or n_frames <= 0:  # the release: duration 0, so start = end = frame 0 → none
+        return []
     duration = n_frames / video_fps
     start = max(0.0, min(float(start_s), duration))
     end = max(start, min(float(end_s), duration))
-    first, last = int(start * video_fps), min(int(end * video_fps), n_frames - 1)
+    try:
+        first, last = int(start * video_fps), min(int(end * video_fps), n_frames - 1)
+        step = max(1, int(video_fps / fps) if fps > 0 else int(video_fps))
+    except (ValueError, OverflowError):  # int() of NaN or infinity: the release catches it and returns no frame
+        return []
     if first >= last:
         return []
-    step = max(1, int(video_fps / fps) if fps > 0 else int(video_fps))
     indices = list(range(first, last + 1, step))
     if max_frames is not None and len(indices) > max_frames:
         indices = np.linspace(first, last, max_frames, dtype=int).tolist()
@@ -129,8 +133,6 @@ class MagicVideoWorkflow(MemorySearch):
     #: G-L1: at most ``max_rounds`` controller calls, then the QA call (G15) — always, and no forced round.
     qa_call: ClassVar[bool] = True
     forced_round: ClassVar[bool] = False
-    #: MemorySearch's modules and its own; the store's join through its ``extra_code``.
-    extra_code: ClassVar[tuple[str, ...]] = (*MemorySearch.extra_code, "methods/agent.py")
 
     def __init__(self, context: RunContext) -> None:
         super().__init__(context)

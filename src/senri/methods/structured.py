@@ -13,13 +13,13 @@ failure).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Mapping
 
-from senri.answers import json_objects, split_reasoning
-from senri.backends.base import Backend, ChatRequest, ChatResponse, Message, is_reasoning
-from senri.methods.base import CallTally, Method
+from senri.answers import Fallback, Validator, first_valid, json_objects, split_reasoning  # noqa: F401 (re-exported)
+from senri.backends.base import ChatRequest, ChatResponse, Message, request_schema  # noqa: F401 (re-exported)
+from senri.calls import CallTally
+from senri.methods.base import Method
 
-Validator = Callable[[dict], "dict | None"]
 
 
 @dataclass
@@ -106,18 +106,6 @@ def call_record(request: ChatRequest, response: ChatResponse) -> dict[str, Any]:
 
 
 #: Extra readers of a reply's objects, tried after JSON (VideoLucy's released parser also takes Python literals).
-Fallback = Callable[[str], Iterable[dict]]
-
-
-def first_valid(body: str, validate: Validator, fallback: Fallback | None = None) -> dict | None:
-    """The first JSON object in ``body`` (a reply with its reasoning already cut off) that ``validate``
-    accepts, validated; then the first such object ``fallback`` reads, if given."""
-    for reader in (json_objects, fallback) if fallback else (json_objects,):
-        for candidate in reader(body):
-            checked = validate(candidate)
-            if checked is not None:
-                return checked
-    return None
 
 
 def ask_json(method: Method, messages: tuple[Message, ...], schema: Mapping[str, Any], validate: Validator,
@@ -133,21 +121,6 @@ def ask_json(method: Method, messages: tuple[Message, ...], schema: Mapping[str,
     request = ChatRequest(messages=messages, json_schema=request_schema(method.context.backend, schema),
                           purpose=purpose, **sampling)
     return ask_json_many(method, [request], validate, repair, tally, retries, send=send, fallback=fallback)[0]
-
-
-def request_schema(backend: Backend | None, schema: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The schema a structured request carries on ``backend``, or None for free generation.
-
-    A backend that cannot constrain output gets none. A reasoning model (model config ``reasoning: true``,
-    e.g. the paper's DeepSeek-R1) constrained from its first token cannot think before its JSON, so it gets
-    the schema only where the backend applies it after the thinking (``schema_after_reasoning``: vLLM's
-    reasoning parser with structured output); elsewhere it generates freely and the reply goes through the
-    project's JSON reader, the caller's validator and one repair turn, like any unconstrained backend."""
-    if backend is None or not backend.capabilities.json_schema:
-        return None
-    if is_reasoning(backend.config) and not backend.capabilities.schema_after_reasoning:
-        return None
-    return schema
 
 
 def ask_json_many(method: Method, requests: list[ChatRequest], validate: Validator, repair: str,

@@ -147,7 +147,6 @@ class VideoARM(Method):
     approach = "evidence_seeking"
     uses_model = True
     uses_pixels = True
-    extra_code = ("decode.py", "methods/videoarm_tools.py")
     #: Whether the tools read frames (VideoARM) or the caption memory (the text-only variant), and the prompt
     #: files of the controller's system prompt and of the tool schemas.
     reads_frames: ClassVar[bool] = True
@@ -821,18 +820,9 @@ class VideoARM(Method):
     def _pcm(self, start_s: float, samples: int) -> bytes:
         """``samples`` of 16 kHz mono 16-bit PCM from ``start_s`` (source seconds) of the job's video, padded
         with silence where the audio track ends early, so the cumulative durations match the frame ranges."""
-        import tempfile
-        from pathlib import Path
+        from senri.media import audio_pcm
 
-        from senri.media import run_ffmpeg
-
-        with tempfile.TemporaryDirectory(prefix="senri-asr-") as tmp:
-            out = Path(tmp) / "range.pcm"
-            run_ffmpeg(["-ss", f"{start_s:.6f}", "-i", str(self.context.pixels), "-map", "0:a:0", "-vn",
-                        "-t", f"{samples / SAMPLE_RATE:.6f}", "-ac", "1", "-ar", str(SAMPLE_RATE),
-                        "-f", "s16le", "-acodec", "pcm_s16le", "-y", str(out)], what="audio_transcriber")
-            pcm = out.read_bytes()[: 2 * samples]
-        return pcm + b"\0" * (2 * samples - len(pcm))
+        return audio_pcm(self.context.pixels, start_s, samples, SAMPLE_RATE, what="audio_transcriber")
 
     def summary(self) -> str:
         return (f"videoarm: {self.interface} tool interface; controller {self.context.model_name}, "

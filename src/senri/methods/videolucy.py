@@ -60,7 +60,7 @@ from typing import Any, Callable, Sequence
 
 import polars as pl
 
-from senri.answers import question_block, split_reasoning
+from senri.answers import letter_of, question_block, split_reasoning
 from senri.backends.base import ChatRequest, ChatResponse, Message
 from senri.backends.budget import overflow, request_limits
 from senri.captioners.base import Clip
@@ -251,16 +251,6 @@ def periods(value: Any) -> list[tuple[float, float]]:
             return [(float(value[0]), float(value[1]))]
         return [p for item in value for p in periods(item)]
     return []
-
-
-def letter_of(answer: Any, letters: Sequence[str] = LETTERS) -> str | None:
-    """The option letter an ``Answer`` field gives ("B", "(B)", "B. A red cup"), or None; only the question's
-    ``letters`` are read (A–D, the release's, for four options; "E" is a letter of a five-option question)."""
-    if not letters:
-        return None
-    span = f"{letters[0]}-{letters[-1]}"
-    match = re.match(rf"^\s*(?:option\s+)?\(?([{span}])(?:\s*$|\s*[).:\-–])", str(answer or ""), re.IGNORECASE)
-    return match.group(1).upper() if match else None
 
 
 def _field(obj: dict, name: str) -> Any:

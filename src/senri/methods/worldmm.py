@@ -125,9 +125,6 @@ class WorldMMWorkflow(MemorySearch):
     """WorldMM's control loop (see the module docstring); its memory system is pinned to ``worldmm``."""
 
     default_prompts: ClassVar[str] = "worldmm"
-    #: Besides this module: MemorySearch's (the store opening and ``ask`` hooks); the store's own modules join
-    #: through its ``extra_code`` (:func:`senri.workflow.store_module_files`).
-    extra_code: ClassVar[tuple[str, ...]] = (*MemorySearch.extra_code, "methods/agent.py")
 
     def __init__(self, context: RunContext) -> None:
         super().__init__(context)

@@ -17,26 +17,31 @@ from typing import Any, Mapping, Sequence
 import polars as pl
 import yaml
 
-from senri.aggregate import (CATEGORIES, CATEGORY_LABELS, FAILURE_COLUMNS, FAILURE_LABELS, FAILURE_NOTE, LLM_CALL_LABELS,
-                             RUN_HEALTH_COLUMNS, RUN_HEALTH_LABELS, RUN_HEALTH_NOTE, RUN_KEYS, STORE_HEALTH_LABELS,
-                             answer_positions, llm_call_table, load_predictions, main_table, mark_failures,
-                             native_benchmarks, native_note, per_video_table, run_health_table, score,
-                             shown_categories, store_health_table, to_markdown)
-from senri.config import sidecar_path
+from senri.aggregate import (FAILURE_COLUMNS, FAILURE_LABELS, FAILURE_NOTE, LLM_CALL_LABELS, RUN_HEALTH_COLUMNS,
+                             RUN_HEALTH_LABELS, RUN_HEALTH_NOTE, RUN_KEYS, STORE_HEALTH_LABELS, answer_positions,
+                             column_labels, layout_scored, llm_call_table, load_predictions, main_note, main_table,
+                             mark_failures, native_benchmarks, per_video_table, run_health_table, run_set_benchmark,
+                             score, store_health_table, to_markdown)
+from senri.paths import sidecar_path
 from senri.methods import deviations_from_release
 from senri.release_prompts import RELEASES, prompt_source
 from senri.report import figures
 from senri.benchmarks import BENCHMARKS
+from senri.coverage import coverage as question_coverage
+from senri.records import IngestQuirk, to_frame
 from senri.report.benchmark import benchmark_html, benchmark_tables, write_benchmark_tables
+from senri.report.coverage import coverage_html, mark_subset
 from senri.report.published import with_a8_rows
 from senri.report.browser import build_browser, discordant_html, run_labels
 from senri.report.model_grid import model_grid_display, model_grid_markdown, model_grid_table
 from senri.report.render import figure_html, page, table_html
-from senri.report.tables import APPROACH_LABELS, ReportTables, ablation_variants, build_tables
+from senri.report.tables import APPROACH_LABELS, ReportTables, ablation_variants, build_tables, expected_chance
 
 log = logging.getLogger(__name__)
 
-HEADERS = {**CATEGORY_LABELS, **FAILURE_LABELS, "method": "Method", "model": "Model", "n": "N",
+#: Headers of every table's run and failure columns; the accuracy columns' are the layout's
+#: (:func:`senri.aggregate.column_labels`).
+HEADERS = {**FAILURE_LABELS, "method": "Method", "model": "Model", "n": "N",
            "approach": "Approach", "group": "Memory system / pair", "label": "Workflow", "run": "Run",
            "reference": "Reference", "variant": "Variant", "setting": "Setting", "memory": "Memory"}
 
@@ -75,10 +80,11 @@ def _write_table(df: pl.DataFrame, out_dir: Path, name: str, markdown: str) -> N
     (out_dir / f"{name}.md").write_text(markdown)
 
 
-def _markdown_grouped(df: pl.DataFrame, group: str, decimals: int) -> str:
+def _markdown_grouped(df: pl.DataFrame, group: str, decimals: int, headers: Mapping[str, str] = HEADERS) -> str:
     parts = []
     for (value,), part in df.group_by(group, maintain_order=True):
-        parts.append(f"**{APPROACH_LABELS.get(value, value)}**\n\n" + to_markdown(part.drop(group), HEADERS, decimals))
+        parts.append(f"**{APPROACH_LABELS.get(value, value)}**\n\n" + to_markdown(part.drop(group), dict(headers),
+                                                                                  decimals))
     return "\n".join(parts)
 
 
@@ -145,10 +151,26 @@ RUN_HEALTH_HTML_PARTS: tuple[tuple[str, ...], ...] = (
 assert sorted(c for part in RUN_HEALTH_HTML_PARTS for c in part) == sorted(RUN_HEALTH_COLUMNS)
 
 
+#: Run-health columns always shown: what the counts are counted against.
+RUN_HEALTH_TOTALS = ("questions", "correct", "accuracy")
+
+
+def zero_in_every_run(table: pl.DataFrame, columns: Sequence[str]) -> list[str]:
+    """The ``columns`` that are 0 in every row of ``table`` (a table with no row has none: nothing to show)."""
+    return [c for c in columns if table.height and table[c].is_not_null().all() and (table[c] == 0).all()]
+
+
 def run_health_html(run_health: pl.DataFrame, decimals: int) -> str:
+    """The run-health table on the page, read at a glance: a count that is 0 in every run collapses into one line
+    under the table naming those counts; every other column stays, and the report's files keep all of them."""
+    zero = set(zero_in_every_run(run_health, [c for part in RUN_HEALTH_HTML_PARTS for c in part
+                                              if c not in RUN_HEALTH_TOTALS]))
+    parts = [kept for part in RUN_HEALTH_HTML_PARTS if (kept := [c for c in part if c not in zero])]
     tables = "".join(table_html(run_health.select(*RUN_KEYS, *part), RUN_HEALTH_LABELS, decimals=decimals)
-                     for part in RUN_HEALTH_HTML_PARTS)
-    return tables + f'<p class="note">{html.escape(RUN_HEALTH_NOTE)}</p>'
+                     for part in parts)
+    collapsed = [RUN_HEALTH_LABELS.get(c, c) for part in RUN_HEALTH_HTML_PARTS for c in part if c in zero]
+    line = f'<p class="note">0 in every run: {html.escape("; ".join(collapsed))}.</p>' if collapsed else ""
+    return tables + line + f'<p class="note">{html.escape(RUN_HEALTH_NOTE)}</p>'
 
 
 #: The paired-statistics table on the page: one group per comparison (its label names both runs), the interval
@@ -160,8 +182,8 @@ STATS_HEADERS = {"category": "Category", "n": "N", "baseline_correct": "Baseline
                  "mcnemar_p": "McNemar p"}
 
 
-def stats_display(stats: pl.DataFrame) -> pl.DataFrame:
-    rows = [{"comparison": r["comparison"], "category": CATEGORY_LABELS.get(r["category"], r["category"]),
+def stats_display(stats: pl.DataFrame, labels: Mapping[str, str]) -> pl.DataFrame:
+    rows = [{"comparison": r["comparison"], "category": labels.get(r["category"], r["category"]),
              "n": r["n"], "baseline_correct": r["baseline_correct"], "treatment_correct": r["treatment_correct"],
              "delta_pp": r["delta_pp"], "ci": f"[{r['ci_low_pp']:+.1f}, {r['ci_high_pp']:+.1f}]",
              "b_treatment_only": r["b_treatment_only"], "c_baseline_only": r["c_baseline_only"],
@@ -273,17 +295,23 @@ def no_retrieval_html(runs: pl.DataFrame, browser: str, labels: Mapping[tuple[st
 def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame, out: str | Path,
                  config: Mapping[str, Any], seed: int, decimals: int = 1,
                  needles: pl.DataFrame | None = None, videos: pl.DataFrame | None = None,
-                 richness: pl.DataFrame | None = None) -> Path:
+                 richness: pl.DataFrame | None = None, ingest_report: pl.DataFrame | None = None) -> Path:
     """``needles``: the needle stage's per-question table (dataset=needle), for the needle figure; ``videos``:
     the videos table, whose files give the question browser its thumbnails and time strips their length;
-    ``richness``: the richness analysis's curves (VideoLucy Fig. 5)."""
+    ``richness``: the richness analysis's curves (VideoLucy Fig. 5); ``ingest_report``: ingest's report (the
+    left-out questions and flags), for the coverage block and the subset mark (:mod:`senri.report.coverage`)."""
     out = Path(out)
     tables_dir, figures_dir = out / "report" / "tables", out / "report" / "figures"
     tables_dir.mkdir(parents=True, exist_ok=True)
     predictions = load_predictions(prediction_paths)
     scored = score(predictions, questions)
-    build_browser(scored, predictions, questions, videos, out / "report" / "questions", report_href="../index.html")
-    main = main_table(scored, decimals)
+    benchmark = run_set_benchmark(questions)
+    layout = benchmark.layout
+    headers = {**column_labels(layout), **HEADERS}
+    build_browser(scored, predictions, questions, videos, out / "report" / "questions", report_href="../index.html",
+                  glossary=benchmark.glossary)
+    scored = layout_scored(scored, questions, predictions, layout)
+    main = main_table(scored, decimals, layout)
     run_health = run_health_table(predictions, scored, decimals)
     stores = store_health_table(predictions)
     per_video = per_video_table(scored, decimals)
@@ -292,12 +320,16 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
     calls = llm_call_table(predictions, runs, decimals)
     if runs.filter(pl.col("implementation") == "videolucy").height:
         calls = with_a8_rows(calls)
-    report: ReportTables = build_tables(scored, main, runs, config, seed, decimals)
+    report: ReportTables = build_tables(scored, main, runs, config, seed, decimals, layout,
+                                        expected_chance(questions, layout, decimals))
     # A benchmark read from its native files gets its own table (official scorer, published rows), every scorer
-    # side by side and the flips between them; SENRI-Bench keeps the tables below unchanged.
+    # side by side, the flips between them and its breakdowns; the tables below have its layout's columns.
     benchmarks = native_benchmarks(questions)
     bench_tables = [benchmark_tables(predictions, questions.filter(pl.col("benchmark") == b), BENCHMARKS.load(b),
                                      config, seed, decimals) for b in benchmarks]
+    ingest_report = ingest_report if ingest_report is not None else to_frame([], IngestQuirk)
+    cover = question_coverage(questions, ingest_report)
+    bench_tables = [mark_subset(tables, cover) for tables in bench_tables]  # ◊ beside the published rows
     for tables in bench_tables:
         write_benchmark_tables(tables, tables_dir, decimals)
 
@@ -309,16 +341,16 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
     deviating = deviating_runs(runs)
     shown_main = mark_failures(mark_runs(mark_restated(mark_no_retrieval(report.main, no_retrieval), restated),
                                          deviating, ["method", "model"], DEVIATION_MARK))
-    hidden = [c for c in CATEGORIES if c not in shown_categories(questions)]  # SENRI's columns, for SENRI only
+    note = main_note(benchmark)
     _write_table(report.main, tables_dir, "main",
-                 _markdown_grouped(shown_main.drop(hidden), "approach", decimals)
-                 + (f"\n{native_note(benchmarks)}\n" if benchmarks else "")
+                 _markdown_grouped(shown_main, "approach", decimals, headers)
+                 + (f"\n{note}\n" if note else "")
                  + "".join(f"\n‡ {sentence}\n" for sentence in no_retrieval_sentences(no_retrieval))
                  + "".join(f"\n§ {sentence}\n" for sentence in restated_sentences(restated))
                  + "".join(f"\n¶ {sentence}\n" for sentence in deviation_sentences(deviating)))
-    _write_table(report.pairs, tables_dir, "pairs", to_markdown(flagged_pairs, HEADERS, decimals))
-    _write_table(report.ablations, tables_dir, "ablations", to_markdown(flagged_ablations, HEADERS, decimals))
-    _write_table(report.no_visual, tables_dir, "no_visual_input", to_markdown(flagged_no_visual, HEADERS, decimals))
+    _write_table(report.pairs, tables_dir, "pairs", to_markdown(flagged_pairs, headers, decimals))
+    _write_table(report.ablations, tables_dir, "ablations", to_markdown(flagged_ablations, headers, decimals))
+    _write_table(report.no_visual, tables_dir, "no_visual_input", to_markdown(flagged_no_visual, headers, decimals))
     _write_table(report.stats, tables_dir, "paired_stats", to_markdown(report.stats, decimals=decimals))
     _write_table(run_health, tables_dir, "run_health",
                  to_markdown(run_health, RUN_HEALTH_LABELS, decimals) + "\n" + RUN_HEALTH_NOTE + "\n")
@@ -334,7 +366,7 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
     pngs = {
         "frame_budget": figures.frame_budget_curve(main, runs, figures_dir),
         "paired_change": figures.paired_change_heatmap(per_video, pair_specs, figures_dir),
-        "task_types": figures.task_type_bars(main, figures_dir),
+        "task_types": figures.task_type_bars(main, figures_dir, layout),
         "letters": figures.letter_distribution(positions, figures_dir),
     }
 
@@ -363,14 +395,15 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
         bench_sections = [section for tables in bench_tables
                           for section in benchmark_html(tables, f"{base}questions/", decimals)]
         return [
+        ("Questions covered", coverage_html(questions, ingest_report)),
         ("Questions", f'<p><a href="{base}questions/index.html">Question browser</a>: every run\'s answer to every '
                       "question, with its trace, the model calls and a time strip of where the method looked; "
                       f'<a href="{base}questions/grid.html">the question × run grid</a>: which runs got which '
                       "question right.</p>"),
         *bench_sections,
-        ("Main results (Table 2 layout)", table_html(shown_main.drop(hidden).with_columns(
-            pl.col("approach").replace(APPROACH_LABELS)), HEADERS, group_by="approach", decimals=decimals)
-         + (f'<p class="note">{html.escape(native_note(benchmarks))}</p>' if benchmarks else "")
+        ("Main results (Table 2 layout)", table_html(shown_main.with_columns(
+            pl.col("approach").replace(APPROACH_LABELS)), headers, group_by="approach", decimals=decimals)
+         + (f'<p class="note">{html.escape(note)}</p>' if note else "")
          + no_retrieval_html(no_retrieval, f"{base}questions/", run_labels(scored))
          + "".join(f'<p class="note restated">§ {html.escape(s)}</p>' for s in restated_sentences(restated))
          + "".join(f'<p class="note deviation">¶ {html.escape(s)}</p>' for s in deviation_sentences(deviating))
@@ -382,13 +415,13 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
         ("Model calls per question (VideoLucy A.8 layout)",
          table_html(calls, {**LLM_CALL_LABELS, "source": "Source"}, decimals=decimals)
          + f'<p class="note">{html.escape(LLM_CALLS_NOTE)}</p>'),
-        ("Paired comparisons (Table 3 layout)", table_html(flagged_pairs, HEADERS, group_by="group", decimals=decimals)
+        ("Paired comparisons (Table 3 layout)", table_html(flagged_pairs, headers, group_by="group", decimals=decimals)
          + f'<p class="note">{html.escape(stats_note)}</p>'
          + (f"<p>Discordant questions (won: the treatment right and the baseline wrong; lost: the reverse):</p>"
             f"{discordant}" if discordant else "")),
-        ("Ablations (Table 4 layout)", table_html(flagged_ablations, HEADERS, group_by="reference", decimals=decimals)
+        ("Ablations (Table 4 layout)", table_html(flagged_ablations, headers, group_by="reference", decimals=decimals)
          if report.ablations.height else '<p class="note">No ablation is configured for the runs of this run set.</p>'),
-        ("No visual input (Table 11 layout)", table_html(flagged_no_visual, HEADERS, decimals=decimals)),
+        ("No visual input (Table 11 layout)", table_html(flagged_no_visual, headers, decimals=decimals)),
         ("Accuracy vs frame budget (Fig. 5 layout)", figure_html(
             pngs["frame_budget"], "Direct perception accuracy vs frame budget",
             "this run set has no direct-perception runs at two or more frame budgets "
@@ -399,7 +432,7 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
         ("Needle in a video haystack (VideoLucy Fig. 4 layout)", figure_html(
             pngs["needle"], "Needle accuracy vs haystack length and needle position",
             "this run set is not a needle benchmark (dataset=needle)")
-         + (table_html(needle_table, HEADERS, decimals=decimals) if needle_table.height else "")),
+         + (table_html(needle_table, headers, decimals=decimals) if needle_table.height else "")),
         *([("Captioner × reasoning model (VideoLucy Table 13 layout)",
             table_html(model_grid_display(grid)) + '<p class="note">Each cell: our accuracy (%), then the paper\'s '
             "published number (VideoLucy Table 13, 200 random LVBench questions).</p>")] if grid is not None else []),
@@ -407,11 +440,12 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
             pngs["richness"], "Shannon entropy and relevance of the memory texts per level",
             "the richness analysis is not in this run set (analysis.richness.evaluator=<model> with a VideoLucy run)")
          + (table_html(richness, decimals=decimals) if richness.height else "")),
-        ("Accuracy by task type", figure_html(pngs["task_types"], "Accuracy by task type", "no runs")),
+        *([(layout.figure.title, figure_html(pngs["task_types"], layout.figure.title, "no runs"))]
+          if layout.figure else []),
         ("Answer letters", figure_html(pngs["letters"], "Predicted letters vs ground truth", "no runs")
-         + table_html(positions, HEADERS)),
-        ("Per video", table_html(mark_failures(per_video), HEADERS, decimals=decimals)),
-        ("Paired statistics", table_html(stats_display(report.stats), STATS_HEADERS, group_by="comparison",
+         + table_html(positions, headers)),
+        ("Per video", table_html(mark_failures(per_video), headers, decimals=decimals)),
+        ("Paired statistics", table_html(stats_display(report.stats, column_labels(layout)), STATS_HEADERS, group_by="comparison",
                                          decimals=decimals) + f'<p class="note">{html.escape(stats_note)}</p>'),
         ] + ([("Not shown", "<ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in report.skipped) + "</ul>")]
              if report.skipped else [])

@@ -2,18 +2,25 @@
 benchmark's own table under its official scorer with the published rows beside it, the scorer-variant table,
 the flips between scorers and the per-column paired statistics.
 
-The benchmark, its official scorer and its layout come from the registries (:data:`senri.benchmarks.BENCHMARKS`,
-:data:`~senri.benchmarks.layouts.LAYOUTS`, :data:`~senri.benchmarks.scoring.SCORERS`) through the questions'
-``benchmark`` column; nothing here names one.
+The benchmark, its official scorer and its layout come from the registries (:data:`senri.benchmarks.BENCHMARKS`:
+each benchmark module declares its :class:`~senri.benchmarks.layouts.Layout`; :data:`~senri.benchmarks.scoring.SCORERS`)
+through the questions' ``benchmark`` column; nothing here names one.
 
-- ``verdicts``: one row per run × question × scorer: the letter the scorer read and its verdict
-  (correct / wrong / skipped); questions without a prediction are there too (``missing``), judged by the
-  scorer's rule for absent questions.
+- ``verdicts``: one row per run × question × scorer: the raw reply, the letter the scorer's tool compared, its
+  verdict (correct / wrong / skipped) and the exception the tool's code raised on the reply (``raised``);
+  questions without a prediction are there too (``missing``), judged by the scorer's rule for absent questions
+  (for Video-MME's scorers: every question of that video left out).
 - ``benchmark``: one row per run under the official scorer, the layout's columns with ``correct_<col>`` and
   ``n_<col>`` behind each, then the published rows (``source`` = ``published``).
 - ``scorers``: one row per run × scorer: the headline under that scorer, the micro accuracy over all counted
-  questions, correct / counted / skipped / unreadable, and how many questions it flips against the official one.
+  questions, the replies its tool raised on, correct / counted / skipped / unreadable, and how many questions it
+  flips against the official one. Every number is printed as the scorer's tool prints it
+  (:func:`senri.benchmarks.scoring.layout_value`).
 - ``flips``: one row per run × question × scorer whose verdict differs from the official scorer's.
+- ``breakdowns``: the benchmark's own breakdown tables (its layout's ``breakdowns``: Video-MME per domain,
+  sub-category and task type within each split and over all of them, as its official scorer prints them; LVBench
+  per category; MLVU per task; EgoMem per type and Event subtype), under the official scorer: one row per run ×
+  split block × value with the correct and counted questions.
 - ``stats``: every run against the ``random`` run (chance), then per configured pair, per layout column, :func:`senri.stats.compare` on the questions both runs had
   counted under the official scorer (the same long schema as the SENRI report's paired statistics).
 """
@@ -21,15 +28,18 @@ The benchmark, its official scorer and its layout come from the registries (:dat
 from __future__ import annotations
 
 import csv
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 import polars as pl
 
-from senri.aggregate import RUN_KEYS, score
-from senri.benchmarks.layouts import Layout, column_counts, column_value, layout as load_layout, micro_value
-from senri.benchmarks.scoring import OPTION_COLUMNS, Scorer, question_options, scored_reply, scorer as load_scorer
+from senri.aggregate import RUN_KEYS, plain_categories, verdicts
+from senri.benchmarks.base import FACET
+from senri.benchmarks.layouts import Breakdown, Layout, column_counts, column_counts_total
+from senri.benchmarks.scoring import layout_value, scorer as load_scorer
+from senri.percent import percent_value
+from senri.report.coverage import source_label, subset_notes
 from senri.report.tables import CHANCE_METHOD, STATS_SCHEMA, run_filter
 from senri.stats import PairedComparison, compare
 
@@ -50,34 +60,7 @@ class BenchmarkTables:
     scorers: pl.DataFrame
     flips: pl.DataFrame
     stats: pl.DataFrame
-
-
-def verdicts(predictions: pl.DataFrame, questions: pl.DataFrame, scorer_names: tuple[str, ...]) -> pl.DataFrame:
-    """Every run's every question under every scorer in ``scorer_names`` (see the module docstring)."""
-    grid = score(predictions, questions)  # the same checks and run × question grid as the SENRI tables
-    extra = [c for c in ("split", "categories", *OPTION_COLUMNS) if c in questions.columns]
-    rows = grid.join(questions.select("qid", *extra), on="qid", how="left").join(
-        predictions.select(*RUN_KEYS, "qid", "raw_output"), on=[*RUN_KEYS, "qid"], how="left")
-    scorers: list[Scorer] = [load_scorer(name) for name in scorer_names]
-    out: dict[str, list[Any]] = {k: [] for k in (*RUN_KEYS, "video_id", "qid", "split", "categories", "answer",
-                                               "pred", "reply", "missing", "scorer", "letter", "verdict")}
-    for row in rows.iter_rows(named=True):
-        options = question_options(row)
-        categories = row.get("categories") or [row["task_type"]]
-        reply = scored_reply(row["raw_output"])
-        for s in scorers:
-            letter = s.extract(row["pred"] if s.reads == "pred" else reply, options) if not row["missing"] else None
-            verdict = s.verdict(letter, row["answer"], options, present=not row["missing"])
-            for key, value in (*((k, row[k]) for k in RUN_KEYS), ("video_id", row["video_id"]), ("qid", row["qid"]),
-                               ("split", row.get("split")), ("categories", list(categories)),
-                               ("answer", row["answer"]), ("pred", row["pred"]), ("reply", reply),
-                               ("missing", row["missing"]), ("scorer", s.name), ("letter", letter),
-                               ("verdict", verdict)):
-                out[key].append(value)
-    schema = {**{k: pl.String for k in RUN_KEYS}, "video_id": pl.String, "qid": pl.String, "split": pl.String,
-              "categories": pl.List(pl.String), "answer": pl.String, "pred": pl.String, "reply": pl.String,
-              "missing": pl.Boolean, "scorer": pl.String, "letter": pl.String, "verdict": pl.String}
-    return pl.DataFrame(out, schema=schema)
+    breakdowns: dict[str, pl.DataFrame] = field(default_factory=dict)
 
 
 def _run_counts(part: pl.DataFrame, table: Layout) -> dict[str, tuple[int, int]]:
@@ -88,11 +71,12 @@ def layout_table(scored: pl.DataFrame, table: Layout, scorer_name: str, decimals
     """One row per run under ``scorer_name``: the layout's columns, then ``correct_<col>`` and ``n_<col>`` for
     each, the skipped replies and the missing predictions."""
     rows = []
+    s = load_scorer(scorer_name)
     for run, part in scored.filter(pl.col("scorer") == scorer_name).group_by(RUN_KEYS, maintain_order=True):
         counts = _run_counts(part, table)
         row: dict[str, Any] = dict(zip(RUN_KEYS, run))
         row["scorer"] = scorer_name
-        row.update({key: column_value(table, counts, key, decimals) for key in table.keys})
+        row.update({key: layout_value(s, table, counts, key, decimals) for key in table.keys})
         for key in table.keys:
             row[f"correct_{key}"], row[f"n_{key}"] = counts[key]
         row["skipped"] = int((part["verdict"] == "skipped").sum())
@@ -134,9 +118,11 @@ def scorer_table(scored: pl.DataFrame, table: Layout, official: str, decimals: i
     for (*run, name), part in scored.group_by([*RUN_KEYS, "scorer"], maintain_order=True):
         counts = _run_counts(part, table)
         joined = part.join(base, on=[*RUN_KEYS, "qid"])
+        s = load_scorer(name)
         rows.append({**dict(zip(RUN_KEYS, run)), "scorer": name, "official": name == official,
-                     "headline": column_value(table, counts, table.headline, decimals),
-                     "micro": micro_value(counts, table, decimals),
+                     "headline": layout_value(s, table, counts, table.headline, decimals),
+                     "micro": s.column_percent(*column_counts_total(counts, table), decimals),
+                     "raised": int(part["raised"].is_not_null().sum()),
                      "correct": int((part["verdict"] == "correct").sum()),
                      "counted": int((part["verdict"] != "skipped").sum()),
                      "skipped": int((part["verdict"] == "skipped").sum()),
@@ -146,9 +132,8 @@ def scorer_table(scored: pl.DataFrame, table: Layout, official: str, decimals: i
                      "flips": int((joined["verdict"] != joined["_official"]).sum())})
     order = {name: i for i, name in enumerate(table.scorers)}
     schema = {**{k: pl.String for k in RUN_KEYS}, "scorer": pl.String, "official": pl.Boolean,
-              "headline": pl.Float64, "micro": pl.Float64, **{k: pl.Int64 for k in
-                                                             ("correct", "counted", "skipped", "unreadable", "gained",
-                                                              "lost", "flips")}}
+              "headline": pl.Float64, "micro": pl.Float64, "raised": pl.Int64,
+              **{k: pl.Int64 for k in ("correct", "counted", "skipped", "unreadable", "gained", "lost", "flips")}}
     return (pl.DataFrame(rows, schema=schema).with_columns(_o=pl.col("scorer").replace_strict(order, default=99))
             .sort(*RUN_KEYS, "_o").drop("_o"))
 
@@ -193,7 +178,7 @@ def benchmark_tables(predictions: pl.DataFrame, questions: pl.DataFrame, benchma
                      config: Mapping[str, Any], seed: int, decimals: int = 1) -> BenchmarkTables:
     """All of one benchmark's tables. ``benchmark``: its registry object (name, layout, official scorer);
     ``config``: the report config (``pairs``, ``bootstrap_resamples``, ``confidence``)."""
-    table = load_layout(benchmark.layout)
+    table: Layout = benchmark.layout
     official = benchmark.official_scorer
     names = (official, *(s for s in table.scorers if s != official))
     scored = verdicts(predictions, questions, names)
@@ -213,13 +198,64 @@ def benchmark_tables(predictions: pl.DataFrame, questions: pl.DataFrame, benchma
         benchmark=benchmark.name, layout=table, official=official, verdicts=scored,
         table=layout_table(scored, table, official, decimals), published=published_rows(table),
         scorers=scorer_table(scored, table, official, decimals), flips=flips_table(scored, official),
-        stats=pl.DataFrame(stats_rows, schema=STATS_SCHEMA))
+        stats=pl.DataFrame(stats_rows, schema=STATS_SCHEMA),
+        breakdowns={b.name: breakdown_table(scored.filter(pl.col("scorer") == official), b, benchmark.splits, decimals,
+                                            official)
+                    for b in table.breakdowns})
+
+
+#: The split block of a breakdown that counts every split (Video-MME's "entire dataset").
+ALL_SPLITS = "all"
+BREAKDOWN_SCHEMA = {**{k: pl.String for k in RUN_KEYS}, "split": pl.String, "value": pl.String, "correct": pl.Int64,
+                    "n": pl.Int64, "accuracy": pl.Float64}
+
+
+def breakdown_values(categories: list[str] | None, by: str) -> list[str]:
+    """The values a question has for a breakdown: its plain categories (``by="category"``) or the values of its
+    ``by=value`` facets."""
+    if by == "category":
+        return plain_categories(categories, "")
+    prefix = f"{by}{FACET}"
+    return [c[len(prefix):] for c in categories or [] if c.startswith(prefix)]
+
+
+def breakdown_table(judged: pl.DataFrame, breakdown: Breakdown, splits: tuple[str, ...],
+                    decimals: int = 1, scorer_name: str = "method") -> pl.DataFrame:
+    """One breakdown under one scorer (``judged``: :func:`senri.aggregate.verdicts` rows of that scorer): per run,
+    per split block (each split label in the benchmark's order, then ``all``, when ``by_split``; else ``all``
+    only) and per value in the tool's order (values no question has are left out; unknown ones follow, sorted):
+    the correct and counted questions (a skipped reply is in neither, as the official tools count "answered")
+    and the accuracy."""
+    counts: dict[tuple, list[int]] = {}
+    present: set[str] = set()
+    for row in judged.select(*RUN_KEYS, "split", "categories", "verdict").iter_rows(named=True):
+        values = breakdown_values(row["categories"], breakdown.by)
+        present.update(values)
+        blocks = [row["split"] or "", ALL_SPLITS] if breakdown.by_split else [ALL_SPLITS]
+        for block in blocks:
+            for value in values:
+                cell = counts.setdefault((*(row[k] for k in RUN_KEYS), block, value), [0, 0])
+                if row["verdict"] != "skipped":
+                    cell[1] += 1
+                    cell[0] += row["verdict"] == "correct"
+    order = [v for v in breakdown.order if v in present] + sorted(present - set(breakdown.order))
+    block_order = [*splits, ALL_SPLITS]
+    tool = load_scorer(scorer_name)
+    percent = tool.column_percent if tool.percent or tool.macro else percent_value  # as the tool prints it
+    rows = [{**dict(zip(RUN_KEYS, key[:len(RUN_KEYS)])), "split": key[-2], "value": key[-1], "correct": c, "n": n,
+             "accuracy": percent(c, n, decimals)} for key, (c, n) in counts.items()]
+    rank_block = {b: i for i, b in enumerate(block_order)}
+    rank_value = {v: i for i, v in enumerate(order)}
+    rows.sort(key=lambda r: (*(r[k] for k in RUN_KEYS), rank_block.get(r["split"], len(block_order)), r["split"],
+                             rank_value[r["value"]]))
+    return pl.DataFrame(rows, schema=BREAKDOWN_SCHEMA)
 
 
 # --- files and page ----------------------------------------------------------------------------------------------
 
 SCORER_HEADERS = {"method": "Method", "model": "Model", "memory": "Memory", "scorer": "Scorer",
                   "official": "Official", "headline": "Headline", "micro": "Micro (all counted)",
+                  "raised": "Tool raised",
                   "correct": "Correct", "counted": "Counted", "skipped": "Skipped", "unreadable": "Unreadable",
                   "gained": "Gained vs official", "lost": "Lost vs official", "flips": "Flips"}
 FLIP_HEADERS = {"method": "Method", "model": "Model", "memory": "Memory", "qid": "Question", "answer": "Answer",
@@ -233,7 +269,7 @@ def shown_table(tables: BenchmarkTables) -> pl.DataFrame:
     keys = tables.layout.keys
     total = next((c.key for c in tables.layout.columns if c.over == "all"), tables.layout.headline)
     ours = tables.table.select(
-        pl.lit("this run set").alias("source"), pl.lit("").alias("group"), *RUN_KEYS, *keys,
+        pl.lit(source_label(tables.table)).alias("source"), pl.lit("").alias("group"), *RUN_KEYS, *keys,
         pl.col(f"n_{total}").alias("n"), "skipped", "missing")
     published = tables.published.select(
         "source", "group", "method", pl.lit("").alias("model"), pl.lit("").alias("memory"), *keys,
@@ -255,7 +291,28 @@ def notes(tables: BenchmarkTables) -> list[str]:
             "N = counted questions; Skipped and Missing as counted by this scorer.",
             "Rows marked published are VideoLucy's paper numbers (senri/report/published/), not runs of this run set.",
             "Scorer variants: every scorer on the same stored replies; Gained/Lost/Flips compare each question's "
-            "verdict with the official scorer's; the flips table lists those questions."]
+            "verdict with the official scorer's; the flips table lists those questions."] + subset_notes(tables.table)
+
+
+def breakdown_headers(breakdown: Breakdown) -> dict[str, str]:
+    return {"method": "Method", "model": "Model", "memory": "Memory", "split": "Split", "value": breakdown.title,
+            "correct": "Correct", "n": "Counted", "accuracy": "Accuracy"}
+
+
+def breakdown_note(tables: BenchmarkTables, breakdown: Breakdown) -> str:
+    blocks = ("each split, then all splits together (split \"all\")" if breakdown.by_split else "all questions")
+    return (f"{breakdown.title} of {tables.layout.title} under its official scorer ({tables.official}), as the tool "
+            f"computes them: over {blocks}; a question counts in every value it has; Counted leaves out the replies "
+            "the scorer skips. Values no question of this run set has are left out.")
+
+
+def breakdown_markdown(tables: BenchmarkTables, key: str, decimals: int = 1) -> str:
+    breakdown = next(b for b in tables.layout.breakdowns if b.name == key)
+    from senri.aggregate import to_markdown
+
+    return (f"**{tables.layout.title}: {breakdown.title}**\n\n"
+            + to_markdown(tables.breakdowns[key], breakdown_headers(breakdown), decimals)
+            + "\n" + breakdown_note(tables, breakdown) + "\n")
 
 
 def write_benchmark_tables(tables: BenchmarkTables, out_dir: Path, decimals: int = 1) -> None:
@@ -272,7 +329,9 @@ def write_benchmark_tables(tables: BenchmarkTables, out_dir: Path, decimals: int
                                    + "\n" + "\n".join(notes(tables)) + "\n"),
              f"scorers_{name}": (tables.scorers, to_markdown(tables.scorers, SCORER_HEADERS, decimals)),
              f"flips_{name}": (tables.flips, to_markdown(tables.flips, FLIP_HEADERS, decimals)),
-             f"benchmark_stats_{name}": (tables.stats, to_markdown(tables.stats, decimals=decimals))}
+             f"benchmark_stats_{name}": (tables.stats, to_markdown(tables.stats, decimals=decimals)),
+             **{f"breakdown_{name}_{key}": (frame, breakdown_markdown(tables, key, decimals))
+                for key, frame in tables.breakdowns.items()}}
     for stem, (frame, markdown) in files.items():
         frame.write_parquet(out_dir / f"{stem}.parquet")
         frame.write_csv(out_dir / f"{stem}.csv")
@@ -281,7 +340,7 @@ def write_benchmark_tables(tables: BenchmarkTables, out_dir: Path, decimals: int
 
 def benchmark_html(tables: BenchmarkTables, browser: str, decimals: int = 1) -> list[tuple[str, str]]:
     """The page's sections for one benchmark: its table with the published rows, the scorer variants, the
-    flips (each question linked into the browser) and the paired statistics."""
+    flips (each question linked into the browser), its breakdowns and the paired statistics."""
     import html
 
     from senri.report.browser import question_slug
@@ -299,6 +358,10 @@ def benchmark_html(tables: BenchmarkTables, browser: str, decimals: int = 1) -> 
         (f"{tables.layout.title}: questions whose verdict flips between scorers",
          (table_html(flips, FLIP_HEADERS, decimals=decimals) + f"<p>{links}</p>") if flips.height
          else '<p class="note">Every scorer gives every question the official verdict.</p>'),
+        *((f"{tables.layout.title}: {b.title}",
+           table_html(tables.breakdowns[b.name], breakdown_headers(b),
+                      decimals=decimals) + f'<p class="note">{html.escape(breakdown_note(tables, b))}</p>')
+          for b in tables.layout.breakdowns),
         (f"{tables.layout.title}: paired statistics", table_html(tables.stats, decimals=decimals) if tables.stats.height
          else '<p class="note">No random run and no configured pair (report.pairs) with both runs in this run set.</p>'),
     ]

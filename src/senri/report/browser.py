@@ -45,7 +45,7 @@ import polars as pl
 
 from senri.aggregate import RUN_KEYS
 from senri.benchmarks.scoring import question_options
-from senri.records import DIRECTION_NAMES, OPTION_LETTERS, TASK_NAMES
+from senri.records import OPTION_LETTERS
 from senri.report.browser_script import BROWSER_JS
 
 log = logging.getLogger(__name__)
@@ -766,13 +766,24 @@ def _page(title: str, body: str, script: str = "", scripts: Sequence[str] = ()) 
             + (f"<script>{script}</script>" if script else "") + "</body></html>\n")
 
 
-def glossary_html() -> str:
-    tasks = "".join(f"<dt>{_esc(code)}</dt><dd>{_esc(name)}</dd>" for code, name in TASK_NAMES.items())
-    directions = "".join(f"<dt>{_esc(code)}</dt><dd>{_esc(name)}</dd>" for code, name in DIRECTION_NAMES.items())
+#: A benchmark's glossary (:attr:`senri.benchmarks.base.Benchmark.glossary`): ``(title, {code: meaning})`` groups.
+Glossary = Sequence[tuple[str, Mapping[str, str]]]
+
+
+def glossary_names(glossary: Glossary) -> dict[str, str]:
+    """Every code of a glossary → its meaning (a question's task type and group are looked up here)."""
+    return {code: name for _, names in glossary for code, name in names.items()}
+
+
+def glossary_html(glossary: Glossary = ()) -> str:
+    """The benchmark's codes (SENRI-Bench: task types and directions) and the flags, folded."""
+    groups = "".join('<dl class="glossary">' + "".join(f"<dt>{_esc(code)}</dt><dd>{_esc(name)}</dd>"
+                                                       for code, name in names.items()) + "</dl>"
+                     for _, names in glossary)
     flags = "".join(f"<dt>{_esc(f.replace('-', ' '))}</dt><dd>{_esc(note)}</dd>" for f, note in FLAG_NOTES.items())
-    return _details("codes: task types, directions and flags",
-                    f'<dl class="glossary">{tasks}</dl><dl class="glossary">{directions}</dl>'
-                    f'<dl class="glossary flags">{flags}</dl>', open_=False)
+    titles = ", ".join(title for title, _ in glossary)
+    return _details(f"codes: {titles} and flags" if titles else "codes: flags",
+                    f'{groups}<dl class="glossary flags">{flags}</dl>', open_=False)
 
 
 def _select(key: str, name: str) -> str:
@@ -843,7 +854,7 @@ PAGER = ('<p class="pager" hidden><button id="page-prev" type="button">← previ
 
 
 def index_page(rows: Sequence[Mapping[str, Any]], labels: Mapping[tuple[str, str, str], str],
-               report_href: str, shown: Sequence[Shown] | None = None) -> str:
+               report_href: str, shown: Sequence[Shown] | None = None, glossary: Glossary = ()) -> str:
     """The list (``index.html``). ``rows`` are the scored rows with their prediction columns; ``shown`` the rows
     as :func:`shown_rows` gives them (worked out here if not given). The rows themselves are in ``list.js``
     (:func:`list_script`)."""
@@ -860,7 +871,7 @@ def index_page(rows: Sequence[Mapping[str, Any]], labels: Mapping[tuple[str, str
                  '<p class="note">Click a column head to sort. The address holds the filters, the sort and the page, '
                  "e.g. <code>index.html?task=OC&amp;correct=no&amp;sort=seconds&amp;order=desc&amp;page=2</code> "
                  f"({PAGE_ROWS} rows a page; <code>rows=500</code> shows more); a question opened from here walks "
-                 "the rows shown with previous / next.</p>" + glossary_html())
+                 "the rows shown with previous / next.</p>" + glossary_html(glossary))
     return _page("senri question browser", page_body, "SENRI.list();", ("rows.js", "list.js", "browser.js"))
 
 
@@ -890,7 +901,7 @@ def list_script(shown: Sequence[Shown], texts: Mapping[str, str]) -> str:
 
 
 def grid_page(questions: Sequence[Mapping[str, Any]], cells: Mapping[str, Mapping[str, Mapping[str, Any]]],
-              runs: Sequence[str], report_href: str) -> str:
+              runs: Sequence[str], report_href: str, glossary: Glossary = ()) -> str:
     """The grid (``grid.html``): one row per question that has a prediction row, one cell per run."""
     filters = "".join(_select(k, n) for k, n in (("video", "video"), ("task", "task type"),
                                                  ("direction", "direction"), ("outcome", "outcome"),
@@ -927,11 +938,12 @@ def grid_page(questions: Sequence[Mapping[str, Any]], cells: Mapping[str, Mappin
                  '<p class="note">Each cell: the run\'s letter, ✓ right, ✗ wrong, – no prediction (counted wrong). '
                  "Outcome “runs disagree” keeps the questions some runs got right and others wrong; “right:” and "
                  "“wrong:” pick any two runs (e.g. <code>grid.html?right=senri_agent/m&amp;wrong=memory_search/m</code>: "
-                 "the questions the first won over the second).</p>" + glossary_html())
+                 "the questions the first won over the second).</p>" + glossary_html(glossary))
     return _page("senri question grid", page_body, "SENRI.grid();", ("rows.js", "browser.js"))
 
 
-def question_page(question: Mapping[str, Any], runs: Sequence[Shown], duration_s: float, thumbs: Thumbnails) -> str:
+def question_page(question: Mapping[str, Any], runs: Sequence[Shown], duration_s: float, thumbs: Thumbnails,
+                  names: Mapping[str, str] | None = None) -> str:
     evidence = None
     if question.get("evidence_start_s") is not None and question.get("evidence_end_s") is not None:
         evidence = (float(question["evidence_start_s"]), float(question["evidence_end_s"]))
@@ -957,14 +969,15 @@ def question_page(question: Mapping[str, Any], runs: Sequence[Shown], duration_s
         columns.append(
             f'<section class="run" id="{run_anchor(label)}" data-run="{_esc(label)}"><h3>{_esc(label)}: '
             f'{_esc(r.get("pred") or "–")} {_verdict(r)}</h3>{error}<div class="timeline">{timeline}</div></section>')
-    task = TASK_NAMES.get(question["task_type"], "")
+    names = names or {}
+    task = names.get(question["task_type"], "")
     body = (f'<p class="nav"><a id="back" href="../index.html">← all questions</a> · '
             f'<a id="prev" class="disabled">← previous</a> <span id="position" class="note"></span> '
             f'<a id="next" class="disabled">next →</a> · <a href="../grid.html">grid</a> · '
             f'<a href="../../index.html">report</a></p><div id="warnings" class="warning" hidden></div>'
             f"<h1>{_esc(question['qid'])}</h1><p>video <b>{_esc(question['video_id'])}</b> · "
             f'<span title="{_esc(task)}">{_esc(category_text(question))}</span> · '
-            f'<span title="{_esc(DIRECTION_NAMES.get(question["direction"], ""))}">{_esc(group_text(question))}</span>'
+            f'<span title="{_esc(names.get(question["direction"], ""))}">{_esc(group_text(question))}</span>'
             f" ({_esc(task)}) · evidence window {window}</p>"
             f"<h2>{_esc(question['question'])}</h2><ul class=\"options\">{options}</ul>{middle}"
             f"<h2>Predictions</h2><table id=\"predictions\"><tr><th>run</th><th>prediction</th><th>correct</th>"
@@ -979,13 +992,15 @@ def question_page(question: Mapping[str, Any], runs: Sequence[Shown], duration_s
 
 
 def build_browser(scored: pl.DataFrame, predictions: pl.DataFrame, questions: pl.DataFrame,
-                  videos: pl.DataFrame | None, folder: str | Path, report_href: str = "../index.html") -> Path:
+                  videos: pl.DataFrame | None, folder: str | Path, report_href: str = "../index.html",
+                  glossary: Glossary = ()) -> Path:
     """Write the browser under ``folder`` (``<out>/report/questions``); returns its ``index.html``.
 
     ``scored`` is :func:`senri.aggregate.score`'s table (one row per run and question, missing ones
     included); ``predictions`` the prediction rows with their traces and costs; ``videos`` the videos table
     (the file each run read and its duration; without it the strip spans the latest time a trace names and
-    no thumbnail is drawn). ``report_href``: the report page, relative to ``folder``."""
+    no thumbnail is drawn). ``report_href``: the report page, relative to ``folder``; ``glossary``: the
+    benchmark's codes (:attr:`senri.benchmarks.base.Benchmark.glossary`), shown folded and as tooltips."""
     folder = Path(folder)
     pages = folder / "q"
     pages.mkdir(parents=True, exist_ok=True)
@@ -1018,16 +1033,17 @@ def build_browser(scored: pl.DataFrame, predictions: pl.DataFrame, questions: pl
             continue
         duration = float(durations.get(q["video_id"])
                          or max(float(q.get("evidence_end_s") or 0.0), latest.get(q["qid"], 0.0)) or 1.0)
-        (pages / f"{question_slug(q['qid'])}.html").write_text(question_page(q, mine, duration, thumbs))
+        (pages / f"{question_slug(q['qid'])}.html").write_text(question_page(q, mine, duration, thumbs,
+                                                                                glossary_names(glossary)))
         written += 1
     texts = {q["qid"]: q["question"] for q in question_rows}
     index = folder / "index.html"
-    index.write_text(index_page(rows, labels, report_href, shown))
+    index.write_text(index_page(rows, labels, report_href, shown, glossary))
     records = [row_record(i, item.row, item.label, item.flags) for i, item in enumerate(shown)]
     cells: dict[str, dict[str, Mapping[str, Any]]] = {}
     for item in shown:
         cells.setdefault(item.row["qid"], {})[item.label] = item.row
-    (folder / "grid.html").write_text(grid_page(question_rows, cells, runs, report_href))
+    (folder / "grid.html").write_text(grid_page(question_rows, cells, runs, report_href, glossary))
     info = {q["qid"]: {"text": q["question"], "video": q["video_id"], "task": category_text(q),
                        "direction": group_text(q), "answer": q["answer"], "page": f"{question_slug(q['qid'])}.html"}
             for q in question_rows if q["qid"] in by_question}

@@ -16,7 +16,7 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 from senri.aggregate import letter_columns  # noqa: E402
-from senri.records import TASK_TYPES  # noqa: E402
+from senri.benchmarks.layouts import Layout  # noqa: E402
 
 # Deterministic SVGs: fixed hash salt for element ids, no creation date.
 plt.rcParams["svg.hashsalt"] = "senri"
@@ -85,20 +85,24 @@ def paired_change_heatmap(per_video: pl.DataFrame, pairs: list[tuple[str, str, s
     return _save(fig, out_dir, "paired_change")
 
 
-def task_type_bars(main: pl.DataFrame, out_dir: Path) -> Path | None:
-    """Accuracy per task type, one bar per run."""
-    if main.is_empty():
+def task_type_bars(main: pl.DataFrame, out_dir: Path, layout: Layout) -> Path | None:
+    """The layout's bar figure (:attr:`~senri.benchmarks.layouts.Layout.figure`): accuracy per chosen column, one
+    bar per run, with the chance line where the layout gives one (SENRI-Bench: by task type, 25 %). Nothing is
+    drawn for a layout without a figure. Written as ``task_types``, the name it has always had."""
+    if main.is_empty() or layout.figure is None:
         return None
-    types = [t.lower() for t in TASK_TYPES]
+    keys = list(layout.figure.columns)
+    labels = {c.key: c.label for c in layout.columns}
     fig, ax = plt.subplots(figsize=(7, 3.2))
     width = 0.8 / main.height
     for k, row in enumerate(main.iter_rows(named=True)):
-        values = [row[t] if row[t] is not None else 0.0 for t in types]
-        ax.bar(np.arange(len(types)) + k * width, values, width, label=f"{row['method']}/{row['model']}")
-    ax.set_xticks(np.arange(len(types)) + width * (main.height - 1) / 2, list(TASK_TYPES))
-    ax.axhline(25.0, color="grey", lw=0.8, ls="--")
+        values = [row[t] if row[t] is not None else 0.0 for t in keys]
+        ax.bar(np.arange(len(keys)) + k * width, values, width, label=f"{row['method']}/{row['model']}")
+    ax.set_xticks(np.arange(len(keys)) + width * (main.height - 1) / 2, [labels[t] for t in keys])
+    if layout.figure.chance is not None:
+        ax.axhline(layout.figure.chance, color="grey", lw=0.8, ls="--")
     ax.set_ylabel("accuracy (%)")
-    ax.set_title("Accuracy by task type")
+    ax.set_title(layout.figure.title)
     ax.legend(fontsize=7, ncols=2)
     return _save(fig, out_dir, "task_types")
 

@@ -7,6 +7,10 @@
 - ``stats``: the long table behind every Δ: category, n, Δ, bootstrap CI, discordant counts, McNemar p;
 - ``chance``: every run's Total paired with the ``random`` run, and whether that interval covers zero.
 
+Every table's accuracy columns are the main table's: the layout the run set's benchmark declares
+(:class:`senri.benchmarks.layouts.Layout`), its questions counted per column and judged by the layout's main
+scorer (``verdict``: :func:`senri.aggregate.layout_scored`).
+
 Runs are named ``method/model`` or, where one method and model ran over two memories,
 ``method/model/memory`` (the memory system and its captioner, ``captions/perception``, a column of every
 table). A configured pair or setting whose
@@ -21,7 +25,9 @@ from typing import Any, Mapping, Sequence
 
 import polars as pl
 
-from senri.aggregate import CATEGORIES, FAILURE_COLUMNS, RUN_KEYS
+from senri.aggregate import FAILURE_COLUMNS, RUN_KEYS
+from senri.benchmarks.layouts import Column, Layout
+from senri.percent import percent_value, round_half_up
 from senri.stats import PairedComparison, compare
 
 APPROACH_ORDER = ("baseline", "direct_perception", "evidence_seeking", "persistent_memory")
@@ -40,12 +46,33 @@ def run_filter(run: str) -> pl.Expr:
     return expr & (pl.col("memory") == memory[0]) if memory else expr
 
 
-def category_mask(scored: pl.DataFrame, category: str) -> pl.Expr:
-    if category == "total":
-        return pl.lit(True)
-    if category in ("es", "se"):
-        return pl.col("direction").str.to_lowercase() == category
-    return pl.col("task_type").str.to_lowercase() == category
+def every_question(layout: Layout) -> Column:
+    """The layout's column over every question, or one made for it where the layout has none (a macro headline):
+    what the chance table pairs."""
+    return next((c for c in layout.columns if c.over == "all"), Column("all", "All", "all"))
+
+
+def expected_chance(questions: pl.DataFrame, layout: Layout, decimals: int = 1) -> dict[str, float | None]:
+    """Per column, the accuracy expected of uniform guessing: the mean over its questions of 1 / their number of
+    options (25.0 on four-option questions), a macro column the mean of its members'."""
+    from fractions import Fraction
+
+    from senri.aggregate import plain_categories
+    from senri.benchmarks.scoring import question_options
+
+    rows = [(q.get("split"), plain_categories(q.get("categories"), q["task_type"]), len(question_options(q)))
+            for q in questions.iter_rows(named=True)]
+    exact: dict[str, Fraction | None] = {}
+    for column in layout.columns:
+        if column.over == "macro":
+            continue
+        shares = [Fraction(100, n) for split, categories, n in rows if n and column.counts(split, categories)]
+        exact[column.key] = sum(shares, Fraction(0)) / len(shares) if shares else None
+    for column in layout.columns:
+        if column.over == "macro":
+            parts = [exact[m] for m in column.members if exact.get(m) is not None]
+            exact[column.key] = sum(parts, Fraction(0)) / len(parts) if parts else None
+    return {key: None if value is None else round_half_up(value, decimals) for key, value in exact.items()}
 
 
 #: The long table behind every Δ: one row per comparison × category (the SENRI categories or a benchmark
@@ -66,34 +93,38 @@ class ReportTables:
     skipped: list[str] = field(default_factory=list)
 
 
-def main_by_approach(main: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
+def main_by_approach(main: pl.DataFrame, runs: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
     """Table 2: the aggregate's main table with each run's approach, ordered by approach then name."""
     order = {a: i for i, a in enumerate(APPROACH_ORDER)}
     table = main.join(runs.select("method", "model", "approach"), on=["method", "model"], how="left").with_columns(
         pl.col("approach").fill_null("baseline"))
     return (table.with_columns(_order=pl.col("approach").replace_strict(order, default=len(order)))
             .sort("_order", *RUN_KEYS).drop("_order")
-            .select("approach", *RUN_KEYS, "n", *CATEGORIES, *FAILURE_COLUMNS))
+            .select("approach", *RUN_KEYS, "n", *keys, *FAILURE_COLUMNS))
 
 
 def paired_stats(scored: pl.DataFrame, baseline: str, treatment: str, label: str, resamples: int,
-                 confidence: float, seed: int, decimals: int,
-                 categories: Sequence[str] = CATEGORIES) -> list[dict[str, Any]]:
-    """Per-category paired comparison of two runs over the questions both were asked."""
+                 confidence: float, seed: int, decimals: int, columns: Sequence[Column]) -> list[dict[str, Any]]:
+    """Per column (macro columns aside), the paired comparison of two runs over the questions both were asked and
+    both had counted (a skipped verdict leaves the question out, as it leaves it out of the accuracy)."""
     def outcomes(run: str) -> pl.DataFrame:
         return scored.filter(run_filter(run))
 
-    base = outcomes(baseline).select("qid", "video_id", "task_type", "direction", pl.col("correct").alias("a"))
-    both = base.join(outcomes(treatment).select("qid", pl.col("correct").alias("t")), on="qid", how="inner")
+    base = outcomes(baseline).select("qid", "video_id", "split", "categories", pl.col("verdict").alias("a"))
+    both = base.join(outcomes(treatment).select("qid", pl.col("verdict").alias("t")), on="qid", how="inner").filter(
+        (pl.col("a") != "skipped") & (pl.col("t") != "skipped"))
+    questions = list(both.iter_rows(named=True))
     rows = []
-    for category in categories:
-        part = both.filter(category_mask(both, category))
-        if part.is_empty():
+    for column in columns:
+        if column.over == "macro":
             continue
-        result: PairedComparison = compare(part["a"].to_list(), part["t"].to_list(), part["video_id"].to_list(),
-                                           resamples=resamples, confidence=confidence, seed=seed,
-                                           decimals=decimals)
-        rows.append({"comparison": label, "baseline": baseline, "treatment": treatment, "category": category,
+        part = [q for q in questions if column.counts(q["split"], q["categories"])]
+        if not part:
+            continue
+        result: PairedComparison = compare([q["a"] == "correct" for q in part], [q["t"] == "correct" for q in part],
+                                           [q["video_id"] for q in part], resamples=resamples, confidence=confidence,
+                                           seed=seed, decimals=decimals)
+        rows.append({"comparison": label, "baseline": baseline, "treatment": treatment, "category": column.key,
                      **asdict(result)})
     return rows
 
@@ -124,7 +155,17 @@ def ablation_variants(ablation: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def build_tables(scored: pl.DataFrame, main: pl.DataFrame, runs: pl.DataFrame, config: Mapping[str, Any],
-                 seed: int, decimals: int = 1) -> ReportTables:
+                 seed: int, decimals: int = 1, layout: Layout | None = None,
+                 chance: Mapping[str, float | None] | None = None) -> ReportTables:
+    """Every table of the report's layout family from ``scored`` (:func:`senri.aggregate.layout_scored`) and the
+    main table; ``layout``: the run set's (SENRI-Bench's by default); ``chance``: each column's expected accuracy
+    of uniform guessing (:func:`expected_chance`; 25.0 everywhere by default, four options)."""
+    if layout is None:
+        from senri.benchmarks import BENCHMARKS
+
+        layout = BENCHMARKS.load("senri").layout
+    keys = layout.keys
+    chance = chance if chance is not None else {key: 25.0 for key in keys}
     resamples, confidence = int(config["bootstrap_resamples"]), float(config["confidence"])
     skipped: list[str] = []
     stats_rows: list[dict[str, Any]] = []
@@ -138,7 +179,7 @@ def build_tables(scored: pl.DataFrame, main: pl.DataFrame, runs: pl.DataFrame, c
     def shown(run: str) -> dict[str, Any]:
         row = _run_row(main, run)
         assert row is not None
-        return {"memory": row["memory"], **{c: row[c] for c in (*CATEGORIES, *FAILURE_COLUMNS)}}
+        return {"memory": row["memory"], **{c: row[c] for c in (*keys, *FAILURE_COLUMNS)}}
 
     pair_rows: list[dict[str, Any]] = []
     for pair in config.get("pairs") or []:
@@ -147,7 +188,7 @@ def build_tables(scored: pl.DataFrame, main: pl.DataFrame, runs: pl.DataFrame, c
             skipped.append(f"pair {group or base + ' → ' + treat}: run(s) not in this run set")
             continue
         label = f"{group}: {base} → {treat}" if group else f"{base} → {treat}"
-        stats = paired_stats(scored, base, treat, label, resamples, confidence, seed, decimals)
+        stats = paired_stats(scored, base, treat, label, resamples, confidence, seed, decimals, layout.columns)
         stats_rows += stats
         pair_rows.append({"group": group, "run": base, "label": pair.get("baseline_label", "Original"),
                           **shown(base)})
@@ -168,7 +209,7 @@ def build_tables(scored: pl.DataFrame, main: pl.DataFrame, runs: pl.DataFrame, c
                 skipped.append(f"ablation {variant_label!r} ({run}): run not in this run set")
                 continue
             stats = paired_stats(scored, reference, run, f"{reference} → {variant_label}", resamples, confidence,
-                                 seed, decimals)
+                                 seed, decimals, layout.columns)
             stats_rows += stats
             ablation_rows.append({"reference": reference, "variant": variant_label, "run": run, **shown(run)})
             delta = _delta_row(stats, "")
@@ -177,7 +218,7 @@ def build_tables(scored: pl.DataFrame, main: pl.DataFrame, runs: pl.DataFrame, c
                                   "variant": "Δ vs reference [95% CI] McNemar p", **delta})
 
     no_visual_rows: list[dict[str, Any]] = [{"setting": "Random guessing (expected)", "run": "", "memory": "none",
-                                             **{c: 25.0 for c in CATEGORIES}}]
+                                             **{c: chance.get(c) for c in keys}}]
     for setting in config.get("no_visual_input") or []:
         if not present(setting["run"]):
             skipped.append(f"setting {setting['label']!r} ({setting['run']}): run not in this run set")
@@ -185,11 +226,11 @@ def build_tables(scored: pl.DataFrame, main: pl.DataFrame, runs: pl.DataFrame, c
         no_visual_rows.append({"setting": setting["label"], "run": setting["run"], **shown(setting["run"])})
 
     return ReportTables(
-        main=main_by_approach(main, runs),
-        chance=chance_table(scored, main, resamples, confidence, seed, decimals),
-        pairs=_frame(pair_rows, ["group", "run", "memory", "label"]),
-        ablations=_frame(ablation_rows, ["reference", "variant", "run", "memory"]),
-        no_visual=_frame(no_visual_rows, ["setting", "run", "memory"]),
+        main=main_by_approach(main, runs, keys),
+        chance=chance_table(scored, main, resamples, confidence, seed, decimals, layout),
+        pairs=_frame(pair_rows, ["group", "run", "memory", "label"], keys),
+        ablations=_frame(ablation_rows, ["reference", "variant", "run", "memory"], keys),
+        no_visual=_frame(no_visual_rows, ["setting", "run", "memory"], keys),
         stats=pl.DataFrame(stats_rows, schema=STATS_SCHEMA),
         skipped=skipped,
     )
@@ -203,8 +244,9 @@ CHANCE_SCHEMA = {"run": pl.String, "chance_run": pl.String, "n": pl.Int64, "corr
 
 
 def chance_table(scored: pl.DataFrame, main: pl.DataFrame, resamples: int, confidence: float, seed: int,
-                 decimals: int = 1) -> pl.DataFrame:
-    """Per run, its Total paired with the ``random`` run over the same questions (issue 28).
+                 decimals: int = 1, layout: Layout | None = None) -> pl.DataFrame:
+    """Per run, its accuracy over every question (the layout's all-questions column; ``total``) paired with the
+    ``random`` run over the same questions (issue 28).
 
     ``covers_zero`` is true when the paired bootstrap interval of Δ = run − random contains 0: on these
     questions the run cannot be told apart from guessing, whatever its accuracy reads. Empty when the run set
@@ -220,25 +262,32 @@ def chance_table(scored: pl.DataFrame, main: pl.DataFrame, resamples: int, confi
                                                                                   run["memory"])
 
     chance = name(chance_runs.row(0, named=True))
+    if layout is None:
+        from senri.benchmarks import BENCHMARKS
+
+        layout = BENCHMARKS.load("senri").layout
+    everything = every_question(layout)
     rows = []
     for run in main.filter(pl.col("method") != CHANCE_METHOD).sort(RUN_KEYS).iter_rows(named=True):
         run_label = name(run)
         (total,) = paired_stats(scored, chance, run_label, f"{chance} → {run_label}", resamples, confidence, seed,
-                                decimals, categories=("total",))
+                                decimals, (everything,))
+        accuracy = run[everything.key] if everything.key in run else percent_value(total["treatment_correct"],
+                                                                                   total["n"], decimals)
         rows.append({"run": run_label, "chance_run": chance, "n": total["n"], "correct": total["treatment_correct"],
-                     "total": run["total"], "delta_pp": total["delta_pp"], "ci_low_pp": total["ci_low_pp"],
+                     "total": accuracy, "delta_pp": total["delta_pp"], "ci_low_pp": total["ci_low_pp"],
                      "ci_high_pp": total["ci_high_pp"], "mcnemar_p": total["mcnemar_p"],
                      "covers_zero": total["ci_low_pp"] <= 0.0 <= total["ci_high_pp"]})
     return pl.DataFrame(rows, schema=CHANCE_SCHEMA)
 
 
-def _frame(rows: list[dict[str, Any]], keys: list[str]) -> pl.DataFrame:
+def _frame(rows: list[dict[str, Any]], keys: list[str], categories: Sequence[str]) -> pl.DataFrame:
     """Rows mixing numeric runs and text Δ rows: every category cell as text, failures as integers."""
-    columns = [*keys, *CATEGORIES, *FAILURE_COLUMNS]
+    columns = [*keys, *categories, *FAILURE_COLUMNS]
     def text(value: Any) -> str | None:
         if value is None:
             return None
         return f"{value:.1f}" if isinstance(value, float) else str(value)
-    data = {c: [text(r.get(c)) if c in CATEGORIES or c in keys else r.get(c) for r in rows] for c in columns}
+    data = {c: [text(r.get(c)) if c in categories or c in keys else r.get(c) for r in rows] for c in columns}
     schema = {c: (pl.Int64 if c in FAILURE_COLUMNS else pl.String) for c in columns}
     return pl.DataFrame(data, schema=schema)

@@ -59,6 +59,9 @@ class CaptionClip:
     fused: str
 
 
+#: The release's "Chinese line" test (``keep_english_subs``): a CJK unified ideograph anywhere in the line; kana,
+#: CJK punctuation ("。") and full-width forms do not make a line Chinese.
+_CJK = re.compile(r"[\u4e00-\u9fff]")
 _SRT_TIME = re.compile(r"(\d{1,2}:\d{2}:\d{2}[,.]\d{1,3})\s*-->\s*(\d{1,2}:\d{2}:\d{2}[,.]\d{1,3})")
 
 
@@ -78,7 +81,7 @@ def read_srt(path: Path) -> list[Cue]:
             raise ValueError(f"{path}: block {n}: time line {lines[timing]!r} is not HH:MM:SS,mmm --> HH:MM:SS,mmm")
         # the release's reading of an SRT time (shift_timestamp): the fraction in whole milliseconds
         start, end = (millis_from_clock(t.replace(".", ",")) / 1000 for t in match.groups())
-        words = [line for line in lines[timing + 1:] if not line.isdigit() and not re.search(r"[\u3000-\u9fff]", line)]
+        words = [line for line in lines[timing + 1:] if not line.isdigit() and not _CJK.search(line)]
         if words:
             cues.append(Cue(start, end, "\n".join(words)))
     if not cues:
@@ -145,7 +148,8 @@ class BuilderCalls:
     def ask(self, role: str, fields_list: Sequence[Mapping[str, Any]], schema: Mapping[str, Any]
             ) -> list[dict | None]:
         from senri.backends.base import ChatRequest, Message
-        from senri.methods.structured import first_valid, request_schema
+        from senri.answers import first_valid
+        from senri.backends.base import request_schema
 
         constrained = request_schema(self.backend, schema)
         requests = [ChatRequest((Message.text("user", self.prompts.render(role, **f)),), max_tokens=self.max_tokens,

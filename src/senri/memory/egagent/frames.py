@@ -55,9 +55,16 @@ class RankedFrame:
 
 
 def _normalised(vectors: np.ndarray) -> np.ndarray:
+    """Each vector over its norm, as the release divides (a zero vector gives NaN cosines: such a frame or query
+    ranks after every real score, as ``argpartition`` places NaN, and its best cosine is NaN)."""
     vectors = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
-    return vectors / np.where(norms > 0, norms, 1.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return vectors / np.linalg.norm(vectors, axis=-1, keepdims=True)
+
+
+def _finite(score: float) -> float:
+    """A cosine for ordering: NaN (a zero vector) below every real score."""
+    return float("-inf") if np.isnan(score) else float(score)
 
 
 def rank_frames(query_vectors: np.ndarray, frame_vectors: np.ndarray, top_k: int = TOP_K,
@@ -81,17 +88,18 @@ def rank_frames(query_vectors: np.ndarray, frame_vectors: np.ndarray, top_k: int
     if frames.shape[1] != queries.shape[1]:
         raise ValueError(f"query vectors of dimension {queries.shape[1]} against frame vectors of "
                          f"{frames.shape[1]}: not the model the frames were embedded by")
-    scores = _normalised(queries) @ _normalised(frames).T  # queries × frames
+    with np.errstate(invalid="ignore"):
+        scores = _normalised(queries) @ _normalised(frames).T  # queries × frames
     k = min(int(top_k), frames.shape[0])
     hits = np.zeros(frames.shape[0], dtype=np.int64)
     for row in scores:
         top = np.argpartition(-row, k - 1)[:k] if k < len(row) else np.arange(len(row))
         hits[top] += 1
-    best = scores.max(axis=0)
+    best = scores.max(axis=0)  # NaN where a zero vector made one (numpy's max propagates it, as the release's)
     candidates = np.flatnonzero(hits)  # row order
     if order == "release":
         # stable ascending by hits, then reversed: most hits first, and among equals the later row first
         ranked = candidates[np.argsort(hits[candidates], kind="stable")[::-1]]
     else:
-        ranked = np.array(sorted(candidates, key=lambda r: (-hits[r], -float(best[r]), int(r))), dtype=np.int64)
+        ranked = np.array(sorted(candidates, key=lambda r: (-hits[r], -_finite(best[r]), int(r))), dtype=np.int64)
     return [RankedFrame(int(r), int(hits[r]), float(best[r])) for r in ranked[:keep]]

@@ -94,8 +94,8 @@ def execute(db: sqlite3.Connection, query: str) -> list[sqlite3.Row]:
     """One model-written query's rows as SQLite returned them (by position and by name); RefusedQuery for one
     that is not a single read, sqlite3's error for one that does not run."""
     text = str(query).strip().rstrip(";").strip()
-    if not text:
-        raise RefusedQuery("an empty query")
+    if not text:  # sqlite3 runs an empty statement and returns no row (the release's rung then keeps nothing)
+        return []
     try:
         cursor = db.execute(text)
     except (sqlite3.Warning, sqlite3.ProgrammingError) as exc:  # more than one statement (3.11: Warning)

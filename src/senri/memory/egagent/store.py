@@ -94,9 +94,6 @@ class EGAgentStore(MemoryStore):
     system: ClassVar[str] = "egagent"
     memory_types: ClassVar[tuple[str, ...]] = ()
     query_roles: ClassVar[tuple[str, ...]] = ("embedder",)  # the frame search's text tower
-    extra_code: ClassVar[tuple[str, ...]] = ("memory/egagent/build.py", "memory/egagent/common.py",
-                                             "memory/egagent/frames.py", "memory/egagent/graph.py",
-                                             "memory/egagent/release.py", "memory/clip_embedding.py")
 
     def __init__(self, folder: Path, config: Mapping[str, Any], video: Any) -> None:
         self.folder, self.config, self.video = Path(folder), dict(config), video

@@ -276,7 +276,7 @@ def parse_time_range(text: str, json_objects: Callable[[str], list[dict]], rule:
 
     ``release`` (the default) reads it as the release does: the whole reply is ``null`` or one JSON object
     ``{"start": s, "end": e}``, returned as given (a point reference is the model's to widen: the prompt asks for
-    the window around it). ``lenient`` takes the first such object anywhere in the reply (code fences, a
+    the window around it; NaN or infinite bounds too, as the release returns them: no episode overlaps them). ``lenient`` takes the first such object anywhere in the reply (code fences, a
     sentence around it) and a ``null`` anywhere. A reply that is neither raises ValueError — the release then
     serves the search by PageRank, as the caller does, and the caller counts it (the time extractor failed)."""
     if rule not in TIME_RANGE_RULES:
@@ -300,7 +300,7 @@ def parse_time_range(text: str, json_objects: Callable[[str], list[dict]], rule:
                 start, end = float(obj["start"]), float(obj["end"])
             except (TypeError, ValueError):
                 break
-            if math.isfinite(start) and math.isfinite(end):
-                return start, end
+            if rule == "release" or (math.isfinite(start) and math.isfinite(end)):
+                return start, end  # the release passes a NaN or infinite bound on (its bypass then finds nothing)
             break
     raise ValueError(f"G13 reply is neither a time range {{\"start\", \"end\"}} nor null: {reply[:200]!r}")

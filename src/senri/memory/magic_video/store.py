@@ -66,9 +66,6 @@ class MagicVideoStore(MemoryStore):
     system: ClassVar[str] = "magic_video"
     memory_types: ClassVar[tuple[str, ...]] = ()  # the original search action has no memory type (G-L1)
     query_roles: ClassVar[tuple[str, ...]] = ("time_extractor", "embedder")  # G13; the query's clip-space vector
-    #: The shared modules its results depend on (its own package's modules are all in the digest already).
-    extra_code: ClassVar[tuple[str, ...]] = ("memory/ppr.py", "memory/clip_embedding.py", "memory/release.py",
-                                             "memory/retrieval.py")
 
     def __init__(self, graph: Graph, chains: Sequence[ChainRow], vectors: np.ndarray, config: Mapping[str, Any],
                  encoder: TextEncoder | None = None, record: Mapping[str, Any] | None = None,

@@ -90,7 +90,7 @@ class BuilderLLM:
 
     def _request(self, role: str, text: str, schema: Mapping[str, Any] | None, purpose: str):
         from senri.backends.base import ChatRequest, Message
-        from senri.methods.structured import request_schema
+        from senri.backends.base import request_schema
 
         backend = self.backends[role]
         limit = within_cap(int(self.max_tokens.get(role, backend.config.get("max_tokens", 512))), backend.config)

@@ -77,9 +77,6 @@ class WorldMMStore(MemoryStore):
     system: ClassVar[str] = SYSTEM
     memory_types: ClassVar[tuple[str, ...]] = (KIND_EPISODIC, KIND_SEMANTIC, KIND_VISUAL)
     query_roles: ClassVar[tuple[str, ...]] = (RETRIEVER_ROLE, "embedder")  # W8/W9; the visual search's text tower
-    #: The shared modules its results depend on (its own package's modules are all in the digest already).
-    extra_code: ClassVar[tuple[str, ...]] = ("memory/ppr.py", "memory/clip_embedding.py", "memory/release.py",
-                                             "memory/retrieval.py")
 
     def __init__(self, folder: Path, config: Mapping[str, Any], video: Any, encoder: TextEncoder | None = None
                  ) -> None:

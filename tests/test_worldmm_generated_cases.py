@@ -1,0 +1,119 @@
+"""WorldMM's multiscale windows against cases generated from its release's own ``_summarize_level`` (WorldMM @
+1e6901d) on Hypothesis-drawn caption timelines (``tests/reference/generated/worldmm/``;
+``bench/release_cases/worldmm.py`` made them): every case's levels chained as ``gen_multiscale`` chains them,
+each window's members and its start/end labels compared. The suite reads a deterministic sample;
+``python bench/generated_cases.py worldmm`` reads all."""
+
+from __future__ import annotations
+
+import pytest
+
+from release_generated import book, generated_cases, sample
+from senri.memory.store import MemoryItem
+from senri.memory.worldmm.common import hhmmssff, item_id, window_batches
+from senri.methods.worldmm import parse_decision
+
+SYSTEM = "worldmm"
+
+
+@pytest.fixture(scope="module")
+def cases() -> dict:
+    return generated_cases(SYSTEM)
+
+
+def _windows(start_centis: list[int], levels: list[int]) -> list[list[dict]]:
+    """senri's levels: 10-s captions at the case's starts, each coarser level batching the one below."""
+    below = [MemoryItem(f"c{k}", "episodic", f"c{k}", c / 100, c / 100 + 10, level="10sec")
+             for k, c in enumerate(start_centis)]
+    out = []
+    for window in levels:
+        made = []
+        for members, start, end in window_batches(below, window):
+            made.append(MemoryItem(item_id(f"{window}s", start, end), "episodic",
+                                   "{" + "+".join(m.text for m in members) + "}", float(start), float(end),
+                                   level=f"{window}s"))
+        out.append([{"members": m.text, "start_time": hhmmssff(m.start_s), "end_time": hhmmssff(m.end_s)}
+                    for m in made])
+        below = made
+    return out
+
+
+def _on_the_clock(label: str) -> str:
+    """A release label read on a 24-hour clock ("24002900" → "00002900")."""
+    return f"{int(label[:-6]) % 24:02d}{label[-6:]}"
+
+
+def test_multiscale_windows_batch_and_label_as_the_release(cases):
+    """Equal, except the named deviation ``labels_wrap_at_midnight`` (docs/protocol.md): a window that ends (or
+    starts) past 24:00 is labelled by the release with hours ≥ 24 ("24002900"), by senri on the next day's clock
+    (its times are absolute across days: the same moment, "00002900" of the next day)."""
+    for case in sample(cases["kinds"]["multiscale_windows"]):
+        inp, out = case["input"], case["output"]
+        assert "raised" not in out, case
+        ours = _windows(inp["start_centis"], inp["windows"])
+        if ours == out["value"]:
+            book(SYSTEM, "multiscale_windows")
+            continue
+        wrapped = [[{**w, "start_time": _on_the_clock(w["start_time"]), "end_time": _on_the_clock(w["end_time"])}
+                    for w in level] for level in out["value"]]
+        assert ours == wrapped, case
+        book(SYSTEM, "multiscale_windows", "deviation:labels_wrap_at_midnight")
+
+
+#: WorldMM's three memories (the types W10 may select).
+MEMORY_TYPES = ("episodic", "semantic", "visual")
+
+
+def _loop_outcome(release: dict) -> dict:
+    """What WorldMM's loop does with the release parser's result (memory.py 476-536): an exception is a failed
+    round (``error``); ``answer`` ends the rounds; ``search`` without a selected memory or with a type it does not
+    know is an error; a known type searches; any other decision spends the round (``none``)."""
+    if "raised" in release:
+        return {"decision": "error"}
+    value = release["value"]
+    decision, chosen = value["decision"], value["selected_memory"]
+    if decision == "answer":
+        return {"decision": "answer"}
+    if decision != "search":
+        return {"decision": "none", "value": decision}
+    if chosen is None or chosen["memory_type"] not in MEMORY_TYPES:
+        return {"decision": "error"}
+    return {"decision": "search", "memory_type": chosen["memory_type"], "search_query": chosen["search_query"]}
+
+
+def _senri_outcome(reply: str) -> dict:
+    ours = parse_decision(reply, MEMORY_TYPES)
+    if "error" in ours:
+        return {"decision": "error"}
+    if ours["decision"] == "answer":
+        return {"decision": "answer"}
+    return {k: v for k, v in ours.items() if k != "parsed"}
+
+
+def test_the_controller_s_reply_is_read_as_the_release_s_parser_and_loop_read_it(cases):
+    """Every reply through ``parse_decision`` and the release's ``_parse_reasoning_response`` + its loop's
+    branches: the same outcome (answer, search with the same type and query, a spent round, an error). Named
+    deviations: ``search_query_as_text`` — a query that is not a string reaches senri's search as its text
+    (``null`` as empty), where the release hands the value itself to its retriever; ``think_block_set_aside`` — a
+    reasoning model's ``<think>`` block is set aside before the reply is read (the project's rule for reasoning
+    models, docs/protocol.md), where the release reads from the first "{" anywhere, the thinking's included."""
+    for case in sample(cases["kinds"]["reasoning_reply"]):
+        reply = case["input"]["reply"]
+        theirs, ours = _loop_outcome(case["output"]), _senri_outcome(reply)
+        if ours == theirs:
+            book(SYSTEM, "reasoning_reply")
+            continue
+        if "</think>" in reply:
+            assert ours == _senri_outcome(reply.split("</think>", 1)[1]), case
+            book(SYSTEM, "reasoning_reply", "deviation:think_block_set_aside")
+            continue
+        query = theirs.get("search_query")
+        assert not isinstance(query, str) and ours == {**theirs, "search_query": "" if query is None else str(query)}, \
+            case
+        book(SYSTEM, "reasoning_reply", "deviation:search_query_as_text")
+
+
+def test_every_generated_kind_is_read(cases):
+    assert set(cases["kinds"]) == {"multiscale_windows", "reasoning_reply"}
+    assert cases["meta"]["commit"] == "1e6901d104259251457fad3df864794f9639be5f"
+    assert len(cases["kinds"]["multiscale_windows"]) >= 200
