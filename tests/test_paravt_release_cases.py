@@ -11,7 +11,8 @@ import pytest
 
 from reference import release_cases
 from seeker_replay import Replay, seeker
-from senri.methods.paravt import (MalformedCall, call_window, crop_plan, extract_letter, parse_time, read_calls)
+from senri.methods.paravt import (MalformedCall, call_window, crop_plan, extract_letter, parse_time, plan_calls,
+                                  read_calls)
 from senri.methods.resample import (fixed_nframes, frame_bounds, overview_indices, smart_nframes, smart_resize,
                                     torch_linspace, torchvision_window)
 
@@ -99,9 +100,10 @@ def test_extract_letter():
 
 
 def _run_calls(calls: list, lenient: bool = False) -> tuple[list[list[float]], str | None]:
-    """The crops eval_one runs for the first 5 calls, until a call it cannot run (the sample's error)."""
+    """The crops eval_one runs for the calls a turn keeps (:func:`plan_calls`, max_parallel 5 as the cases were
+    run), until a call it cannot run (the sample's error)."""
     windows = []
-    for call in calls[:5]:
+    for call in calls:
         try:
             windows.append(list(call_window(call, lenient)))
         except MalformedCall as exc:
@@ -115,7 +117,7 @@ def test_tool_call_parse():
         calls, _ = read_calls(case["input"]["reply"])
         assert calls == out["parse_tool_calls"], case["id"]
         assert (not calls) == out["ends_episode"], case["id"]
-        windows, error = _run_calls(calls)
+        windows, error = _run_calls(plan_calls(case["input"]["reply"], 5)[0])
         assert windows == out["crops_run"], case["id"]
         assert error == out["sample_error"], case["id"]
         returned = [_returned(crop_plan(s, e, video["avg_fps"], video["n_frames"]), video, CROP)[0] for s, e in windows]

@@ -74,8 +74,13 @@ class SampleKilled(Exception):
 
 
 def tree_width(n_frames: int, fps: float, segment_s: float = 16.0, min_width: int = 4, max_width: int = 8) -> int:
-    """R-I1: clamp(round((D / segment_s)^(1/3)), min, max), D = N / average fps (Python's round: half to even)."""
-    duration = n_frames / fps if fps > 0 else 0.0
+    """R-I1: clamp(round((D / segment_s)^(1/3)), min, max), D = N / average fps (Python's round: half to even).
+    A rate of 0, or a negative duration, raises ValueError where the release's division (or the complex cube
+    root that Python's round refuses) raises."""
+    if fps == 0 or n_frames / fps < 0:
+        raise ValueError(f"{n_frames} frames at an average rate of {fps!r}: LongVideo-R1's tree width needs a "
+                         f"positive duration")
+    duration = n_frames / fps
     return max(min_width, min(max_width, round((duration / segment_s) ** (1 / 3))))
 
 

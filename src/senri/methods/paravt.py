@@ -137,9 +137,30 @@ def call_window(call: Any, lenient: bool = False) -> tuple[float, float]:
             pass
     if not isinstance(arguments, dict):
         raise MalformedCall(f"{type(arguments).__name__!r} object has no attribute 'get'")
-    start = parse_time(arguments.get("start_time", arguments.get("start", 0)))
-    end = parse_time(arguments.get("end_time", arguments.get("end", start + 10)))
+    try:
+        start = parse_time(arguments.get("start_time", arguments.get("start", 0)))
+        end = parse_time(arguments.get("end_time", arguments.get("end", start + 10)))
+    except OverflowError as exc:  # an integer past float's range (10**400): the release's float() raises too
+        raise MalformedCall(str(exc)) from None
     return start, end
+
+
+def plan_calls(text: str, max_parallel: int, lenient: bool = False) -> tuple[list[Any], int]:
+    """The calls one turn runs (P-L2, P-L3; D:462-482): :func:`read_calls`, under ``lenient`` without the calls
+    :func:`call_window` refuses (counted with the dropped blocks), then the first ``max_parallel`` of them — all
+    of them where ``max_parallel`` is 0 or less, as the release's ``if max_parallel > 0`` has it. No call: the
+    reply is the final answer."""
+    calls, dropped = read_calls(text)
+    if lenient:
+        readable = []
+        for call in calls:
+            try:
+                call_window(call, lenient=True)
+                readable.append(call)
+            except MalformedCall:
+                dropped += 1
+        calls = readable
+    return (calls[:max_parallel] if max_parallel > 0 else calls), dropped
 
 
 def parse_calls(text: str) -> list[tuple[float, float]]:
@@ -294,17 +315,7 @@ class ParaVT(CropSeeker):
             if reply is None:  # the history outgrew the model: no answer (context_overflows)
                 break
             tally.did("rounds")
-            parsed, dropped = read_calls(reply)
-            if lenient:  # senri: a call the release cannot run is dropped as an unparsable block is
-                readable = []
-                for call in parsed:
-                    try:
-                        call_window(call, lenient=True)
-                        readable.append(call)
-                    except MalformedCall:
-                        dropped += 1
-                parsed = readable
-            parsed = parsed[:self.max_parallel]
+            parsed, dropped = plan_calls(reply, self.max_parallel, lenient)
             if dropped:
                 tally.count("unparsed_tool_calls", dropped)
             if not parsed:

@@ -164,6 +164,8 @@ def smart_resize(height: int, width: int, factor: int = 28, min_pixels: int = 56
     0.0.14, Video-o3's vision_process.py): an aspect ratio over 200 raises ValueError, and the scaled-down
     branch is not kept at ``factor`` or more, so a thin frame gets a side of 0 (32×4000 → 0×2492), which the
     resize then refuses."""
+    if max_pixels < min_pixels:  # the releases assert this before anything else
+        raise ValueError(f"max_pixels {max_pixels} must be at least min_pixels {min_pixels}")
     if min(height, width) <= 0:
         raise ValueError(f"a {width}×{height} frame has no pixels")
     if max(height, width) / min(height, width) > 200:

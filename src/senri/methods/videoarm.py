@@ -68,10 +68,10 @@ from senri.decode import encode_jpeg
 from senri.methods.base import CallTally, Method, MethodAnswer, RoleModels, RunContext, caption_memory
 from senri.methods.structured import call_record
 from senri.methods.videoarm_tools import (CLIP_PARSERS, SNAPPER_COUNTS, FrameClock, TextCalls,
-                                          audio_segments_to_frames, clip_range, first_caption_line, is_error_like,
-                                          mosaics, parse_arguments, parse_clip_reply, read_indexed_frames,
-                                          sample_indices, snapshot_counts, snapshot_summary, split_frames,
-                                          text_tool_calls)
+                                          audio_segments_to_frames, clip_frame_range, first_caption_line,
+                                          is_error_like, mosaics, parse_arguments, parse_clip_reply,
+                                          read_indexed_frames, sample_indices, snapshot_counts, snapshot_summary,
+                                          split_frames, text_tool_calls)
 from senri.records import Question, letters_in_words
 
 log = logging.getLogger(__name__)
@@ -738,7 +738,7 @@ class VideoARM(Method):
         for key in ("frame_range", "question", "reason"):
             if key not in arguments:
                 raise ValueError(f"clip_analyzer needs {key}")
-        start, end = clip_range(*self._frames_of(arguments["frame_range"]), self.clock.total_frames)
+        start, end = clip_frame_range(arguments["frame_range"], self.clock.total_frames)
         indices = sample_indices(start, end, self.clip_max_frames)
         entry["intervals_s"] = [self.clock.interval_s(start, end)]
         entry["frame_indices"] = indices

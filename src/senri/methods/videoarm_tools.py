@@ -127,14 +127,20 @@ def sample_indices(start: int, end: int, wanted: int) -> list[int]:
 def snapshot_counts(wanted: Any, limit: int) -> tuple[int, int]:
     """A-T2/A-T3, as the released code reads scene_snapper's ``num_frames`` argument (absent: 30): the frames
     the caption model gets (one of 30/60/90/150, anything else 30) and the frames attached for the controller
-    (the raw argument as an integer, capped at ``limit``; unreadable or 0: ``limit``). ``60.0`` counts as 60
-    for both; ``"60"`` is 30 for the caption and 60 for the controller, as in the release."""
+    (the raw argument as an integer, capped at ``limit``; unreadable or 0: ``limit``; a negative one stays
+    negative and gets no frame, :func:`split_frames`). ``"60"`` is 30 for the
+    caption and 60 for the controller, as in the release. ``60.0`` passes the release's membership test and
+    stays a float, which its sampler cannot count with (``range(60.0)``): the call fails there, so it raises
+    ValueError here (issue 60's generated cases; senri had read it as 60)."""
+    if isinstance(wanted, float) and wanted in SNAPPER_COUNTS:
+        raise ValueError(f"scene_snapper: num_frames {wanted!r} is a float; the released sampler needs an integer "
+                         f"({', '.join(map(str, SNAPPER_COUNTS))})")
     caption = int(wanted) if wanted in SNAPPER_COUNTS and not isinstance(wanted, bool) else SNAPPER_COUNTS[0]
     try:
         raw = int(wanted)
     except (TypeError, ValueError, OverflowError):
         raw = 0
-    return caption, min(raw, limit) if raw > 0 else limit
+    return caption, min(raw or limit, limit)  # the release's min(num_frames or limit, limit): a negative stays
 
 
 def split_frames(ranges: Sequence[tuple[int, int]], total: int, total_frames: int) -> list[list[int]]:
@@ -154,7 +160,9 @@ def split_frames(ranges: Sequence[tuple[int, int]], total: int, total_frames: in
     taken = 0
     for k, (s, e) in enumerate(ranges):
         start, end = max(0, s), min(total_frames - 1, e)
-        if end < start or total_length <= 0:
+        if total_length == 0:  # the release divides by it (ZeroDivisionError); a negative sum just gives 1 frame
+            raise ValueError(f"Invalid frame ranges {ranges}: their lengths as written sum to 0")
+        if end < start:
             raise ValueError(f"Invalid frame range: {s}–{e} (the video has frames 0–{total_frames - 1})")
         count = max(1, int(total * ((end - start + 1) / total_length)))
         if k == len(ranges) - 1:
@@ -187,6 +195,23 @@ def clip_range(start: int, end: int, total_frames: int) -> tuple[int, int]:
         raise ValueError(f"start_frame equals end_frame. (clip_analyzer needs a range of more than one frame of "
                          f"the video's 0–{last}; got {start}–{end} after clamping)")
     return start, end
+
+
+def clip_frame_range(value: Any, total_frames: int) -> tuple[int, int]:
+    """A-T5: clip_analyzer's ``frame_range`` argument as the released code reads it, then :func:`clip_range`: an
+    empty or missing one is refused ("No frame range provided."), a missing ``start_frame`` or ``end_frame`` is 0
+    (``.get(key, 0)``), each made an int as Python's int() makes it (12.7 → 12, "12" → 12, True → 1); a value
+    int() refuses (null, "12.5", a list) or an object that is not a mapping is refused with ValueError naming it
+    (the release's tool runner turns its TypeError/ValueError/AttributeError into an error result)."""
+    if not value:
+        raise ValueError("No frame range provided.")
+    if not isinstance(value, dict):
+        raise ValueError(f"clip_analyzer's frame_range must be an object of start_frame and end_frame, got {value!r}")
+    try:
+        start, end = int(value.get("start_frame", 0)), int(value.get("end_frame", 0))
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ValueError(f"clip_analyzer's frame_range {value!r} is not two frame indices ({exc})") from None
+    return clip_range(start, end, total_frames)
 
 
 def draw_index(image: np.ndarray, index: int) -> np.ndarray:

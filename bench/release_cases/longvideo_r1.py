@@ -1,0 +1,161 @@
+"""LongVideo-R1's differential cases (issue 60): the release's own functions at 77c87ec on Hypothesis-drawn
+inputs.
+
+    python bench/release_cases/longvideo_r1.py [--src /work/wt/_src/longvideo_r1] [--n 600]
+
+``--src`` is a checkout of github qiujihao19/LongVideo-R1 at 77c87ec64779375b07e23f7f9b40a91f84d7dc35. Modules:
+``eval/utils.py`` (with ``eval/constant.py``) and ``data/utils.py``. Stand-ins: ``decord`` (a VideoReader that
+reports a drawn frame count and average rate and returns 8×8 black frames for the indices asked, which it
+records) and ``pysrt`` (subtitles are not exercised). Frame sizes are read back from the JPEG the release's
+``encode_image`` writes (real PIL). Writes ``tests/reference/generated/longvideo_r1/cases.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import io
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import JSON_VALUE, NUMBER, SRC, TEXT, draw, load_file, outcome, stub, write  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+COMMIT = "77c87ec64779375b07e23f7f9b40a91f84d7dc35"
+
+
+class Video:
+    """What the decord stand-in reports for the next VideoReader: frame count, average rate, asked indices."""
+
+    n_frames, fps, asked = 0, 1.0, None
+
+
+class VideoReader:
+    def __init__(self, path, ctx=None, num_threads=0):
+        pass
+
+    def __len__(self):
+        return Video.n_frames
+
+    def get_avg_fps(self):
+        return Video.fps
+
+    def get_batch(self, indices):
+        Video.asked = [int(i) for i in indices]
+        frames = np.zeros((len(Video.asked), 8, 8, 3), dtype=np.uint8)
+        return type("Batch", (), {"asnumpy": lambda self: frames})()
+
+
+def load_release(src: Path):
+    stub("decord", VideoReader=VideoReader, cpu=lambda i: i)
+    stub("pysrt", open=None)
+    sys.path.insert(0, str(src / "eval"))  # eval/utils.py does `from constant import *`
+    eval_utils = load_file("lvr1_eval_utils", src / "eval" / "utils.py")
+    data_utils = load_file("lvr1_data_utils", src / "data" / "utils.py")
+    return eval_utils, data_utils
+
+
+def jpeg_size(encoded: str) -> list[int]:
+    from PIL import Image
+
+    return list(Image.open(io.BytesIO(base64.b64decode(encoded))).size)
+
+
+def call_text() -> st.SearchStrategy[str]:
+    ident = st.sampled_from(["get_caption", "video_qa", "answer", "f", "get caption", "_x", "1a", "ビデオ", ""])
+    ids = st.lists(st.one_of(st.integers(-1, 9), st.floats(allow_nan=True), TEXT.map(repr), st.none()), max_size=4)
+    literal = st.one_of(ids.map(lambda xs: "(" + ", ".join(map(str, xs)) + ")"),
+                        ids.map(lambda xs: "[" + ", ".join(map(str, xs)) + "]"),
+                        st.tuples(ids, TEXT).map(lambda t: f"({', '.join(map(str, t[0]))}), {t[1]!r}"),
+                        st.tuples(ids, TEXT).map(lambda t: f"({', '.join(map(str, t[0]))}), \"{t[1]}\""),
+                        JSON_VALUE.map(repr), TEXT,
+                        st.sampled_from(["", "(1,2)", "((1,2))", "(1,2,3), 'what color?'", "{1, 2}", "1+2j",
+                                         "b'x'", "(1,2", "1,2)", "'a' 'b'", "x=1", "__import__('os')", "\n(1,2)\n",
+                                         "(1,\n2)", "((1,2,3), 'q')\nvideo_qa((1,1,1), 'x')"]))
+    space = st.sampled_from(["", " ", "\n", "  \n"])
+    return st.tuples(space, ident, st.sampled_from(["(", " (", "("]), literal, st.sampled_from([")", "", ") ", "))"]),
+                     space, st.one_of(st.just(""), TEXT)).map("".join)
+
+
+def tagged_text() -> st.SearchStrategy[str]:
+    tags = ["think", "answer", "tool", "caption", "reasoning"]
+    block = st.tuples(st.sampled_from(tags), st.one_of(TEXT, st.just(" B "), st.just("\n get_caption((1,2)) \n")),
+                      st.sampled_from(["open", "closed", "closed", "upper"])).map(
+        lambda t: {"open": f"<{t[0]}>{t[1]}", "closed": f"<{t[0]}>{t[1]}</{t[0]}>",
+                   "upper": f"<{t[0].upper()}>{t[1]}</{t[0].upper()}>"}[t[2]])
+    return st.lists(st.one_of(block, block, TEXT, st.sampled_from(["\n", "</think>", "<answer></answer>"])),
+                    max_size=5).map("".join)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--src", type=Path, default=SRC / "longvideo_r1")
+    parser.add_argument("--n", type=int, default=600)
+    args = parser.parse_args()
+    eval_utils, data_utils = load_release(args.src)
+    kinds: dict[str, list[dict]] = {}
+    quiet = contextlib.redirect_stdout(io.StringIO())
+
+    frames = st.one_of(st.integers(0, 5_000_000), st.sampled_from([0, 1, 50, 63, 64, 480, 108000, 100003]))
+    fps = st.one_of(st.floats(0.05, 240), st.sampled_from([0.0, -1.0, 1.0, 4.0, 25.0, 30.0, 29.97002997002997]))
+    duration_s = st.sampled_from([2662, 4394, 6750, 1458, 16 * 91.125, 3600, 1800, 600, 10800])
+
+    def width(n, f, seg, lo, hi):
+        Video.n_frames, Video.fps = n, f
+        return data_utils.get_video_duration_cuberoot("v.mp4", seg, lo, hi)
+
+    drawn = draw(st.one_of(st.tuples(frames, fps, st.sampled_from([16, 16, 8, 30]), st.integers(1, 5),
+                                     st.sampled_from([8, 8, 6, 3])),
+                           duration_s.map(lambda d: (int(d * 30), 30.0, 16, 4, 8))), args.n)
+    kinds["tree_width"] = [{"input": {"n_frames": n, "fps": f, "segment_len": s, "min_width": lo, "max_width": hi},
+                            "output": outcome(width, n, f, s, lo, hi)} for n, f, s, lo, hi in drawn]
+
+    def qa_frames(n, f, w, ids):
+        Video.n_frames, Video.fps, Video.asked = n, f, None
+        with quiet:
+            data = eval_utils.prepare_video_wid("v.mp4", ids, w)
+        return {"frame_ids": Video.asked, "times": data["time"]}
+
+    # run_multistep_vqa asserts every id in [1, width] before it calls prepare_video_wid
+    widths = st.integers(4, 8).flatmap(lambda w: st.tuples(st.just(w), st.tuples(*[st.integers(1, w)] * 3)))
+    drawn = draw(st.tuples(st.one_of(st.integers(0, 3_000_000), st.sampled_from([480, 1800, 100003, 108000, 60])),
+                           st.sampled_from([4.0, 25.0, 30.0, 29.97002997002997, 1.0]), widths), args.n // 2)
+    drawn = [(n, f, w, i) for n, f, (w, i) in drawn]
+    kinds["video_qa_frames"] = [{"input": {"n_frames": n, "fps": f, "width": w, "segment_id": list(i)},
+                                 "output": outcome(qa_frames, n, f, w, i)} for n, f, w, i in drawn]
+
+    side = st.one_of(st.integers(1, 1600), st.sampled_from([1, 140, 141, 256, 362, 512, 513, 1024, 1025, 1080]))
+    drawn = draw(st.tuples(side, side, st.sampled_from([1, 2, 4, 16, 0.5, 100]), st.sampled_from([512, 512, 300]),
+                           st.sampled_from([140, 140, 600])), args.n // 2)
+    kinds["caption_frame_size"] = [
+        {"input": {"height": h, "width": w, "scale_factor": s, "max_length": mx, "min_length": mn},
+         "output": outcome(lambda: jpeg_size(data_utils.sample_video_woid(
+             [np.zeros((h, w, 3), np.uint8)], s, mx, mn)[0]))} for h, w, s, mx, mn in drawn]
+    drawn = draw(st.tuples(st.one_of(side, st.integers(1000, 3000)), st.one_of(side, st.integers(1000, 3000))),
+                 args.n // 3)
+    kinds["video_qa_frame_size"] = [
+        {"input": {"height": h, "width": w, "max_length": eval_utils.VIDEOQA_IMAGE_MAX_LENGTH},
+         "output": outcome(lambda: jpeg_size(eval_utils.encode_image(np.zeros((h, w, 3), np.uint8))))}
+        for h, w in drawn]
+
+    def parse(text):
+        with quiet:
+            name, arguments, legal = eval_utils.parse_function_call(text)
+        return {"name": name, "args_repr": repr(arguments), "legal": legal}
+
+    kinds["parse_function_call"] = [{"input": {"call": c}, "output": outcome(parse, c)}
+                                    for c in draw(call_text(), args.n * 2)]
+    texts = draw(tagged_text(), args.n)
+    kinds["extract_blocks"] = [{"input": {"text": t}, "output": outcome(eval_utils.extract_and_validate, t)}
+                               for t in texts]
+    kinds["extract_caption"] = [{"input": {"text": t}, "output": outcome(data_utils.extract_and_validate, t)}
+                                for t in texts]
+    write("longvideo_r1", {"repository": "qiujihao19/LongVideo-R1", "commit": COMMIT}, kinds)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,512 @@
+"""Adapters that feed every generated case (tests/reference/generated/<system>/cases.json, issue 60) of the
+evidence seekers ParaVT, Video-o3, LongVideo-R1 and of VideoARM through senri's corresponding function and compare with what
+the release computed. One adapter per kind reads any case of that kind: the release's outcome is a value or
+a raised exception, and the adapter says which of senri's outcomes equals it. Where senri departs on purpose,
+the adapter checks the departure on that case and names it (:class:`Deviation`); any other difference is an
+AssertionError. Used by tests/test_generated_seekers.py (a deterministic sample) and
+bench/release_cases/check_seekers.py (every case, counted)."""
+
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable
+
+GENERATED = Path(__file__).resolve().parent / "reference" / "generated"
+SYSTEMS = ("paravt", "video_o3", "longvideo_r1", "videoarm")
+
+
+class Deviation(Exception):
+    """A case where senri departs from the release on purpose; the message is the deviation's name (an option
+    or a row of docs/protocol.md), raised only after the adapter checked senri's side of it."""
+
+
+@lru_cache(maxsize=None)
+def generated(system: str) -> dict[str, Any]:
+    """The generated cases of ``system`` (a missing file fails: the data ships with the repository)."""
+    path = GENERATED / system / "cases.json"
+    if not path.is_file():
+        raise AssertionError(f"{path} is missing: generate it with bench/release_cases/{system}.py")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal as data: NaN equals NaN, tuples equal lists, bools stay apart from numbers."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, float) and isinstance(b, (int, float)) or isinstance(b, float) and isinstance(a, (int, float)):
+        return (math.isnan(a) and math.isnan(b)) if (math.isnan(a) or math.isnan(b)) else a == b
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def run(function: Callable[[], Any]) -> tuple[Any, BaseException | None]:
+    try:
+        return function(), None
+    except Exception as exc:  # noqa: BLE001 - the outcome is compared, whatever it is
+        return None, exc
+
+
+def expect(case: dict, function: Callable[[], Any], same_class: bool = False,
+           convert: Callable[[Any], Any] = lambda v: v) -> None:
+    """senri's ``function()`` has the release's outcome: its value (after ``convert``), or a raise where the
+    release raised (of the same exception class where ``same_class``)."""
+    got, raised = run(function)
+    out = case["output"]
+    if "raised" in out:
+        assert raised is not None, f"the release raised {out['raised']}: {out['message']!r}; senri gave {got!r}"
+        if same_class:
+            assert type(raised).__name__ == out["raised"], (type(raised).__name__, out)
+        return
+    assert raised is None, f"senri raised {raised!r}; the release gave {out['value']!r}"
+    assert same(convert(got), out["value"]), f"senri {convert(got)!r} != release {out['value']!r}"
+
+
+# ---------------------------------------------------------------------------------------------------- ParaVT
+def paravt_parse_time_val(case: dict) -> None:
+    from senri.methods.paravt import parse_time
+
+    expect(case, lambda: parse_time(case["input"]["value"]), same_class=True)
+
+
+def paravt_extract_letter(case: dict) -> None:
+    from senri.methods.paravt import extract_letter
+
+    expect(case, lambda: extract_letter(case["input"]["text"]))
+
+
+def paravt_parse_tool_calls(case: dict) -> None:
+    from senri.methods.paravt import read_calls
+
+    expect(case, lambda: read_calls(case["input"]["reply"])[0])
+
+
+def paravt_eval_one_calls(case: dict) -> None:
+    """One reply through eval_one's turn: the calls kept (first max_parallel; all for 0), the window each asks
+    for, the call that loses the sample (its error text), and a crop plan senri can make for every window
+    (crop_frames is fail-soft in the release: a window must never crash senri)."""
+    from senri.methods.paravt import MalformedCall, call_window, crop_plan, extract_letter, plan_calls
+
+    given, out = case["input"], case["output"]
+    calls, _ = plan_calls(given["reply"], given["max_parallel"])
+    if not calls:  # no call: the reply is the final answer
+        assert out["crops"] == [] and out["error"] is None and out["max_tokens"] == [2048], out
+        assert extract_letter(given["reply"]) == out["pred"]
+        return
+    windows, error = [], None
+    for call in calls:
+        try:
+            windows.append(list(call_window(call)))
+        except MalformedCall as exc:
+            error = str(exc)
+            break
+    assert same(windows, out["crops"]), (windows, out["crops"])
+    assert error == (out["error"] if out["error"] is None else out["error"][:len(error or "")]), (error, out["error"])
+    if error is None:
+        assert out["max_tokens"] == [2048, 2048] and out["tool_calls"] == len(windows) and out["pred"] == "B", out
+    for start, end in windows:
+        plan = crop_plan(start, end, 4.0, 480)
+        assert isinstance(plan, list) and all(0 <= i < 480 for i in plan), (start, end, plan)
+
+
+@lru_cache(maxsize=1)
+def _paravt_replay():
+    from seeker_replay import Replay, seeker
+
+    backend = Replay()
+    return seeker("paravt", backend), backend
+
+
+def paravt_forced_turn(case: dict) -> None:
+    """A whole episode of crop turns then a final (scripted), on senri's ParaVT over the ``pv`` clip: every
+    completion's max_tokens, the crops and the prediction. The release's non-MCQ branch (P5, 128 tokens) is
+    for grounding samples, which senri never runs (ingest keeps multiple-choice questions only): such a case
+    is checked on its turns and named ``multiple_choice_only``."""
+    from senri.methods.paravt import extract_letter
+    from senri.records import Question
+
+    given, out = case["input"], case["output"]
+    method, backend = _paravt_replay()
+    call = '<tool_call>{"name": "crop_video", "arguments": {"start_time": 1, "end_time": 4}}</tool_call>'
+    method.max_turns, method.max_parallel = given["max_turns"], 5
+    backend.load([call] * given["tool_turns"] + [given["final"]] * 6)
+    question = Question("pv", "q", "L", "none", "Which room?", "hall", "kitchen", "garden", "street", "B")
+    answer = method.answer(question)
+    got = [request.max_tokens for request in backend.requests]
+    crops = [[c["start_s"], c["end_s"]] for c in answer.trace["crops"]]
+    assert crops == out["crops"], (crops, out["crops"])
+    release_pred = out["pred"] if out["pred"] in question.letters else None
+    if given["is_mcq"]:
+        assert got == out["max_tokens"], (got, out["max_tokens"])
+        assert answer.pred == release_pred, (answer.pred, out["pred"])
+        return
+    forced = [i for i, tokens in enumerate(out["max_tokens"]) if tokens == 128]
+    assert got == [64 if i in forced else t for i, t in enumerate(out["max_tokens"])], (got, out["max_tokens"])
+    if forced:
+        raise Deviation("multiple_choice_only")
+    assert answer.pred == (extract_letter(given["final"]) if given["final"] else None) or \
+        answer.pred == release_pred or answer.pred is None
+
+
+PARAVT_OVERVIEW, PARAVT_CROP = (100352, 602112), (784, 50176)  # P-I2, P-T1 pixel bounds
+
+
+def _paravt_returned(indices: list[int], video: dict, pixels: tuple[int, int]) -> tuple[int, list | None]:
+    """The frames get_frames / crop_frames hand back for ``indices`` and the size they are resized to: none
+    where the size has a side of 0 (the resize raises and the reader fails soft)."""
+    from senri.methods.resample import smart_resize
+
+    if not indices:
+        return 0, None
+    h, w = smart_resize(video["height"], video["width"], 28, *pixels)
+    return (0, [h, w]) if min(h, w) <= 0 else (len(indices), [h, w])
+
+
+def fused_linspace_indices(start: int, end: int, steps: int) -> list[int]:
+    """round(torch.linspace(start, end, steps)) as the torch build that generated the cases computes it (the
+    installed torch 2.13 CPU wheel, not the release's pin): each value start + step·i (first half) or
+    end − step·(steps − 1 − i) (second half) rounded to float32 once, as a fused multiply-add does, with no
+    vector-lane structure. Exact arithmetic, for telling that build's frames from the pinned kernel's."""
+    from fractions import Fraction
+
+    import numpy as np
+
+    f32 = np.float32
+    if steps == 1:
+        return [int(np.round(f32(start)))]
+    first, last = f32(start), f32(end)
+    step = f32((last - first) / f32(steps - 1))
+    values = [Fraction(float(first)) + Fraction(float(step)) * i if i < steps // 2 else
+              Fraction(float(last)) - Fraction(float(step)) * (steps - 1 - i) for i in range(steps)]
+    return [int(np.round(f32(float(v)))) for v in values]
+
+
+def _linspace_build(got: list[int], release: list[int], first: int, last: int) -> None:
+    """``got`` (senri: the release's pinned ATen kernel, as the vendored cases record it) and ``release`` (the
+    generating torch build) differ only where that build's fused linspace differs: a named deviation."""
+    assert len(got) == len(release) and release == fused_linspace_indices(first, last, len(got)), (got, release)
+    raise Deviation("torch_build_linspace")
+
+
+def paravt_overview_frames(case: dict) -> None:
+    """The 64-frame overview: torchcodec's indices (real torch's float32 linspace), none under 64 frames, and
+    the frames returned at their size."""
+    from senri.methods.resample import overview_indices
+
+    video, out = case["input"]["video"], case["output"]
+    got, raised = run(lambda: overview_indices(video["n_frames"], 64))
+    got = [] if raised is not None else got
+    returned, size = _paravt_returned(got, video, PARAVT_OVERVIEW)
+    assert returned == out["returned_frames"] and (size == out["resize_hw"] or not got), (returned, size, out)
+    if got != (out["torchcodec_indices"] or []):
+        _linspace_build(got, out["torchcodec_indices"], 0, video["n_frames"] - 1)
+
+
+def paravt_crop_frames(case: dict) -> None:
+    """A crop: where torchcodec reads it, its indices (1 fps, 2–16 frames, real torch's float32 linspace) and
+    the frames returned at their size; where torchcodec refuses the window, senri's torchcodec rule refuses it
+    too (the release then decodes with torchvision, which the vendored crop cases compare; not run here)."""
+    from senri.methods.resample import window_indices
+
+    given, out = case["input"], case["output"]
+    video = given["video"]
+    got, raised = run(lambda: window_indices(given["start"], given["end"], video["avg_fps"], video["n_frames"],
+                                             1.0, 1, 16))
+    if out["torchcodec_indices"] is None:
+        assert isinstance(raised, (ValueError, OverflowError)), (got, out)
+        return
+    assert raised is None, (raised, out)
+    returned, size = _paravt_returned(got, video, PARAVT_CROP)
+    assert (returned, size) == (out["returned_frames"], out["resize_hw"]), ((returned, size), out)
+    if got != out["torchcodec_indices"]:
+        from senri.methods.resample import frame_bounds
+
+        _linspace_build(got, out["torchcodec_indices"],
+                        *frame_bounds(given["start"], given["end"], video["avg_fps"], video["n_frames"]))
+
+
+def paravt_qvu_smart_resize(case: dict) -> None:
+    from senri.methods.resample import smart_resize
+
+    a = case["input"]
+    call = lambda: smart_resize(a["height"], a["width"], a["factor"], a["min_pixels"], a["max_pixels"])  # noqa
+    got, raised = run(call)
+    if min(a["height"], a["width"]) <= 0 and "value" in case["output"]:
+        assert isinstance(raised, ValueError), got  # senri refuses a frame without pixels
+        raise Deviation("frame_without_pixels_refused")
+    expect(case, call, convert=list)
+
+
+def paravt_qvu_smart_nframes(case: dict) -> None:
+    from senri.methods.resample import fixed_nframes, smart_nframes
+
+    ele, total, fps = case["input"]["ele"], case["input"]["total_frames"], case["input"]["video_fps"]
+    if "nframes" in ele:
+        expect(case, lambda: fixed_nframes(ele["nframes"], total))
+    else:
+        expect(case, lambda: smart_nframes(total, fps, ele.get("fps", 2), ele.get("min_frames", 4),
+                                           ele.get("max_frames", 768)))
+
+
+def frame_range(case: dict) -> None:
+    """calculate_video_frame_range: (first, last, count), or a refusal where senri's bounds hold no frame."""
+    from senri.methods.resample import frame_bounds
+
+    a, out = case["input"], case["output"]
+    if a["video_start"] is None and a["video_end"] is None and a["total_frames"] > 0 and a["video_fps"] > 0:
+        got = [0, a["total_frames"] - 1, a["total_frames"]]  # the release's early return: the whole video
+        assert "value" in out and got == out["value"], out
+        return
+    start = 0.0 if a["video_start"] is None else a["video_start"]
+
+    def bounds():
+        end = a["total_frames"] / a["video_fps"] if a["video_end"] is None else a["video_end"]
+        first, last = frame_bounds(start, end, a["video_fps"], a["total_frames"])
+        if first >= last or a["total_frames"] <= 0 or a["video_fps"] <= 0:
+            raise ValueError("no frames")
+        return [first, last, last - first + 1]
+
+    expect(case, bounds)
+
+
+# -------------------------------------------------------------------------------------------------- Video-o3
+def video_o3_grounding_parse(case: dict) -> None:
+    from senri.methods.video_o3 import GroundingError, parse_grounding
+
+    got, raised = run(lambda: parse_grounding(case["input"]["reply"]))
+    out = case["output"]
+    if "raised" in out:
+        assert isinstance(raised, GroundingError), (got, raised, out)
+        return
+    assert raised is None, (raised, out)
+    assert same(list(got), out["value"]), (got, out["value"])
+
+
+def video_o3_videomme_extract(case: dict) -> None:
+    from senri.answers import videomme_official_letter
+
+    expect(case, lambda: videomme_official_letter(case["input"]["prediction"]) or "")
+
+
+APOLOGY = "I'm sorry, I can't answer the question based on the video."
+QUOTAS = ("coarse", "medium", "fine")  # O-T2's strategies
+
+
+def _crop_refused(window: tuple[float, float, str]) -> bool:
+    """senri's crop refuses the window on the ``pv`` clip (480 frames, 4 fps): an unknown strategy (the
+    release's KeyError) or a range the decoder refuses."""
+    from senri.methods.video_o3 import crop_plan
+
+    start, end, strategy = window
+    if strategy not in QUOTAS:
+        return True
+    _, raised = run(lambda: crop_plan(start, end, 4.0, 480))
+    assert raised is None or isinstance(raised, ValueError), raised
+    return raised is not None
+
+
+def video_o3_reply_reading(case: dict) -> None:
+    """One reply through the release's generation loop (O-L2…L6), read as senri's loop reads it: cut at the
+    first closing tag by the stop strings (the keyword criterion), the tag put back, O-L2's cut, then
+    :func:`read_turn`; the release's next step must be senri's: the end (answer / raw / apology), a repeat
+    (nothing sent), an error turn (a parse error; or a grounding whose crop senri refuses too, the reply sent
+    twice), or a crop of the same window. In forced mode the reply follows a valid 10–20 s crop. The error
+    text in an error turn is senri's own wording (checked by the release-case tests), not compared here."""
+    from senri.backends.base import stop_match
+    from senri.methods.video_o3 import CLOSING_TAGS, close_stopped, cut_reply, read_turn
+
+    given, out = case["input"], case["output"]
+    forced = given["forced_mode"]
+    text, matched = stop_match(given["reply"], CLOSING_TAGS)
+    reply = cut_reply(close_stopped(text, matched or ""), forced)
+    turn = read_turn(reply, forced)
+    sent = out["sent_after_first"][0] if out["sent_after_first"] else []
+    appended = sent[2:] if forced else sent  # forced: after the valid crop's reply and its O6 turn
+    if forced:
+        assert [m.get("prompt") for m in sent[:2]] == [None, "O6"], sent[:2]
+    if turn.kind in ("answer", "raw", "apology"):
+        assert out["generations"] == (2 if forced else 1), out
+        assert out["final_response"] == (APOLOGY if turn.kind == "apology" else turn.text), (turn, out)
+        return
+    assert out["generations"] == (3 if forced else 2) and out["final_response"] == "Z", (turn, out)
+    if turn.kind == "repeat":
+        assert appended == [], appended
+        return
+    prompts = [m.get("prompt") for m in appended if m["role"] == "user"]
+    assistant = [m["text"] for m in appended if m["role"] == "assistant"]
+    assert set(assistant) == {reply}, (assistant, reply)
+    if turn.kind == "parse_error":
+        assert prompts == ["O5"] and len(assistant) == 1, (turn, appended)
+        return
+    assert turn.kind == "grounding", turn
+    if _crop_refused(turn.window):
+        assert prompts == ["O5"] and len(assistant) == 2, (turn, appended)
+        return
+    crop = [m for m in appended if m["role"] == "user"][0]
+    assert prompts == ["O4"] and len(assistant) == 1, (turn, appended)
+    assert same(crop["crop"], list(turn.window)), (crop, turn.window)
+
+
+def video_o3_vp_smart_resize(case: dict) -> None:
+    paravt_qvu_smart_resize(case)
+
+
+# ---------------------------------------------------------------------------------------------- LongVideo-R1
+def longvideo_r1_tree_width(case: dict) -> None:
+    from senri.methods.longvideo_r1 import tree_width
+
+    a = case["input"]
+    expect(case, lambda: tree_width(a["n_frames"], a["fps"], a["segment_len"], a["min_width"], a["max_width"]),
+           convert=lambda width: [width, a["n_frames"]])
+
+
+def longvideo_r1_video_qa_frames(case: dict) -> None:
+    from senri.methods.longvideo_r1 import frame_time, nested_low_part, sample_ids
+
+    a = case["input"]
+
+    def frames():
+        ids = sample_ids(nested_low_part(a["n_frames"], a["width"], a["segment_id"]), 16)
+        return {"frame_ids": ids, "times": [frame_time(i, a["fps"]) for i in ids]}
+
+    expect(case, frames)
+
+
+def _size(case: dict, side: int, rounding) -> None:
+    from senri.methods.longvideo_r1 import longest_side
+
+    a, out = case["input"], case["output"]
+    h, w = longest_side(a["height"], a["width"], side, rounding)
+    if "raised" in out:  # PIL refuses to resize to a side of 0
+        assert min(h, w) == 0, (h, w, out)
+        return
+    assert [w, h] == out["value"], ([w, h], out)
+
+
+def longvideo_r1_caption_frame_size(case: dict) -> None:
+    from senri.methods.longvideo_r1 import scaled_side
+
+    a = case["input"]
+    _size(case, scaled_side(a["scale_factor"], a["max_length"], a["min_length"]), round)
+
+
+def longvideo_r1_video_qa_frame_size(case: dict) -> None:
+    _size(case, case["input"]["max_length"], int)
+
+
+def longvideo_r1_parse_function_call(case: dict) -> None:
+    from senri.methods.longvideo_r1 import parse_call
+
+    def parsed():
+        name, args, legal = parse_call(case["input"]["call"])
+        return {"name": name, "args_repr": repr(args), "legal": legal}
+
+    expect(case, parsed)
+
+
+def longvideo_r1_extract_blocks(case: dict) -> None:
+    from senri.methods.longvideo_r1 import blocks
+
+    expect(case, lambda: {k: v for k, v in blocks(case["input"]["text"]).items() if k in ("think", "answer", "tool")})
+
+
+def longvideo_r1_extract_caption(case: dict) -> None:
+    """process_segment's branch on data/utils.extract_and_validate: a reply with a ``<caption>`` block is stored
+    as it is, any other wrapped; senri's stored_caption must store the same text."""
+    from senri.methods.longvideo_r1 import stored_caption
+
+    text, out = case["input"]["text"], case["output"]
+    stored = text if "caption" in out["value"] else "<caption> " + text + " </caption>"
+    assert stored_caption(text) == stored, (stored_caption(text), stored)
+
+
+# -------------------------------------------------------------------------------------------------- VideoARM
+VIDEOARM_TOTAL, VIDEOARM_LIMIT = 3000, 240  # the generator's clip; PIPELINE_CONFIG's total_frames_limit
+
+
+def videoarm_scene_snapper_split(case: dict) -> None:
+    """scene_snapper's frames: the caption model's (num_frames one of 30/60/90/150, else 30) and the
+    controller's (the raw num_frames capped at the limit; absent: 30), split over the ranges as written; where the
+    release raises or gets no frame, senri refuses or gets none."""
+    from senri.methods.videoarm_tools import snapshot_counts, split_frames
+
+    given, out = case["input"], case["output"]
+    wanted = 30 if given["num_frames"] is None else given["num_frames"]  # the release's .get("num_frames", 30)
+    counts, refused = run(lambda: dict(zip(("caption", "controller"), snapshot_counts(wanted, VIDEOARM_LIMIT))))
+    if refused is not None:  # the release's sampler fails on the count: the call is an error, nothing is shown
+        assert isinstance(refused, ValueError) and ("raised" in out["caption"] or out["caption"]["error"]), \
+            (refused, out)
+        return
+    for side in ("caption", "controller"):
+        got, raised = run(lambda: [i for part in split_frames(given["frame_ranges"], counts[side], VIDEOARM_TOTAL)
+                                   for i in part])
+        if "raised" in out[side]:
+            assert isinstance(raised, ValueError), (side, got, out[side])
+        else:
+            assert raised is None and got == out[side]["indices"], (side, got, raised, out[side])
+
+
+def videoarm_clip_reply(case: dict) -> None:
+    from senri.methods.videoarm_tools import parse_clip_reply
+
+    out = case["output"]
+    assert "value" in out and "answer" in out["value"], out  # a 301-frame range: the release always answers
+    answer, confidence, _ = parse_clip_reply(case["input"]["reply"])
+    assert (answer, confidence) == (out["value"]["answer"], out["value"]["confidence"]), \
+        ((answer, confidence), out["value"])
+
+
+def videoarm_clip_range(case: dict) -> None:
+    """clip_analyzer's frame_range read and clamped: the release's result range, or its refusal (an error
+    result or a raise) where senri refuses."""
+    from senri.methods.videoarm_tools import clip_frame_range
+
+    out = case["output"]
+    got, raised = run(lambda: clip_frame_range(case["input"]["frame_range"], VIDEOARM_TOTAL))
+    if "raised" in out or "error" in out["value"]:
+        assert isinstance(raised, ValueError), (got, out)
+        return
+    assert raised is None, (raised, out)
+    assert {"start_frame": got[0], "end_frame": got[1]} == out["value"]["frame_range"], (got, out)
+
+
+ADAPTERS: dict[str, dict[str, Callable[[dict], None]]] = {
+    "paravt": {"parse_time_val": paravt_parse_time_val, "extract_letter": paravt_extract_letter,
+               "parse_tool_calls": paravt_parse_tool_calls, "eval_one_calls": paravt_eval_one_calls,
+               "forced_turn": paravt_forced_turn, "qvu_smart_resize": paravt_qvu_smart_resize,
+               "qvu_smart_nframes": paravt_qvu_smart_nframes, "qvu_frame_range": frame_range,
+               "overview_frames": paravt_overview_frames, "crop_frames": paravt_crop_frames},
+    "video_o3": {"grounding_parse": video_o3_grounding_parse, "reply_reading": video_o3_reply_reading, "videomme_extract": video_o3_videomme_extract,
+                 "vp_smart_resize": video_o3_vp_smart_resize, "vp_frame_range": frame_range},
+    "longvideo_r1": {"tree_width": longvideo_r1_tree_width, "video_qa_frames": longvideo_r1_video_qa_frames,
+                     "caption_frame_size": longvideo_r1_caption_frame_size,
+                     "video_qa_frame_size": longvideo_r1_video_qa_frame_size,
+                     "parse_function_call": longvideo_r1_parse_function_call,
+                     "extract_blocks": longvideo_r1_extract_blocks, "extract_caption": longvideo_r1_extract_caption},
+    "videoarm": {"scene_snapper_split": videoarm_scene_snapper_split, "clip_reply": videoarm_clip_reply,
+                 "clip_range": videoarm_clip_range},
+}
+
+
+def verdict(system: str, kind: str, case: dict) -> str:
+    """``"pass"`` or ``"deviation:<name>"``; an AssertionError (naming the case's input) where senri differs."""
+    try:
+        ADAPTERS[system][kind](case)
+    except Deviation as named:
+        return f"deviation:{named}"
+    except AssertionError as exc:
+        raise AssertionError(f"{system}/{kind} input {json.dumps(case['input'])[:300]}: {exc}") from None
+    return "pass"
+
+
+def sample(cases: list, n: int) -> list:
+    """At most ``n`` cases spread evenly over the list (the same ones every run)."""
+    if len(cases) <= n:
+        return list(cases)
+    step = len(cases) / n
+    return [cases[int(i * step)] for i in range(n)]

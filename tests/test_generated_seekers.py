@@ -1,0 +1,48 @@
+"""Issue 60: the differential cases generated from the releases' own functions (ParaVT cf55249, Video-o3
+a6e0973, LongVideo-R1 77c87ec; tests/reference/generated/, bench/release_cases/) through senri. The suite runs
+an evenly spread sample of every kind (all of them: ``python bench/release_cases/check_seekers.py``); each case
+passes or is a named deviation its adapter checked (tests/generated_seekers.py)."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+from generated_seekers import ADAPTERS, SYSTEMS, generated, sample, verdict
+
+#: Cases per kind in the suite (the episode kind runs senri's whole loop on the test clip: fewer).
+PER_KIND = {"forced_turn": 6}
+DEFAULT_PER_KIND = 30
+#: The deviations each system may name (docs/protocol.md), nothing else.
+NAMED = {"paravt": {"multiple_choice_only", "frame_without_pixels_refused", "torch_build_linspace"},
+         "video_o3": {"frame_without_pixels_refused"}, "longvideo_r1": set(), "videoarm": set()}
+
+
+@pytest.mark.parametrize("system", SYSTEMS)
+def test_every_kind_has_cases_and_an_adapter(system):
+    data = generated(system)
+    assert data["release"]["commit"] and len(data["release"]["commit"]) == 40
+    assert set(data["kinds"]) == set(ADAPTERS[system])
+    assert all(len(cases) >= 100 for cases in data["kinds"].values()), \
+        {kind: len(cases) for kind, cases in data["kinds"].items()}
+
+
+@pytest.mark.parametrize("system,kind", [(s, k) for s in SYSTEMS for k in ADAPTERS[s]])
+def test_a_sample_of_each_kind_equals_the_release(system, kind):
+    cases = sample(generated(system)["kinds"][kind], PER_KIND.get(kind, DEFAULT_PER_KIND))
+    counts = collections.Counter(verdict(system, kind, case) for case in cases)
+    named = {v[len("deviation:"):] for v in counts if v.startswith("deviation:")}
+    assert named <= NAMED[system], named
+    assert counts["pass"] > 0, counts
+
+
+def test_the_adapters_fail_where_senri_would_differ():
+    """An adapter is not a test that cannot fail: a release outcome changed by hand is caught."""
+    case = dict(generated("paravt")["kinds"]["extract_letter"][5])
+    case["output"] = {"value": "not a letter"}
+    with pytest.raises(AssertionError):
+        verdict("paravt", "extract_letter", case)
+    raising = next(c for c in generated("longvideo_r1")["kinds"]["tree_width"] if "raised" in c["output"])
+    with pytest.raises(AssertionError):
+        verdict("longvideo_r1", "tree_width", {**raising, "output": {"value": [4, 0]}})
