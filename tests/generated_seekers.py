@@ -159,7 +159,7 @@ PARAVT_OVERVIEW, PARAVT_CROP = (100352, 602112), (784, 50176)  # P-I2, P-T1 pixe
 def _paravt_returned(indices: list[int], video: dict, pixels: tuple[int, int]) -> tuple[int, list | None]:
     """The frames get_frames / crop_frames hand back for ``indices`` and the size they are resized to: none
     where the size has a side of 0 (the resize raises and the reader fails soft)."""
-    from senri.methods.resample import smart_resize
+    from senri.resample import smart_resize
 
     if not indices:
         return 0, None
@@ -196,7 +196,7 @@ def _linspace_build(got: list[int], release: list[int], first: int, last: int) -
 def paravt_overview_frames(case: dict) -> None:
     """The 64-frame overview: torchcodec's indices (real torch's float32 linspace), none under 64 frames, and
     the frames returned at their size."""
-    from senri.methods.resample import overview_indices
+    from senri.resample import overview_indices
 
     video, out = case["input"]["video"], case["output"]
     got, raised = run(lambda: overview_indices(video["n_frames"], 64))
@@ -211,7 +211,7 @@ def paravt_crop_frames(case: dict) -> None:
     """A crop: where torchcodec reads it, its indices (1 fps, 2–16 frames, real torch's float32 linspace) and
     the frames returned at their size; where torchcodec refuses the window, senri's torchcodec rule refuses it
     too (the release then decodes with torchvision, which the vendored crop cases compare; not run here)."""
-    from senri.methods.resample import window_indices
+    from senri.resample import window_indices
 
     given, out = case["input"], case["output"]
     video = given["video"]
@@ -224,14 +224,14 @@ def paravt_crop_frames(case: dict) -> None:
     returned, size = _paravt_returned(got, video, PARAVT_CROP)
     assert (returned, size) == (out["returned_frames"], out["resize_hw"]), ((returned, size), out)
     if got != out["torchcodec_indices"]:
-        from senri.methods.resample import frame_bounds
+        from senri.resample import frame_bounds
 
         _linspace_build(got, out["torchcodec_indices"],
                         *frame_bounds(given["start"], given["end"], video["avg_fps"], video["n_frames"]))
 
 
 def paravt_qvu_smart_resize(case: dict) -> None:
-    from senri.methods.resample import smart_resize
+    from senri.resample import smart_resize
 
     a = case["input"]
     call = lambda: smart_resize(a["height"], a["width"], a["factor"], a["min_pixels"], a["max_pixels"])  # noqa
@@ -243,7 +243,7 @@ def paravt_qvu_smart_resize(case: dict) -> None:
 
 
 def paravt_qvu_smart_nframes(case: dict) -> None:
-    from senri.methods.resample import fixed_nframes, smart_nframes
+    from senri.resample import fixed_nframes, smart_nframes
 
     ele, total, fps = case["input"]["ele"], case["input"]["total_frames"], case["input"]["video_fps"]
     if "nframes" in ele:
@@ -255,7 +255,7 @@ def paravt_qvu_smart_nframes(case: dict) -> None:
 
 def frame_range(case: dict) -> None:
     """calculate_video_frame_range: (first, last, count), or a refusal where senri's bounds hold no frame."""
-    from senri.methods.resample import frame_bounds
+    from senri.resample import frame_bounds
 
     a, out = case["input"], case["output"]
     if a["video_start"] is None and a["video_end"] is None and a["total_frames"] > 0 and a["video_fps"] > 0:

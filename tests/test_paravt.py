@@ -61,7 +61,7 @@ def _context(tmp_path, rules, **method):
 def test_the_overview_and_a_crop_are_the_release_s_frames_on_senri_s_exact_decoder(tmp_path):
     from senri.decode import read_frames
     from senri.methods.paravt import ParaVT
-    from senri.methods.resample import overview_indices, window_indices
+    from senri.resample import overview_indices, window_indices
 
     context, _ = _context(tmp_path, [{"text": "A"}])
     method = ParaVT(context)

@@ -13,7 +13,7 @@ from reference import release_cases
 from seeker_replay import Replay, seeker
 from senri.methods.paravt import (MalformedCall, call_window, crop_plan, extract_letter, parse_time, plan_calls,
                                   read_calls)
-from senri.methods.resample import (fixed_nframes, frame_bounds, overview_indices, smart_nframes, smart_resize,
+from senri.resample import (fixed_nframes, frame_bounds, overview_indices, smart_nframes, smart_resize,
                                     torch_linspace, torchvision_window)
 
 CASES = release_cases("paravt")["kinds"]

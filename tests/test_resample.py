@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from senri.methods.resample import (capped_rate_indices, header_numbers, overview_indices, qwen25_video_tokens,
+from senri.resample import (capped_rate_indices, header_numbers, overview_indices, qwen25_video_tokens,
                                     qwen3_image_tokens, smart_resize, video_frame_max_pixels, window_indices)
 
 

@@ -393,7 +393,7 @@ def test_videochat3_indices_and_rate():
 def test_videochat3_sizes():
     for case in kind("videochat3", "qvu_smart_resize"):
         given, want = case["input"], case["output"]
-        from senri.methods.resample import smart_resize
+        from senri.resample import smart_resize
 
         hw = smart_resize(given["height"], given["width"], given["factor"], given["min_pixels"], given["max_pixels"])
         assert list(hw) == want["hw"], case["id"]

@@ -12,7 +12,7 @@ from reference import release_cases
 from seeker_replay import Replay, seeker
 from senri.answers import videomme_official_letter
 from senri.backends.base import VideoPart
-from senri.methods.resample import (capped_rate_indices, header_numbers, qwen25_video_tokens, smart_resize,
+from senri.resample import (capped_rate_indices, header_numbers, qwen25_video_tokens, smart_resize,
                                     video_frame_max_pixels)
 from senri.methods.video_o3 import (MAIN_FRAME_FACTOR, GroundingError, crop_plan, cut_reply, parse_grounding,
                                     read_turn)

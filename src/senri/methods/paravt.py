@@ -13,7 +13,7 @@ then up to three turns of parallel ``crop_video`` calls re-sampled from the sour
   that is not an object, or whose ``arguments`` is not one, loses the question as the release's raise does
   (``malformed_tool_calls: drop`` drops it instead);
 - P-T1/T2: a crop is 1 fps, 2–16 frames (even), ≤ 50176 px per frame, indices by the shared rule
-  (:mod:`senri.methods.resample`) on senri's exact decoder, torchvision's fallback where torchcodec refuses;
+  (:mod:`senri.resample`) on senri's exact decoder, torchvision's fallback where torchcodec refuses;
 - P-A1: the letter is read by the release's cascade (:func:`extract_letter`; ``answer_reader: senri`` reads
   it with the project's parser).
 
@@ -31,7 +31,7 @@ from typing import Any, Sequence
 from senri.answers import format_options
 from senri.backends.base import ImagePart, Message
 from senri.methods.base import CallTally, MethodAnswer, RunContext
-from senri.methods.resample import overview_indices, torchvision_fallback, window_indices
+from senri.resample import overview_indices, torchvision_fallback, window_indices
 from senri.methods.seeker import CropSeeker, SizeRule, pixel_rule
 from senri.records import Question
 

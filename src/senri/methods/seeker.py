@@ -7,7 +7,7 @@ termination) lives in each method:
 
 - :meth:`CropSeeker.decode` reads source frames by index on senri's exact decoder (each at the middle of its
   frame interval, so the planned frame is the one decoded) and resizes them bicubically to a size the method's
-  rule picks (:func:`senri.methods.resample.smart_resize`); a frame that does not decode is left out and
+  rule picks (:func:`senri.resample.smart_resize`); a frame that does not decode is left out and
   counted ``black_frames`` by the caller, as the releases' decoders drop it;
 - :meth:`CropSeeker.send` makes one completion of the full history: the request is sized against the model's
   context and image limits first (:func:`senri.backends.budget.overflow`); one that does not fit is not sent
@@ -24,7 +24,7 @@ import numpy as np
 
 from senri.backends.base import ChatRequest, ChatResponse, Message
 from senri.methods.base import CallTally, Method, RunContext
-from senri.methods.resample import smart_resize
+from senri.resample import smart_resize
 from senri.methods.structured import call_record
 
 #: A size rule: (height, width) of a decoded source frame -> (height, width) to resize it to.

@@ -44,7 +44,7 @@ import numpy as np
 from senri.answers import format_options, parse_answer, videomme_official_letter
 from senri.backends.base import ImagePart, Message, Part, VideoPart
 from senri.methods.base import CallTally, MethodAnswer, RunContext
-from senri.methods.resample import (capped_rate_indices, frame_bounds, header_numbers, smart_resize,
+from senri.resample import (capped_rate_indices, frame_bounds, header_numbers, smart_resize,
                                     video_frame_max_pixels, window_indices)
 from senri.methods.seeker import CropSeeker, bicubic, pixel_rule
 from senri.records import Question

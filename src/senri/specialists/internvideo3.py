@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from senri.methods.resample import smart_resize
+from senri.resample import smart_resize
 
 #: I-I1 / D4: the long-video scripts' arguments.
 FPS = 4

@@ -3,7 +3,7 @@
 Restated from shared/spec/direct_specialists.md §4 and checked against the release cases
 (``release_cases/videochat3``). Where a case and the spec disagree the case wins (README §7.4): the capped
 indices are ``int(i · (N / (L + 1)))`` in floating point (one frame low where i·N/(L+1) is an integer, unlike
-:func:`senri.methods.resample.capped_rate_indices`), and the reported rate is L / duration whenever exactly L
+:func:`senri.resample.capped_rate_indices`), and the reported rate is L / duration whenever exactly L
 frames result, capped or not.
 """
 
@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from senri.methods.resample import smart_resize, video_frame_max_pixels
+from senri.resample import smart_resize, video_frame_max_pixels
 
 TARGET_FPS = 2.0
 PATCH = 14

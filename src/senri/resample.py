@@ -1,5 +1,6 @@
 """The crop/re-sample arithmetic ParaVT and Video-o3 share (issue 38; ``shared/spec/evidence_seekers.md`` S3,
-P-I1/I2, P-T1/T3, O-I1/I2, O-T1/T2, worked vectors V1–V3, V6).
+P-I1/I2, P-T1/T3, O-I1/I2, O-T1/T2, worked vectors V1–V3, V6), and the direct-perception specialists' resize rules
+reuse (issue 61): below the methods and the specialists' release rules, so both import it downward.
 
 Both releases decode a requested window again from the source video with qwen-vl-utils' rules, so a faithful
 re-implementation must pick the same frame indices and the same pixel sizes (on senri's exact decoder, which
