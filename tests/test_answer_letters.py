@@ -80,7 +80,7 @@ def test_no_prompt_file_hard_codes_four_letters():
 
     texts = {path: path.read_text() for path in (CONFIG_DIR / "prompts").rglob("*.txt")}
     assert not [p for p, t in texts.items() if re.search(r"A, B, C(,)? (or|and) D|A\|B\|C\|D", t)]
-    assert len([p for p, t in texts.items() if "$letters" in t]) == 11
+    assert len([p for p, t in texts.items() if "$letters" in t]) == 13
     assert len([p for p, t in texts.items() if "<$answer_letters>" in t]) == 6
 
 

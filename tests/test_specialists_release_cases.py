@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from reference import release_cases
+from senri.records import letters_in_words, option_letters
 from senri.specialists import cambrian, internvideo3, lfp, videochat3
 
 CASES = {system: release_cases(system) for system in ("cambrian_s", "internvideo3", "videochat3")}
@@ -433,8 +434,9 @@ def test_videochat3_prompts_and_parsers():
         stem, choices = call()
         assert stem == want["stem_passed"] and want["parts"] == ["text", "video", "text"], case["id"]
         assert want["first_text_value"] == ""
-        text = prompts.render("lvbench", stem=stem, choices=choices)
         options = choices.split("\n")
+        text = prompts.render("lvbench", stem=stem, choices=choices,
+                              letters=letters_in_words(option_letters(len(options))))
         first = stem.split("\n")[0]
         roles = line_roles(text.replace("Question: " + first, "Question: \x00", 1), "\x00", options, "Question: ")
         assert roles == normalised_roles(want["line_roles"]), case["id"]

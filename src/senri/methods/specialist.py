@@ -31,7 +31,7 @@ import numpy as np
 
 from senri.backends.base import ChatRequest, FramesPart, Message
 from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
-from senri.records import Question
+from senri.records import Question, letters_in_words, option_letters
 from senri.specialists import cambrian, internvideo3, lfp, videochat3
 
 log = logging.getLogger(__name__)
@@ -210,13 +210,14 @@ class SpecialistDirect(Method):
             return ChatRequest(messages=(Message("user", (frames, text)),),
                                max_tokens=int(c.get("max_new_tokens", internvideo3.MAX_NEW_TOKENS)), temperature=0.0,
                                seed=seed, purpose="internvideo3:answer")
+        letters = letters_in_words(option_letters(len(options)))  # "A, B, C or D", as the release names four
         if str(c.get("preset", "lvbench")) == "videomme":
-            parts: tuple = ("", frames, self.text.render("videomme_frames"),
+            parts: tuple = ("", frames, self.text.render("videomme_frames", letters=letters),
                             self.text.render("videomme_question", question=question.question,
                                              options="\n".join(cambrian.lettered(options))))
         else:
             stem, choices = videochat3.split_lvbench(videochat3.lvbench_question(question.question, options))
-            parts = ("", frames, self.text.render("lvbench", stem=stem, choices=choices))
+            parts = ("", frames, self.text.render("lvbench", stem=stem, choices=choices, letters=letters))
         greedy = bool(c.get("greedy", False))
         return ChatRequest(messages=(Message("user", parts),), max_tokens=int(c.get("max_new_tokens", 32768)),
                            temperature=0.0 if greedy else float(c.get("temperature", 0.01)),
