@@ -82,13 +82,14 @@ def upstream_targets(demo_overrides: str) -> list[str]:
     return ["results/questions.parquet", "results/videos.parquet", *per_video]
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = None,
+              snakefile: Path = REPO / "Snakefile") -> subprocess.CompletedProcess:
     """The repository's workflow in ``workdir`` (the test's interpreter and its scripts first on PATH; ``env``
-    adds or replaces environment variables)."""
+    adds or replaces environment variables; ``snakefile``: another checkout's)."""
     env = {**os.environ, **(env or {})}
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args],
+        [sys.executable, "-m", "snakemake", "-s", str(snakefile), "-d", str(workdir), *args],
         capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL,
     )
     if check and proc.returncode != 0:

@@ -265,8 +265,10 @@ def table2_overrides(script: Path, vlm: Path, clip: dict) -> str:
     defaults = yaml.safe_load((REPO / "config/experiment/table2.yaml").read_text())["defaults"]
     (table2_methods,) = [d["override /method"] for d in defaults if "override /method" in d]
     # the experiment's own list (read, not composed: a compose is slow), less the omni memories: their models run
-    # in release workers with GPU-only environments; experiment=table2_omni's DAG test runs them through stand-ins
-    methods = [*(m for m in table2_methods if m not in OMNI_MEMORIES), "senri_agent"]
+    # in release workers with GPU-only environments; experiment=table2_omni's DAG test runs them through stand-ins;
+    # and less direct perception of the selected models (here every model config the test adds would be one):
+    # test_workflow's tiny-VLM direct test runs it through the DAG
+    methods = [*(m for m in table2_methods if m not in (*OMNI_MEMORIES, "direct")), "senri_agent"]
     clip_config = ",".join(f"{k}:{v}" for k, v in clip.items())
     # the direct-perception specialists: the stub model in a real release worker (a venv with no pins), few frames
     pins = script.parent / "stub_pins.txt"

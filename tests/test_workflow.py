@@ -25,9 +25,10 @@ from senri import workflow as senri_workflow
 pytestmark = pytest.mark.workflow
 
 
-def planned_jobs(workdir: Path, *args: str, env: dict | None = None) -> dict[str, int]:
-    """The jobs a dry run would execute, as {rule: count}, read from Snakemake's job-stats table."""
-    proc = snakemake(workdir, "-n", "--quiet", "rules", *args, env=env)
+def planned_jobs(workdir: Path, *args: str, **options) -> dict[str, int]:
+    """The jobs a dry run would execute, as {rule: count}, read from Snakemake's job-stats table (``options``:
+    :func:`conftest.snakemake`'s ``env`` and ``snakefile``)."""
+    proc = snakemake(workdir, "-n", "--quiet", "rules", *args, **options)
     text = proc.stdout + proc.stderr
     if "Nothing to be done" in text:
         return {}
@@ -420,6 +421,17 @@ def test_every_agent_method_runs_through_the_dag_on_the_perception_memory(tmp_pa
     assert len(index) == 1  # the embedding index, built once per memory and shared by the agent jobs
 
 
+def copy_checkout(root: Path) -> Path:
+    """A copy of the repository's code (the Snakefile, its rules and the package), the config and workflow folders
+    linked: a checkout to edit."""
+    shutil.copytree(REPO / "src" / "senri", root / "src" / "senri", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "rules", root / "rules")
+    shutil.copy2(REPO / "Snakefile", root / "Snakefile")
+    for folder in ("config", "workflow", "envs"):
+        (root / folder).symlink_to(REPO / folder)
+    return root
+
+
 #: Rules whose log name is not the stage their code digest names.
 LOG_STAGES = {"demo_video": "demo_data", "demo_questions": "demo_data"}
 
@@ -454,14 +466,12 @@ def test_every_module_a_demo_job_imported_is_in_its_code_digest(demo_run):
 def test_editing_a_scorer_reruns_the_report_and_no_answer_job(demo_run, tmp_path):
     """The stale-report case of issue 59: after make demo, an edit to the official scorers' module plans the
     tables and the report again (the aggregate scores by the benchmark's official scorer), and nothing else (a
-    checkout's copy of the package, edited, first on the path)."""
-    shutil.copytree(REPO / "src" / "senri", tmp_path / "src" / "senri", ignore=shutil.ignore_patterns("__pycache__"))
-    for folder in ("config", "workflow"):
-        (tmp_path / folder).symlink_to(REPO / folder)
-    scoring = tmp_path / "src" / "senri" / "benchmarks" / "scoring.py"
+    checkout's copy, its scorers edited: its Snakefile puts its own package first on the path)."""
+    checkout = copy_checkout(tmp_path / "checkout")
+    scoring = checkout / "src" / "senri" / "benchmarks" / "scoring.py"
     scoring.write_text(scoring.read_text() + "\n# a fixed scorer\n")
-    assert planned_jobs(demo_run, env={"PYTHONPATH": str(tmp_path / "src")}) == {"aggregate": 1, "report": 1,
-                                                                                  "all": 1}
+    assert planned_jobs(demo_run, snakefile=checkout / "Snakefile") == {"aggregate": 1, "report": 1, "all": 1}
+    assert planned_jobs(demo_run) == {}  # the repository's own code: nothing to do
 
 
 def test_invalid_config_stops_the_workflow_naming_the_key(demo_run):
