@@ -2,8 +2,8 @@
 
 Snakemake reruns a job when its params change. Each rule's params carry its config slice *and* a digest of
 the code its job runs, derived from what the job imports (:mod:`senri.code_identity`), so editing ``probe.py``
-reruns probing (and what depends on it) while editing a scorer reruns only the report: "rerun when inputs, code
-or parameters change". The digest hashes content, not modification times, so a fresh clone or a ``git
+reruns probing (and what depends on it) while editing a scorer reruns only the tables and the report, never an
+answer job: "rerun when inputs, code or parameters change". The digest hashes content, not modification times, so a fresh clone or a ``git
 checkout`` reruns nothing.
 """
 
