@@ -28,6 +28,7 @@ from senri.release_prompts import RELEASES, prompt_source
 from senri.report import figures
 from senri.benchmarks import BENCHMARKS
 from senri.coverage import coverage as question_coverage
+from senri.paths import sidecar_path
 from senri.records import IngestQuirk, to_frame
 from senri.report.benchmark import benchmark_html, benchmark_tables, write_benchmark_tables
 from senri.report.coverage import coverage_html, mark_subset
