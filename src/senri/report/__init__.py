@@ -22,7 +22,6 @@ from senri.aggregate import (FAILURE_COLUMNS, FAILURE_LABELS, FAILURE_NOTE, LLM_
                              column_labels, layout_scored, llm_call_table, load_predictions, main_note, main_table,
                              mark_failures, native_benchmarks, per_video_table, run_health_table, run_set_benchmark,
                              score, store_health_table, to_markdown)
-from senri.paths import sidecar_path
 from senri.methods import deviations_from_release
 from senri.release_prompts import RELEASES, prompt_source
 from senri.report import figures
