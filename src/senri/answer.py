@@ -100,13 +100,13 @@ def memory_label(context: RunContext) -> str:
 def stage_memory_label(stage_config: Mapping[str, Any]) -> str:
     """The ``memory`` column a run of this stage slice writes, without opening anything (:func:`memory_label`
     of the context the job would build)."""
-    from senri.memory.store import memory_label as label
+    from senri.memory.store import memory_label as label, selected_memory_system
 
     method_cls = METHODS.load(stage_config["method"]["implementation"])
     if not method_cls.uses_memory or not stage_config.get("memory"):
         return "none"
-    system = (stage_config.get("memory_system") or {"name": "captions"})["name"]
-    return label(str(system), str(stage_config["memory"]["memory"]["captioner"]))
+    system, _ = selected_memory_system(stage_config.get("memory_system"))
+    return label(system, str(stage_config["memory"]["memory"]["captioner"]))
 
 
 def failed_job_rows(questions: pl.DataFrame, video_id: str, stage_config: Mapping[str, Any],
@@ -123,12 +123,12 @@ def memory_context(memory: MemoryInputs, video: VideoInfo, stage_config: Mapping
     reads, and the persistent memory the method searches — the stage slice's ``memory_system`` (its name and
     config; absent: ``captions``) and the store folder built or imported for it."""
     from senri.captioners.base import VideoMedia
+    from senri.memory.store import CAPTIONS, selected_memory_system
 
     media = VideoMedia(video.video_id, memory.video, video.fingerprint, video.duration_s, memory.track, memory.ocr,
                        memory.detections)
-    system = dict(stage_config.get("memory_system") or {"name": "captions"})
-    name = str(system.pop("name"))
-    if name != "captions" and memory.store is None:
+    name, system = selected_memory_system(stage_config.get("memory_system"))
+    if name != CAPTIONS and memory.store is None:
         raise ValueError(f"memory system {name!r}: the answer job needs its store folder (--memory-store)")
     return {"memory": memory.memory, "media": media, "memory_config": stage_config["memory"],
             "caption_cache": memory.caption_cache, "memory_system": name, "memory_system_config": system,

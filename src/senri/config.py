@@ -17,6 +17,7 @@ import jsonschema
 import yaml
 
 from senri.errors import ConfigError  # noqa: F401 (re-exported)
+from senri.memory.store import CAPTIONS
 from senri.paths import CONFIG_DIR, CONFIG_SCHEMA, REPO_ROOT, SCHEMA_DIR, sidecar_path  # noqa: F401 (re-exported)
 
 #: Model name used by methods that call no model (random guessing): their runs live under ``…/none/``.
@@ -294,8 +295,6 @@ def attach_analysis_models(cfg: dict[str, Any], config_dir: Path) -> None:
                                                           "config.analysis.richness.evaluator")
 
 
-#: The memory system of every memory method unless the config selects others (``memory_system: [captions]``).
-CAPTIONS = "captions"
 #: What ``config/memory_system/captions.yaml`` holds, for configs composed without the group (hand-made ones).
 CAPTIONS_DEFAULT: dict[str, Any] = {"store": CAPTIONS, "import_dir": None, "models": {}}
 

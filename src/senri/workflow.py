@@ -19,6 +19,7 @@ from senri import code_identity
 from senri.config import run_captioner
 from senri.demo import DemoConfig, video_ids as demo_video_ids
 from senri.ingest import find_video, locate_video, video_ids_in
+from senri.memory.store import CAPTIONS
 from senri.subset import Subset, SubsetError, question_video_pairs, subset_video_ids
 
 if TYPE_CHECKING:
@@ -316,7 +317,7 @@ def answer_code_selection(cfg: Mapping[str, Any], method: str, model: str) -> di
     captions)."""
     spec = cfg["method"][method]
     system = method_memory_system(cfg, method)
-    store = memory_system_store(cfg, system) if system else "captions" if spec.get("uses_memory") else None
+    store = memory_system_store(cfg, system) if system else CAPTIONS if spec.get("uses_memory") else None
     return {"method_implementation": spec["implementation"],
             "backend": cfg["model"].get(model, {}).get("backend"), "memory_store": store}
 
@@ -332,7 +333,7 @@ def answer_inputs(cfg: Mapping[str, Any], method: str, model: str, video_id: str
         inputs["memory"] = memory_table(cfg, video_id, captioner)
         inputs.update({k: v for k, v in memory_inputs(cfg, video_id, captioner).items() if k != "info"})
         system = method_memory_system(cfg, method)
-        if system not in (None, "captions"):
+        if system not in (None, CAPTIONS):
             inputs["store"] = memory_store_dir(cfg, system, video_id, captioner)
     if spec.get("uses_pixels"):
         inputs["pixels"] = pixel_video(cfg, video_id)

@@ -208,7 +208,17 @@ class MemoryStore(ABC):
 #: name → ``"module:Class"`` of a :class:`MemoryStore` subclass with ``open(...)`` and (for systems the
 #: pipeline builds) ``build(request)`` classmethods.
 MEMORY_SYSTEMS = Registry("memory system")
-MEMORY_SYSTEMS.register("captions", "senri.memory.captions:CaptionStore")
+#: The memory system of every memory method unless the config selects others (``memory_system: [captions]``):
+#: senri's own caption table, which needs no store folder.
+CAPTIONS = "captions"
+MEMORY_SYSTEMS.register(CAPTIONS, "senri.memory.captions:CaptionStore")
+
+
+def selected_memory_system(section: Mapping[str, Any] | None) -> tuple[str, dict[str, Any]]:
+    """A stage slice's ``memory_system`` section as (name, the rest of its config): absent means
+    :data:`CAPTIONS`, so a memory method without a memory system reads senri's captions."""
+    system = dict(section or {"name": CAPTIONS})
+    return str(system.pop("name")), system
 MEMORY_SYSTEMS.register("worldmm", "senri.memory.worldmm.store:WorldMMStore")
 MEMORY_SYSTEMS.register("magic_video", "senri.memory.magic_video.store:MagicVideoStore")
 MEMORY_SYSTEMS.register("egagent", "senri.memory.egagent.store:EGAgentStore")
