@@ -280,6 +280,13 @@ def attach_memory_system_models(cfg: dict[str, Any], config_dir: Path) -> None:
         if isinstance(spec, dict) and isinstance(spec.get("models"), dict):
             spec["model_configs"] = role_model_configs(cfg, spec["models"], f"config.memory_system.{name}.models",
                                                        config_dir)
+        embedder = spec.get("text_embedder") if isinstance(spec, dict) else None
+        if isinstance(embedder, str) and ":" not in embedder and (
+                embedder in cfg.get("model", {}) or (config_dir / "model" / f"{embedder}.yaml").is_file()):
+            # a text embedder named by model config (text_embedding_3_large), not an in-process encoder (minilm):
+            # its config joins the system's slice, so a change to it rebuilds the stores it embedded
+            spec["text_embedder_config"] = {"name": embedder, "config": named_model_config(
+                cfg, embedder, config_dir, f"config.memory_system.{name}.text_embedder")}
 
 
 def attach_analysis_models(cfg: dict[str, Any], config_dir: Path) -> None:
