@@ -80,6 +80,7 @@ def compose(overrides: str | Iterable[str] | None = None, config_dir: Path = CON
     attach_tool_models(cfg, Path(config_dir))
     attach_memory_system_models(cfg, Path(config_dir))
     attach_analysis_models(cfg, Path(config_dir))
+    attach_published_names(cfg)
     validate(cfg)
     attach_prompt_identities(cfg)
     return cfg
@@ -301,6 +302,24 @@ def attach_analysis_models(cfg: dict[str, Any], config_dir: Path) -> None:
                                                           "config.analysis.richness.evaluator")
 
 
+def attach_published_names(cfg: dict[str, Any]) -> None:
+    """With ``report.published`` (a paper's table the report prints beside the runs: ``paper_table2``), the
+    paper's names of every planned run into ``report.published_names`` (``"method/model"`` → ``{"method",
+    "model"}``): the method config's ``paper_name`` (the table's Method column: ``M3-Agent``) and the model
+    config's (its Inference Model column; a direct-perception row's Method). The names live in the configs, so
+    the match is derived, never a second list; they are left out of the answer stage's slice and reach the report
+    through its own, so naming a row reruns the report and no answer."""
+    report = cfg.get("report")
+    if not isinstance(report, dict) or not report.get("published"):
+        return
+    report["published_names"] = {
+        f"{method}/{model}": {"method": cfg["method"][method].get("paper_name"),
+                              "model": (cfg["model"].get(model) or {}).get("paper_name")}
+        for method, model in run_pairs(cfg)}
+
+
+#: A method or model config's name in a paper's published table (:func:`attach_published_names`).
+PAPER_NAME = "paper_name"
 #: The memory system of every memory method unless the config selects others (``memory_system: [captions]``).
 CAPTIONS = "captions"
 #: What ``config/memory_system/captions.yaml`` holds, for configs composed without the group (hand-made ones).
@@ -610,8 +629,10 @@ def stage_slice(cfg: Mapping[str, Any], stage: str, method: str | None = None, m
             "seed": cfg["seed"],
             # the pin (``models``) says which models run the method, not how one of them does: a pin added or
             # widened never reruns the runs it keeps
-            "method": {"name": method, **{k: v for k, v in cfg["method"][method].items() if k != "models"}},
-            "model": {"name": model, **cfg["model"].get(model, {})},
+            # nor does the paper's name for a run (``paper_name``: which published row the report prints beside it)
+            "method": {"name": method, **{k: v for k, v in cfg["method"][method].items()
+                                          if k not in ("models", PAPER_NAME)}},
+            "model": {"name": model, **{k: v for k, v in cfg["model"].get(model, {}).items() if k != PAPER_NAME}},
         }
         if cfg["method"][method].get("uses_memory"):
             slice_["memory"] = stage_slice(cfg, "memory", captioner=run_captioner(cfg, method))
