@@ -37,7 +37,7 @@ import httpx
 import numpy as np
 
 from senri.backends.base import BackendError
-from senri.backends.openai import RETRY_EXCEPTIONS, backoff_delay, endpoint_settings, status_failure
+from senri.backends.openai import endpoint_settings, post_with_retries
 from senri.secrets import scrub
 
 #: The API's limit on inputs per request.
@@ -166,39 +166,23 @@ class EmbeddingsClient:
             body["dimensions"] = self.dimensions
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         started = time.perf_counter()
-        last_error = "no attempt made"
+        done = post_with_retries(self, lambda: self._client.post(f"{self.base_url}/embeddings", json=body,
+                                                                 headers=headers))
+        self.tally.calls += done.attempts
+        self.tally.timed_out_attempts += done.timed_out
+        self.tally.latency_s += time.perf_counter() - started
+        if done.response is None:
+            raise EmbeddingError(f"text embedder {self.model} at {self.base_url}: {done.error} "
+                                 f"({done.attempts} attempt(s))")
         try:
-            for attempt in range(self.max_retries + 1):
-                delay: float | None = None
-                self.tally.calls += 1
-                try:
-                    response = self._client.post(f"{self.base_url}/embeddings", json=body, headers=headers)
-                except RETRY_EXCEPTIONS as exc:
-                    if isinstance(exc, httpx.TimeoutException):
-                        self.tally.timed_out_attempts += 1
-                    last_error = f"{type(exc).__name__}: {exc}"
-                    delay = backoff_delay(attempt, self.backoff_base_s, self.backoff_cap_s, self._rng)
-                else:
-                    if response.status_code == 200:
-                        try:
-                            payload = response.json()
-                        except ValueError:
-                            raise EmbeddingError(f"text embedder {self.model}: HTTP 200 with a body that is not "
-                                                 f"JSON: {scrub(response.text)[:200]!r}") from None
-                        try:
-                            vectors, tokens = parse_embeddings(payload, len(batch), self.dimensions)
-                        except EmbeddingError as exc:
-                            raise EmbeddingError(f"text embedder {self.model}: {exc}") from None
-                        self.tally.texts += len(batch)
-                        self.tally.prompt_tokens += tokens
-                        return vectors
-                    last_error, delay = status_failure(response, attempt, self.backoff_base_s, self.backoff_cap_s,
-                                                       self._rng)
-                    if delay is None:
-                        break
-                if attempt < self.max_retries and delay is not None:
-                    time.sleep(delay)
-        finally:
-            self.tally.latency_s += time.perf_counter() - started
-        raise EmbeddingError(f"text embedder {self.model} at {self.base_url}: {scrub(last_error)} "
-                             f"(after {self.max_retries + 1} attempt(s) at most)")
+            payload = done.response.json()
+        except ValueError:
+            raise EmbeddingError(f"text embedder {self.model}: HTTP 200 with a body that is not JSON: "
+                                 f"{scrub(done.response.text)[:200]!r}") from None
+        try:
+            vectors, tokens = parse_embeddings(payload, len(batch), self.dimensions)
+        except EmbeddingError as exc:
+            raise EmbeddingError(f"text embedder {self.model}: {exc}") from None
+        self.tally.texts += len(batch)
+        self.tally.prompt_tokens += tokens
+        return vectors
