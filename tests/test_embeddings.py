@@ -53,7 +53,7 @@ def client_config(url: str, **extra) -> dict:
 
 def test_the_server_s_minilm_vectors_agree_with_the_in_process_stand_in(minilm_server, tmp_path):
     """The same weights both ways: llama.cpp over HTTP and transformers in process give the same sentence vectors
-    (cosine > 0.9999 for every text; measured 0.9999995), so the API client reads the server's vectors whole, in
+    (cosine > 0.9999 for every text; measured 0.9999992 to 0.9999995), so the API client reads the server's vectors whole, in
     order, batched. A second client on the same response cache sends nothing."""
     from senri.memory.retrieval import Embedder
 
