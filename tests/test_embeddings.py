@@ -22,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 #: Texts as M3-Agent embeds them: memory texts with their node tags, a query, accents, digits and punctuation.
 TEXTS = ["<face_2> walks into the kitchen.", "<voice_0> says: Let's go to the kitchen.",
-         "Who opened the red door at 03:15?", "Müller put the KEYS on the table (twice)!", "Equivalence: <face_3>, <voice_1>"]
+         "Who opened the red door at 03:15?", "Müller put the KEYS on the table (twice)!",
+         "Equivalence: <face_3>, <voice_1>"]
 KEY_ENV = "SENRI_TEST_EMBEDDINGS_KEY"
 
 
@@ -53,8 +54,8 @@ def client_config(url: str, **extra) -> dict:
 
 def test_the_server_s_minilm_vectors_agree_with_the_in_process_stand_in(minilm_server, tmp_path):
     """The same weights both ways: llama.cpp over HTTP and transformers in process give the same sentence vectors
-    (cosine > 0.9999 for every text; measured 0.9999992 to 0.9999995), so the API client reads the server's vectors whole, in
-    order, batched. A second client on the same response cache sends nothing."""
+    (cosine > 0.9999 for every text; measured 0.9999992 to 0.9999995), so the API client reads the server's
+    vectors whole, in order, batched. A second client on the same response cache sends nothing."""
     from senri.memory.retrieval import Embedder
 
     cache = tmp_path / "cache.sqlite"
@@ -191,3 +192,62 @@ def test_m3_agent_s_store_embeds_its_queries_through_the_served_embedder_and_cou
     again.embed(TEXTS[:2])
     assert again.embedding_calls()["embedding_calls"] | {"latency_s": 0} == {
         "calls": 0, "texts": 0, "cached": 2, "prompt_tokens": 0, "timed_out_attempts": 0, "latency_s": 0}
+
+
+class Slow(BaseHTTPRequestHandler):
+    """An embeddings server that answers after the client's deadline."""
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        import time
+
+        self.rfile.read(int(self.headers["Content-Length"]))
+        time.sleep(0.6)
+        self.send_response(503)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_query_embedding_that_times_out_fails_the_question_recorded_with_its_timeouts(tmp_path):
+    """At answer time the controller's search embeds its query: an embedder that never answers in time fails that
+    question (an error row, counted wrong; the run goes on), its timed-out attempts booked in ``timeouts`` and
+    its calls in the trace."""
+    import random
+    import types
+
+    import yaml
+
+    from senri.backends import open_backend
+    from senri.memory.m3_agent.graph import GraphConfig, MemoryGraph
+    from senri.memory.m3_agent.store import CONFIG_FILE, GRAPH_FILE
+    from senri.methods.base import RunContext
+    from senri.methods.m3_agent import M3Agent
+    from senri.records import Question
+
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / GRAPH_FILE).write_text(json.dumps(MemoryGraph(GraphConfig(), random.Random(0)).to_dict()))
+    (store / CONFIG_FILE).write_text(yaml.safe_dump({"source": "built", "seed": 0, "lost": None}))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        embedder = {**client_config(url, timeout_s=0.2, max_retries=1), "api_key_env": None}
+        system = {"text_embedder": "api", "text_embedder_config": {"name": "api", "config": embedder}}
+        script = tmp_path / "controller.jsonl"
+        script.write_text(json.dumps({"text": "<think>look</think>Action: [Search]\nContent: red door"}) + "\n")
+        backend = open_backend({"backend": "scripted", "script": str(script)}, tmp_path / "cache.sqlite")
+        context = RunContext(video=types.SimpleNamespace(video_id="v", duration_s=60.0), method_name="m3_agent",
+                             method_config={"prompts": "m3_agent", "rounds": 5}, model_name="ctl",
+                             model_config={}, seed=0, backend=backend, memory_system="m3_agent",
+                             memory_system_config=system, memory_store=store,
+                             response_cache=tmp_path / "cache.sqlite")
+        question = Question(video_id="v", qid="q1", task_type="L", direction="ES", question="Where is the door?",
+                            option_a="a", option_b="b", option_c="c", option_d="d", answer="A")
+        result = M3Agent(context).answer(question)
+    finally:
+        server.shutdown()
+    assert result.pred is None and "timed out" in result.tally.errors[0].lower()
+    assert result.tally.health["timeouts"] == 2
+    assert result.trace["embedding_calls"]["calls"] == 2 and result.trace["rounds"] == 1

@@ -55,13 +55,17 @@ class M3Agent(Method):
         key = f"{self.context.seed}:{question.qid}:{round_index}".encode()
         return int.from_bytes(hashlib.sha256(key).digest()[:4], "big")
 
-    def _embedding_calls(self, before: dict[str, Any]) -> dict[str, Any]:
-        """This question's query-embedding calls (an API text embedder's counts since ``before``), for its trace."""
+    def _embedding_calls(self, before: dict[str, Any], tally: CallTally) -> dict[str, Any]:
+        """This question's query-embedding calls (an API text embedder's counts since ``before``), for its trace;
+        their timed-out attempts are booked in the question's ``timeouts`` like any model call's."""
         now = self.store.embedding_calls().get("embedding_calls")
         if not now:
             return {}
-        return {"embedding_calls": {k: round(v - before.get(k, 0), 6) if isinstance(v, float) else v - before.get(k, 0)
-                                    for k, v in now.items()}}
+        calls = {k: round(v - before.get(k, 0), 6) if isinstance(v, float) else v - before.get(k, 0)
+                 for k, v in now.items()}
+        if calls["timed_out_attempts"]:
+            tally.count("timeouts", calls["timed_out_attempts"])
+        return {"embedding_calls": calls}
 
     def answer(self, question: Question) -> MethodAnswer:
         tally = CallTally()
@@ -93,11 +97,12 @@ class M3Agent(Method):
                                    self.rounds)
         except (QuestionFailed, EmbeddingError) as exc:  # a controller or query-embedding call that failed
             tally.errors.append(f"m3_agent: {exc}")
-            return MethodAnswer(None, None, False, tally, {"rounds": len(rounds), **self._embedding_calls(before)})
+            return MethodAnswer(None, None, False, tally,
+                                {"rounds": len(rounds), **self._embedding_calls(before, tally)})
         parsed = parse_answer(trace.response, question.options) if trace.response is not None else None
         record: dict[str, Any] = {"rounds": trace.rounds, "response": trace.response,
                                   "held_clips": trace.held_clips, "retriever": self.store.retriever,
                                   "seeds": [self._seed(question, r + 1) for r in rounds],
-                                  **self._embedding_calls(before)}
+                                  **self._embedding_calls(before, tally)}
         letter = parsed.letter if parsed is not None else None
         return MethodAnswer(letter, trace.response, letter is not None, tally, record)

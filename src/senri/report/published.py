@@ -115,9 +115,9 @@ def table2_beside_paper(main: pl.DataFrame, keys: list[str], names: Mapping[str,
                 rows.append({"approach": row["approach"], "method": record["method"],
                              "model": record["inference_model"], "memory": "", "source": PUBLISHED_TABLE2, "n": None,
                              **{k: float(record[k]) for k in keys}})
-    notes = [f"Rows marked “{PUBLISHED_TABLE2}” are the SENRI paper's Table 2 ({SENRI_BENCH_QUESTIONS} questions of "
-             f"SENRI-Bench), not runs of this run set; a run's rows are found by the paper_name of its method and "
-             f"model configs."]
+    notes = [f"Rows marked “{PUBLISHED_TABLE2}” are the SENRI paper's Table 2 ({SENRI_BENCH_QUESTIONS} questions "
+             f"of SENRI-Bench), not runs of this run set; a run's rows are found by the paper_name of its method "
+             f"and model configs."]
     if unmatched:
         notes.append("No published row for " + ", ".join(unmatched) + " (neither its method nor its model config "
                      "names a row of the paper's table: paper_name).")
