@@ -276,7 +276,9 @@ def attach_tool_models(cfg: dict[str, Any], config_dir: Path) -> None:
 def attach_memory_system_models(cfg: dict[str, Any], config_dir: Path) -> None:
     """Resolve each memory system's builder ``models`` (role → model config name or null) into
     ``model_configs`` beside them: a change to a summariser's config rebuilds the stores that used it, and
-    the store's recorded config names every model that stood in for the paper's."""
+    the store's recorded config names every model that stood in for the paper's. A ``text_embedder`` that names
+    a model config (M3-Agent's ``text_embedding_3_large``; not an in-process encoder such as ``minilm``) is
+    resolved the same way, into ``text_embedder_config``."""
     for name, spec in cfg.get("memory_system", {}).items():
         if isinstance(spec, dict) and isinstance(spec.get("models"), dict):
             spec["model_configs"] = role_model_configs(cfg, spec["models"], f"config.memory_system.{name}.models",
@@ -302,6 +304,10 @@ def attach_analysis_models(cfg: dict[str, Any], config_dir: Path) -> None:
                                                           "config.analysis.richness.evaluator")
 
 
+#: A method or model config's name in a paper's published table (:func:`attach_published_names`).
+PAPER_NAME = "paper_name"
+
+
 def attach_published_names(cfg: dict[str, Any]) -> None:
     """With ``report.published`` (a paper's table the report prints beside the runs: ``paper_table2``), the
     paper's names of every planned run into ``report.published_names`` (``"method/model"`` → ``{"method",
@@ -313,13 +319,11 @@ def attach_published_names(cfg: dict[str, Any]) -> None:
     if not isinstance(report, dict) or not report.get("published"):
         return
     report["published_names"] = {
-        f"{method}/{model}": {"method": cfg["method"][method].get("paper_name"),
-                              "model": (cfg["model"].get(model) or {}).get("paper_name")}
+        f"{method}/{model}": {"method": cfg["method"][method].get(PAPER_NAME),
+                              "model": (cfg["model"].get(model) or {}).get(PAPER_NAME)}
         for method, model in run_pairs(cfg)}
 
 
-#: A method or model config's name in a paper's published table (:func:`attach_published_names`).
-PAPER_NAME = "paper_name"
 #: The memory system of every memory method unless the config selects others (``memory_system: [captions]``).
 CAPTIONS = "captions"
 #: What ``config/memory_system/captions.yaml`` holds, for configs composed without the group (hand-made ones).
