@@ -460,3 +460,7 @@ def test_table2_omni_on_the_demo_through_the_dag(tmp_path, prepared_demo):
     assert [r["query"] for r in trace["rounds"]] == ["red door corridor", None] and trace["held_clips"]
     main = pl.read_parquet(tmp_path / "results/report/tables/main.parquet")
     assert ("m3_agent", "agent") in set(_rows(main, "method", "model"))
+    # the experiment names SENRI Table 2 (report.published): M3-Agent's published row follows ours
+    beside = pl.read_parquet(tmp_path / "results/report/tables/main_beside_paper.parquet")
+    assert beside.select("method", "model").rows() == [("m3_agent", "agent"), ("M3-Agent", "Qwen3-32B∗")]
+    assert beside["total"][1] == 33.6 and "◊" in beside["source"][0]

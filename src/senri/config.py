@@ -81,6 +81,7 @@ def compose(overrides: str | Iterable[str] | None = None, config_dir: Path = CON
     attach_tool_models(cfg, Path(config_dir))
     attach_memory_system_models(cfg, Path(config_dir))
     attach_analysis_models(cfg, Path(config_dir))
+    attach_published_names(cfg)
     validate(cfg)
     attach_prompt_identities(cfg)
     return cfg
@@ -276,11 +277,20 @@ def attach_tool_models(cfg: dict[str, Any], config_dir: Path) -> None:
 def attach_memory_system_models(cfg: dict[str, Any], config_dir: Path) -> None:
     """Resolve each memory system's builder ``models`` (role → model config name or null) into
     ``model_configs`` beside them: a change to a summariser's config rebuilds the stores that used it, and
-    the store's recorded config names every model that stood in for the paper's."""
+    the store's recorded config names every model that stood in for the paper's. A ``text_embedder`` that names
+    a model config (M3-Agent's ``text_embedding_3_large``; not an in-process encoder such as ``minilm``) is
+    resolved the same way, into ``text_embedder_config``."""
     for name, spec in cfg.get("memory_system", {}).items():
         if isinstance(spec, dict) and isinstance(spec.get("models"), dict):
             spec["model_configs"] = role_model_configs(cfg, spec["models"], f"config.memory_system.{name}.models",
                                                        config_dir)
+        embedder = spec.get("text_embedder") if isinstance(spec, dict) else None
+        if isinstance(embedder, str) and ":" not in embedder and (
+                embedder in cfg.get("model", {}) or (config_dir / "model" / f"{embedder}.yaml").is_file()):
+            # a text embedder named by model config (text_embedding_3_large), not an in-process encoder (minilm):
+            # its config joins the system's slice, so a change to it rebuilds the stores it embedded
+            spec["text_embedder_config"] = {"name": embedder, "config": named_model_config(
+                cfg, embedder, config_dir, f"config.memory_system.{name}.text_embedder")}
 
 
 def attach_analysis_models(cfg: dict[str, Any], config_dir: Path) -> None:
@@ -293,6 +303,26 @@ def attach_analysis_models(cfg: dict[str, Any], config_dir: Path) -> None:
     if isinstance(richness, dict) and richness.get("evaluator"):
         richness["evaluator_config"] = named_model_config(cfg, str(richness["evaluator"]), config_dir,
                                                           "config.analysis.richness.evaluator")
+
+
+#: A method or model config's name in a paper's published table (:func:`attach_published_names`).
+PAPER_NAME = "paper_name"
+
+
+def attach_published_names(cfg: dict[str, Any]) -> None:
+    """With ``report.published`` (a paper's table the report prints beside the runs: ``paper_table2``), the
+    paper's names of every planned run into ``report.published_names`` (``"method/model"`` → ``{"method",
+    "model"}``): the method config's ``paper_name`` (the table's Method column: ``M3-Agent``) and the model
+    config's (its Inference Model column; a direct-perception row's Method). The names live in the configs, so
+    the match is derived, never a second list; they are left out of the answer stage's slice and reach the report
+    through its own, so naming a row reruns the report and no answer."""
+    report = cfg.get("report")
+    if not isinstance(report, dict) or not report.get("published"):
+        return
+    report["published_names"] = {
+        f"{method}/{model}": {"method": cfg["method"][method].get(PAPER_NAME),
+                              "model": (cfg["model"].get(model) or {}).get(PAPER_NAME)}
+        for method, model in run_pairs(cfg)}
 
 
 #: What ``config/memory_system/captions.yaml`` holds, for configs composed without the group (hand-made ones).
@@ -602,8 +632,10 @@ def stage_slice(cfg: Mapping[str, Any], stage: str, method: str | None = None, m
             "seed": cfg["seed"],
             # the pin (``models``) says which models run the method, not how one of them does: a pin added or
             # widened never reruns the runs it keeps
-            "method": {"name": method, **{k: v for k, v in cfg["method"][method].items() if k != "models"}},
-            "model": {"name": model, **cfg["model"].get(model, {})},
+            # nor does the paper's name for a run (``paper_name``: which published row the report prints beside it)
+            "method": {"name": method, **{k: v for k, v in cfg["method"][method].items()
+                                          if k not in ("models", PAPER_NAME)}},
+            "model": {"name": model, **{k: v for k, v in cfg["model"].get(model, {}).items() if k != PAPER_NAME}},
         }
         if cfg["method"][method].get("uses_memory"):
             slice_["memory"] = stage_slice(cfg, "memory", captioner=run_captioner(cfg, method))

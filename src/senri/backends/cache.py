@@ -51,14 +51,23 @@ class ResponseCache:
         )
 
     def get(self, key: str) -> ChatResponse | None:
-        with self._lock:
-            row = self._db.execute("SELECT response FROM responses WHERE key = ?", (key,)).fetchone()
-        return None if row is None else ChatResponse.from_json(row[0])
+        raw = self.get_raw(key)
+        return None if raw is None else ChatResponse.from_json(raw)
 
     def put(self, key: str, response: ChatResponse, purpose: str = "") -> None:
+        self.put_raw(key, response.to_json(), purpose)
+
+    def get_raw(self, key: str) -> str | None:
+        """A stored text that is not a chat response (a text embedder's vector as JSON:
+        :mod:`senri.backends.embeddings`), kept in the same file as the job's chat calls."""
+        with self._lock:
+            row = self._db.execute("SELECT response FROM responses WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def put_raw(self, key: str, text: str, purpose: str = "") -> None:
         with self._lock:
             self._db.execute("INSERT OR REPLACE INTO responses (key, purpose, response) VALUES (?, ?, ?)",
-                             (key, purpose, response.to_json()))
+                             (key, purpose, text))
 
     def __len__(self) -> int:
         with self._lock:

@@ -138,6 +138,14 @@ def server_params(config: Mapping[str, Any], model_path: Path, port: int | None 
     params.verbosity = int(config.get("verbosity", 0))
     if config.get("mmproj"):
         params.mmproj.path = str(Path(config["mmproj"]).expanduser())
+    if config.get("embeddings"):  # llama-server --embeddings [--pooling P]: /v1/embeddings (an embedding model)
+        params.embedding = True
+        pooling = config.get("pooling")
+        if pooling:
+            members = {m.rsplit("_", 1)[-1].lower(): m for m in xllamacpp.llama_pooling_type.__members__}
+            if str(pooling).lower() not in members:
+                raise BackendError(f"model config pooling: {pooling!r} is not one of {', '.join(sorted(members))}")
+            params.pooling_type = xllamacpp.llama_pooling_type.__members__[members[str(pooling).lower()]]
     if port is not None:
         params.hostnames = [str(config.get("host", "127.0.0.1"))]
         params.port = port

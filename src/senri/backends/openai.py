@@ -26,6 +26,7 @@ import math
 import os
 import random
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import httpx
@@ -95,6 +96,43 @@ def endpoint_settings(client: Any, config: Mapping[str, Any], what: str) -> None
         raise BackendError(f"model config: api_key_env names {key_env!r}, which is not set in the environment")
     register_secret(client._api_key)
     client._rng = random.Random(0)
+
+
+@dataclass
+class Retried:
+    """What :func:`post_with_retries` ended with: the 200 response (None when every attempt failed or a status
+    retrying does not fix came back), the last failure's text, the attempts made and how many of them timed out."""
+
+    response: httpx.Response | None
+    error: str
+    attempts: int
+    timed_out: int
+
+
+def post_with_retries(client: Any, post: Callable[[], httpx.Response]) -> Retried:
+    """``post()`` (one synchronous request) retried as the chat backend retries, with ``client``'s settings
+    (:func:`endpoint_settings`): timeouts, refused or dropped connections and 429/5xx again after full-jitter
+    backoff (a ``Retry-After`` obeyed up to the cap), up to ``max_retries`` times; any other status stops at once.
+    The clients of the other endpoints (transcription, embeddings) read the 200 body themselves."""
+    last_error, timed_out, attempt = "no attempt made", 0, 0
+    for attempt in range(client.max_retries + 1):
+        delay: float | None
+        try:
+            response = post()
+        except RETRY_EXCEPTIONS as exc:
+            timed_out += isinstance(exc, httpx.TimeoutException)
+            last_error = f"{type(exc).__name__}: {exc}"
+            delay = backoff_delay(attempt, client.backoff_base_s, client.backoff_cap_s, client._rng)
+        else:
+            if response.status_code == 200:
+                return Retried(response, "", attempt + 1, timed_out)
+            last_error, delay = status_failure(response, attempt, client.backoff_base_s, client.backoff_cap_s,
+                                               client._rng)
+            if delay is None:
+                break
+        if attempt < client.max_retries:
+            time.sleep(delay)
+    return Retried(None, scrub(last_error), attempt + 1, timed_out)
 
 
 class OpenAIBackend(Backend):

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 import httpx
 
 from senri.backends.base import BackendError
-from senri.backends.openai import RETRY_EXCEPTIONS, backoff_delay, endpoint_settings, status_failure
+from senri.backends.openai import endpoint_settings, post_with_retries
 from senri.secrets import scrub
 
 from senri.media import SAMPLE_RATE, wav_bytes  # noqa: F401  (A-T4: 16 kHz mono 16-bit PCM, what Whisper reads)
@@ -74,31 +74,16 @@ class Transcriber:
             data["prompt"] = prompt
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         started = time.perf_counter()
-        last_error = "no attempt made"
-        attempt = 0
-        for attempt in range(self.max_retries + 1):
-            delay: float | None = None
-            try:
-                response = self._client.post(f"{self.base_url}/audio/transcriptions", data=data, headers=headers,
-                                             files={"file": ("audio.wav", wav, "audio/wav")})
-            except RETRY_EXCEPTIONS as exc:
-                last_error = f"{type(exc).__name__}: {exc}"
-                delay = backoff_delay(attempt, self.backoff_base_s, self.backoff_cap_s, self._rng)
-            else:
-                if response.status_code == 200:
-                    try:
-                        result = parse_verbose_json(response.json())
-                    except ValueError:
-                        last_error = f"HTTP 200 with a body that is not JSON: {scrub(response.text)[:200]!r}"
-                    else:
-                        result.latency_s, result.attempts = time.perf_counter() - started, attempt + 1
-                        result.error = scrub(result.error)
-                        return result
-                    break
-                last_error, delay = status_failure(response, attempt, self.backoff_base_s, self.backoff_cap_s,
-                                                   self._rng)
-                if delay is None:
-                    break
-            if attempt < self.max_retries and delay is not None:
-                time.sleep(delay)
-        return Transcript(error=scrub(last_error), latency_s=time.perf_counter() - started, attempts=attempt + 1)
+        done = post_with_retries(self, lambda: self._client.post(
+            f"{self.base_url}/audio/transcriptions", data=data, headers=headers,
+            files={"file": ("audio.wav", wav, "audio/wav")}))
+        if done.response is None:
+            return Transcript(error=done.error, latency_s=time.perf_counter() - started, attempts=done.attempts)
+        try:
+            result = parse_verbose_json(done.response.json())
+        except ValueError:
+            return Transcript(error=f"HTTP 200 with a body that is not JSON: {scrub(done.response.text)[:200]!r}",
+                              latency_s=time.perf_counter() - started, attempts=done.attempts)
+        result.latency_s, result.attempts = time.perf_counter() - started, done.attempts
+        result.error = scrub(result.error)
+        return result

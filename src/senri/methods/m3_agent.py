@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 from senri.answers import parse_answer, question_block
 from senri.backends.base import ChatRequest, Message
+from senri.backends.embeddings import EmbeddingError
 from senri.memory.m3_agent.control import ControlPrompts, run_controller
 from senri.methods.base import CallTally, Method, MethodAnswer, RunContext
 from senri.records import Question
@@ -44,6 +45,7 @@ class M3Agent(Method):
                              f"got {context.memory_system!r}")
         self.store = store_class("m3_agent").open(context.memory_store, dict(context.memory_system_config or {}),
                                                   context.video)
+        self.store.response_cache = context.response_cache  # query vectors kept beside the controller's calls
         text = self.prompts()
         self.control_prompts = ControlPrompts(system=text["system"].text, instruction=text["instruction"].text,
                                               last_round=text["last_round"].text, empty_note=text["empty_note"].text)
@@ -53,6 +55,18 @@ class M3Agent(Method):
         key = f"{self.context.seed}:{question.qid}:{round_index}".encode()
         return int.from_bytes(hashlib.sha256(key).digest()[:4], "big")
 
+    def _embedding_calls(self, before: dict[str, Any], tally: CallTally) -> dict[str, Any]:
+        """This question's query-embedding calls (an API text embedder's counts since ``before``), for its trace;
+        their timed-out attempts are booked in the question's ``timeouts`` like any model call's."""
+        now = self.store.embedding_calls().get("embedding_calls")
+        if not now:
+            return {}
+        calls = {k: round(v - before.get(k, 0), 6) if isinstance(v, float) else v - before.get(k, 0)
+                 for k, v in now.items()}
+        if calls["timed_out_attempts"]:
+            tally.count("timeouts", calls["timed_out_attempts"])
+        return {"embedding_calls": calls}
+
     def answer(self, question: Question) -> MethodAnswer:
         tally = CallTally()
         tally.book_store(self.store.question_counts())
@@ -61,6 +75,7 @@ class M3Agent(Method):
             return MethodAnswer(None, None, False, tally, {"lost": self.store.lost})
         sampling = self.sampling()
         rounds: list[int] = []
+        before = dict(self.store.embedding_calls().get("embedding_calls") or {})
 
         def generate(conversation: list[dict[str, str]]) -> str:
             rounds.append(len(rounds))
@@ -80,12 +95,14 @@ class M3Agent(Method):
         try:
             trace = run_controller(text, generate, self.store.fresh_graph, self.store.embed, self.control_prompts,
                                    self.rounds)
-        except QuestionFailed as exc:
+        except (QuestionFailed, EmbeddingError) as exc:  # a controller or query-embedding call that failed
             tally.errors.append(f"m3_agent: {exc}")
-            return MethodAnswer(None, None, False, tally, {"rounds": len(rounds)})
+            return MethodAnswer(None, None, False, tally,
+                                {"rounds": len(rounds), **self._embedding_calls(before, tally)})
         parsed = parse_answer(trace.response, question.options) if trace.response is not None else None
         record: dict[str, Any] = {"rounds": trace.rounds, "response": trace.response,
                                   "held_clips": trace.held_clips, "retriever": self.store.retriever,
-                                  "seeds": [self._seed(question, r + 1) for r in rounds]}
+                                  "seeds": [self._seed(question, r + 1) for r in rounds],
+                                  **self._embedding_calls(before, tally)}
         letter = parsed.letter if parsed is not None else None
         return MethodAnswer(letter, trace.response, letter is not None, tally, record)

@@ -31,7 +31,8 @@ from senri.paths import sidecar_path
 from senri.records import IngestQuirk, to_frame
 from senri.report.benchmark import benchmark_html, benchmark_tables, write_benchmark_tables
 from senri.report.coverage import coverage_html, mark_subset
-from senri.report.published import with_a8_rows
+from senri.report.published import (PUBLISHED_TABLES, table2_beside_paper, table2_source_label,
+                                    with_a8_rows)
 from senri.report.browser import build_browser, discordant_html, run_labels
 from senri.report.model_grid import model_grid_display, model_grid_markdown, model_grid_table
 from senri.report.render import figure_html, page, table_html
@@ -72,6 +73,23 @@ def run_metadata(prediction_paths: Sequence[str | Path]) -> pl.DataFrame:
               "frames": pl.Int64, "prompts": pl.String, "prompt_family": pl.String, "deviations": pl.String,
               "max_llm_calls": pl.Int64}
     return pl.DataFrame(list(rows.values()), schema=schema)
+
+
+def published_beside_main(main: pl.DataFrame, layout: Any, benchmark: str, config: Mapping[str, Any],
+                          questions: int, cover: Any) -> tuple[pl.DataFrame | None, list[str]]:
+    """``report.published`` (``paper_table2``): the main table with each run's published rows after it
+    (:func:`senri.report.published.table2_beside_paper`), ours marked ◊ when not SENRI-Bench's full set; None
+    without the setting. A run set of another benchmark gets no Table 2 rows, and a sentence saying so."""
+    name = config.get("published")
+    if not name:
+        return None, []
+    if benchmark != "senri":
+        return None, [f"report.published: {name} holds SENRI-Bench numbers; this run set is {benchmark}: not shown."]
+    label, notes = table2_source_label(questions, bool(cover.partial), cover.line())
+    keys = [c.key for c in layout.columns]
+    table, beside = table2_beside_paper(main, keys, config.get("published_names") or {}, label,
+                                        PUBLISHED_TABLES[name])
+    return table, beside + notes
 
 
 def _write_table(df: pl.DataFrame, out_dir: Path, name: str, markdown: str) -> None:
@@ -348,6 +366,14 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
                  + "".join(f"\n‡ {sentence}\n" for sentence in no_retrieval_sentences(no_retrieval))
                  + "".join(f"\n§ {sentence}\n" for sentence in restated_sentences(restated))
                  + "".join(f"\n¶ {sentence}\n" for sentence in deviation_sentences(deviating)))
+    beside_paper, beside_notes = published_beside_main(report.main, layout, benchmark.name, config, questions.height,
+                                                       cover)
+    if beside_paper is None:
+        report.skipped.extend(beside_notes)  # a published table named for a run set of another benchmark
+    else:
+        _write_table(beside_paper, tables_dir, "main_beside_paper",
+                     _markdown_grouped(beside_paper, "approach", decimals, {**headers, "source": "Source"})
+                     + "".join(f"\n{sentence}\n" for sentence in beside_notes))
     _write_table(report.pairs, tables_dir, "pairs", to_markdown(flagged_pairs, headers, decimals))
     _write_table(report.ablations, tables_dir, "ablations", to_markdown(flagged_ablations, headers, decimals))
     _write_table(report.no_visual, tables_dir, "no_visual_input", to_markdown(flagged_no_visual, headers, decimals))
@@ -408,6 +434,10 @@ def build_report(prediction_paths: Sequence[str | Path], questions: pl.DataFrame
          + "".join(f'<p class="note restated">§ {html.escape(s)}</p>' for s in restated_sentences(restated))
          + "".join(f'<p class="note deviation">¶ {html.escape(s)}</p>' for s in deviation_sentences(deviating))
          + chance_html(report.chance, decimals)),
+        *([("Main results beside the paper's Table 2", table_html(beside_paper.with_columns(
+            pl.col("approach").replace(APPROACH_LABELS)), {**headers, "source": "Source"}, group_by="approach",
+            decimals=decimals) + "".join(f'<p class="note">{html.escape(s)}</p>' for s in beside_notes))]
+          if beside_paper is not None else []),
         ("Run health", run_health_html(run_health, decimals)
          + "<h3>Memory stores</h3>" + (table_html(stores, STORE_HEALTH_LABELS, decimals=decimals) if stores.height
                                        else '<p class="note">No run of this run set read a memory store.</p>')

@@ -13,8 +13,12 @@ Roles (``memory_system.m3_agent.models`` / settings), each recorded in the store
   insightface buffalo_l has no offline weights here, so null by default (no face nodes, recorded);
 * ``voice_embedder`` — ``"module:function"`` (a segment's WAV → a vector): the release's ERes2NetV2; null: no
   voice nodes (recorded);
-* ``text_embedder`` — a senri text encoder (``minilm``, the packaged all-MiniLM-L6-v2: a stand-in for the release's
-  text-embedding-3-large, whose 0.5/0.85 thresholds were tuned on another scale; or ``"module:Class"``).
+* ``text_embedder`` — the release's text-embedding-3-large by default, a model config
+  (``config/model/text_embedding_3_large.yaml``) served over the OpenAI-compatible embeddings API
+  (:mod:`senri.backends.embeddings`; without its key the build stops naming ``api_key_env``); ``minilm``, the
+  packaged all-MiniLM-L6-v2, is the named in-process stand-in (its cosines are on another scale than the 0.5/0.85
+  thresholds were tuned on: U-10); or ``"module:Class"``. The build's embedding calls and cached vectors are
+  counted in ``config.yaml`` (``embedding_calls``).
 
 What the release does with bad input is followed by default and the fix is a named option; a video whose build
 the release would lose is written as a LOST store (its reason in ``config.yaml``), whose questions the method
@@ -87,6 +91,13 @@ def load_callable(target: str | None, what: str) -> Callable[..., Any] | None:
         raise ValueError(f"memory_system.m3_agent.{what}: {target!r} cannot be loaded ({exc})") from exc
 
 
+def embedding_calls(encoder: Any) -> dict[str, Any]:
+    """``{"embedding_calls": …}``: an API text embedder's call counts (:class:`~senri.backends.embeddings.
+    EmbeddingTally`); nothing for an in-process encoder."""
+    tally = getattr(encoder, "tally", None)
+    return {"embedding_calls": tally.as_dict()} if tally is not None else {}
+
+
 @dataclass
 class BuildLog:
     """What the build read and did, per clip and in total (the store's ``config.yaml`` keeps it)."""
@@ -120,7 +131,7 @@ class ClipBuilder:
         self.diarizer = open_backend(diarizer[1], request.response_cache) if diarizer else None
         self.face_model = load_callable(self.cfg.get("face_model"), "face_model")
         self.voice_embedder = load_callable(self.cfg.get("voice_embedder"), "voice_embedder")
-        self.encoder = open_text_encoder(self.cfg, "memory_system.m3_agent.text_embedder")
+        self.encoder = open_text_encoder(self.cfg, "memory_system.m3_agent.text_embedder", request.response_cache)
         self.prompts = prompt_set("m3_agent", self.cfg.get("prompts_dir"),
                                   from_release=self.cfg.get("prompts_from_release"))
         seed = int(request.seed)
@@ -292,6 +303,9 @@ class M3AgentStore(MemoryStore):
         self.lost: str | None = self.record.get("lost")
         self.graph = MemoryGraph.from_dict(data, random.Random(int(self.record.get("seed", 0))))
         self._encoder = None
+        #: The answer job's response cache, where an API text embedder keeps the query vectors (set by the
+        #: method that opens the store; None: not kept).
+        self.response_cache: Path | None = None
 
     @classmethod
     def build(cls, request: BuildRequest) -> None:
@@ -310,6 +324,7 @@ class M3AgentStore(MemoryStore):
                   "calls": builder.log.calls, "models": {r: m[0] for r, m in request.models.items()},
                   "face_model": builder.cfg.get("face_model"), "voice_embedder": builder.cfg.get("voice_embedder"),
                   "text_embedder": str(builder.cfg.get("text_embedder", "minilm")),
+                  "text_encoder": builder.encoder.name, **embedding_calls(builder.encoder),
                   "prompts": builder.prompts.identity(),
                   "policies": {name: policy(builder.cfg, name) for name in POLICIES}}
         path = out / CONFIG_FILE
@@ -330,8 +345,13 @@ class M3AgentStore(MemoryStore):
         if self._encoder is None:
             from senri.memory.worldmm.common import open_text_encoder
 
-            self._encoder = open_text_encoder(self.config, "memory_system.m3_agent.text_embedder")
+            self._encoder = open_text_encoder(self.config, "memory_system.m3_agent.text_embedder",
+                                              self.response_cache)
         return self._encoder.encode(list(texts)).tolist()
+
+    def embedding_calls(self) -> dict[str, Any]:
+        """The query embedder's calls so far (an API embedder's counts; empty for an in-process one)."""
+        return embedding_calls(self._encoder) if self._encoder is not None else {}
 
     def fresh_graph(self) -> MemoryGraph:
         """The graph as the release reloads it for every search (M-R1)."""

@@ -253,15 +253,44 @@ class MiniLMEncoder(TextEncoder):
         return np.asarray(self._embedder.encode(list(texts)), dtype=np.float32)
 
 
+class ApiTextEncoder(TextEncoder):
+    """A text embedder behind the OpenAI-compatible embeddings API (:class:`senri.backends.embeddings.
+    EmbeddingsClient`: text-embedding-3-large, the release's M3-Agent embedder), its vectors L2-normalised as
+    every encoder's are (OpenAI's already are; a server's pooling may not be). ``response_cache``: the job's
+    cache file, where each text's vector is kept; ``tally``: the client's call counts."""
+
+    def __init__(self, model_name: str, model_config: Mapping[str, Any],
+                 response_cache: str | Path | None = None) -> None:
+        from senri.backends.embeddings import EmbeddingsClient
+
+        self.client = EmbeddingsClient(model_config, response_cache)
+        self.name = f"api:{model_name}:{self.client.name}"
+
+    @property
+    def tally(self):
+        return self.client.tally
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        vectors = self.client.embed(list(texts))
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True) if vectors.size else np.ones((0, 1), np.float32)
+        return (vectors / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+
+
 TEXT_ENCODERS: dict[str, Callable[[], TextEncoder]] = {"minilm": MiniLMEncoder}
 
 
-def open_text_encoder(config: Mapping[str, Any], key: str = "memory_system.worldmm.text_embedder") -> TextEncoder:
-    """``text_embedder``: a name in :data:`TEXT_ENCODERS` (``minilm``, the default) or a ``"module:Class"``
-    target, an encoder of one's own without a registry line (the DAG tests' hashed words, which spare every store
-    and answer job loading torch and MiniLM); the store records the encoder's ``name``. ``key`` names the
-    setting in errors (MAGIC-Video reads its own ``text_embedder`` here too)."""
+def open_text_encoder(config: Mapping[str, Any], key: str = "memory_system.worldmm.text_embedder",
+                      response_cache: str | Path | None = None) -> TextEncoder:
+    """``text_embedder``: a name in :data:`TEXT_ENCODERS` (``minilm``, the in-process stand-in), a model config
+    name (``text_embedding_3_large``: the config composition resolves it into ``text_embedder_config`` beside it,
+    :func:`senri.config.attach_memory_system_models`; :class:`ApiTextEncoder`, its vectors kept in
+    ``response_cache``) or a ``"module:Class"`` target, an encoder of one's own without a registry line (the DAG
+    tests' hashed words, which spare every store and answer job loading torch and MiniLM); the store records the
+    encoder's ``name``. ``key`` names the setting in errors (MAGIC-Video and M3-Agent read theirs here too)."""
     name = str(config.get("text_embedder", "minilm"))
+    resolved = config.get("text_embedder_config")
+    if isinstance(resolved, Mapping) and resolved.get("name") == name:
+        return ApiTextEncoder(name, resolved["config"], response_cache)
     if ":" in name:
         from senri.registry import import_target
 
@@ -270,7 +299,8 @@ def open_text_encoder(config: Mapping[str, Any], key: str = "memory_system.world
         except (ImportError, AttributeError) as exc:
             raise ValueError(f"{key}: {name!r} cannot be loaded ({exc})") from exc
     if name not in TEXT_ENCODERS:
-        raise ValueError(f"{key}: {name!r} is not one of {sorted(TEXT_ENCODERS)} nor a 'module:Class' target")
+        raise ValueError(f"{key}: {name!r} is not one of {sorted(TEXT_ENCODERS)}, a model config (config/model/"
+                         f"<name>.yaml, resolved by the config into text_embedder_config) nor a 'module:Class' target")
     return TEXT_ENCODERS[name]()
 
 
