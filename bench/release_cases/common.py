@@ -85,3 +85,15 @@ def write_cases(system: str, release: dict, kinds: dict[str, list[dict]]) -> Pat
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     json.loads(path.read_text(encoding="utf-8"))
     return path
+
+
+def kept_kinds(system: str, regenerated: dict[str, list[dict]], order: list[str]) -> dict[str, list[dict]]:
+    """The kinds to write when only some are regenerated (``--kinds``): the regenerated ones, and every other
+    kind of ``order`` as the existing case file holds it (Hypothesis' derandomized draws are not guaranteed the
+    same across machines and versions, so a kind nobody asked to regenerate is not redrawn)."""
+    path = GENERATED / system / "cases.json"
+    existing = json.loads(path.read_text(encoding="utf-8"))["kinds"] if path.is_file() else {}
+    missing = [k for k in order if k not in regenerated and k not in existing]
+    if missing:
+        raise SystemExit(f"{path}: kinds {missing} are neither regenerated nor stored; regenerate them (--kinds)")
+    return {k: regenerated[k] if k in regenerated else existing[k] for k in order}
