@@ -97,3 +97,23 @@ def kept_kinds(system: str, regenerated: dict[str, list[dict]], order: list[str]
     if missing:
         raise SystemExit(f"{path}: kinds {missing} are neither regenerated nor stored; regenerate them (--kinds)")
     return {k: regenerated[k] if k in regenerated else existing[k] for k in order}
+
+
+def release_functions(path: Path, names: list[str], scope: dict[str, Any], owner: str | None = None) -> dict:
+    """The release's functions ``names`` (methods of class ``owner`` when given), compiled from their source text
+    in the checkout file ``path`` with ``scope`` as their globals: for a module whose imports (clients, model
+    loaders) the functions do not use. Nothing is changed in the text; a name not found raises."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    body = tree.body
+    if owner is not None:
+        body = next(node.body for node in tree.body if isinstance(node, ast.ClassDef) and node.name == owner)
+    found = {node.name: node for node in body if isinstance(node, ast.FunctionDef) and node.name in names}
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise SystemExit(f"{path}: {missing} not found" + (f" in class {owner}" if owner else ""))
+    module = ast.Module(body=[found[n] for n in names], type_ignores=[])
+    namespace = dict(scope)
+    exec(compile(module, str(path), "exec"), namespace)  # noqa: S102 - the release's own source, from its checkout
+    return {n: namespace[n] for n in names}
