@@ -6,10 +6,12 @@ each window's members and its start/end labels compared. The suite reads a deter
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from release_generated import book, generated_cases, sample
 from senri.memory.store import MemoryItem
+from senri.memory.worldmm.index import GranularityIndex, ZeroWeightEntity
 from senri.memory.worldmm.common import hhmmssff, item_id, window_batches
 from senri.methods.worldmm import parse_decision
 
@@ -113,7 +115,66 @@ def test_the_controller_s_reply_is_read_as_the_release_s_parser_and_loop_read_it
         book(SYSTEM, "reasoning_reply", "deviation:search_query_as_text")
 
 
+def _level_search(inp: dict, **config):
+    """senri's W-R1 level search (:meth:`GranularityIndex.search`) on the case's graph, passages, vectors and the
+    filter's kept facts: the :class:`LevelSearch`."""
+    passages = [MemoryItem(p, "episodic", p, 0.0, 10.0) for p in inp["passages"]]
+    facts = [tuple(fact) for fact, _ in inp["candidates"]]
+    index = GranularityIndex(passages=passages, passage_vectors=np.asarray(inp["passage_vectors"], dtype=float),
+                             facts=facts, fact_vectors=np.zeros((len(facts), 3)), entities=list(inp["entities"]),
+                             entity_passages=[set(p) for p in inp["entity_passages"]],
+                             edges=[(u, v, w) for u, v, w in inp["edges"]])
+    settings = {"link_top_k": inp["link_top_k"], "passage_node_weight": inp["passage_node_weight"],
+                "damping": inp["damping"], **config}
+    return index.search(np.asarray(inp["query_vector"], dtype=float), [(tuple(f), s) for f, s in inp["candidates"]],
+                        [tuple(f) for f in inp["kept"]], settings)
+
+
+def test_a_level_s_passages_are_scored_as_hipporag_scores_them(cases):
+    """W-R1 (HippoRAG's ``retrieve`` after its filter): every passage's score in the release's order (within
+    1e-6: prpack against senri's power iteration; tied passages in either order), or the release's raise: a
+    seed entity of weight 0 fails HippoRAG's assertion and senri raises :class:`ZeroWeightEntity` as well
+    (``zero_weight_entities: release``; the question is lost). Named deviation ``link_ties_by_entity_order``:
+    where entities tie at the ``link_top_k`` cut, HippoRAG keeps the ones its set of phrases yields first (an
+    order of string hashes, not of the inputs), senri the first entities of the graph; checked case by case
+    that the uncut weights tie there."""
+    for case in sample(cases["kinds"]["graph_search"]):
+        inp, out = case["input"], case["output"]
+        if "raised" in out:
+            assert out["raised"] == "AssertionError", case
+            with pytest.raises(ZeroWeightEntity):
+                _level_search(inp)
+            book(SYSTEM, "graph_search")
+            continue
+        found = _level_search(inp)
+        ours = [(int(item.item_id[1:]), score) for item, score in found.ranked]
+        theirs = dict(zip(out["value"]["ids"], out["value"]["scores"]))
+        same = len(ours) == len(theirs) and all(
+            (i == j or abs(theirs[i] - theirs[j]) <= 1e-9) and abs(score - ref) <= 1e-6 + 1e-5 * abs(ref)
+            for (i, score), j, ref in zip(ours, out["value"]["ids"], out["value"]["scores"]))
+        if same:
+            book(SYSTEM, "graph_search")
+            continue
+        uncut = _level_search(inp, link_top_k=len(inp["entities"]) + 1).reset[:len(inp["entities"])]
+        ranked = sorted(uncut[uncut > 0], reverse=True)
+        k = inp["link_top_k"]
+        assert found.path == "ppr" and len(ranked) > k and ranked[k - 1] == ranked[k], case
+        book(SYSTEM, "graph_search", "deviation:link_ties_by_entity_order")
+
+
+def test_zero_weight_entities_keep_seeds_the_other_entities(cases):
+    """``zero_weight_entities: keep`` (senri's option): where HippoRAG raises, the walk starts from the entities
+    with a weight (or the passages' dense weights) and every passage is scored."""
+    raised = [c for c in cases["kinds"]["graph_search"] if "raised" in c["output"]][:5]
+    assert raised
+    for case in raised:
+        found = _level_search(case["input"], zero_weight_entities="keep")
+        assert found.path == "ppr" and len(found.ranked) == len(case["input"]["passages"]), case
+    with pytest.raises(ValueError, match="zero_weight_entities"):
+        _level_search(raised[0]["input"], zero_weight_entities="skip")
+
+
 def test_every_generated_kind_is_read(cases):
-    assert set(cases["kinds"]) == {"multiscale_windows", "reasoning_reply"}
+    assert set(cases["kinds"]) == {"multiscale_windows", "reasoning_reply", "graph_search"}
     assert cases["meta"]["commit"] == "1e6901d104259251457fad3df864794f9639be5f"
     assert len(cases["kinds"]["multiscale_windows"]) >= 200

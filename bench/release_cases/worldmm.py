@@ -23,7 +23,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import SRC, examples, outcome, write_cases  # noqa: E402
+from common import SRC, examples, kept_kinds, outcome, release_functions, write_cases  # noqa: E402
 
 COMMIT = "1e6901d104259251457fad3df864794f9639be5f"
 RELEASE = {"release": "github wgcyeo/WorldMM", "commit": COMMIT}
@@ -128,18 +128,143 @@ def reasoning_reply(memory, n: int) -> list[dict]:
     return cases
 
 
+def hipporag(src: Path) -> dict:
+    """HippoRAG's ``graph_search_with_fact_entities``, ``get_top_k_weights``, ``dense_passage_retrieval`` and
+    ``run_ppr`` (``src/HippoRAG/src/hipporag/HippoRAG.py``) and the two helpers they call
+    (``utils/misc_utils.py``), compiled from the checkout's text: the module's other imports (LLM, OpenIE,
+    embedding store, DSPy filter) are not used by them."""
+    import logging
+
+    import igraph  # noqa: F401  (the release's PPR: igraph 1.0.0, prpack)
+    import numpy as np
+
+    root = src / "src" / "HippoRAG" / "src" / "hipporag"
+    from hashlib import md5
+    helpers = release_functions(root / "utils" / "misc_utils.py", ["min_max_normalize", "compute_mdhash_id"],
+                                {"np": np, "md5": md5})
+    from typing import Dict, List, Tuple
+    return release_functions(root / "HippoRAG.py", ["get_top_k_weights", "graph_search_with_fact_entities",
+                                                   "dense_passage_retrieval", "run_ppr"],
+                             {"np": np, "logger": logging.getLogger("hipporag"), "Dict": Dict, "List": List,
+                              "Tuple": Tuple, **helpers}, owner="HippoRAG") | helpers
+
+
+def graph_search_strategy():
+    """A level's graph as senri's ``GranularityIndex`` holds it and HippoRAG's igraph is built from it: entities
+    (lower-case names, one empty), passages (1-6) with 3-d vectors of small integers (ties, zero rows), the
+    entities each passage names, the ordered-pair edge table (fact pairs both ways, passage links, synonymy
+    weights, repeats); the facts shown to the filter (distinct facts of the level, so of its entities) with their
+    scores (ties, zeros) and the facts it kept (a fact twice); ``link_top_k``, ``passage_node_weight``, damping."""
+    from hypothesis import strategies as st
+
+    names = ["alice", "bob", "cup", "kitchen", "東京", "x"]
+    vec = st.lists(st.sampled_from([-1, 0, 0, 1, 1, 2]), min_size=3, max_size=3)
+
+    def build(n_ent, passages, links, extra, facts, kept_idx, settings, qv):
+        entities = names[:n_ent]
+        n_p = len(passages)
+        entity_passages = [sorted({p for p, e in links if e == k and p < n_p}) for k in range(n_ent)]
+        edges = [[n_ent + p, e, 1.0] for p, e in links if p < n_p and e < n_ent]
+        edges += [[u % n_ent, v % n_ent, w] for u, v, w in extra if n_ent]
+        # the candidates are distinct facts (HippoRAG's fact list holds each once)
+        # of the level's graph, so their entities are its entities
+        candidates = list({(names[s % n_ent], names[o % n_ent]): [[names[s % n_ent], "rel", names[o % n_ent]], score]
+                           for s, o, score in facts}.values())
+        kept = [candidates[k][0] for k in kept_idx if k < len(candidates)]
+        return {"entities": entities, "passages": [f"p{k}" for k in range(n_p)], "passage_vectors": passages,
+                "entity_passages": entity_passages, "edges": edges, "candidates": candidates, "kept": kept,
+                "query_vector": qv, **settings}
+
+    return st.builds(
+        build, st.integers(1, 6), st.lists(vec, min_size=1, max_size=6),
+        st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), max_size=10),
+        st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5), st.sampled_from([1.0, 2.0, 0.9, 0.95])),
+                 max_size=8),
+        st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5), st.sampled_from([1.0, 0.5, 0.0, 0.25, 0.5])),
+                 min_size=1, max_size=5),
+        st.lists(st.integers(0, 4), min_size=1, max_size=4),
+        st.fixed_dictionaries({"link_top_k": st.sampled_from([5, 5, 1, 2]),
+                               "passage_node_weight": st.sampled_from([0.05, 0.05, 1.0]),
+                               "damping": st.sampled_from([0.5, 0.5, 0.85])}), vec)
+
+
+class _Rows:
+    def __init__(self, rows):
+        self.rows = rows
+
+    def get_row(self, key):
+        return {"content": self.rows[key]}
+
+
+def graph_search(fns: dict, n: int) -> list[dict]:
+    """HippoRAG's ``retrieve`` after its filter: no fact kept → ``dense_passage_retrieval``, else
+    ``graph_search_with_fact_entities``, on a stand-in ``self`` holding the case's graph (igraph, vertices:
+    entities by their ``entity-`` md5 key, then passages), the entity → passages map, the passages' vectors and
+    the query's; the filter's kept facts with their candidate scores: every passage's index and score in the
+    release's order, or what it raised."""
+    import types
+
+    import igraph as ig
+    import numpy as np
+
+    cases = []
+    for inp in examples(graph_search_strategy(), n):
+        def run():
+            keys = [fns["compute_mdhash_id"](e, prefix="entity-") for e in inp["entities"]]
+            pkeys = [fns["compute_mdhash_id"](p, prefix="chunk-") for p in inp["passages"]]
+            graph = ig.Graph(n=len(keys) + len(pkeys), directed=False)
+            graph.vs["name"] = keys + pkeys
+            graph.add_edges([(u, v) for u, v, _ in inp["edges"]])
+            graph.es["weight"] = [w for _, _, w in inp["edges"]]
+            me = types.SimpleNamespace(
+                graph=graph, node_name_to_vertex_idx={k: i for i, k in enumerate(keys + pkeys)},
+                ent_node_to_chunk_ids={k: {pkeys[p] for p in ps} for k, ps in zip(keys, inp["entity_passages"])},
+                passage_node_keys=pkeys, passage_node_idxs=list(range(len(keys), len(keys) + len(pkeys))),
+                chunk_embedding_store=_Rows(dict(zip(pkeys, inp["passages"]))),
+                passage_embeddings=np.asarray(inp["passage_vectors"], dtype=float),
+                query_to_embedding={"passage": {"q": np.asarray(inp["query_vector"], dtype=float)}},
+                global_config=types.SimpleNamespace(damping=inp["damping"]))
+            for name in ("get_top_k_weights", "dense_passage_retrieval", "run_ppr"):
+                setattr(me, name, types.MethodType(fns[name], me))
+            facts = [tuple(f) for f, _ in inp["candidates"]]
+            kept = [tuple(f) for f in inp["kept"]]
+            if not kept:  # retrieve()'s branch: no fact after the filter → dense passage retrieval
+                ids, scores = me.dense_passage_retrieval("q")
+                return {"ids": [int(i) for i in ids], "scores": [float(s) for s in scores]}
+            ids, scores = fns["graph_search_with_fact_entities"](
+                me, "q", link_top_k=inp["link_top_k"], query_fact_scores=np.array([s for _, s in inp["candidates"]]),
+                top_k_facts=kept, top_k_fact_indices=[facts.index(f) for f in kept],
+                passage_node_weight=inp["passage_node_weight"])
+            return {"ids": [int(i) for i in ids], "scores": [float(s) for s in scores]}
+
+        cases.append({"input": inp, "output": outcome(run)})
+    return cases
+
+
 def _hhmmssff(centis: int) -> str:
     seconds, ff = divmod(centis, 100)
     return f"{seconds // 3600:02d}{seconds % 3600 // 60:02d}{seconds % 60:02d}{ff:02d}"
+
+
+KINDS = ["multiscale_windows", "reasoning_reply", "graph_search"]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--src", type=Path, default=SRC / "worldmm")
     parser.add_argument("--n", type=int, default=400)
+    parser.add_argument("--kinds", nargs="*", default=KINDS, help="the kinds to regenerate (the others are kept as "
+                                                                 "stored); default: all")
     args = parser.parse_args()
     gm, memory = load(args.src.resolve())
-    kinds = {"multiscale_windows": multiscale(gm, args.n), "reasoning_reply": reasoning_reply(memory, args.n)}
+    made = {}
+    if "multiscale_windows" in args.kinds:
+        made["multiscale_windows"] = multiscale(gm, args.n)
+    if "reasoning_reply" in args.kinds:
+        made["reasoning_reply"] = reasoning_reply(memory, args.n)
+    if "graph_search" in args.kinds:
+        made["graph_search"] = graph_search(hipporag(args.src.resolve()), args.n)
+    kinds = kept_kinds("worldmm", made, KINDS)
     path = write_cases("worldmm", RELEASE, kinds)
     print(path, {k: len(v) for k, v in kinds.items()})
 

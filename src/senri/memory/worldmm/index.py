@@ -32,6 +32,19 @@ SYNONYM_MIN_CHARS = 2
 _NOT_ALNUM = re.compile(r"[^A-Za-z0-9]")
 
 
+#: What a level search does where the entities to seed include one of weight 0 (``zero_weight_entities``):
+#: ``release`` raises :class:`ZeroWeightEntity` (HippoRAG's ``get_top_k_weights`` asserts every kept entity has
+#: a weight, so the release's search raises and its evaluation loses the question); ``keep``: the walk starts
+#: from the others (senri's option).
+ZERO_WEIGHT_ENTITIES = ("release", "keep")
+
+
+class ZeroWeightEntity(ValueError):
+    """A level search whose seed entities include one of weight 0 (every kept fact naming it scored 0, the
+    lowest candidate after min-max): HippoRAG's assertion fails, the release's search raises and WorldMM's
+    evaluation answers "Error" for the question (counted wrong)."""
+
+
 @dataclass(frozen=True)
 class LevelSearch:
     """One granularity's passages scored for a query, every passage best first, and how they were scored:
@@ -155,6 +168,16 @@ class GranularityIndex:
                 occurs[e] += 1
         phrase = np.divide(phrase, occurs, out=np.zeros_like(phrase), where=occurs > 0)
         link_top_k = int(config.get("link_top_k", 5))
+        rule = str(config.get("zero_weight_entities", "release"))
+        if rule not in ZERO_WEIGHT_ENTITIES:
+            raise ValueError(f"memory_system.worldmm.episodic.zero_weight_entities: {rule!r} is not one of "
+                             f"{list(ZERO_WEIGHT_ENTITIES)}")
+        # HippoRAG seeds the link_top_k best entities and asserts each has a weight: one of weight 0 is among
+        # them when fewer than that many entities have a positive weight
+        if rule == "release" and np.count_nonzero(phrase) < min(link_top_k, int(np.count_nonzero(occurs))):
+            zero = [self.entities[e] for e in np.flatnonzero((occurs > 0) & (phrase == 0))]
+            raise ZeroWeightEntity(f"entities {zero} of the kept facts have weight 0 (HippoRAG's assertion in "
+                                   f"get_top_k_weights: the release's search raises)")
         if np.count_nonzero(phrase) > link_top_k:
             keep = np.argsort(-phrase, kind="stable")[:link_top_k]
             mask = np.zeros_like(phrase, dtype=bool)
