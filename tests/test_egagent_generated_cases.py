@@ -16,7 +16,7 @@ from reference import release_cases
 from release_generated import book, generated_cases, sample
 from test_egagent_release_cases import _without_silent_cues, _without_speaker
 from senri.memory.egagent import graph as eg
-from senri.memory.egagent.common import t8_from_clock, tf, tf_value
+from senri.memory.egagent.common import clock, hms6, seconds_from_t8, t8_from_clock, tf, tf_value
 from senri.memory.egagent.frames import rank_frames, window_rows
 from senri.methods import egagent as m
 
@@ -325,9 +325,78 @@ def test_an_interval_gets_the_nearest_cue_s_last_line_as_the_release(cases):
             book(SYSTEM, "nearest_cue", "deviation:cues_in_time_order")
 
 
+def test_the_frame_window_step_searches_and_records_the_release_s_windows(cases):
+    """E-R1 through the release's ``search_and_analyze_frames`` (the writer's reply and the analyzer's relevance
+    scripted): the reply read by the release's class or refused (:data:`VALIDATORS`); no window, a window without
+    a time or a query loses the question (:func:`window_failure`: the release's ValueError / TypeError); every
+    other window searches its day and bounds with its queries (100 frames asked) and writes its entry
+    (:func:`window_entry`) in window order. Named deviation ``times_zero_padded`` (D7): a bound before 10:00 is
+    written zero-padded ("09:59:50") where the release's ``timeformatter`` reads the int's digits ("95:95:0")."""
+    for case in _kind(cases, "frame_window_step"):
+        inp, out = case["input"], case["output"]
+        reply = m.VALIDATORS["frame_windows"](inp["reply"])
+        if reply is None:
+            assert out.get("raised") == "ValidationError", case
+            book(SYSTEM, "frame_window_step")
+            continue
+        windows = reply["fs_params"]
+        if not windows or any(m.window_failure(w) for w in windows):
+            assert out.get("raised") in ("ValueError", "TypeError"), case
+            book(SYSTEM, "frame_window_step")
+            continue
+        value = out["value"]
+        assert [(r["selected_video"], r["start_t"], r["end_t"], r["queries"], r["topk"]) for r in value["retrievals"]] \
+            == [(f"day{w['day']}", w["start_t"], w["end_t"], w["text_queries"], 100) for w in windows], case
+        relevance = inp["relevance"][:len(windows)]
+        ours = "Frame_Search: " + "".join(m.window_entry(w["start_t"], w["end_t"], w["day"], r)
+                                          for w, r in zip(windows, relevance)) + "\n"
+        if ours == value["memory"]:
+            book(SYSTEM, "frame_window_step")
+            continue
+        # D7: each bound as the release renders it (the int's digits), the rest of the entry senri's
+        theirs = "Frame_Search: " + "".join(
+            f"Between {tf_value(str(w['start_t']))[:-1]} and {tf_value(str(w['end_t']))[:-1]} on Day {w['day']} : "
+            f"{r} " for w, r in zip(windows, relevance)) + "\n"
+        assert theirs == value["memory"] and any(min(w["start_t"], w["end_t"]) < 100000 for w in windows), case
+        book(SYSTEM, "frame_window_step", "deviation:times_zero_padded")
+
+
+def test_the_day_ranges_the_writer_sees_are_the_release_s(cases):
+    """E-L2: ``day_search_dict`` of each day's first and last frame (HHMMSS) up to the query's day, the query day
+    ending at the query time (HHMMSS of its T8), and its str() as the writer sees it."""
+    for case in _kind(cases, "day_search_dict"):
+        inp, out = case["input"], case["output"]
+        assert "raised" not in out, case
+        days = {d: (min(frames) // 100, max(frames) // 100) for d, frames in enumerate(inp["days"], start=1)}
+        date, time = inp["query_time"]["date"], inp["query_time"]["time"]
+        shown = m.day_search_dict(days, int(date[3:]), hms6(int(time)))
+        assert shown == out["value"]["dict"] and str(shown) == out["value"]["as_given_to_writer"], case
+        book(SYSTEM, "day_search_dict")
+
+
+def test_the_answer_step_gives_the_answerer_the_release_s_context_and_reads_its_reply(cases):
+    """E12 through the release's ``generate_answer`` (reply scripted): the context "Plan:[…]\\n\\n Context
+    relevant to plan: …" (:func:`answer_context`), the query time (senri's :meth:`EGAgent.query_time` clock on
+    the case's day) and the reply accepted or refused as its class ``FinalAnswer`` does."""
+    for case in _kind(cases, "answer_step"):
+        inp, out = case["input"], case["output"]
+        reply = m.VALIDATORS["answer"](inp["reply"])
+        if reply is None:
+            assert out.get("raised") == "ValidationError", case
+            book(SYSTEM, "answer_step")
+            continue
+        value = out["value"]
+        assert reply == value["answer"], case
+        assert m.answer_context(inp["plan"], inp["memory"]) == value["context"], case
+        date, time = inp["query_time"]["date"], inp["query_time"]["time"]
+        assert f"Query Time: {clock(seconds_from_t8(int(time)))} on {date}" == value["query_time"], case
+        book(SYSTEM, "answer_step")
+
+
 def test_every_generated_kind_is_read(cases):
     tested = {"structured_reply", "timeformatter", "ts_to_int_centiseconds", "frame_ranking", "eg_sql_ladder",
-              "bm25_transcript_search", "srt_english_lines", "grader_routing", "nearest_cue"}
+              "bm25_transcript_search", "srt_english_lines", "grader_routing", "nearest_cue", "frame_window_step",
+              "day_search_dict", "answer_step"}
     assert set(cases["kinds"]) == tested
     assert cases["meta"]["commit"] == "9137bd8c7efcb06d8eabe2f2ce065c897005b57d"
     assert all(len(v) >= 50 for v in cases["kinds"].values()), {k: len(v) for k, v in cases["kinds"].items()}
