@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import types
 
 import numpy as np
 import pytest
@@ -20,6 +21,8 @@ from senri.memory.magic_video.graph import (GRANULARITIES, SEMANTIC, TARGET_TYPE
 from senri.memory.magic_video.release import release_captions, release_mentions, release_snapshots
 from senri.memory.magic_video.search import apply_quotas, parse_time_range
 from senri.memory.magic_video.store import MagicVideoStore
+from senri.memory.store import SearchContext
+from senri.methods.magic_video import MagicVideoWorkflow, SearchRound
 from senri.methods.magic_video import qa_frame_plan, release_frame_indices
 
 SYSTEM = "magic_video"
@@ -193,7 +196,46 @@ def test_the_ppr_search_ranks_the_release_s_nodes_with_its_scores(cases):
             book(SYSTEM, "ppr_retrieve", "deviation:text_weight_without_visual")
 
 
+def _levels(captions: dict, folder) -> dict:
+    """The case's caption levels as senri's import reads them (one release-layout JSON file per level)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    levels = {}
+    for level, entries in captions.items():
+        path = folder / f"video_{level}.json"
+        path.write_text(json.dumps(entries), encoding="utf-8")
+        levels[level] = release_captions(path)
+    return levels
+
+
+def test_a_time_range_query_retrieves_the_release_s_captions_as_its_text(cases, tmp_path):
+    """G-R6: the store's time bypass (the range as G13 read it: the ``time_reference_reply`` kind) returns the
+    overlapping 30-s and 3-min episodes with text, and the round history writes them as the release's
+    ``retrieve_by_time`` does ("[MM:SS - MM:SS] (level)\\ntext", 30-s then 3-min; "[No results]" for none).
+    Named deviation ``bypass_captions_by_time``: a span a level's file lists twice is one episode (listed once,
+    its first text), and a level's captions are listed in time order where the release keeps its file's order
+    — checked case by case: the same blocks once each."""
+    for n, case in enumerate(sample(cases["kinds"]["time_bypass"])):
+        inp, out = case["input"], case["output"]
+        assert "raised" not in out, case
+        graph = build_graph(_levels(inp["captions"], tmp_path / f"bypass{n}"), {}, [])
+        store = MagicVideoStore(graph, [], np.zeros((len(graph.nodes), 1)), {})
+        store.time_range = lambda query, context: tuple(inp["range"])  # G13's reading: its own kind
+        items = store.search("what happens then", 16, context=SearchContext())
+        workflow = types.SimpleNamespace(store=store, _bypass_episodes=MagicVideoWorkflow._bypass_episodes)
+        ours = MagicVideoWorkflow._round_retrieved(workflow, SearchRound(1, "q", True, items), {})
+        theirs = out["value"] or "[No results]"
+        if ours == theirs:
+            book(SYSTEM, "time_bypass")
+            continue
+        blocks = theirs.split("\n\n")
+        first = {}
+        for block in blocks:
+            first.setdefault(block.split("\n", 1)[0], block)
+        assert sorted(ours.split("\n\n")) == sorted(first.values()), case
+        book(SYSTEM, "time_bypass", "deviation:bypass_captions_by_time")
+
+
 def test_every_generated_kind_is_read(cases):
     assert set(cases["kinds"]) == {"extract_frames", "time_reference_reply", "qa_frame_budget", "graph_build",
-                                   "filter_by_time", "ppr_retrieve"}
+                                   "filter_by_time", "ppr_retrieve", "time_bypass"}
     assert cases["meta"]["commit"] == "0f2273f7f07360cc58588399553b5a6ea758b084"

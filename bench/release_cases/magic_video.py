@@ -30,7 +30,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import SRC, examples, kept_kinds, outcome, write_cases  # noqa: E402
+from common import SRC, examples, kept_kinds, outcome, release_functions, write_cases  # noqa: E402
 
 COMMIT = "0f2273f7f07360cc58588399553b5a6ea758b084"
 RELEASE = {"release": "github lijiazheng0917/MAGIC-video", "commit": COMMIT}
@@ -427,6 +427,50 @@ def ppr_retrieve(mods: dict, n: int) -> list[dict]:
     return cases
 
 
+def time_bypass_strategy():
+    """Captions of the 30-s, 3-min and 10-min levels (ints or floats, on and off the grid, zero-length, repeated
+    spans, blank and unicode text, in time order or not) and a time range (inside, touching, reversed, past the
+    end, NaN or infinite bounds, as the time extractor's reply may give them)."""
+    from hypothesis import strategies as st
+
+    def level(window: float):
+        entry = st.builds(lambda k, off, length, as_int, text: {
+            "start_sec": (int if as_int else float)(k * window + off),
+            "end_sec": (int if as_int else float)(k * window + off + length), "text": text},
+            st.integers(0, 40), st.sampled_from([0, 0, 0, 0.5, 12.25]), st.sampled_from([window, window, 0, 7.5]),
+            st.booleans(), st.sampled_from(["a walk", "cup on table", "", "  ", "東京 at night", "a walk"]))
+        return st.one_of(st.lists(entry, max_size=6).map(lambda es: sorted(es, key=lambda e: e["start_sec"])),
+                         st.lists(entry, max_size=4))
+
+    bound = st.one_of(st.integers(0, 1300).map(float), st.sampled_from([0.0, 30.0, 59.5, 600.0, 3599.0, 3600.0,
+                                                                         float("nan"), float("inf"), -5.0]))
+    return st.fixed_dictionaries({"captions": st.fixed_dictionaries(
+        {"30sec": level(30.0), "3min": level(180.0), "10min": level(600.0)}), "range": st.tuples(bound, bound)})
+
+
+def time_bypass(mods: dict, n: int, src: Path) -> list[dict]:
+    """``WorldMemory.retrieve_by_time(start, end)`` (G-R6: a query with a time range returns the overlapping
+    30-s and 3-min captions as text, no PPR) over captions loaded by ``EpisodicMemory._process_caption_data``
+    (compiled from ``episodic/memory.py``; ``CaptionEntry`` a plain record): the text the round retrieves."""
+    import types
+    from typing import Any, Dict, List
+
+    load_captions = release_functions(src / "src" / "worldmm" / "memory" / "episodic" / "memory.py",
+                                      ["_process_caption_data"], {"CaptionEntry": types.SimpleNamespace,
+                                                                  "List": List, "Dict": Dict, "Any": Any},
+                                      owner="EpisodicMemory")["_process_caption_data"]
+    retrieve = mods["memory"].WorldMemory.retrieve_by_time
+    cases = []
+    for inp in examples(time_bypass_strategy(), n):
+        episodic = types.SimpleNamespace(captions={}, caption_id_to_entry={}, text_to_entry={})
+        for level, entries in inp["captions"].items():
+            episodic.captions[level] = []
+            load_captions(episodic, entries, level)
+        me = types.SimpleNamespace(episodic_memory=episodic)
+        cases.append({"input": inp, "output": outcome(lambda: retrieve(me, *inp["range"]))})
+    return cases
+
+
 def _num(value) -> str:
     if isinstance(value, str):
         return value
@@ -439,7 +483,8 @@ def _num(value) -> str:
 #: Each kind: its generator, its share of ``--n`` and what else it is given (the empty video, a scratch folder).
 KINDS = {"extract_frames": (extract_frames, 1, "video"), "time_reference_reply": (time_reference_reply, 1, ""),
          "qa_frame_budget": (qa_frame_budget, 0.5, "video"), "graph_build": (graph_build, 1, "tmp"),
-         "filter_by_time": (filter_by_time, 1, ""), "ppr_retrieve": (ppr_retrieve, 1, "")}
+         "filter_by_time": (filter_by_time, 1, ""), "ppr_retrieve": (ppr_retrieve, 1, ""),
+         "time_bypass": (time_bypass, 1, "src")}
 
 
 def main() -> None:
@@ -456,7 +501,8 @@ def main() -> None:
         made = {}
         for kind in args.kinds:
             fn, share, extra = KINDS[kind]
-            made[kind] = fn(mods, int(args.n * share), *{"video": [video], "tmp": [Path(tmp) / kind], "": []}[extra])
+            made[kind] = fn(mods, int(args.n * share), *{"video": [video], "tmp": [Path(tmp) / kind], "src": [args.src.resolve()],
+                                                             "": []}[extra])
     kinds = kept_kinds("magic_video", made, list(KINDS))
     path = write_cases("magic_video", RELEASE, kinds)
     print(path, {k: len(v) for k, v in kinds.items()})
