@@ -11,7 +11,8 @@ import pytest
 
 from release_generated import book, generated_cases, sample
 from senri.memory.store import MemoryItem
-from senri.memory.worldmm.index import GranularityIndex, ZeroWeightEntity
+from senri.memory.retrieval import cosine_rows
+from senri.memory.worldmm.index import GranularityIndex, ZeroWeightEntity, semantic_ranking
 from senri.memory.worldmm.common import hhmmssff, item_id, window_batches
 from senri.methods.worldmm import parse_decision
 
@@ -174,7 +175,32 @@ def test_zero_weight_entities_keep_seeds_the_other_entities(cases):
         _level_search(raised[0]["input"], zero_weight_entities="skip")
 
 
+def test_the_semantic_search_ranks_the_release_s_triples(cases):
+    """W-R3 (the release's ``SemanticMemory.index`` + ``retrieve``): the same triples in the same order, a
+    pair of triples whose scores tie (within 1e-9: prpack against senri's power iteration) in either order.
+    Named deviation ``semantic_seed_ties``: where triples tie at the ``top_k``-th cosine, which of them seed the
+    walk is ``torch.topk``'s choice (not defined by the inputs), senri's the first in the snapshot; checked case by
+    case that the cosines tie there."""
+    for case in sample(cases["kinds"]["semantic_retrieval"]):
+        inp, out = case["input"], case["output"]
+        assert "raised" not in out, case
+        triples = [tuple(t) for t in inp["triples"]]
+        vectors = np.array([inp["vectors"][" ".join(t)] for t in triples], dtype=np.float32)
+        ranked = semantic_ranking(triples, vectors, np.array(inp["query_vector"], dtype=np.float32), inp["top_k"],
+                                  0.85, positions=True)
+        score = dict(ranked)
+        theirs = out["value"]["positions"]
+        if len(ranked) == len(theirs) and all(i == j or (j in score and abs(score[i] - score[j]) <= 1e-9)
+                                              for (i, _), j in zip(ranked, theirs)):
+            book(SYSTEM, "semantic_retrieval")
+            continue
+        sims = np.sort(cosine_rows(vectors, np.array(inp["query_vector"], dtype=np.float32)))[::-1]
+        k = inp["top_k"]
+        assert len(sims) > k and abs(sims[k - 1] - sims[k]) <= 1e-6, case
+        book(SYSTEM, "semantic_retrieval", "deviation:semantic_seed_ties")
+
+
 def test_every_generated_kind_is_read(cases):
-    assert set(cases["kinds"]) == {"multiscale_windows", "reasoning_reply", "graph_search"}
+    assert set(cases["kinds"]) == {"multiscale_windows", "reasoning_reply", "graph_search", "semantic_retrieval"}
     assert cases["meta"]["commit"] == "1e6901d104259251457fad3df864794f9639be5f"
     assert len(cases["kinds"]["multiscale_windows"]) >= 200

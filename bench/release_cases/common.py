@@ -100,7 +100,7 @@ def kept_kinds(system: str, regenerated: dict[str, list[dict]], order: list[str]
 
 
 def release_functions(path: Path, names: list[str], scope: dict[str, Any], owner: str | None = None) -> dict:
-    """The release's functions ``names`` (methods of class ``owner`` when given), compiled from their source text
+    """The release's functions (or classes) ``names`` (methods of class ``owner`` when given), compiled from their source text
     in the checkout file ``path`` with ``scope`` as their globals: for a module whose imports (clients, model
     loaders) the functions do not use. Nothing is changed in the text; a name not found raises."""
     import ast
@@ -109,7 +109,8 @@ def release_functions(path: Path, names: list[str], scope: dict[str, Any], owner
     body = tree.body
     if owner is not None:
         body = next(node.body for node in tree.body if isinstance(node, ast.ClassDef) and node.name == owner)
-    found = {node.name: node for node in body if isinstance(node, ast.FunctionDef) and node.name in names}
+    found = {node.name: node for node in body
+             if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in names}
     missing = [n for n in names if n not in found]
     if missing:
         raise SystemExit(f"{path}: {missing} not found" + (f" in class {owner}" if owner else ""))

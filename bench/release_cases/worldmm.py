@@ -241,12 +241,87 @@ def graph_search(fns: dict, n: int) -> list[dict]:
     return cases
 
 
+def semantic_memory(src: Path) -> dict:
+    """``SemanticMemory.index`` and ``.retrieve`` and the ``SemanticTripleEntry`` record
+    (``src/worldmm/memory/semantic/memory.py``), compiled from the checkout's text: the module's package import
+    (the embedding model) is not used by them."""
+    import logging
+    from dataclasses import dataclass
+    from typing import Any, Dict, List, Optional, Set, Tuple, Union
+
+    import igraph as ig
+    import torch
+    import torch.nn.functional as F
+
+    path = src / "src" / "worldmm" / "memory" / "semantic" / "memory.py"
+    scope = {"torch": torch, "F": F, "ig": ig, "logger": logging.getLogger("semantic"), "dataclass": dataclass,
+             "Dict": Dict, "List": List, "Any": Any, "Optional": Optional, "Set": Set, "Tuple": Tuple,
+             "Union": Union}
+    record = release_functions(path, ["SemanticTripleEntry"], scope)
+    scope["SemanticTripleEntry"] = record["SemanticTripleEntry"]
+    return release_functions(path, ["index", "retrieve", "retrieve_triples_as_str"], scope,
+                             owner="SemanticMemory") | record
+
+
+def semantic_strategy():
+    """A snapshot's triples (1-8; empty subjects or objects, a subject that is its object, repeated triples,
+    entities shared between triples), each text's 3-d vector of small integers (ties, zero rows), the query's
+    vector and ``top_k``."""
+    from hypothesis import strategies as st
+
+    names = ["I", "cup", "kitchen", "Anna", "", "東京"]
+    vec = st.lists(st.sampled_from([-1, 0, 0, 1, 1, 2]), min_size=3, max_size=3)
+    triple = st.tuples(st.sampled_from(names), st.sampled_from(["likes", "is in", "holds"]), st.sampled_from(names))
+    return st.builds(
+        lambda triples, vectors, qv, k: {"triples": [list(t) for t in triples],
+                                         "vectors": {" ".join(t): vectors[i % len(vectors)]
+                                                     for i, t in enumerate(triples)},
+                                         "query_vector": qv, "top_k": k},
+        st.lists(triple, min_size=1, max_size=8), st.lists(vec, min_size=1, max_size=8), vec,
+        st.sampled_from([10, 10, 1, 2, 3, 5]))
+
+
+class _TextEncoder:
+    def __init__(self, vectors: dict, query: list):
+        self.vectors, self.query = vectors, query
+
+    def encode_text(self, texts):
+        import numpy as np
+
+        if isinstance(texts, str):
+            return np.asarray(self.query, dtype=np.float32)
+        return np.asarray([self.vectors[t] for t in texts], dtype=np.float32)
+
+
+def semantic_retrieval(fns: dict, n: int) -> list[dict]:
+    """W-R3: ``SemanticMemory.index(t)`` over one snapshot of the drawn triples (the embedding model returns the
+    case's vectors) then ``retrieve(query, top_k, as_context=False)`` (cosine top-k seeds, igraph prpack PPR over
+    the entity graph, triples by the sum of their entities' scores): the returned triples' positions and every
+    triple's score (the reference for ties), or what it raised."""
+    import types
+
+    cases = []
+    for inp in examples(semantic_strategy(), n):
+        def run():
+            entries = [fns["SemanticTripleEntry"](id=f"t{i}", subject=s, predicate=p, object=o, timestamp=100)
+                       for i, (s, p, o) in enumerate(inp["triples"])]
+            me = types.SimpleNamespace(available_timestamps=[100], timestamp_to_triples={100: entries},
+                                       indexed_timestamp=None, indexed_entries=[], embeddings=None, graph=None,
+                                       embedding_model=_TextEncoder(inp["vectors"], inp["query_vector"]))
+            fns["index"](me, 100)
+            found = fns["retrieve"](me, "q", top_k=inp["top_k"], as_context=False)
+            return {"positions": [int(e.id[1:]) for e in found]}
+
+        cases.append({"input": inp, "output": outcome(run)})
+    return cases
+
+
 def _hhmmssff(centis: int) -> str:
     seconds, ff = divmod(centis, 100)
     return f"{seconds // 3600:02d}{seconds % 3600 // 60:02d}{seconds % 60:02d}{ff:02d}"
 
 
-KINDS = ["multiscale_windows", "reasoning_reply", "graph_search"]
+KINDS = ["multiscale_windows", "reasoning_reply", "graph_search", "semantic_retrieval"]
 
 
 def main() -> None:
@@ -264,6 +339,8 @@ def main() -> None:
         made["reasoning_reply"] = reasoning_reply(memory, args.n)
     if "graph_search" in args.kinds:
         made["graph_search"] = graph_search(hipporag(args.src.resolve()), args.n)
+    if "semantic_retrieval" in args.kinds:
+        made["semantic_retrieval"] = semantic_retrieval(semantic_memory(args.src.resolve()), args.n)
     kinds = kept_kinds("worldmm", made, KINDS)
     path = write_cases("worldmm", RELEASE, kinds)
     print(path, {k: len(v) for k, v in kinds.items()})
