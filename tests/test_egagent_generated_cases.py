@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+import types
 import sqlite3
 import numpy as np
 import pytest
@@ -325,39 +326,64 @@ def test_an_interval_gets_the_nearest_cue_s_last_line_as_the_release(cases):
             book(SYSTEM, "nearest_cue", "deviation:cues_in_time_order")
 
 
+def _frame_step(inp: dict) -> tuple[str | None, list[tuple]]:
+    """senri's frame step (:meth:`EGAgent._frames`, its defaults: ``incomplete_window: release``, no window cap)
+    on the case's scripted replies — the writer's read by its class's reader (:data:`VALIDATORS`), the analyzer's
+    relevance in window order — over a store whose frame search records its calls and finds nothing (the
+    ranking is the ``frame_ranking`` kind): the working memory the step adds (None: the question is lost) and
+    the searches made (queries, HHMMSS bounds)."""
+    agent = object.__new__(m.EGAgent)
+    agent.incomplete, agent.window_compare = m.INCOMPLETE_WINDOWS[0], m.WINDOW_COMPARES[0]
+    agent.max_windows, agent.frames_per_call, agent.query_t8 = None, m.MAX_FRAMES, int(inp["query_time"])
+    searches: list[tuple] = []
+    agent.store = types.SimpleNamespace(frame_search=lambda queries, k, hms6_window, compare: searches.append(
+        (list(queries), list(hms6_window))) or [])
+    replies = iter([inp["reply"], *({"relevance": r} for r in inp["relevance"])])
+
+    def ask(ep, role, **inputs):
+        value = m.VALIDATORS[role](next(replies))
+        if value is None:
+            raise m.QuestionFailed(f"{role}: malformed")
+        return value
+
+    agent._ask = ask
+    ep = m.Episode(None, memory="")
+    ep.steps.append({"step": "find the cup"})
+    try:
+        agent._frames(ep, "find the cup")
+    except m.QuestionFailed:
+        return None, searches
+    return ep.memory, searches
+
+
 def test_the_frame_window_step_searches_and_records_the_release_s_windows(cases):
-    """E-R1 through the release's ``search_and_analyze_frames`` (the writer's reply and the analyzer's relevance
-    scripted): the reply read by the release's class or refused (:data:`VALIDATORS`); no window, a window without
-    a time or a query loses the question (:func:`window_failure`: the release's ValueError / TypeError); every
-    other window searches its day and bounds with its queries (100 frames asked) and writes its entry
-    (:func:`window_entry`) in window order. Named deviation ``times_zero_padded`` (D7): a bound before 10:00 is
+    """E-R1: senri's frame step against the release's ``search_and_analyze_frames`` (the writer's reply and the
+    analyzer's relevance scripted): a reply the release's class refuses, no window, a window without a time or a
+    query loses the question in both; otherwise every window of the video's day (DAY1, S3) searches its bounds
+    with its queries, a window of another day finds nothing without a search, and the step appends one line,
+    its windows' entries in window order. Named deviation ``times_zero_padded`` (D7): a bound before 10:00 is
     written zero-padded ("09:59:50") where the release's ``timeformatter`` reads the int's digits ("95:95:0")."""
     for case in _kind(cases, "frame_window_step"):
         inp, out = case["input"], case["output"]
-        reply = m.VALIDATORS["frame_windows"](inp["reply"])
-        if reply is None:
-            assert out.get("raised") == "ValidationError", case
+        memory, searches = _frame_step(inp)
+        if "raised" in out:
+            assert memory is None and out["raised"] in ("ValidationError", "ValueError", "TypeError"), case
             book(SYSTEM, "frame_window_step")
             continue
-        windows = reply["fs_params"]
-        if not windows or any(m.window_failure(w) for w in windows):
-            assert out.get("raised") in ("ValueError", "TypeError"), case
-            book(SYSTEM, "frame_window_step")
-            continue
+        assert memory is not None, case
         value = out["value"]
-        assert [(r["selected_video"], r["start_t"], r["end_t"], r["queries"], r["topk"]) for r in value["retrievals"]] \
-            == [(f"day{w['day']}", w["start_t"], w["end_t"], w["text_queries"], 100) for w in windows], case
-        relevance = inp["relevance"][:len(windows)]
-        ours = "Frame_Search: " + "".join(m.window_entry(w["start_t"], w["end_t"], w["day"], r)
-                                          for w, r in zip(windows, relevance)) + "\n"
-        if ours == value["memory"]:
+        assert searches == [(r["queries"], [r["start_t"], r["end_t"]]) for r in value["retrievals"]
+                            if r["selected_video"] == f"day{m.VIDEO_DAY}"], case
+        if memory == value["memory"]:
             book(SYSTEM, "frame_window_step")
             continue
-        # D7: each bound as the release renders it (the int's digits), the rest of the entry senri's
-        theirs = "Frame_Search: " + "".join(
-            f"Between {tf_value(str(w['start_t']))[:-1]} and {tf_value(str(w['end_t']))[:-1]} on Day {w['day']} : "
-            f"{r} " for w, r in zip(windows, relevance)) + "\n"
-        assert theirs == value["memory"] and any(min(w["start_t"], w["end_t"]) < 100000 for w in windows), case
+        # D7: each bound as the release renders it (the int's digits), then senri's line must be the release's
+        windows = m.VALIDATORS["frame_windows"](inp["reply"])["fs_params"]
+        padded = value["memory"]
+        for w in windows:
+            for bound in (w["start_t"], w["end_t"]):
+                padded = padded.replace(f" {tf_value(str(bound))[:-1]} ", f" {tf(bound * 100)[:8]} ", 1)
+        assert padded == memory and any(min(w["start_t"], w["end_t"]) < 100000 for w in windows), case
         book(SYSTEM, "frame_window_step", "deviation:times_zero_padded")
 
 

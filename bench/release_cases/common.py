@@ -100,8 +100,8 @@ def kept_kinds(system: str, regenerated: dict[str, list[dict]], order: list[str]
 
 
 def release_functions(path: Path, names: list[str], scope: dict[str, Any], owner: str | None = None) -> dict:
-    """The release's functions (or classes) ``names`` (methods of class ``owner`` when given), compiled from their source text
-    in the checkout file ``path`` with ``scope`` as their globals: for a module whose imports (clients, model
+    """The release's functions (or classes) ``names`` (methods of class ``owner`` when given), compiled from their
+    source text in the checkout file ``path`` with ``scope`` as their globals: for a module whose imports (clients, model
     loaders) the functions do not use. Nothing is changed in the text; a name not found raises."""
     import ast
 

@@ -21,7 +21,13 @@ Kinds:
 - ``srt_english_lines`` — ``utils.shift_srt_file`` then ``utils.keep_english_subs`` (E-R5's reading of a file),
   with and without speaker removal;
 - ``grader_routing`` — ``lg.grade_plan_completion`` with the grader's reply scripted;
-- ``nearest_cue`` — ``create_entity_graph.add_dtranscripts_to_rel_dict`` (an interval's transcript, E-C7).
+- ``nearest_cue`` — ``create_entity_graph.add_dtranscripts_to_rel_dict`` (an interval's transcript, E-C7);
+- ``frame_window_step`` — ``re.search_and_analyze_frames`` (E-R1), the writer's and analyzer's replies scripted, the
+  release's retriever over an empty table, the thread pool in submission order;
+- ``day_search_dict`` — ``re.get_egolife_daysearchdict`` over a drawn frames folder;
+- ``answer_step`` — ``lg.generate_answer`` (E12) with the answerer's reply scripted.
+
+``--kinds`` regenerates only the kinds named and keeps the others as stored.
 """
 
 from __future__ import annotations

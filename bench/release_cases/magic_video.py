@@ -14,7 +14,15 @@ Kinds:
 - ``time_reference_reply`` — ``parse_time_reference(query)`` with the time-extraction model's reply scripted:
   ``[start, end]`` or ``None``;
 - ``qa_frame_budget`` — ``unified/memory.py`` ``UnifiedMemory.format_results`` over visual-clip nodes: each clip's
-  frames under the per-clip cap and the total left (igraph 1.0.0 is imported by ``unified/graph.py``).
+  frames under the per-clip cap and the total left (igraph 1.0.0 is imported by ``unified/graph.py``);
+- ``graph_build`` — ``unified/graph.py`` ``MultimodalGraph.add_*_nodes`` on drawn caption, NER and snapshot files;
+- ``filter_by_time`` — ``MultimodalGraph.filter_by_time`` on drawn nodes and edges;
+- ``ppr_retrieve`` — ``build_igraph`` + ``unified/retrieval.py`` ``cross_modal_retrieve`` with fixed vectors
+  (rank_bm25 0.2.2 needed);
+- ``time_bypass`` — ``memory.py`` ``WorldMemory.retrieve_by_time`` over captions loaded by the episodic memory's
+  ``_process_caption_data`` (compiled from the checkout's text).
+
+``--kinds`` regenerates only the kinds named and keeps the others as stored.
 """
 
 from __future__ import annotations
@@ -232,7 +240,6 @@ def graph_build(mods: dict, n: int, tmp: Path) -> list[dict]:
     → ``add_semantic_nodes``, in the order ``preprocess/build_unified_graph.py`` calls them, on files written
     from the drawn captions, NER results and snapshots: every node (id, type, text, start_ts, end_ts) and every
     edge (src, dst, type, weight) in the order the release adds them."""
-    import hashlib
     import json
 
     graph_mod = importlib.import_module("worldmm.memory.unified.graph")
@@ -251,7 +258,6 @@ def graph_build(mods: dict, n: int, tmp: Path) -> list[dict]:
                     "edges": [[e.src_id, e.dst_id, e.edge_type.value, e.weight] for e in g.edges]}
 
         cases.append({"input": inp, "output": outcome(run)})
-    del hashlib
     return cases
 
 
@@ -363,7 +369,8 @@ def ppr_strategy():
         st.lists(st.tuples(st.integers(0, 9), st.integers(0, 9), st.sampled_from([1.0, 1.0, 0.5, 0.8, 1 / 31])),
                  max_size=14),
         st.sampled_from(["cup", "where is the cup?", "Alice", "night", "nothing here", ""]), vec, vec,
-        st.fixed_dictionaries({"seed_top_k": st.sampled_from([5, 5, 1, 3]), "bm25_weight": st.sampled_from([0.3, 0.3, 0.0]),
+        st.fixed_dictionaries({"seed_top_k": st.sampled_from([5, 5, 1, 3]),
+                               "bm25_weight": st.sampled_from([0.3, 0.3, 0.0]),
                                "damping": st.sampled_from([0.85, 0.85, 0.5]), "top_k": st.sampled_from([16, 16, 3])}))
 
 
@@ -501,8 +508,8 @@ def main() -> None:
         made = {}
         for kind in args.kinds:
             fn, share, extra = KINDS[kind]
-            made[kind] = fn(mods, int(args.n * share), *{"video": [video], "tmp": [Path(tmp) / kind], "src": [args.src.resolve()],
-                                                             "": []}[extra])
+            extras = {"video": [video], "tmp": [Path(tmp) / kind], "src": [args.src.resolve()], "": []}
+            made[kind] = fn(mods, int(args.n * share), *extras[extra])
     kinds = kept_kinds("magic_video", made, list(KINDS))
     path = write_cases("magic_video", RELEASE, kinds)
     print(path, {k: len(v) for k, v in kinds.items()})

@@ -1,4 +1,5 @@
-"""WorldMM's multiscale windows (W-C3) and its controller's reply reader (W-L1), computed by the release's own
+"""WorldMM's multiscale windows (W-C3), its controller's reply reader (W-L1), its HippoRAG level search (W-R1)
+and its semantic search (W-R3), computed by the release's own
 ``_summarize_level`` and ``WorldMemory._parse_reasoning_response`` on Hypothesis-drawn inputs.
 
     python bench/release_cases/worldmm.py [--src /work/wt/_src/worldmm] [--n 400]
@@ -8,7 +9,10 @@ from it with a stand-in for its one package import (``worldmm.llm.LLMModel``, an
 that echoes the ids of a batch's captions (only the batching is reference data, as in the shared release
 cases). Each case chains the levels as ``gen_multiscale`` does (each level reads the level below's output) and
 records every window's direct members, its ``start_time``/``end_time`` strings; ``raised`` where the release
-raises. Writes ``tests/reference/generated/worldmm/``.
+raises. Also ``graph_search`` (HippoRAG's level search after its filter: ``graph_search_with_fact_entities`` /
+``dense_passage_retrieval``) and ``semantic_retrieval`` (``SemanticMemory.index`` + ``retrieve``), both compiled
+from the checkout's text (igraph 1.0.0 on ``PYTHONPATH``). ``--kinds`` regenerates only the kinds named and keeps
+the others as stored. Writes ``tests/reference/generated/worldmm/``.
 """
 
 from __future__ import annotations
