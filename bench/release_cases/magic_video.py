@@ -216,7 +216,7 @@ def _captions(level_s: float):
         st.sampled_from([level_s, level_s, 0, level_s / 2, level_s + 1]), st.booleans(),
         st.sampled_from(["a walk", "a walk", "cup on table", "", "Alice talks to Bob", "東京 at night"]),
         st.sampled_from(["v.mp4", "v.mp4", "", None]))
-    return st.lists(entry, max_size=6)
+    return st.lists(entry, max_size=5 if level_s == 30.0 else 3)
 
 
 def graph_build_strategy():
@@ -489,7 +489,7 @@ def _num(value) -> str:
 
 #: Each kind: its generator, its share of ``--n`` and what else it is given (the empty video, a scratch folder).
 KINDS = {"extract_frames": (extract_frames, 1, "video"), "time_reference_reply": (time_reference_reply, 1, ""),
-         "qa_frame_budget": (qa_frame_budget, 0.5, "video"), "graph_build": (graph_build, 1, "tmp"),
+         "qa_frame_budget": (qa_frame_budget, 0.5, "video"), "graph_build": (graph_build, 0.75, "tmp"),
          "filter_by_time": (filter_by_time, 1, ""), "ppr_retrieve": (ppr_retrieve, 1, ""),
          "time_bypass": (time_bypass, 1, "src")}
 

@@ -238,7 +238,8 @@ def build_graph(episodes: Mapping[str, Sequence[Episode]], entities: Mapping[str
       weight 1/(gap+1), both ways;
     * ``contains`` coarse → fine for adjacent granularities (weight 1) and 1h → 30sec (0.5), when the fine
       span lies inside the coarse one;
-    * ``co_clip`` visual ↔ its 30-s episode (1, both ways);
+    * ``co_clip`` visual ↔ its 30-s episode (1, both ways), a clip only for a 30-s caption with a clip
+      (:attr:`Episode.clip`), in the captions' order, one node per whole second of start;
     * ``mentioned_in`` entity → 30-s episode (1), for every mention; then ``appeared_in`` entity → that
       episode's clip (0.8, once per pair), in the order of the mentions;
     * ``has_property`` subject entity → triple (1), object entity → triple (0.5), for entities already known.
