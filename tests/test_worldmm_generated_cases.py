@@ -12,6 +12,7 @@ import pytest
 from release_generated import book, generated_cases, sample
 from senri.memory.store import MemoryItem
 from senri.memory.retrieval import cosine_rows
+from senri.memory.worldmm.common import TextVectors, clean_triples
 from senri.memory.worldmm.index import GranularityIndex, ZeroWeightEntity, semantic_ranking
 from senri.memory.worldmm.common import hhmmssff, item_id, window_batches
 from senri.methods.worldmm import parse_decision
@@ -200,7 +201,45 @@ def test_the_semantic_search_ranks_the_release_s_triples(cases):
         book(SYSTEM, "semantic_retrieval", "deviation:semantic_seed_ties")
 
 
+class _EntityVectors:
+    """The case's vector of each processed entity name (any other text: a zero vector; only the synonymy edges
+    read entity vectors at build time)."""
+
+    def __init__(self, vectors: dict) -> None:
+        self.vectors = vectors
+
+    def encode(self, texts):
+        return np.array([self.vectors.get(t, [0.0, 0.0, 0.0]) for t in texts], dtype=np.float32)
+
+
+def test_a_level_s_graph_is_built_edge_for_edge_as_hipporag_builds_it(cases):
+    """W-R1's graph (:meth:`GranularityIndex.build` over the extractor's triples as W-C5 keeps them,
+    :func:`clean_triples`) against HippoRAG's ``add_fact_edges`` / ``add_passage_edges`` / ``add_synonymy_edges``
+    on the same triples: the same ordered pairs with the same weights (fact counts, passage links, synonymy
+    cosines within 1e-6; self-loops left out as ``add_new_edges`` leaves them) and each entity's passages."""
+    for case in sample(cases["kinds"]["hipporag_graph"]):
+        inp, out = case["input"], case["output"]
+        assert "raised" not in out, case
+        passages = [MemoryItem(f"p{k}", "episodic", f"passage {k}", 10.0 * k, 10.0 * k + 10)
+                    for k in range(len(inp["passages"]))]
+        triples = {p.item_id: clean_triples(raw)[0] for p, raw in zip(passages, inp["passages"])}
+        index = GranularityIndex.build(passages, triples, TextVectors(_EntityVectors(inp["entity_vectors"])),
+                                       inp["threshold"])
+        n_entities = len(index.entities)
+
+        def name(i: int) -> str:
+            return f"e:{index.entities[i]}" if i < n_entities else f"p:{i - n_entities}"
+
+        ours = {(name(u), name(v)): w for u, v, w in index.edges}
+        theirs = {(a, b): w for a, b, w in out["value"]["edges"]}
+        assert ours.keys() == theirs.keys() and all(abs(ours[k] - theirs[k]) <= 1e-6 for k in ours), case
+        assert {e: sorted(ps) for e, ps in zip(index.entities, index.entity_passages)} == \
+            out["value"]["entity_passages"], case
+        book(SYSTEM, "hipporag_graph")
+
+
 def test_every_generated_kind_is_read(cases):
-    assert set(cases["kinds"]) == {"multiscale_windows", "reasoning_reply", "graph_search", "semantic_retrieval"}
+    assert set(cases["kinds"]) == {"multiscale_windows", "reasoning_reply", "graph_search", "semantic_retrieval",
+                                   "hipporag_graph"}
     assert cases["meta"]["commit"] == "1e6901d104259251457fad3df864794f9639be5f"
     assert len(cases["kinds"]["multiscale_windows"]) >= 200

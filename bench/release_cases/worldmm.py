@@ -12,7 +12,7 @@ records every window's direct members, its ``start_time``/``end_time`` strings; 
 raises. Also ``graph_search`` (HippoRAG's level search after its filter: ``graph_search_with_fact_entities`` /
 ``dense_passage_retrieval``) and ``semantic_retrieval`` (``SemanticMemory.index`` + ``retrieve``), both compiled
 from the checkout's text (igraph 1.0.0 on ``PYTHONPATH``). ``--kinds`` regenerates only the kinds named and keeps
-the others as stored. Writes ``tests/reference/generated/worldmm/``.
+the others as stored. Also ``hipporag_graph`` (HippoRAG's graph construction). Writes ``tests/reference/generated/worldmm/``.
 """
 
 from __future__ import annotations
@@ -320,12 +320,101 @@ def semantic_retrieval(fns: dict, n: int) -> list[dict]:
     return cases
 
 
+def hipporag_build(src: Path) -> dict:
+    """HippoRAG's graph construction: ``add_fact_edges``, ``add_passage_edges``, ``add_synonymy_edges``
+    (``HippoRAG.py``), ``retrieve_knn`` (``utils/embed_utils.py``), ``text_processing``, ``extract_entity_nodes``,
+    ``compute_mdhash_id`` (``utils/misc_utils.py``) and ``filter_invalid_triples`` (``utils/llm_utils.py``),
+    compiled from the checkout's text (their modules import an LLM client and the embedding stores)."""
+    import logging
+    import re
+    from hashlib import md5
+    from typing import Dict, List, Set, Tuple
+
+    import numpy as np
+    import torch
+
+    root = src / "src" / "HippoRAG" / "src" / "hipporag"
+    log = logging.getLogger("hipporag")
+    quiet = lambda items, **kwargs: items  # noqa: E731  (tqdm)
+    scope = {"np": np, "re": re, "md5": md5, "logger": log, "List": List, "Dict": Dict, "Set": Set, "Tuple": Tuple,
+             "Triple": Tuple[str, str, str], "torch": torch, "tqdm": quiet}
+    fns = release_functions(root / "utils" / "misc_utils.py",
+                            ["text_processing", "extract_entity_nodes", "compute_mdhash_id"], scope)
+    fns |= release_functions(root / "utils" / "llm_utils.py", ["filter_invalid_triples"], scope)
+    fns |= release_functions(root / "utils" / "embed_utils.py", ["retrieve_knn"], scope)
+    return fns | release_functions(root / "HippoRAG.py", ["add_fact_edges", "add_passage_edges", "add_synonymy_edges"],
+                                   scope | fns, owner="HippoRAG")
+
+
+#: Triple parts as an extractor writes them (case, punctuation, possessives, CJK, an alias of another).
+RAW_NAMES = ["Cup", "cup!", "the Kitchen", "I", "tv", "Anna's mug", "東京", "x-y", "Red mug", "red-mug", "kettle"]
+
+
+def hipporag_strategy():
+    """Passages (1-5, distinct texts) with their extracted triples (three parts from :data:`RAW_NAMES`, repeats,
+    a two- or four-part one), a 3-d vector per processed entity name (ties, parallel and zero vectors) and the
+    synonymy threshold."""
+    from hypothesis import strategies as st
+
+    part = st.sampled_from(RAW_NAMES)
+    triple = st.one_of(*[st.tuples(part, st.sampled_from(["holds", "is in"]), part).map(list)] * 4,
+                       st.lists(part, min_size=2, max_size=2), st.lists(part, min_size=4, max_size=4))
+    vec = st.lists(st.sampled_from([0.0, 1.0, 1.0, 2.0, -1.0, 0.5]), min_size=3, max_size=3)
+    return st.fixed_dictionaries({
+        "passages": st.lists(st.lists(triple, max_size=4), min_size=1, max_size=5),
+        "vectors": st.lists(vec, min_size=len(RAW_NAMES), max_size=len(RAW_NAMES)),
+        "threshold": st.sampled_from([0.8, 0.8, 0.95, 0.5])})
+
+
+def hipporag_graph(fns: dict, n: int) -> list[dict]:
+    """HippoRAG's ``index`` graph steps on the drawn passages: each passage's triples through
+    ``filter_invalid_triples`` and ``text_processing``, ``extract_entity_nodes``, then the fact, passage and
+    synonymy edges (an embedding store stand-in holds the entities in the order ``extract_entity_nodes`` gives
+    them, with the case's vectors): every edge ``add_new_edges`` would add ([from, to, weight], entities as
+    ``e:<name>``, passages as ``p:<index>``) and each entity's passages."""
+    import types
+
+    import numpy as np
+
+    cases = []
+    for inp in examples(hipporag_strategy(), n):
+        processed = list(dict.fromkeys(fns["text_processing"](name) for name in RAW_NAMES))
+        vectors = {name: inp["vectors"][k] for k, name in enumerate(processed)}
+        inp = {**inp, "entity_vectors": vectors}
+        del inp["vectors"]
+
+        def run():
+            chunk_ids = [fns["compute_mdhash_id"](f"passage {k}", prefix="chunk-") for k in range(len(inp["passages"]))]
+            chunk_triples = [[fns["text_processing"](t) for t in fns["filter_invalid_triples"](raw)]
+                             for raw in inp["passages"]]
+            entity_nodes, chunk_entities = fns["extract_entity_nodes"](chunk_triples)
+            keys = {fns["compute_mdhash_id"](e, prefix="entity-"): e for e in entity_nodes}
+            store = types.SimpleNamespace(
+                get_all_id_to_rows=lambda: {k: {"hash_id": k, "content": e} for k, e in keys.items()},
+                get_embeddings=lambda ids: [np.asarray(vectors[keys[i]], dtype=np.float32) for i in ids])
+            me = types.SimpleNamespace(
+                graph=__import__("igraph").Graph(directed=False), node_to_node_stats={}, ent_node_to_chunk_ids={},
+                entity_embedding_store=store, global_config=types.SimpleNamespace(
+                    synonymy_edge_topk=2047, synonymy_edge_sim_threshold=inp["threshold"],
+                    synonymy_edge_query_batch_size=1000, synonymy_edge_key_batch_size=10000))
+            fns["add_fact_edges"](me, chunk_ids, chunk_triples)
+            fns["add_passage_edges"](me, chunk_ids, chunk_entities)
+            fns["add_synonymy_edges"](me)
+            name = {**{k: f"e:{e}" for k, e in keys.items()}, **{c: f"p:{i}" for i, c in enumerate(chunk_ids)}}
+            return {"edges": [[name[a], name[b], float(w)] for (a, b), w in me.node_to_node_stats.items() if a != b],
+                    "entity_passages": {keys[k]: sorted(int(name[c][2:]) for c in cs)
+                                        for k, cs in me.ent_node_to_chunk_ids.items()}}
+
+        cases.append({"input": inp, "output": outcome(run)})
+    return cases
+
+
 def _hhmmssff(centis: int) -> str:
     seconds, ff = divmod(centis, 100)
     return f"{seconds // 3600:02d}{seconds % 3600 // 60:02d}{seconds % 60:02d}{ff:02d}"
 
 
-KINDS = ["multiscale_windows", "reasoning_reply", "graph_search", "semantic_retrieval"]
+KINDS = ["multiscale_windows", "reasoning_reply", "graph_search", "semantic_retrieval", "hipporag_graph"]
 
 
 def main() -> None:
@@ -343,6 +432,8 @@ def main() -> None:
         made["reasoning_reply"] = reasoning_reply(memory, args.n)
     if "graph_search" in args.kinds:
         made["graph_search"] = graph_search(hipporag(args.src.resolve()), args.n)
+    if "hipporag_graph" in args.kinds:
+        made["hipporag_graph"] = hipporag_graph(hipporag_build(args.src.resolve()), args.n)
     if "semantic_retrieval" in args.kinds:
         made["semantic_retrieval"] = semantic_retrieval(semantic_memory(args.src.resolve()), args.n)
     kinds = kept_kinds("worldmm", made, KINDS)
