@@ -101,8 +101,8 @@ def kept_kinds(system: str, regenerated: dict[str, list[dict]], order: list[str]
 
 def release_functions(path: Path, names: list[str], scope: dict[str, Any], owner: str | None = None) -> dict:
     """The release's functions (or classes) ``names`` (methods of class ``owner`` when given), compiled from their
-    source text in the checkout file ``path`` with ``scope`` as their globals: for a module whose imports (clients, model
-    loaders) the functions do not use. Nothing is changed in the text; a name not found raises."""
+    source text in the checkout file ``path`` with ``scope`` as their globals: for a module whose imports
+    (clients, model loaders) the functions do not use. Nothing is changed in the text; a name not found raises."""
     import ast
 
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -116,5 +116,5 @@ def release_functions(path: Path, names: list[str], scope: dict[str, Any], owner
         raise SystemExit(f"{path}: {missing} not found" + (f" in class {owner}" if owner else ""))
     module = ast.Module(body=[found[n] for n in names], type_ignores=[])
     namespace = dict(scope)
-    exec(compile(module, str(path), "exec"), namespace)  # noqa: S102 - the release's own source, from its checkout
+    exec(compile(module, str(path), "exec"), namespace)  # noqa: S102 - the release's own source, its checkout
     return {n: namespace[n] for n in names}

@@ -12,7 +12,8 @@ records every window's direct members, its ``start_time``/``end_time`` strings; 
 raises. Also ``graph_search`` (HippoRAG's level search after its filter: ``graph_search_with_fact_entities`` /
 ``dense_passage_retrieval``) and ``semantic_retrieval`` (``SemanticMemory.index`` + ``retrieve``), both compiled
 from the checkout's text (igraph 1.0.0 on ``PYTHONPATH``). ``--kinds`` regenerates only the kinds named and keeps
-the others as stored. Also ``hipporag_graph`` (HippoRAG's graph construction). Writes ``tests/reference/generated/worldmm/``.
+the others as stored. Also ``hipporag_graph`` (HippoRAG's graph construction). Writes
+``tests/reference/generated/worldmm/``.
 """
 
 from __future__ import annotations
