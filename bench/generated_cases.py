@@ -39,7 +39,7 @@ def run(system: str, root: Path) -> None:
     import release_generated
 
     module = importlib.import_module(MODULES[system])
-    fixtures = {"tmp_path_factory": _TmpFactory(root)}
+    fixtures = {"tmp_path_factory": _TmpFactory(root), "tmp_path": Path(tempfile.mkdtemp(dir=root))}
     for name in ("cases", "graph_table"):  # the modules' fixtures, called as pytest would
         if hasattr(module, name):
             wanted = inspect.signature(getattr(module, name).__wrapped__).parameters

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+import types
 import sqlite3
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from reference import release_cases
 from release_generated import book, generated_cases, sample
 from test_egagent_release_cases import _without_silent_cues, _without_speaker
 from senri.memory.egagent import graph as eg
-from senri.memory.egagent.common import t8_from_clock, tf, tf_value
+from senri.memory.egagent.common import clock, hms6, seconds_from_t8, t8_from_clock, tf, tf_value
 from senri.memory.egagent.frames import rank_frames, window_rows
 from senri.methods import egagent as m
 
@@ -325,9 +326,103 @@ def test_an_interval_gets_the_nearest_cue_s_last_line_as_the_release(cases):
             book(SYSTEM, "nearest_cue", "deviation:cues_in_time_order")
 
 
+def _frame_step(inp: dict) -> tuple[str | None, list[tuple]]:
+    """senri's frame step (:meth:`EGAgent._frames`, its defaults: ``incomplete_window: release``, no window cap)
+    on the case's scripted replies — the writer's read by its class's reader (:data:`VALIDATORS`), the analyzer's
+    relevance in window order — over a store whose frame search records its calls and finds nothing (the
+    ranking is the ``frame_ranking`` kind): the working memory the step adds (None: the question is lost) and
+    the searches made (queries, HHMMSS bounds)."""
+    agent = object.__new__(m.EGAgent)
+    agent.incomplete, agent.window_compare = m.INCOMPLETE_WINDOWS[0], m.WINDOW_COMPARES[0]
+    agent.max_windows, agent.frames_per_call, agent.query_t8 = None, m.MAX_FRAMES, int(inp["query_time"])
+    searches: list[tuple] = []
+    agent.store = types.SimpleNamespace(frame_search=lambda queries, k, hms6_window, compare: searches.append(
+        (list(queries), list(hms6_window))) or [])
+    replies = iter([inp["reply"], *({"relevance": r} for r in inp["relevance"])])
+
+    def ask(ep, role, **inputs):
+        value = m.VALIDATORS[role](next(replies))
+        if value is None:
+            raise m.QuestionFailed(f"{role}: malformed")
+        return value
+
+    agent._ask = ask
+    ep = m.Episode(None, memory="")
+    ep.steps.append({"step": "find the cup"})
+    try:
+        agent._frames(ep, "find the cup")
+    except m.QuestionFailed:
+        return None, searches
+    return ep.memory, searches
+
+
+def test_the_frame_window_step_searches_and_records_the_release_s_windows(cases):
+    """E-R1: senri's frame step against the release's ``search_and_analyze_frames`` (the writer's reply and the
+    analyzer's relevance scripted): a reply the release's class refuses, no window, a window without a time or a
+    query loses the question in both; otherwise every window of the video's day (DAY1, S3) searches its bounds
+    with its queries, a window of another day finds nothing without a search, and the step appends one line,
+    its windows' entries in window order. Named deviation ``times_zero_padded`` (D7): a bound before 10:00 is
+    written zero-padded ("09:59:50") where the release's ``timeformatter`` reads the int's digits ("95:95:0")."""
+    for case in _kind(cases, "frame_window_step"):
+        inp, out = case["input"], case["output"]
+        memory, searches = _frame_step(inp)
+        if "raised" in out:
+            assert memory is None and out["raised"] in ("ValidationError", "ValueError", "TypeError"), case
+            book(SYSTEM, "frame_window_step")
+            continue
+        assert memory is not None, case
+        value = out["value"]
+        assert searches == [(r["queries"], [r["start_t"], r["end_t"]]) for r in value["retrievals"]
+                            if r["selected_video"] == f"day{m.VIDEO_DAY}"], case
+        if memory == value["memory"]:
+            book(SYSTEM, "frame_window_step")
+            continue
+        # D7: each bound as the release renders it (the int's digits), then senri's line must be the release's
+        windows = m.VALIDATORS["frame_windows"](inp["reply"])["fs_params"]
+        padded = value["memory"]
+        for w in windows:
+            for bound in (w["start_t"], w["end_t"]):
+                padded = padded.replace(f" {tf_value(str(bound))[:-1]} ", f" {tf(bound * 100)[:8]} ", 1)
+        assert padded == memory and any(min(w["start_t"], w["end_t"]) < 100000 for w in windows), case
+        book(SYSTEM, "frame_window_step", "deviation:times_zero_padded")
+
+
+def test_the_day_ranges_the_writer_sees_are_the_release_s(cases):
+    """E-L2: ``day_search_dict`` of each day's first and last frame (HHMMSS) up to the query's day, the query day
+    ending at the query time (HHMMSS of its T8), and its str() as the writer sees it."""
+    for case in _kind(cases, "day_search_dict"):
+        inp, out = case["input"], case["output"]
+        assert "raised" not in out, case
+        days = {d: (min(frames) // 100, max(frames) // 100) for d, frames in enumerate(inp["days"], start=1)}
+        date, time = inp["query_time"]["date"], inp["query_time"]["time"]
+        shown = m.day_search_dict(days, int(date[3:]), hms6(int(time)))
+        assert shown == out["value"]["dict"] and str(shown) == out["value"]["as_given_to_writer"], case
+        book(SYSTEM, "day_search_dict")
+
+
+def test_the_answer_step_gives_the_answerer_the_release_s_context_and_reads_its_reply(cases):
+    """E12 through the release's ``generate_answer`` (reply scripted): the context "Plan:[…]\\n\\n Context
+    relevant to plan: …" (:func:`answer_context`), the query time (senri's :meth:`EGAgent.query_time` clock on
+    the case's day) and the reply accepted or refused as its class ``FinalAnswer`` does."""
+    for case in _kind(cases, "answer_step"):
+        inp, out = case["input"], case["output"]
+        reply = m.VALIDATORS["answer"](inp["reply"])
+        if reply is None:
+            assert out.get("raised") == "ValidationError", case
+            book(SYSTEM, "answer_step")
+            continue
+        value = out["value"]
+        assert reply == value["answer"], case
+        assert m.answer_context(inp["plan"], inp["memory"]) == value["context"], case
+        date, time = inp["query_time"]["date"], inp["query_time"]["time"]
+        assert f"Query Time: {clock(seconds_from_t8(int(time)))} on {date}" == value["query_time"], case
+        book(SYSTEM, "answer_step")
+
+
 def test_every_generated_kind_is_read(cases):
     tested = {"structured_reply", "timeformatter", "ts_to_int_centiseconds", "frame_ranking", "eg_sql_ladder",
-              "bm25_transcript_search", "srt_english_lines", "grader_routing", "nearest_cue"}
+              "bm25_transcript_search", "srt_english_lines", "grader_routing", "nearest_cue", "frame_window_step",
+              "day_search_dict", "answer_step"}
     assert set(cases["kinds"]) == tested
     assert cases["meta"]["commit"] == "9137bd8c7efcb06d8eabe2f2ce065c897005b57d"
     assert all(len(v) >= 50 for v in cases["kinds"].values()), {k: len(v) for k, v in cases["kinds"].items()}

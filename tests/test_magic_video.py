@@ -1324,7 +1324,7 @@ def test_the_controller_reads_the_release_s_round_history(tmp_path):
     history = last[last.index("### Round 1"):last.index("Question:")].strip()
     assert history.split("\n\n### ") == [
         "### Round 1\nSearch query: What happens at 0:45?\nRetrieved:\n"
-        "[00:00:30 - 00:01:00] (30sec)\nI pour tea for Anna\n\n[00:00:00 - 00:01:30] (3min)\nMaking tea with Anna",
+        "[00:30 - 01:00] (30sec)\nI pour tea for Anna\n\n[00:00 - 01:30] (3min)\nMaking tea with Anna",  # MM:SS
         "Round 3\nSearch query: Who fills the kettle in the kitchen?\nRetrieved:\n"
         "[Retrieved episode] [00:00:00 - 00:00:30] (30sec) Anna fills the kettle\n"
         "[Retrieved episode] [00:00:00 - 00:02:10] (10min) Tea time in the kitchen\n"

@@ -16,8 +16,7 @@ def dense_reference(n_nodes, pairs, restart, damping):
     adjacency = np.zeros((n_nodes, n_nodes))
     for (u, v), weight in pairs.items():
         adjacency[u, v] += weight
-        if u != v:
-            adjacency[v, u] += weight
+        adjacency[v, u] += weight  # a self-loop twice, as igraph counts it
     strength = adjacency.sum(axis=1)
     walk = np.zeros_like(adjacency)
     for node in range(n_nodes):
@@ -30,7 +29,7 @@ def networkx_reference(n_nodes, pairs, restart, damping):
     graph = networkx.Graph()
     graph.add_nodes_from(range(n_nodes))
     for (u, v), weight in pairs.items():
-        graph.add_edge(u, v, weight=weight)
+        graph.add_edge(u, v, weight=2 * weight if u == v else weight)  # igraph counts a self-loop twice
     scores = networkx.pagerank(graph, alpha=damping, personalization=dict(enumerate(restart)),
                                dangling=dict(enumerate(restart)), weight="weight", tol=1e-14, max_iter=10000)
     return np.array([scores[node] for node in range(n_nodes)])

@@ -818,6 +818,28 @@ def test_failed_calls_and_bad_searches_are_errors_that_end_the_loop(tmp_path, cl
     assert trace["actions"] == ["error"] * 5 and row["pred"] == "C" and "server down" in row["error"]
 
 
+def test_a_seed_entity_of_weight_0_loses_the_question_as_hipporag_s_assertion_does(tmp_path, clip, bag_of_words):
+    """W8 keeps only the lowest candidate (min-max score 0): both its entities have weight 0, HippoRAG's
+    ``get_top_k_weights`` asserts and the release's evaluation answers "Error" — the question is lost, no QA
+    call, the round recorded ``search_raised`` (``zero_weight_entities: release``)."""
+    # every fact a candidate (the lowest of a level's facts scores 0; with more than link_top_k facts it is
+    # shown to W8 only in a level of at most link_top_k facts)
+    config = {**bag_of_words, "episodic": {**(bag_of_words.get("episodic") or {}), "link_top_k": 50}}
+    store = hand_made_store(tmp_path / "store", config)
+    query = "hot water red mug"
+    candidates = store.index("10sec", None).candidate_facts(store.vectors.encoder.encode([query])[0], 50)
+    lowest = min(candidates, key=lambda c: c[1])
+    assert lowest[1] == 0.0 and len(candidates) > 1
+    rules = [{"match": "Fact filtering", "text": json.dumps({"fact": [list(lowest[0])]})},
+             {"match": "Give only the letter", "text": "B"},
+             {"match": "Round history", "text": _search("episodic", query)}]
+    row, calls = run_workflow(tmp_path, clip, config, rules)
+    trace = json.loads(row["trace"])
+    assert row["pred"] is None and not row["correct"] and "the release loses the question" in row["error"]
+    assert trace["actions"] == ["search_raised"] and "weight 0" in trace["rounds"][0]["error"]
+    assert [c["purpose"] for c in calls if c["purpose"] == "answer"] == []
+
+
 def test_memory_search_and_its_agents_read_the_worldmm_store_through_the_interface(tmp_path, clip, bag_of_words):
     """``memory_search@worldmm``: the search names a memory type, the store renders its items WorldMM's way and
     its anchored items are the visual candidates; W8/W9 go through the method's backend."""

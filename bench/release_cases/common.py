@@ -85,3 +85,36 @@ def write_cases(system: str, release: dict, kinds: dict[str, list[dict]]) -> Pat
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     json.loads(path.read_text(encoding="utf-8"))
     return path
+
+
+def kept_kinds(system: str, regenerated: dict[str, list[dict]], order: list[str]) -> dict[str, list[dict]]:
+    """The kinds to write when only some are regenerated (``--kinds``): the regenerated ones, and every other
+    kind of ``order`` as the existing case file holds it (Hypothesis' derandomized draws are not guaranteed the
+    same across machines and versions, so a kind nobody asked to regenerate is not redrawn)."""
+    path = GENERATED / system / "cases.json"
+    existing = json.loads(path.read_text(encoding="utf-8"))["kinds"] if path.is_file() else {}
+    missing = [k for k in order if k not in regenerated and k not in existing]
+    if missing:
+        raise SystemExit(f"{path}: kinds {missing} are neither regenerated nor stored; regenerate them (--kinds)")
+    return {k: regenerated[k] if k in regenerated else existing[k] for k in order}
+
+
+def release_functions(path: Path, names: list[str], scope: dict[str, Any], owner: str | None = None) -> dict:
+    """The release's functions (or classes) ``names`` (methods of class ``owner`` when given), compiled from their
+    source text in the checkout file ``path`` with ``scope`` as their globals: for a module whose imports
+    (clients, model loaders) the functions do not use. Nothing is changed in the text; a name not found raises."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    body = tree.body
+    if owner is not None:
+        body = next(node.body for node in tree.body if isinstance(node, ast.ClassDef) and node.name == owner)
+    found = {node.name: node for node in body
+             if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in names}
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise SystemExit(f"{path}: {missing} not found" + (f" in class {owner}" if owner else ""))
+    module = ast.Module(body=[found[n] for n in names], type_ignores=[])
+    namespace = dict(scope)
+    exec(compile(module, str(path), "exec"), namespace)  # noqa: S102 - the release's own source, its checkout
+    return {n: namespace[n] for n in names}

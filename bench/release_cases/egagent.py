@@ -21,7 +21,13 @@ Kinds:
 - ``srt_english_lines`` — ``utils.shift_srt_file`` then ``utils.keep_english_subs`` (E-R5's reading of a file),
   with and without speaker removal;
 - ``grader_routing`` — ``lg.grade_plan_completion`` with the grader's reply scripted;
-- ``nearest_cue`` — ``create_entity_graph.add_dtranscripts_to_rel_dict`` (an interval's transcript, E-C7).
+- ``nearest_cue`` — ``create_entity_graph.add_dtranscripts_to_rel_dict`` (an interval's transcript, E-C7);
+- ``frame_window_step`` — ``re.search_and_analyze_frames`` (E-R1), the writer's and analyzer's replies scripted, the
+  release's retriever over an empty table, the thread pool in submission order;
+- ``day_search_dict`` — ``re.get_egolife_daysearchdict`` over a drawn frames folder;
+- ``answer_step`` — ``lg.generate_answer`` (E12) with the answerer's reply scripted.
+
+``--kinds`` regenerates only the kinds named and keeps the others as stored.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import REPO, SRC, examples, outcome, write_cases  # noqa: E402
+from common import REPO, SRC, examples, kept_kinds, outcome, write_cases  # noqa: E402
 
 COMMIT = "9137bd8c7efcb06d8eabe2f2ce065c897005b57d"
 RELEASE = {"release": "github facebookresearch/egagent", "commit": COMMIT}
@@ -419,6 +425,171 @@ def grader_routing(mods: dict, n: int) -> list[dict]:
     return cases
 
 
+class _Sequential:
+    """``concurrent.futures`` for the frame step, run in submission order: the release's pool completes its
+    windows in whatever order its threads finish (an order not defined by the inputs); one after the other is
+    one such order, and its scripted analyzer replies are popped in that order."""
+
+    class ThreadPoolExecutor:
+        def __init__(self, max_workers=None):
+            if max_workers is not None and max_workers <= 0:
+                raise ValueError("max_workers must be greater than 0")  # the pool's own check (no window)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def submit(self, fn, *args, **kwargs):
+            import concurrent.futures
+
+            future = concurrent.futures.Future()
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except Exception as exc:  # as a pool's future holds it: raised by result()
+                future.set_exception(exc)
+            return future
+
+    @staticmethod
+    def as_completed(futures):
+        return iter(futures)
+
+
+def frame_window_step(mods: dict, n: int, root: Path) -> list[dict]:
+    """``re.search_and_analyze_frames`` (E-R1) with the window writer's reply scripted (through its class
+    ``FrameSearchQueries``) and each window's analyzer relevance scripted; the release's frame retriever over
+    an empty frames table (its ranking is the ``frame_ranking`` kind), each call recorded, and the pool run in
+    submission order
+    (:class:`_Sequential`): each window's retriever call (day, start_t, end_t, queries) and the working memory
+    the step returns, or the exception."""
+    from hypothesis import strategies as st
+
+    import standins
+
+    re_ = mods["re"]
+    hhmmss = st.one_of(st.sampled_from([0, 95950, 100000, 110000, 235959, 5, 120000]), st.integers(0, 235959))
+    window = st.fixed_dictionaries({
+        "text_queries": st.lists(st.sampled_from(["red cup", "kitchen", "", "東京", "cup"]), min_size=1, max_size=3),
+        "day": st.sampled_from([1, 1, 1, 0, 2, 7, None]), "start_t": st.one_of(hhmmss, hhmmss, st.none()),
+        "end_t": st.one_of(hhmmss, hhmmss, st.none())})
+    # the drawn replies of every shape (``structured_reply``'s) and, three times as often, well-formed windows
+    windows = st.one_of(strategies()["FrameSearchQueries"],
+                        *[st.builds(lambda w: {"fs_params": w}, st.lists(window, min_size=1, max_size=3))] * 3)
+    relevance = st.sampled_from(["", "a cup on the table", "nothing relevant", "東京", "x\ny"])
+    strategy = st.fixed_dictionaries({"reply": windows, "relevance": st.lists(relevance, min_size=3, max_size=3),
+                                      "query_time": st.sampled_from(["11210217", "09300000", "23595900"])})
+    calls: list = []
+
+    lg = mods["lg"]
+    release_retriever = lg.frame_retriever_sql.fn
+
+    def retriever(selected_video, queries, topk, start_t, end_t):
+        calls.append({"selected_video": selected_video, "queries": list(queries), "topk": topk,
+                      "start_t": start_t, "end_t": end_t})
+        return release_retriever(start_t, end_t, selected_video, queries, topk)
+
+    _frames_db(mods, root, [])
+    saved = (re_.frame_retriever_sql, re_.ThreadPoolExecutor, re_.as_completed, re_.framesearchquery)
+    re_.frame_retriever_sql = standins._Tool(retriever)
+    # the window writer as the module builds it with agent_backbone = "gpt-4.1" (the README's edit, set by load()
+    # after import, when the pinned 'gemini-2.5-pro' had already chosen FrameSearchQueries_Gemini)
+    re_.framesearchquery = lg.get_llm_worker(lg.framesearchquery_system, lg.framesearchquery_human,
+                                             lg.FrameSearchQueries, "gpt-4.1")
+    re_.ThreadPoolExecutor, re_.as_completed = _Sequential.ThreadPoolExecutor, _Sequential.as_completed
+    cases = []
+    try:
+        for inp in examples(strategy, n):
+            calls.clear()
+            QUERY_VECTORS.clear()  # any query text embeds (the table is empty: no frame to compare with)
+            for window in (inp["reply"].get("fs_params") if isinstance(inp["reply"].get("fs_params"), list) else []):
+                for query in (window.get("text_queries") if isinstance(window, dict) and
+                              isinstance(window.get("text_queries"), list) else []):
+                    if isinstance(query, str):
+                        QUERY_VECTORS[query] = [1.0, 0.0, 0.0]
+            standins.ScriptedStructured.replies[:] = [inp["reply"]] + [{"relevance": r} for r in inp["relevance"]]
+            state = {"query_time": {"date": "DAY1", "time": inp["query_time"]}, "working_memory": "",
+                     "day_search_dict": {"DAY1": {"start": 0, "end": int(inp["query_time"][:6])}},
+                     "current_task": "find the cup", "total_tokens": []}
+            out = outcome(lambda: re_.search_and_analyze_frames(state)["working_memory"])
+            if "value" in out:
+                out = {"value": {"memory": out["value"], "retrievals": list(calls)}}
+            cases.append({"input": inp, "output": out})
+    finally:
+        re_.frame_retriever_sql, re_.ThreadPoolExecutor, re_.as_completed, re_.framesearchquery = saved
+    return cases
+
+
+def day_search_dict(mods: dict, n: int, root: Path) -> list[dict]:
+    """``re.get_egolife_daysearchdict(query_time)`` over a frames folder of the drawn days (each day's frames
+    ``HHMMSSFF.jpg`` and a file that is not a frame): the dict the window writer is shown and its str()."""
+    import shutil
+
+    from hypothesis import strategies as st
+
+    frame = st.integers(0, 235959).map(lambda t: t * 100)
+    day = st.lists(st.one_of(frame, st.sampled_from([0, 9595900, 10000000, 23595900, 11094300])), min_size=1,
+                   max_size=5, unique=True)
+    strategy = st.builds(
+        lambda days, pick, t: {"days": days, "query_time": {"date": f"DAY{1 + pick % len(days)}", "time": t}},
+        st.lists(day, min_size=1, max_size=7), st.integers(0, 6),
+        st.one_of(st.sampled_from(["11210217", "09300000", "00000000", "23595999", "10000000"]),
+                  st.integers(0, 23595999).map(lambda t: f"{t:08d}")))
+    re_ = mods["re"]
+    folder = root / "frames_1fps"
+    saved = re_.frames_dir
+    re_.frames_dir = str(folder)
+    cases = []
+    try:
+        for inp in examples(strategy, n):
+            shutil.rmtree(folder, ignore_errors=True)
+            for d, frames in enumerate(inp["days"], start=1):
+                (folder / f"DAY{d}").mkdir(parents=True)
+                (folder / f"DAY{d}" / "notes.txt").write_text("not a frame")
+                for t8 in frames:
+                    (folder / f"DAY{d}" / f"{t8:08d}.jpg").write_bytes(b"")
+            out = outcome(lambda: re_.get_egolife_daysearchdict(inp["query_time"]))
+            if "value" in out:
+                out = {"value": {"dict": out["value"], "as_given_to_writer": str(out["value"])}}
+            cases.append({"input": inp, "output": out})
+    finally:
+        re_.frames_dir = saved
+    return cases
+
+
+def answer_step(mods: dict, n: int) -> list[dict]:
+    """``lg.generate_answer`` (E12) with the answerer's reply scripted (through its class ``FinalAnswer``): what
+    the answerer is given (context, query time) and the answer it returns, or the exception."""
+    from hypothesis import strategies as st
+
+    import standins
+
+    reply = strategies()["FinalAnswer"]
+    text = st.sampled_from(["", "find the cup", "ステップ", "it's \"quoted\"", "a\nb"])
+    strategy = st.fixed_dictionaries({
+        "plan": st.lists(text, max_size=3), "memory": st.sampled_from(
+            ["", "The long video is taken from the first-person perspective of Jake. ",
+             "Frame_Search: Between 11:00:00 and 11:05:00 on Day 1 : a cup \nEntityGraph_Search: NONE\n"]),
+        "query_time": st.fixed_dictionaries({"date": st.sampled_from(["DAY1", "DAY3"]),
+                                             "time": st.sampled_from(["11210217", "09300000", "23595900",
+                                                                      "00000100"])}),
+        "reply": reply})
+    cases = []
+    for inp in examples(strategy, n):
+        standins.ScriptedStructured.replies[:] = [inp["reply"]]
+        standins.ScriptedStructured.seen[:] = []
+        state = {"plan": inp["plan"], "working_memory": inp["memory"], "query_time": inp["query_time"],
+                 "question": "Where is the cup?", "candidates": "A. a\nB. b\nC. c\nD. d", "total_tokens": []}
+
+        def run():
+            answer = mods["lg"].generate_answer(state)["answer"].model_dump()
+            seen = standins.ScriptedStructured.seen[-1]
+            return {"answer": answer, "context": seen["context"], "query_time": seen["query_time"]}
+
+        cases.append({"input": inp, "output": outcome(run)})
+    return cases
+
+
 def nearest_cue(mods: dict, n: int) -> list[dict]:
     """``create_entity_graph.add_dtranscripts_to_rel_dict``: the transcript an interval gets from an hour's kept
     lines (time lines, each followed by its text lines), as E-C7 reads it."""
@@ -452,23 +623,30 @@ def _row_of(line: str) -> int:
     return minutes * 60 + seconds
 
 
+#: Each kind: its generator, its share of ``--n`` and whether it needs the scratch root.
+KINDS = {"structured_reply": (structured_reply, 0.5, False), "timeformatter": (timeformatter, 1, False),
+         "ts_to_int_centiseconds": (ts_to_int_centiseconds, 1, False), "frame_ranking": (frame_ranking, 1, True),
+         "eg_sql_ladder": (eg_sql_ladder, 1, True), "bm25_transcript_search": (bm25_transcript_search, 0.5, True),
+         "srt_english_lines": (srt_english_lines, 1, True), "grader_routing": (grader_routing, 0.5, False),
+         "nearest_cue": (nearest_cue, 0.5, False), "frame_window_step": (frame_window_step, 1, True),
+         "day_search_dict": (day_search_dict, 0.5, True), "answer_step": (answer_step, 0.5, False)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--src", type=Path, default=SRC / "egagent")
     parser.add_argument("--n", type=int, default=400, help="examples drawn per kind (per class for replies)")
+    parser.add_argument("--kinds", nargs="*", default=list(KINDS),
+                        help="the kinds to regenerate (the others are kept as stored); default: all")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         mods = load(args.src.resolve(), root)
-        kinds = {"structured_reply": structured_reply(mods, args.n // 2),
-                 "timeformatter": timeformatter(mods, args.n),
-                 "ts_to_int_centiseconds": ts_to_int_centiseconds(mods, args.n),
-                 "frame_ranking": frame_ranking(mods, args.n, root),
-                 "eg_sql_ladder": eg_sql_ladder(mods, args.n, root),
-                 "bm25_transcript_search": bm25_transcript_search(mods, args.n // 2, root),
-                 "srt_english_lines": srt_english_lines(mods, args.n, root),
-                 "grader_routing": grader_routing(mods, args.n // 2),
-                 "nearest_cue": nearest_cue(mods, args.n // 2)}
+        made = {}
+        for kind in args.kinds:
+            fn, share, needs_root = KINDS[kind]
+            made[kind] = fn(mods, int(args.n * share), *([root] if needs_root else []))
+    kinds = kept_kinds("egagent", made, list(KINDS))
     path = write_cases("egagent", RELEASE, kinds)
     print(path, {k: len(v) for k, v in kinds.items()})
 

@@ -14,7 +14,15 @@ Kinds:
 - ``time_reference_reply`` — ``parse_time_reference(query)`` with the time-extraction model's reply scripted:
   ``[start, end]`` or ``None``;
 - ``qa_frame_budget`` — ``unified/memory.py`` ``UnifiedMemory.format_results`` over visual-clip nodes: each clip's
-  frames under the per-clip cap and the total left (igraph 1.0.0 is imported by ``unified/graph.py``).
+  frames under the per-clip cap and the total left (igraph 1.0.0 is imported by ``unified/graph.py``);
+- ``graph_build`` — ``unified/graph.py`` ``MultimodalGraph.add_*_nodes`` on drawn caption, NER and snapshot files;
+- ``filter_by_time`` — ``MultimodalGraph.filter_by_time`` on drawn nodes and edges;
+- ``ppr_retrieve`` — ``build_igraph`` + ``unified/retrieval.py`` ``cross_modal_retrieve`` with fixed vectors
+  (rank_bm25 0.2.2 needed);
+- ``time_bypass`` — ``memory.py`` ``WorldMemory.retrieve_by_time`` over captions loaded by the episodic memory's
+  ``_process_caption_data`` (compiled from the checkout's text).
+
+``--kinds`` regenerates only the kinds named and keeps the others as stored.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import SRC, examples, outcome, write_cases  # noqa: E402
+from common import SRC, examples, kept_kinds, outcome, release_functions, write_cases  # noqa: E402
 
 COMMIT = "0f2273f7f07360cc58588399553b5a6ea758b084"
 RELEASE = {"release": "github lijiazheng0917/MAGIC-video", "commit": COMMIT}
@@ -189,6 +197,287 @@ def time_reference_reply(mods: dict, n: int) -> list[dict]:
     return cases
 
 
+# ---------------------------------------------------------------------------------------------- graph kinds
+_WORDS = ["Alice", "alice", " Bob ", "I", "me", "My", "", "  ", "Kühne", "Bob's", "x-y", "the cup", "東京", "cup"]
+
+
+def _captions(level_s: float):
+    """One granularity's caption entries (MM-Lifelong layout): starts on the level's grid or off it, spans of
+    the window, zero or shorter; repeated spans, gaps past the 6-h temporal limit, int or float seconds; text
+    repeated, empty or unicode; ``video_path`` present, empty or missing."""
+    from hypothesis import strategies as st
+
+    entry = st.builds(
+        lambda k, jump, off, length, as_int, text, path: {
+            **{"start_sec": (int if as_int else float)(k * level_s + jump + off),
+               "end_sec": (int if as_int else float)(k * level_s + jump + off + length), "text": text},
+            **({} if path is None else {"video_path": path})},
+        st.integers(0, 6), st.sampled_from([0, 0, 0, 21600, 25000]), st.sampled_from([0, 0, 0, 0.5, 10.25]),
+        st.sampled_from([level_s, level_s, 0, level_s / 2, level_s + 1]), st.booleans(),
+        st.sampled_from(["a walk", "a walk", "cup on table", "", "Alice talks to Bob", "東京 at night"]),
+        st.sampled_from(["v.mp4", "v.mp4", "", None]))
+    return st.lists(entry, max_size=5 if level_s == 30.0 else 3)
+
+
+def graph_build_strategy():
+    from hypothesis import strategies as st
+
+    name = st.one_of(st.sampled_from(_WORDS), st.sampled_from([None, 0]))
+    triple = st.lists(st.sampled_from(_WORDS[:12] + ["likes", "holds"]), min_size=2, max_size=4)
+    return st.fixed_dictionaries({
+        "captions": st.fixed_dictionaries({"30sec": _captions(30.0), "3min": _captions(180.0),
+                                           "10min": _captions(600.0), "1h": _captions(3600.0)}),
+        # NER keys: indices of 30-s captions (their text's chunk key) or a key matching none
+        "ner": st.lists(st.tuples(st.one_of(st.integers(0, 5), st.just(-1)), st.lists(name, max_size=4)),
+                        max_size=4),
+        "snapshots": st.lists(st.tuples(st.sampled_from(["0", "30", "111040000", "600"]),
+                                        st.lists(triple, max_size=4)), max_size=2),
+        "person": st.sampled_from(["I", "I", "A1_JAKE"])})
+
+
+def graph_build(mods: dict, n: int, tmp: Path) -> list[dict]:
+    """``MultimodalGraph.add_episode_nodes`` → ``add_visual_nodes`` (no clip embeddings) → ``add_entity_nodes``
+    → ``add_semantic_nodes``, in the order ``preprocess/build_unified_graph.py`` calls them, on files written
+    from the drawn captions, NER results and snapshots: every node (id, type, text, start_ts, end_ts) and every
+    edge (src, dst, type, weight) in the order the release adds them."""
+    import json
+
+    graph_mod = importlib.import_module("worldmm.memory.unified.graph")
+    cases = []
+    for inp in examples(graph_build_strategy(), n):
+        files = graph_case_files(inp, tmp)
+
+        def run():
+            g = graph_mod.MultimodalGraph()
+            g.add_episode_nodes({k: str(v) for k, v in files["captions"].items()})
+            base = json.loads(files["captions"]["30sec"].read_text())
+            g.add_visual_nodes(base, {})
+            g.add_entity_nodes(str(files["openie"]), base, person=inp["person"])
+            g.add_semantic_nodes(str(files["semantic"]), person=inp["person"])
+            return {"nodes": [[n.id, n.node_type.value, n.text, n.start_ts, n.end_ts] for n in g.nodes.values()],
+                    "edges": [[e.src_id, e.dst_id, e.edge_type.value, e.weight] for e in g.edges]}
+
+        cases.append({"input": inp, "output": outcome(run)})
+    return cases
+
+
+def graph_case_files(inp: dict, folder: Path) -> dict:
+    """The release's input files of a ``graph_build`` case (also what the conformance adapter reads): one caption
+    JSON per granularity, ``openie_results.json`` (NER keyed by the chunk key of the n-th 30-s caption's text,
+    ``-1`` a key matching no caption) and the semantic consolidation snapshots."""
+    import hashlib
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    captions = {}
+    for level, entries in inp["captions"].items():
+        captions[level] = folder / f"video_{level}.json"
+        captions[level].write_text(json.dumps(entries))
+    base = inp["captions"]["30sec"]
+    ner = {}
+    for index, names in inp["ner"]:
+        text = base[index]["text"] if 0 <= index < len(base) else "no caption has this text"
+        ner["chunk-" + hashlib.md5(text.encode()).hexdigest()] = names
+    openie = folder / "openie_results.json"
+    openie.write_text(json.dumps({"ner_results": ner}))
+    semantic = folder / "semantic_consolidation_results.json"
+    semantic.write_text(json.dumps({k: {"consolidated_semantic_triples": t} for k, t in inp["snapshots"]}))
+    return {"captions": captions, "openie": openie, "semantic": semantic}
+
+
+_TYPES = ["episode", "visual_clip", "entity", "semantic"]
+
+
+def filter_by_time_strategy():
+    """Nodes of every type with times on a small grid (ties with the query time), semantic snapshots sharing a
+    time, and edges between any two (self-loops, repeats); MM-Lifelong float seconds or EgoLife TS9 ints (frames
+    ``FF`` 00 or not), the query time in the same format."""
+    from hypothesis import strategies as st
+
+    def ts9(seconds: int, ff: int) -> int:
+        h, m, s = seconds // 3600 % 24, seconds % 3600 // 60, seconds % 60
+        return int(f"{seconds // 86400 + 1}{h:02d}{m:02d}{s:02d}{ff:02d}")
+
+    grid = st.sampled_from([0, 30, 60, 90, 180, 86400 + 30])
+    node = st.tuples(st.sampled_from(_TYPES), grid, st.sampled_from([0, 0, 30, 150]), st.sampled_from([0, 0, 50]))
+    return st.builds(
+        lambda fmt, nodes, edges, until: {
+            "format": fmt,
+            "nodes": [[f"n{k}", t, *((float(a), float(a + d)) if fmt == "seconds" else (ts9(a, ff), ts9(a + d, ff)))]
+                      for k, (t, a, d, ff) in enumerate(nodes)],
+            "edges": [[f"n{u}", f"n{v}", w] for u, v, w in edges if u < len(nodes) and v < len(nodes)],
+            "until": float(until[0]) if fmt == "seconds" else ts9(until[0], until[1])},
+        st.sampled_from(["seconds", "ts9"]), st.lists(node, min_size=1, max_size=8),
+        st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7), st.sampled_from([1.0, 0.5, 0.8])), max_size=8),
+        st.tuples(st.sampled_from([0, 30, 60, 89, 90, 180, 240, 86400 + 30, 86400 + 200]),
+                  st.sampled_from([0, 0, 50, 99])))
+
+
+def filter_by_time(mods: dict, n: int) -> list[dict]:
+    """``MultimodalGraph.filter_by_time(until_time)`` on a graph of the drawn nodes and edges: the visible node
+    ids in order and the edges kept (by their index in the full list)."""
+    graph_mod = importlib.import_module("worldmm.memory.unified.graph")
+    nodes = importlib.import_module("worldmm.memory.unified.nodes")
+    cases = []
+    def frames_zeroed(inp: dict) -> dict:
+        def zero(ts):
+            return ts - ts % 100
+        return {**inp, "nodes": [[nid, kind, zero(a), zero(b)] for nid, kind, a, b in inp["nodes"]],
+                "until": zero(inp["until"])}
+
+    for inp in examples(filter_by_time_strategy(), n):
+        def run(inp=inp):
+            g = graph_mod.MultimodalGraph()
+            for nid, kind, start, end in inp["nodes"]:
+                g.nodes[nid] = nodes.GraphNode(id=nid, node_type=nodes.NodeType(kind), text=nid, start_ts=start,
+                                               end_ts=end)
+            g.edges = [nodes.GraphEdge(u, v, nodes.EdgeType.CONTAINS, w) for u, v, w in inp["edges"]]
+            sub = g.filter_by_time(inp["until"])
+            kept = {id(e) for e in sub.edges}
+            return {"nodes": list(sub.nodes), "edges": [k for k, e in enumerate(g.edges) if id(e) in kept]}
+
+        case = {"input": inp, "output": outcome(run)}
+        if inp["format"] == "ts9" and frames_zeroed(inp) != inp:  # the reference for senri's whole-second times
+            case["output_frames_zeroed"] = outcome(lambda: run(frames_zeroed(inp)))
+        cases.append(case)
+    return cases
+
+
+def ppr_strategy():
+    """A small graph (1-10 nodes of every type and granularity, texts from a few words so BM25 ties, 3-d text
+    vectors of small integers — zero rows, equal rows —, clip vectors for some clips or none), weighted edges
+    (self-loops and repeated pairs), a query with its text and clip-space vectors, and the retrieval settings."""
+    from hypothesis import strategies as st
+
+    vec = st.lists(st.sampled_from([-1, 0, 0, 1, 1, 2]), min_size=3, max_size=3)
+    kind = st.sampled_from([("episode", "30sec"), ("episode", "30sec"), ("episode", "3min"), ("episode", "10min"),
+                            ("episode", "1h"), ("semantic", ""), ("entity", ""), ("visual_clip", "")])
+    text = st.sampled_from(["cup on table", "Alice walks", "cup", "", "alice cup cup", "東京 night", "Bob"])
+    node = st.tuples(kind, text, vec, st.one_of(st.none(), vec), st.integers(0, 20))
+    return st.builds(
+        lambda nodes, edges, query, qv, qvis, settings: {
+            "nodes": [{"id": f"n{k}", "type": t, "granularity": g, "text": x, "vector": v,
+                       "spo": (x.split() + ["", "", ""])[:3] if t == "semantic" else None,
+                       "clip_vector": cv if t == "visual_clip" else None,
+                       # the graph filter_by_time leaves: one semantic snapshot (its time on every triple)
+                       "start": 600.0 if t == "semantic" else float(30 * s),
+                       "end": 600.0 if t == "semantic" else float(30 * s + 30)}
+                      for k, ((t, g), x, v, cv, s) in enumerate(nodes)],
+            "edges": [[f"n{u}", f"n{w}", weight] for u, w, weight in edges if u < len(nodes) and w < len(nodes)],
+            "query": query, "query_vector": qv, "query_clip_vector": qvis, **settings},
+        st.lists(node, min_size=1, max_size=10),
+        st.lists(st.tuples(st.integers(0, 9), st.integers(0, 9), st.sampled_from([1.0, 1.0, 0.5, 0.8, 1 / 31])),
+                 max_size=14),
+        st.sampled_from(["cup", "where is the cup?", "Alice", "night", "nothing here", ""]), vec, vec,
+        st.fixed_dictionaries({"seed_top_k": st.sampled_from([5, 5, 1, 3]),
+                               "bm25_weight": st.sampled_from([0.3, 0.3, 0.0]),
+                               "damping": st.sampled_from([0.85, 0.85, 0.5]), "top_k": st.sampled_from([16, 16, 3])}))
+
+
+class _Embedder:
+    """The embedding model's two query encoders, returning the case's fixed vectors."""
+
+    def __init__(self, text, clip):
+        import numpy as np
+
+        self.text, self.clip = np.asarray(text, dtype=np.float32), np.asarray(clip, dtype=np.float32)
+
+    def encode_text(self, query):
+        return self.text
+
+    def encode_vis_query(self, query):
+        return self.clip
+
+
+def ppr_retrieve(mods: dict, n: int) -> list[dict]:
+    """``MultimodalGraph.build_igraph`` then ``cross_modal_retrieve`` (text, BM25 and clip seeds, igraph prpack
+    PPR, the hybrid PPR x (cos+1)/2, the multiscale quotas) with the caller's target types (episode, semantic,
+    clip), alpha 0.7, on the drawn graph with its fixed vectors: the returned (id, score) and every target
+    node's hybrid score (the reference for ties)."""
+    import numpy as np
+    import rank_bm25  # noqa: F401  (build_igraph drops its BM25 seeds silently without it)
+
+    graph_mod = importlib.import_module("worldmm.memory.unified.graph")
+    nodes = importlib.import_module("worldmm.memory.unified.nodes")
+    retrieval = importlib.import_module("worldmm.memory.unified.retrieval")
+    targets = [nodes.NodeType.EPISODE, nodes.NodeType.SEMANTIC, nodes.NodeType.VISUAL_CLIP]
+    cases = []
+    for inp in examples(ppr_strategy(), n):
+        def run():
+            g = graph_mod.MultimodalGraph()
+            for d in inp["nodes"]:
+                kind = nodes.NodeType(d["type"])
+                meta = {"granularity": d["granularity"]} if kind == nodes.NodeType.EPISODE else {}
+                if kind == nodes.NodeType.SEMANTIC:
+                    meta = dict(zip(("subject", "predicate", "object"), d["spo"]))
+                g.nodes[d["id"]] = nodes.GraphNode(
+                    id=d["id"], node_type=kind, text=d["text"], start_ts=d["start"], end_ts=d["end"],
+                    text_embedding=np.asarray(d["vector"], dtype=np.float32),
+                    visual_embedding=None if d["clip_vector"] is None else np.asarray(d["clip_vector"], np.float32),
+                    metadata=meta)
+            g.edges = [nodes.GraphEdge(u, v, nodes.EdgeType.CONTAINS, w) for u, v, w in inp["edges"]]
+            g.build_igraph()
+            model = _Embedder(inp["query_vector"], inp["query_clip_vector"])
+            found = retrieval.cross_modal_retrieve(g, inp["query"], model, top_k=inp["top_k"],
+                                                   target_node_types=targets, seed_top_k=inp["seed_top_k"],
+                                                   damping=inp["damping"], bm25_weight=inp["bm25_weight"])
+            reset = retrieval.build_reset_vector(g, inp["query"], model, 0.7, inp["seed_top_k"],
+                                                 bm25_weight=inp["bm25_weight"])
+            ppr = retrieval._run_ppr(g, reset, inp["damping"])
+            sims = retrieval._compute_text_sims(g, inp["query"], model)
+            return {"ranked": [[node.id, score] for node, score in found],
+                    "ppr": {nid: float(p) for nid, p in zip(g._all_node_ids, ppr)},
+                    "hybrid": {nid: float(p) * float(s) for nid, p, s in zip(g._all_node_ids, ppr, sims)
+                               if g.nodes[nid].node_type in targets}}
+
+        cases.append({"input": inp, "output": outcome(run)})
+    return cases
+
+
+def time_bypass_strategy():
+    """Captions of the 30-s, 3-min and 10-min levels (ints or floats, on and off the grid, zero-length, repeated
+    spans, blank and unicode text, in time order or not) and a time range (inside, touching, reversed, past the
+    end, NaN or infinite bounds, as the time extractor's reply may give them)."""
+    from hypothesis import strategies as st
+
+    def level(window: float):
+        entry = st.builds(lambda k, off, length, as_int, text: {
+            "start_sec": (int if as_int else float)(k * window + off),
+            "end_sec": (int if as_int else float)(k * window + off + length), "text": text},
+            st.integers(0, 40), st.sampled_from([0, 0, 0, 0.5, 12.25]), st.sampled_from([window, window, 0, 7.5]),
+            st.booleans(), st.sampled_from(["a walk", "cup on table", "", "  ", "東京 at night", "a walk"]))
+        return st.one_of(st.lists(entry, max_size=6).map(lambda es: sorted(es, key=lambda e: e["start_sec"])),
+                         st.lists(entry, max_size=4))
+
+    bound = st.one_of(st.integers(0, 1300).map(float), st.sampled_from([0.0, 30.0, 59.5, 600.0, 3599.0, 3600.0,
+                                                                         float("nan"), float("inf"), -5.0]))
+    return st.fixed_dictionaries({"captions": st.fixed_dictionaries(
+        {"30sec": level(30.0), "3min": level(180.0), "10min": level(600.0)}), "range": st.tuples(bound, bound)})
+
+
+def time_bypass(mods: dict, n: int, src: Path) -> list[dict]:
+    """``WorldMemory.retrieve_by_time(start, end)`` (G-R6: a query with a time range returns the overlapping
+    30-s and 3-min captions as text, no PPR) over captions loaded by ``EpisodicMemory._process_caption_data``
+    (compiled from ``episodic/memory.py``; ``CaptionEntry`` a plain record): the text the round retrieves."""
+    import types
+    from typing import Any, Dict, List
+
+    load_captions = release_functions(src / "src" / "worldmm" / "memory" / "episodic" / "memory.py",
+                                      ["_process_caption_data"], {"CaptionEntry": types.SimpleNamespace,
+                                                                  "List": List, "Dict": Dict, "Any": Any},
+                                      owner="EpisodicMemory")["_process_caption_data"]
+    retrieve = mods["memory"].WorldMemory.retrieve_by_time
+    cases = []
+    for inp in examples(time_bypass_strategy(), n):
+        episodic = types.SimpleNamespace(captions={}, caption_id_to_entry={}, text_to_entry={})
+        for level, entries in inp["captions"].items():
+            episodic.captions[level] = []
+            load_captions(episodic, entries, level)
+        me = types.SimpleNamespace(episodic_memory=episodic)
+        cases.append({"input": inp, "output": outcome(lambda: retrieve(me, *inp["range"]))})
+    return cases
+
+
 def _num(value) -> str:
     if isinstance(value, str):
         return value
@@ -198,18 +487,30 @@ def _num(value) -> str:
     return str(value)
 
 
+#: Each kind: its generator, its share of ``--n`` and what else it is given (the empty video, a scratch folder).
+KINDS = {"extract_frames": (extract_frames, 1, "video"), "time_reference_reply": (time_reference_reply, 1, ""),
+         "qa_frame_budget": (qa_frame_budget, 0.5, "video"), "graph_build": (graph_build, 0.75, "tmp"),
+         "filter_by_time": (filter_by_time, 1, ""), "ppr_retrieve": (ppr_retrieve, 1, ""),
+         "time_bypass": (time_bypass, 1, "src")}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--src", type=Path, default=SRC / "magic_video")
     parser.add_argument("--n", type=int, default=400)
+    parser.add_argument("--kinds", nargs="*", default=list(KINDS),
+                        help="the kinds to regenerate (the others are kept as stored); default: all")
     args = parser.parse_args()
     mods = load(args.src.resolve())
     with tempfile.TemporaryDirectory() as tmp:
         video = Path(tmp) / "video.mp4"
         video.write_bytes(b"")
-        kinds = {"extract_frames": extract_frames(mods, args.n, video),
-                 "time_reference_reply": time_reference_reply(mods, args.n),
-                 "qa_frame_budget": qa_frame_budget(mods, args.n // 2, video)}
+        made = {}
+        for kind in args.kinds:
+            fn, share, extra = KINDS[kind]
+            extras = {"video": [video], "tmp": [Path(tmp) / kind], "src": [args.src.resolve()], "": []}
+            made[kind] = fn(mods, int(args.n * share), *extras[extra])
+    kinds = kept_kinds("magic_video", made, list(KINDS))
     path = write_cases("magic_video", RELEASE, kinds)
     print(path, {k: len(v) for k, v in kinds.items()})
 

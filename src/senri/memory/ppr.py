@@ -6,7 +6,8 @@ W-R3); MAGIC-Video runs one PPR over its node graph (0.85, G-R3). The papers' co
 solver; this is a plain power iteration with the same conventions, so neither system needs igraph:
 
 * the graph is undirected: an edge ``(u, v, w)`` lets the walker move both ways, in proportion to ``w``
-  among the node's edges (a self-loop ``(u, u, w)`` adds ``w`` once to ``u``'s strength);
+  among the node's edges (a self-loop ``(u, u, w)`` counts twice, as igraph counts it for an undirected
+  graph: ``2w`` to ``u``'s strength and to its walk back to ``u``; MAGIC-Video's generated cases found it);
 * a node with no edges (a *dangling* node) hands its mass back along the reset distribution, as prpack does
   for personalized PageRank;
 * a pair listed twice keeps its FIRST weight by default (MAGIC-Video's graph builder adds an edge once, G-C6);
@@ -96,10 +97,10 @@ def personalized_pagerank(n_nodes: int, edges: Sequence[tuple[int, int, float]],
         ends = np.array(list(pairs), dtype=np.int64)
         weights = np.fromiter(pairs.values(), dtype=float, count=len(pairs))
         loops = ends[:, 0] == ends[:, 1]
-        # Each non-loop pair is walkable both ways; a self-loop once.
+        # Each non-loop pair is walkable both ways; a self-loop is both its ends at once (twice its weight).
         sources = np.concatenate([ends[:, 0], ends[~loops, 1]])
         targets = np.concatenate([ends[:, 1], ends[~loops, 0]])
-        flows = np.concatenate([weights, weights[~loops]])
+        flows = np.concatenate([np.where(loops, 2.0 * weights, weights), weights[~loops]])
     else:
         sources = targets = np.zeros(0, dtype=np.int64)
         flows = np.zeros(0, dtype=float)

@@ -218,3 +218,14 @@ class MemoryIndex:
         scores = self.scores(query)
         order = np.argsort(-scores, kind="stable")[:k]
         return [(int(i), float(scores[i])) for i in order]
+
+
+def cosine_rows(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Cosine of each row with ``query``, each side divided by its own norm clamped at 1e-8 (torch's rule, as
+    the releases compute it, in float32): a zero row (MAGIC-Video's entity and clip text rows, G-R2) scores 0.
+    MAGIC-Video's seeds and WorldMM's semantic seeds (W-R3) are both torch's ``F.cosine_similarity``."""
+    rows = np.asarray(matrix, dtype=np.float32)
+    q = np.asarray(query, dtype=np.float32).reshape(-1)
+    unit_rows = rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), np.float32(1e-8))
+    unit_q = q / max(float(np.linalg.norm(q)), 1e-8)
+    return (unit_rows @ unit_q.astype(np.float32)).astype(np.float64)

@@ -423,6 +423,7 @@ class EGAgent(Method):
             if self.incomplete != "whole_day":
                 raise QuestionFailed("the frame-window writer gave no window (the release's ValueError)")
             windows = [{"text_queries": [step], "day": None, "start_t": None, "end_t": None}]
+        entries: list[str] = []
         for window in windows:
             start, end, day = self._window_span(window)
             if not window["text_queries"]:
@@ -438,9 +439,11 @@ class EGAgent(Method):
             ep.found += len(hits)
             relevance = self._ask(ep, "frame_analyzer", parts=images, step=step,
                                   queries=", ".join(window["text_queries"]))["relevance"]
-            ep.memory += f"Frame_Search: {window_entry(start, end, day, relevance)}\n"
+            entries.append(window_entry(start, end, day, relevance))
             ep.steps[-1].setdefault("frames", []).append({"queries": window["text_queries"], "day": day,
                                                           "span": [start, end], "frames": [h.start_s for h in hits]})
+        # one line for the step, its windows' entries joined, as the release appends its analysis_result
+        ep.memory += "Frame_Search: " + "".join(entries) + "\n"
 
     def _images(self, ep: Episode, times: Sequence[float]) -> list[Any]:
         """The frames at ``times``, each after its label "HH:MM:SS on DAY1"; one that fails to decode is left

@@ -106,6 +106,13 @@ def video_rate(video: Any) -> tuple[float, int] | None:
     return (fps, n_frames) if n_frames > 0 else None
 
 
+def minutes_clock(seconds: float) -> str:
+    """"MM:SS" as the release's ``retrieve_by_time`` writes a time-bypass caption's bounds: whole seconds split
+    into minutes and seconds, the minutes unbounded ("61:05" is 1 h 1 min 5 s)."""
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes:02d}:{secs:02d}"
+
+
 @dataclass
 class SearchRound:
     """One search round as the release's history keeps it: its number (error rounds count), the query, whether
@@ -227,7 +234,7 @@ class MagicVideoWorkflow(MemorySearch):
         """What one round retrieved, as the release's history writes it."""
         clock = self.store.clock
         if r.bypass:
-            return "\n\n".join(f"[{clock(i.start_s)} - {clock(i.end_s)}] ({i.level})\n{i.text}"
+            return "\n\n".join(f"[{minutes_clock(i.start_s)} - {minutes_clock(i.end_s)}] ({i.level})\n{i.text}"
                                for i in self._bypass_episodes(r)) or "[No results]"
         if not r.items:
             return "[No new results]"

@@ -41,6 +41,7 @@ from senri.backends.base import ChatRequest, ImagePart, Message, Part
 from senri.backends.budget import overflow
 from senri.memory.store import MemoryItem
 from senri.memory.worldmm.common import FILTER_SKIP_NOTE, is_time_range
+from senri.memory.worldmm.index import ZeroWeightEntity
 from senri.methods.agent import Episode, MemorySearch, _hit
 from senri.methods.base import MethodAnswer, RunContext
 from senri.methods.structured import call_record
@@ -319,7 +320,15 @@ class WorldMMWorkflow(MemorySearch):
             if key in ep.queries:
                 ep.tally.count("repeated_queries")
             ep.queries.add(key)
-            shown, parts, record = self._retrieve(ep, decision["memory_type"], decision["search_query"])
+            try:
+                shown, parts, record = self._retrieve(ep, decision["memory_type"], decision["search_query"])
+            except ZeroWeightEntity as exc:  # the release's search raises: its evaluation answers "Error"
+                step.update(action="search_raised", error=str(exc))
+                ep.tally.errors.append(f"worldmm: {exc} (the release loses the question)")
+                ep.trace.update(n_rounds=round_no, errors=errors, actions=[r["action"] for r in ep.trace["rounds"]],
+                                retriever=self.store.retriever, wall_s=round(time.monotonic() - started, 3),
+                                lost=str(exc))
+                return MethodAnswer(None, "", False, ep.tally, ep.trace)
             step.update(action="search", **record)
             history.append({"round": round_no, "memory_type": decision["memory_type"],
                             "query": decision["search_query"], "content": shown})

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -40,6 +40,9 @@ class Episode:
     start_s: float
     end_s: float
     text: str
+    #: Whether the caption has a video clip: the release makes a clip node only for a 30-s caption with a
+    #: ``video_path`` (senri's own build: every 30-s caption is a clip of the video).
+    clip: bool = True
 
 
 @dataclass(frozen=True)
@@ -217,7 +220,7 @@ class Snapshot:
 
     key: str
     time_s: float | None
-    triples: Sequence[Triple]
+    triples: Sequence[Triple | None]  # None: a place the release's file holds something shorter (its id skipped)
 
 
 def build_graph(episodes: Mapping[str, Sequence[Episode]], entities: Mapping[str, Sequence[str]],
@@ -235,7 +238,8 @@ def build_graph(episodes: Mapping[str, Sequence[Episode]], entities: Mapping[str
       weight 1/(gap+1), both ways;
     * ``contains`` coarse → fine for adjacent granularities (weight 1) and 1h → 30sec (0.5), when the fine
       span lies inside the coarse one;
-    * ``co_clip`` visual ↔ its 30-s episode (1, both ways);
+    * ``co_clip`` visual ↔ its 30-s episode (1, both ways), a clip only for a 30-s caption with a clip
+      (:attr:`Episode.clip`), in the captions' order, one node per whole second of start;
     * ``mentioned_in`` entity → 30-s episode (1), for every mention; then ``appeared_in`` entity → that
       episode's clip (0.8, once per pair), in the order of the mentions;
     * ``has_property`` subject entity → triple (1), object entity → triple (0.5), for entities already known.
@@ -247,8 +251,8 @@ def build_graph(episodes: Mapping[str, Sequence[Episode]], entities: Mapping[str
                            float(e.end_s), level) for e in episodes.get(level, ())]
         for node in nodes:
             graph.add_node(node)
-        unique = {n.node_id: graph.nodes[n.node_id] for n in nodes}  # a repeated span is one node (its first)
-        by_level[level] = sorted(unique.values(), key=lambda n: n.start_s)
+        # every caption, a repeated span as often as it is given (stable by start), as the release pairs them
+        by_level[level] = sorted(nodes, key=lambda n: n.start_s)
     for level, nodes in by_level.items():
         for cur, nxt in zip(nodes, nodes[1:]):
             gap = nxt.start_s - cur.end_s
@@ -261,16 +265,22 @@ def build_graph(episodes: Mapping[str, Sequence[Episode]], entities: Mapping[str
             for fine in by_level[fine_level]:
                 if coarse.start_s <= fine.start_s and fine.end_s <= coarse.end_s:
                     graph.add_edge(coarse.node_id, fine.node_id, "contains", weight)
-    clip_of: dict[str, str] = {}
+    clips_of: dict[str, list[str]] = {}
     if visual_nodes:
-        for ep in by_level["30sec"]:
-            vis = GraphNode(visual_id(ep.start_s), VISUAL, ep.text, ep.start_s, ep.end_s, "30sec")
-            if vis.node_id in graph.nodes:
+        # in the captions' order; a clip id met again (same whole second) is one node spanning to the latest end,
+        # linked to each caption's episode
+        for e in episodes.get("30sec", ()):
+            if not e.clip:
                 continue
-            graph.add_node(vis)
-            clip_of[ep.node_id] = vis.node_id
-            graph.add_edge(vis.node_id, ep.node_id, "co_clip", 1.0)
-            graph.add_edge(ep.node_id, vis.node_id, "co_clip", 1.0)
+            vis_id, ep_id = visual_id(e.start_s), episode_id(e.start_s, e.end_s, "30sec")
+            known = graph.nodes.get(vis_id)
+            if known is None:
+                graph.add_node(GraphNode(vis_id, VISUAL, e.text, float(e.start_s), float(e.end_s), "30sec"))
+            else:
+                graph.nodes[vis_id] = replace(known, end_s=max(known.end_s, float(e.end_s)))
+            graph.add_edge(vis_id, ep_id, "co_clip", 1.0)
+            graph.add_edge(ep_id, vis_id, "co_clip", 1.0)
+            clips_of.setdefault(ep_id, []).append(vis_id)
     mentions: list[tuple[str, str]] = []
     for ep_id, names in entities.items():
         ep = graph.nodes.get(ep_id)
@@ -290,13 +300,16 @@ def build_graph(episodes: Mapping[str, Sequence[Episode]], entities: Mapping[str
             mentions.append((ent_id, ep_id))
     appeared: set[tuple[str, str]] = set()
     for ent_id, ep_id in mentions:
-        vis_id = clip_of.get(ep_id)
-        if vis_id is not None and (ent_id, vis_id) not in appeared:
-            appeared.add((ent_id, vis_id))
-            graph.add_edge(ent_id, vis_id, "appeared_in", 0.8)
+        for vis_id in clips_of.get(ep_id, ()):
+            if (ent_id, vis_id) not in appeared:
+                appeared.add((ent_id, vis_id))
+                graph.add_edge(ent_id, vis_id, "appeared_in", 0.8)
     snapshots = semantic if semantic and isinstance(semantic[0], Snapshot) else [Snapshot(snapshot, None, semantic)]
     for snap in snapshots:
-        for index, (subj, pred, obj) in enumerate(snap.triples):
+        for index, triple in enumerate(snap.triples):
+            if triple is None:
+                continue
+            subj, pred, obj = triple
             sem = GraphNode(semantic_id(snap.key, index), SEMANTIC, f"{subj} {pred} {obj}", snap.time_s,
                             snap.time_s, "", str(subj), str(pred), str(obj))
             graph.add_node(sem)

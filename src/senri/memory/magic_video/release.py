@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -68,8 +68,10 @@ def load_release_graph(path: Path) -> Graph:
 
 def release_snapshots(path: Path, data: Any) -> list[Snapshot]:
     """G-F2's semantic snapshots in file order, each at its key's time (seconds; an EgoLife TS9 key such as
-    111040000 is DAY1 11:04:00; MM-Lifelong's single key "0" is the start). ValueError naming the file and the
-    key or field."""
+    111040000 is DAY1 11:04:00; MM-Lifelong's single key "0" is the start), each triple as the release's graph
+    builder reads it: a list of three parts or more gives its first three as text (empty and repeated ones
+    kept: a triple's id is its position), a shorter one is skipped. ValueError naming the file and the key or
+    field."""
     if not isinstance(data, dict) or not data:
         raise ValueError(f"{path}: expected an object of snapshots (key \"0\")")
     out = []
@@ -80,7 +82,14 @@ def release_snapshots(path: Path, data: Any) -> list[Snapshot]:
             raise ValueError(f"{path}: snapshot key {key!r} is not a timestamp (seconds or TS9)") from None
         if not isinstance(content, dict) or not isinstance(content.get("consolidated_semantic_triples"), list):
             raise ValueError(f"{path}: snapshot {key!r} field 'consolidated_semantic_triples' missing")
-        out.append(Snapshot(str(key), time_s, _triples(content["consolidated_semantic_triples"])))
+        triples = []
+        for i, triple in enumerate(content["consolidated_semantic_triples"]):
+            if not isinstance(triple, (list, tuple, str)):
+                raise ValueError(f"{path}: snapshot {key!r} triple {i} is not a list")
+            # as the release reads a snapshot: the first three parts as text, repeats kept; a shorter one is
+            # skipped but keeps its place (a triple's id is its position)
+            triples.append((str(triple[0]), str(triple[1]), str(triple[2])) if len(triple) >= 3 else None)
+        out.append(Snapshot(str(key), time_s, triples))
     return out
 
 
@@ -119,7 +128,8 @@ def release_captions(path: Path) -> list[Episode]:
             raise ValueError(f"{path}: entry {i} field 'start_sec'/'end_sec' is not a number") from None
         if end < start:
             raise ValueError(f"{path}: entry {i} field 'end_sec' {end} is before 'start_sec' {start}")
-        out.append(Episode(level, start, end, str(entry["text"])))
+        # a caption without a video_path has no clip node (the release's add_visual_nodes skips it)
+        out.append(Episode(level, start, end, str(entry["text"]), clip=bool(entry.get("video_path"))))
     return out
 
 
@@ -184,6 +194,16 @@ def release_chains(mode: Path) -> tuple[list[ChainRow], list[str], dict[str, int
     return rows, notes, skipped
 
 
+def release_mentions(base: Sequence[Episode], ner: Mapping[str, Any]) -> dict[str, list[str]]:
+    """G-F2's NER results as :func:`build_graph`'s mentions: each OpenIE chunk key (``chunk-`` + md5 of a 30-s
+    caption's text; a text given twice maps to its last caption, as the release's dict keeps the last) → that
+    episode's id → every name as the NER lists it (a name twice in a clip is two ``mentioned_in`` edges); keys
+    matching no caption, blank names and names that are not text dropped."""
+    by_chunk = {chunk_key(e.text): episode_id(e.start_s, e.end_s, "30sec") for e in base if e.text}
+    return {by_chunk[k]: [str(x).strip() for x in v if isinstance(x, str) and x.strip()]
+            for k, v in ner.items() if k in by_chunk and isinstance(v, list)}
+
+
 def import_release(import_dir: Path, request: BuildRequest, encoder: TextEncoder | None = None) -> None:
     """G-F1..F5 → a store: captions per level (float seconds), OpenIE, every semantic snapshot, chains; the
     pickled graph when :func:`senri.memory.release.load_release_pickle` reads it, else the graph rebuilt from the
@@ -202,10 +222,7 @@ def import_release(import_dir: Path, request: BuildRequest, encoder: TextEncoder
     ner = openie.get("ner_results") if isinstance(openie, dict) else None
     if not isinstance(ner, dict):
         raise ValueError(f"{openie_path}: field 'ner_results' missing or not an object")
-    by_chunk = {chunk_key(e.text): episode_id(e.start_s, e.end_s, "30sec") for e in levels.get("30sec", ()) if e.text}
-    # every mention as the release's NER lists it (a name twice in a clip is two mentioned_in edges)
-    entities = {by_chunk[k]: [str(x).strip() for x in v if isinstance(x, str) and x.strip()]
-                for k, v in ner.items() if k in by_chunk and isinstance(v, list)}
+    entities = release_mentions(levels.get("30sec", ()), ner)
     semantic_path = mode / "semantic_memory" / "semantic_consolidation_results.json"
     snapshots = release_snapshots(semantic_path, _load_json(semantic_path))
     chains, notes, skipped = release_chains(mode)

@@ -18,6 +18,7 @@ import numpy as np
 
 from senri.memory.magic_video.graph import (CHAIN, ENTITY, EPISODE, SEMANTIC, VISUAL, ChainRow, GraphNode,
                                             TextEncoder, hms)
+from senri.memory.retrieval import cosine_rows  # noqa: F401  (re-exported: the store imports it here)
 from senri.memory.store import MemoryItem
 
 
@@ -55,16 +56,6 @@ def seed_weights(cos: np.ndarray, bm25: np.ndarray, visual: np.ndarray | None, *
         add(visual[clips], visual_weight, clips)
     total = reset.sum()
     return reset / total if total > 0 else np.full(len(cos), 1.0 / max(len(cos), 1))
-
-
-def cosine_rows(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """Cosine of each row with ``query``, each side divided by its own norm clamped at 1e-8 (torch's rule, as
-    the release computes it, in float32): a zero row (an entity's or a clip's text, G-R2) scores 0."""
-    rows = np.asarray(matrix, dtype=np.float32)
-    q = np.asarray(query, dtype=np.float32).reshape(-1)
-    unit_rows = rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), np.float32(1e-8))
-    unit_q = q / max(float(np.linalg.norm(q)), 1e-8)
-    return (unit_rows @ unit_q.astype(np.float32)).astype(np.float64)
 
 
 class OkapiBM25:

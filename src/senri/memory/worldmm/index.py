@@ -13,6 +13,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from senri.memory.ppr import personalized_pagerank
+from senri.memory.retrieval import cosine_rows
 from senri.memory.store import MemoryItem
 from senri.memory.worldmm.common import (TextVectors, Triple, fact_text, first_json, hipporag_triple,
                                          literal_value, min_max)
@@ -30,6 +31,19 @@ SYNONYMS_PER_ENTITY = 101
 SYNONYM_MIN_CHARS = 2
 
 _NOT_ALNUM = re.compile(r"[^A-Za-z0-9]")
+
+
+#: What a level search does where the entities to seed include one of weight 0 (``zero_weight_entities``):
+#: ``release`` raises :class:`ZeroWeightEntity` (HippoRAG's ``get_top_k_weights`` asserts every kept entity has
+#: a weight, so the release's search raises and its evaluation loses the question); ``keep``: the walk starts
+#: from the others (senri's option).
+ZERO_WEIGHT_ENTITIES = ("release", "keep")
+
+
+class ZeroWeightEntity(ValueError):
+    """A level search whose seed entities include one of weight 0 (every kept fact naming it scored 0, the
+    lowest candidate after min-max): HippoRAG's assertion fails, the release's search raises and WorldMM's
+    evaluation answers "Error" for the question (counted wrong)."""
 
 
 @dataclass(frozen=True)
@@ -155,6 +169,16 @@ class GranularityIndex:
                 occurs[e] += 1
         phrase = np.divide(phrase, occurs, out=np.zeros_like(phrase), where=occurs > 0)
         link_top_k = int(config.get("link_top_k", 5))
+        rule = str(config.get("zero_weight_entities", "release"))
+        if rule not in ZERO_WEIGHT_ENTITIES:
+            raise ValueError(f"memory_system.worldmm.episodic.zero_weight_entities: {rule!r} is not one of "
+                             f"{list(ZERO_WEIGHT_ENTITIES)}")
+        # HippoRAG seeds the link_top_k best entities and asserts each has a weight: one of weight 0 is among
+        # them when fewer than that many entities have a positive weight
+        if rule == "release" and np.count_nonzero(phrase) < min(link_top_k, int(np.count_nonzero(occurs))):
+            zero = [self.entities[e] for e in np.flatnonzero((occurs > 0) & (phrase == 0))]
+            raise ZeroWeightEntity(f"entities {zero} of the kept facts have weight 0 (HippoRAG's assertion in "
+                                   f"get_top_k_weights: the release's search raises)")
         if np.count_nonzero(phrase) > link_top_k:
             keep = np.argsort(-phrase, kind="stable")[:link_top_k]
             mask = np.zeros_like(phrase, dtype=bool)
@@ -187,25 +211,30 @@ class GranularityIndex:
 
 def semantic_ranking(triples: Sequence[Triple], triple_vectors: np.ndarray, query_vector: np.ndarray, n: int,
                      damping: float, positions: bool = False) -> list[tuple[Any, float]]:
-    """W-R3: the ``n`` triples nearest the query seed a uniform reset over their entities; PPR on the entity
-    graph (one unweighted, undirected edge per triple between distinct subject and object, repeated pairs
-    adding up as igraph's multigraph does) scores every triple PPR(subject) + PPR(object); the top ``n``, ties
-    in the snapshot's order. A triple listed twice is two entries (two seed candidates, two edges), as the
-    release indexes a snapshot. Each result is (triple, score), or (its position in ``triples``, score) with
-    ``positions``."""
+    """W-R3 as the release's ``SemanticMemory.retrieve`` computes it: the ``n`` triples of highest cosine with the
+    query (torch's rule, :func:`~senri.memory.retrieval.cosine_rows`) seed a uniform reset over their entities —
+    a triple's non-empty subject and object (an empty one is no entity); PPR on the entity graph (one
+    unweighted, undirected edge per triple between two distinct entities, repeated pairs adding up as igraph's
+    multigraph does) scores every triple PPR(subject) + PPR(object); the top ``n``, ties in the snapshot's
+    order. Seeds naming no entity: the ``n`` most similar triples, best first (the release's fallback). A
+    triple listed twice is two entries (two seed candidates, two edges), as the release indexes a snapshot.
+    Each result is (triple, score), or (its position in ``triples``, score) with ``positions``."""
     if not triples:
         return []
-    sims = triple_vectors @ query_vector
+    sims = cosine_rows(triple_vectors, query_vector)
     seeds = [int(i) for i in np.argsort(-sims, kind="stable")[:n]]
     names: dict[str, int] = {}
     for s, _, o in triples:
-        names.setdefault(s, len(names))
-        names.setdefault(o, len(names))
-    seed_entities = {names[part] for i in seeds for part in (triples[i][0], triples[i][2])}
-    edges = [(names[s], names[o], 1.0) for s, _, o in triples if names[s] != names[o]]
+        for part in (s, o):
+            if part:
+                names.setdefault(part, len(names))
+    seed_entities = {names[part] for i in seeds for part in (triples[i][0], triples[i][2]) if part}
+    if not seed_entities:
+        return [((i if positions else triples[i]), float(sims[i])) for i in seeds]
+    edges = [(names[s], names[o], 1.0) for s, _, o in triples if s and o and names[s] != names[o]]
     reset = {e: 1.0 for e in seed_entities}
     ppr = personalized_pagerank(len(names), edges, reset, damping=damping, duplicates="sum")
-    scores = [float(ppr[names[t[0]]] + ppr[names[t[2]]]) for t in triples]
+    scores = [float((ppr[names[t[0]]] if t[0] else 0.0) + (ppr[names[t[2]]] if t[2] else 0.0)) for t in triples]
     order = sorted(range(len(scores)), key=lambda i: -scores[i])[:n]
     return [((i if positions else triples[i]), scores[i]) for i in order]
 
