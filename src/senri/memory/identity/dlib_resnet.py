@@ -5,7 +5,7 @@ dlib-bin 20.0.1 wheel (dlib's own code: a manylinux wheel, nothing compiled here
 
 Not the releases' ArcFace (insightface buffalo_l / buffalo_s, 512-d): its descriptors are not centred, so cosines
 of different people are high (0.82–0.90 measured on the packaged photos in tests/test_identity_standins.py, the
-same person under mirror/scale/JPEG/rotation ≥ 0.96), and their norm (1.2–1.5) is no quality score. Its
+same person under mirror/JPEG/rotation ≥ 0.95), and their norm (1.2–1.5) is no quality score. Its
 :data:`SCALES` say so, and the builds use them instead of the release's 0.3/0.5 cosines and 20/22 norms.
 """
 
@@ -22,9 +22,9 @@ from senri.memory.identity import Scales
 LANDMARKS_FILE = "shape_predictor_5_face_landmarks.dat"
 DESCRIPTOR_FILE = "dlib_face_recognition_resnet_model_v1.dat"
 #: Measured on scikit-image's astronaut, matplotlib's Grace Hopper and scikit-image's cameraman (CenterFace boxes):
-#: same person 0.960–1.000, different people 0.819–0.904; 0.93 sits in the gap.
+#: same person 0.950–0.998, different people 0.811–0.904; 0.93 sits in the gap.
 SCALES = Scales(quality=None, face_matching=0.93, identity_cosine=0.93,
-                measured="dlib_resnet on packaged photos: same person >= 0.96, different <= 0.904 (cosine); "
+                measured="dlib_resnet on packaged photos: same person >= 0.95, different <= 0.904 (cosine); "
                          "its norm is no quality score")
 
 
