@@ -448,7 +448,8 @@ def test_table2_omni_on_the_demo_through_the_dag(tmp_path, prepared_demo):
                  f"+model.agent={{backend:scripted,script:{script},video:true,audio:true}} "
                  "method.m3_agent.models=[agent] memory_system.m3_agent.models.memorizer=agent "
                  "memory_system.m3_agent.text_embedder=hashed_encoder:HashedWords "
-                 "memory_system.m3_agent.memorizer_short_side=64 memory_system.m3_agent.silent_video=video_only")
+                 "memory_system.m3_agent.memorizer_short_side=64 memory_system.m3_agent.silent_video=video_only "
+                 "memory_system.m3_agent.face_short_side=96")  # the face stand-ins at 5 fps: 0.01 CPU-s a frame
     _snakemake(tmp_path, overrides, "--set-threads", "memory_system=1")
     store = tmp_path / "results/memory_system/m3_agent/perception/demo_01"
     record = yaml.safe_load((store / "config.yaml").read_text())
