@@ -224,3 +224,42 @@ def test_m3_build_with_the_standins_on_a_video_without_audio_records_them(tmp_pa
                                     "map_quality": None, "face_matching": 0.93, "voice_matching": 0.8}
     with pytest.raises(ValueError, match="face_detector and face_embedder go together"):
         build(tmp_path / "x", video, "demo_02", face_model=None, face_detector="centerface")
+
+
+def test_light_omni_books_each_unit_s_faces_to_the_segment_it_is_sent_with(tmp_path):
+    """L-C2/L-C6/L-Q3 wiring: the faces identified in a segment's units (first-seen order, each once) go with that
+    segment's log request (as its profile lines), and the turn's faces are cleared after each send."""
+    from senri.media import wav_bytes
+    from senri.memory.light_omni import agent, stream
+    from senri.memory.light_omni.memory import LightOmniMemory
+    from senri.memory.light_omni.units import Unit
+
+    class Model:
+        def __init__(self):
+            self.faces = []
+
+        def log(self, request):
+            self.faces.append(request.faces)
+            return json.dumps({"visual": "v", "auditory": "a", "semantic_memory": []})
+
+        def embed_documents(self, texts):
+            return np.ones((len(texts), 4), dtype=np.float32)
+
+    silence = wav_bytes(b"\0\0" * 16000)
+    units = []
+    for i in range(12):
+        (tmp_path / f"{i}.wav").write_bytes(silence)
+        units.append(Unit(i, f"2026-01-01 08:00:{i:02d}", tmp_path / f"{i}.png", tmp_path / f"{i}.wav"))
+    seen = {1: ["<face_1>"], 2: ["<face_0>", "<face_1>"], 7: ["<face_2>"], 8: ["<face_2>"]}
+    flags = [False, True, True, True, True, True, False, False, False, True, True, True]
+
+    def identify(unit, out_dir):
+        return out_dir / f"processed_{unit.index}.png", seen.get(unit.index, [])
+
+    model = Model()
+    memory = LightOmniMemory(model)
+    record = agent.stream_video(units, memory, tmp_path / "out", stream.flags_source(flags), lambda: None,
+                                identify=identify)
+    assert [list(s) for s in record.segments] == [[0, 6], [7, 11]]  # (first, last) unit of each segment
+    assert model.faces == ["<face_1>: unknown\n<face_0>: unknown", "<face_2>: unknown"]
+    assert record.faces_seen == 5
