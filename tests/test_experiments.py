@@ -448,12 +448,17 @@ def test_table2_omni_on_the_demo_through_the_dag(tmp_path, prepared_demo):
                  f"+model.agent={{backend:scripted,script:{script},video:true,audio:true}} "
                  "method.m3_agent.models=[agent] memory_system.m3_agent.models.memorizer=agent "
                  "memory_system.m3_agent.text_embedder=hashed_encoder:HashedWords "
-                 "memory_system.m3_agent.memorizer_short_side=64 memory_system.m3_agent.silent_video=video_only")
+                 "memory_system.m3_agent.memorizer_short_side=64 memory_system.m3_agent.silent_video=video_only "
+                 "memory_system.m3_agent.face_short_side=96")  # the face stand-ins at 5 fps: 0.01 CPU-s a frame
     _snakemake(tmp_path, overrides, "--set-threads", "memory_system=1")
     store = tmp_path / "results/memory_system/m3_agent/perception/demo_01"
     record = yaml.safe_load((store / "config.yaml").read_text())
     assert record["lost"] is None and record["audio"].startswith("none:") and record["calls"]["memorizer"] >= 2
     assert record["policies"]["silent_video"] == "video_only" and "video without audio" in record["conditions"]
+    # the experiment's face/voice stand-ins ran and are labelled (the demo's drawn walks show no face: 0 detected)
+    assert record["face_model"]["model"] == "centerface+dlib_resnet" and record["face_model"]["standin"] is True
+    assert record["voice_embedder"]["model"] == "resemblyzer" and record["voice_embedder"]["standin"] is True
+    assert all(isinstance(c["faces"]["detected"], int) and c["voices"] == "no audio" for c in record["clips"])
     rows = pl.read_parquet(tmp_path / "results/predictions/m3_agent/agent/demo_01.parquet")
     assert rows.height == questions.height and rows["error"].is_null().all() and (rows["pred"] == "B").all()
     trace = json.loads(rows["trace"][0])

@@ -301,6 +301,9 @@ def test_table2_omni_builds_and_answers_light_omni_on_the_demo_through_a_stand_i
     assert record["source"] == "built" and "lost" not in record, record
     assert record["audio"] == "silent" and record["units"] >= 30 and record["models"] == {"omni": "omni_standin"}
     assert record["model_calls"]["log"] == len(record["segments"]) >= 2
+    # the experiment's face stand-ins ran over every unit's frame and are labelled (the demo shows no face)
+    assert record["faces"]["model"] == "centerface+dlib_resnet" and record["faces"]["standin"] is True
+    assert record["faces"]["identity_cosine"] == 0.93 and record["face_profiles"] == record["faces_identified"] == 0
     predictions = pl.read_parquet(tmp_path / "results/predictions/light_omni/omni_standin/demo_01.parquet")
     questions = pl.read_parquet(tmp_path / "results/questions.parquet")
     assert predictions.height == questions.height and predictions["error"].is_null().all()

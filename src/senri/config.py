@@ -340,6 +340,20 @@ def run_name(method: str, system: str) -> str:
     return method if system == CAPTIONS else f"{method}@{system}"
 
 
+def _system_file(path: Path, cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """A memory system's config file read outside the composition (a method's pin brought it), its
+    interpolations resolved against the composed config as the composition would (``${identity.face_detector}``:
+    config/identity/)."""
+    from omegaconf import OmegaConf
+
+    data = yaml.safe_load(path.read_text()) or {}
+    merged = OmegaConf.create({**{k: v for k, v in cfg.items() if k in ("identity",)}, "__system": data})
+    try:
+        return OmegaConf.to_container(merged, resolve=True)["__system"]
+    except Exception as exc:  # noqa: BLE001 - omegaconf's interpolation errors: name the file
+        raise ConfigError(f"{path}: {exc}") from exc
+
+
 def expand_memory_systems(cfg: dict[str, Any], config_dir: Path) -> None:
     """Give every memory method one run per selected memory system (``memory_system: [captions, worldmm]``:
     runs ``senri_agent`` and ``senri_agent@worldmm``), each recording its system as ``memory_system``. A
@@ -364,7 +378,7 @@ def expand_memory_systems(cfg: dict[str, Any], config_dir: Path) -> None:
                 if not path.is_file():
                     raise ConfigError(f"config.method.{name}.memory_system: memory system {pinned!r} has no "
                                       f"config ({path} is missing; is the system merged?)")
-                systems[pinned] = yaml.safe_load(path.read_text()) or {}
+                systems[pinned] = _system_file(path, cfg)
             methods[name] = spec
             continue
         if not _reads_store(spec):  # VideoLucy: reads the caption hierarchy its own way, once

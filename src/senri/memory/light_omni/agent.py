@@ -141,23 +141,67 @@ def processed_frame(unit: Unit, out_dir: Path, long_edge: int = LONG_EDGE) -> Pa
     return out
 
 
+def identified_frame(unit: Unit, out_dir: Path, analyzer, book, long_edge: int = LONG_EDGE
+                     ) -> tuple[Path, list[str]]:
+    """L-C2 with a face model: the unit's full-resolution frame through the detector+embedder (RGB), the book's
+    identity rules (which draw each identified face's box and ``<face_N>`` label ON the frame), shrunk to long
+    edge 480 and saved as ``profiles/data/processed_<TS>.png``; a face registered or given a better shot here
+    gets its avatar ``profiles/avatars/<face_N>.png`` (the box padded by 10 px, from the undrawn frame)."""
+    import cv2
+
+    from senri.memory.light_omni.faces import Detection
+
+    frame = cv2.imread(str(unit.image))
+    if frame is None:
+        raise ValueError(f"{unit.image}: unreadable frame of unit {unit.index}")
+    original = frame.copy()
+    found = analyzer.analyze(np.ascontiguousarray(frame[:, :, ::-1]))
+    before = dict(book.avatars)
+    saved, names = book.process(frame, [Detection(f.bbox, f.kps, f.score, f.embedding) for f in found],
+                                long_edge)
+    for name, box in book.avatars.items():
+        if before.get(name) != box:
+            h, w = original.shape[:2]
+            x0, y0, x1, y1 = box
+            crop = original[max(0, y0 - 10):min(h, y1 + 10), max(0, x0 - 10):min(w, x1 + 10)]
+            path = out_dir / "profiles" / "avatars" / f"{name}.png"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if crop.size:
+                cv2.imwrite(str(path), crop)
+    out = out_dir / "profiles" / "data" / f"processed_{unit.timestamp}.png"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cv2.imwrite(str(out), saved)
+    return out, names
+
+
 @dataclass
 class StreamRecord:
     segments: list[tuple[int, int]] = field(default_factory=list)
     vad_resets: int = 0
+    faces_seen: int = 0  # identified faces over all units (0 without a face model)
 
 
 def stream_video(units: Sequence[Unit], memory: LightOmniMemory, out_dir: Path,
                  speaking: Callable[[int], bool], reset: Callable[[], None],
-                 frame: Callable[[Unit, Path], Path] = processed_frame) -> StreamRecord:
+                 frame: Callable[[Unit, Path], Path] = processed_frame,
+                 identify: Callable[[Unit, Path], tuple[Path, list[str]]] | None = None) -> StreamRecord:
     """L-C4/L-C5: the units through the segmenter; each segment becomes one eval_memory message (its processed
-    frames, its merged WAV ``raw/<start>—<end>.wav``, text "null") added to ``memory``."""
+    frames, its merged WAV ``raw/<start>—<end>.wav``, text "null") added to ``memory``. ``identify`` (a face
+    model, :func:`identified_frame`) replaces ``frame``: the faces it names join the turn's faces, which go with
+    the next segment sent and are then cleared (the release's current_turn_faces; here in first-seen order where
+    the release iterates a set, L-Q3)."""
     record = StreamRecord()
     frames: dict[int, Path] = {}
     trace = stream.SegmenterTrace()
+    turn_faces: list[str] = []
 
     def before(i: int) -> None:
-        frames[i] = frame(units[i], out_dir)
+        if identify is None:
+            frames[i] = frame(units[i], out_dir)
+            return
+        frames[i], names = identify(units[i], out_dir)
+        turn_faces.extend(n for n in names if n not in turn_faces)
+        record.faces_seen += len(names)
 
     def send(segment: stream.Segment) -> None:
         first, last = units[segment.first], units[segment.last]
@@ -166,7 +210,8 @@ def stream_video(units: Sequence[Unit], memory: LightOmniMemory, out_dir: Path,
         message = {"start_time": first.timestamp, "end_time": last.timestamp,
                    "image_path": [str(frames[i]) for i in segment.units], "audio_path": str(audio),
                    "text": "null", "tag": "eval_memory"}
-        memory.add_segment(message, faces=[])
+        memory.add_segment(message, faces=list(turn_faces))
+        turn_faces.clear()
         end_message = getattr(memory.model, "end_message", None)
         if end_message is not None:  # ag 474/481: media and feature caches cleared after every message
             end_message()

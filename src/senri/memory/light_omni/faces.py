@@ -81,8 +81,14 @@ class FaceBook:
     embedding, quality and avatar; (E) tracks = EMA(0.2 new + 0.8 old), renormalised, only this frame's kept.
     Identified faces are drawn (green box, label) and the frame shrunk to long edge 480 (INTER_AREA)."""
 
-    def __init__(self, meta: dict | None = None, vectors: np.ndarray | None = None) -> None:
-        self.meta = {"face_counter": 0, "mapping": [], "qualities": [], **(meta or {})}
+    def __init__(self, meta: dict | None = None, vectors: np.ndarray | None = None,
+                 identity_cosine: float = TRACK_COSINE) -> None:
+        # the dict itself is kept (not copied): a build shares it with the memory's profiles (one profiles.json)
+        self.meta = meta if meta is not None else {}
+        for key, empty in (("face_counter", 0), ("mapping", []), ("qualities", [])):
+            self.meta.setdefault(key, empty)
+        #: (A)/(B)'s cosine: the release's 0.5 (buffalo_s); a stand-in face model brings its own (identity.Scales)
+        self.track_cosine = self.database_cosine = float(identity_cosine)
         if len(self.meta["qualities"]) < len(self.meta["mapping"]):  # metadata without qualities: 100 each
             self.meta["qualities"] = list(self.meta["qualities"]) + [100.0] * (
                 len(self.meta["mapping"]) - len(self.meta["qualities"]))
@@ -116,13 +122,13 @@ class FaceBook:
             name, best, idx = None, 0.0, -1
             for track, hist in self.tracks.items():
                 score = float((emb @ hist.T)[0][0])
-                if score > TRACK_COSINE and score > best:
+                if score > self.track_cosine and score > best:
                     best, name = score, track
                     idx = self.meta["mapping"].index(track) if track in self.meta["mapping"] else -1
             if name is None and self.known and len(self.index):
                 scores = self.index @ emb.reshape(-1)
                 top = int(np.argmax(scores))
-                if float(scores[top]) > DATABASE_COSINE and top < len(self.meta["mapping"]):
+                if float(scores[top]) > self.database_cosine and top < len(self.meta["mapping"]):
                     name, idx = self.meta["mapping"][top], top
             if name is None and yaw < REGISTER_YAW:
                 name = self._register(emb, yaw, face.bbox)

@@ -16,6 +16,7 @@ captions with its own model, U-3):
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any, ClassVar, Collection, Mapping
@@ -128,7 +129,9 @@ class LightOmniStore(MemoryStore):
 
     @classmethod
     def build(cls, request: BuildRequest) -> None:
-        from senri.memory.light_omni.agent import read_wav, stream_video
+        from senri.memory.identity.faces import open_face_analyzer
+        from senri.memory.light_omni.agent import identified_frame, read_wav, stream_video
+        from senri.memory.light_omni.faces import FaceBook
         from senri.memory.light_omni.stream import silero_activity
         from senri.memory.light_omni.units import extract_units
 
@@ -136,9 +139,11 @@ class LightOmniStore(MemoryStore):
         fact_order = str(cfg.get("fact_order", "seeded"))
         if fact_order not in FACT_ORDERS:
             raise ValueError(f"memory_system.light_omni.fact_order {fact_order!r} is not one of {FACT_ORDERS}")
-        if cfg.get("faces", "off") != "off":
-            raise ValueError("memory_system.light_omni.faces: only 'off' is implemented (face identification, "
-                             "L-C2, needs insightface buffalo_s; see docs/memory_systems.md)")
+        if "faces" in cfg:
+            raise ValueError("memory_system.light_omni.faces: replaced by face_detector/face_embedder (null: no "
+                             "face identification; centerface/dlib_resnet: the open stand-ins)")
+        analyzer = open_face_analyzer(cfg.get("face_detector"), cfg.get("face_embedder"),
+                                      "memory_system.light_omni", cfg.get("face_config"))
         if request.media is None:
             raise ValueError("light_omni build: the request has no video (Light-Omni streams the video itself)")
         out = Path(request.out_dir)
@@ -147,9 +152,18 @@ class LightOmniStore(MemoryStore):
         model = open_engine(request.models, "memory_system.light_omni.models")
         memory = LightOmniMemory(model, merge_factor=int(cfg.get("merge_factor", 8)), fact_order=fact_order,
                                  seed=int(request.seed))
+        identify, book = None, None
+        if analyzer is None:
+            faces_record: Any = ("none: the release's insightface buffalo_s has no offline weights (no face "
+                                 "identification, no profiles)")
+        else:
+            cosine = float(cfg.get("identity_cosine") or analyzer.scales.identity_cosine)
+            book = FaceBook(memory.profiles.meta, identity_cosine=cosine)  # one dict: profiles.json's
+            faces_record = {**analyzer.describe(), "identity_cosine": cosine}
+            identify = functools.partial(identified_frame, analyzer=analyzer, book=book)
         record: dict[str, Any] = {"system": {k: v for k, v in cfg.items() if k != "model_configs"},
                                   "source": "built", "units": len(units.units), "audio": units.audio_source,
-                                  "faces": "off (no face identification: profiles stay empty)",
+                                  "faces": faces_record,
                                   "models": {r: m[0] for r, m in request.models.items()}, "seed": request.seed}
         try:
             if not units.units:
@@ -157,8 +171,10 @@ class LightOmniStore(MemoryStore):
                                  "a video: L-C1)")
             vad = silero_activity()
             streamed = stream_video(units.units, memory, out, lambda i: vad.push(read_wav(units.units[i].audio)),
-                                    vad.reset)
+                                    vad.reset, identify=identify)
             record.update(segments=[list(s) for s in streamed.segments], vad_resets=streamed.vad_resets)
+            if book is not None:
+                record.update(faces_identified=streamed.faces_seen, face_profiles=len(book.meta["mapping"]))
         except Exception as exc:  # noqa: BLE001 - the release's worker dies on any error (L-L4): record it
             record["lost"] = f"{type(exc).__name__}: {exc}"
         finally:
@@ -166,6 +182,9 @@ class LightOmniStore(MemoryStore):
         record.update(model_calls=dict(model.calls), logs=len(memory.logs), archived=len(memory.ltm),
                       semantic=len(memory.retriever.semantic), episodic=len(memory.retriever.episodic))
         state = save_memory(memory, out)
+        if book is not None and book.known:  # L-F2: profiles/vectors.npy, one float32 row per registered face
+            (out / "profiles").mkdir(parents=True, exist_ok=True)
+            np.save(out / "profiles" / "vectors.npy", np.stack(book.known).astype(np.float32))
         pl.DataFrame([i.__dict__ for i in memory_items(state)] or None,
                      schema={"item_id": pl.Utf8, "kind": pl.Utf8, "text": pl.Utf8, "start_s": pl.Float64,
                              "end_s": pl.Float64, "description": pl.Utf8, "level": pl.Utf8, "score": pl.Float64}

@@ -93,11 +93,13 @@ def batch_size(n_frames: int, cluster_size: int = 100) -> int:
 
 
 def cluster_faces(faces: Sequence[Face], min_cluster_size: int = MIN_CLUSTER_SIZE,
-                  clusterer: str = "hdbscan") -> list[int]:
-    """M-C6: a cluster label per face (−1: noise, not good, or too few good faces)."""
+                  clusterer: str = "hdbscan", min_det: float = CLUSTER_DET,
+                  min_quality: float | None = CLUSTER_QUALITY) -> list[int]:
+    """M-C6: a cluster label per face (−1: noise, not good, or too few good faces). ``min_quality`` None: the
+    face model's embedding norm is no quality (a stand-in's, :class:`senri.memory.identity.Scales`): no gate."""
     labels = [-1] * len(faces)
     good = [i for i, f in enumerate(faces)
-            if float(f.detection) >= CLUSTER_DET and float(f.quality) >= CLUSTER_QUALITY]
+            if float(f.detection) >= min_det and (min_quality is None or float(f.quality) >= min_quality)]
     if len(good) < min_cluster_size:
         return labels
     vectors = np.asarray([faces[i].embedding for i in good], dtype=float)
@@ -122,11 +124,13 @@ def _best_first(faces: Sequence[Face]) -> list[Face]:
     return sorted(faces, key=lambda f: (float(f.detection), float(f.quality)), reverse=True)[:MAX_FACES_PER_CHARACTER]
 
 
-def faces_to_nodes(graph: MemoryGraph, faces: Sequence[Face]) -> dict[int, list[Face]]:
-    """M-C7: the clip's clustered faces into face nodes; node id → its faces (top 3), in order of matching."""
+def faces_to_nodes(graph: MemoryGraph, faces: Sequence[Face], min_det: float = MAP_DET,
+                   min_quality: float | None = MAP_QUALITY) -> dict[int, list[Face]]:
+    """M-C7: the clip's clustered faces into face nodes; node id → its faces (top 3), in order of matching
+    (``min_quality`` None: no quality gate, as in :func:`cluster_faces`)."""
     groups: dict[int, list[Face]] = {}
     for face in faces:
-        if float(face.detection) > MAP_DET and float(face.quality) > MAP_QUALITY:
+        if float(face.detection) > min_det and (min_quality is None or float(face.quality) > min_quality):
             groups.setdefault(face.cluster, []).append(face)
     result: dict[int, list[Face]] = {}
     for label, members in groups.items():

@@ -8,11 +8,16 @@ Roles (``memory_system.m3_agent.models`` / settings), each recorded in the store
   clip at 2 fps WITH its sound (M-C12), the face crops and the transcript per voice node;
 * ``diarizer`` — a chat model that takes video (the release's Gemini-1.5-pro, MP1): speaker turns with times;
   null: no voices (recorded);
-* ``face_model`` — ``"module:function"`` (frames at 5 fps → per frame a list of detections: ``bbox``, ``score``,
-  raw ``embedding``; :func:`~.perception.frame_faces` crops and scores them as M-C5 says): the release's
-  insightface buffalo_l has no offline weights here, so null by default (no face nodes, recorded);
-* ``voice_embedder`` — ``"module:function"`` (a segment's WAV → a vector): the release's ERes2NetV2; null: no
-  voice nodes (recorded);
+* faces — the release's insightface buffalo_l has no offline weights here, so none by default (no face nodes,
+  recorded). ``face_detector`` + ``face_embedder`` name open STAND-INS (:mod:`senri.memory.identity`: a detector
+  of the anonymize registry, e.g. ``centerface``, and ``dlib_resnet``); or ``face_model`` a ``"module:function"``
+  of one's own (frames at 5 fps → per frame a list of detections: ``bbox``, ``score``, raw ``embedding``).
+  :func:`~.perception.frame_faces` crops and scores them as M-C5 says;
+* ``voice_embedder`` — a registered stand-in (``resemblyzer``) or ``"module:function"`` (a segment's WAV → a
+  vector): the release's ERes2NetV2 has no offline weights; null: no voice nodes (recorded);
+* thresholds — the quality gates and matching cosines are the release's for the release's models; a stand-in
+  brings the ones measured for it (:class:`senri.memory.identity.Scales`); ``face_matching_threshold`` /
+  ``voice_matching_threshold`` override either; the build records what it used;
 * ``text_embedder`` — the release's text-embedding-3-large by default, a model config
   (``config/model/text_embedding_3_large.yaml``) served over the OpenAI-compatible embeddings API
   (:mod:`senri.backends.embeddings`; without its key the build stops naming ``api_key_env``); ``minilm``, the
@@ -129,14 +134,46 @@ class ClipBuilder:
         self.memorizer = open_backend(role[1], request.response_cache)
         diarizer = request.models.get("diarizer")
         self.diarizer = open_backend(diarizer[1], request.response_cache) if diarizer else None
-        self.face_model = load_callable(self.cfg.get("face_model"), "face_model")
-        self.voice_embedder = load_callable(self.cfg.get("voice_embedder"), "voice_embedder")
+        self._open_identity_models()
         self.encoder = open_text_encoder(self.cfg, "memory_system.m3_agent.text_embedder", request.response_cache)
         self.prompts = prompt_set("m3_agent", self.cfg.get("prompts_dir"),
                                   from_release=self.cfg.get("prompts_from_release"))
         seed = int(request.seed)
-        self.graph = MemoryGraph(GraphConfig(), random.Random(seed))  # M-Q2 / K-9: the run's seed
+        graph_config = GraphConfig(face_matching_threshold=self.thresholds["face_matching"],
+                                   voice_matching_threshold=self.thresholds["voice_matching"])
+        self.graph = MemoryGraph(graph_config, random.Random(seed))  # M-Q2 / K-9: the run's seed
         self.log = BuildLog()
+
+    def _open_identity_models(self) -> None:
+        """The face and voice roles (by stand-in name or ``module:function``) and the thresholds they are read at:
+        the release's for the release's models and one's own functions, a stand-in's measured ones, or the
+        config's ``*_matching_threshold``."""
+        from senri.memory.identity import RELEASE_M3, VOICE_EMBEDDERS, load_voice_embedder
+        from senri.memory.identity.faces import open_face_analyzer
+
+        where = "memory_system.m3_agent"
+        analyzer = open_face_analyzer(self.cfg.get("face_detector"), self.cfg.get("face_embedder"), where,
+                                      self.cfg.get("face_config"))
+        if analyzer is not None and self.cfg.get("face_model"):
+            raise ValueError(f"{where}: face_model and face_detector/face_embedder both set: name one face model")
+        self.face_model = analyzer or load_callable(self.cfg.get("face_model"), "face_model")
+        self.face_record: Any = analyzer.describe() if analyzer else self.cfg.get("face_model")
+        face_scales = analyzer.scales if analyzer else RELEASE_M3
+        voice = self.cfg.get("voice_embedder")
+        if voice and str(voice) in VOICE_EMBEDDERS:
+            embedder = load_voice_embedder(str(voice), self.cfg.get("voice_config"))
+            self.voice_embedder, voice_scales = embedder, embedder.scales
+            self.voice_record: Any = {"model": str(voice), "standin": True, "weights": embedder.weights,
+                                      "dimension": embedder.dimension, "scales": voice_scales.record()}
+        else:
+            self.voice_embedder = load_callable(voice, "voice_embedder")
+            voice_scales, self.voice_record = RELEASE_M3, voice
+        quality = face_scales.quality
+        self.thresholds = {
+            "cluster_det": perception.CLUSTER_DET, "map_det": perception.MAP_DET,
+            "cluster_quality": quality[0] if quality else None, "map_quality": quality[1] if quality else None,
+            "face_matching": float(self.cfg.get("face_matching_threshold") or face_scales.face_matching),
+            "voice_matching": float(self.cfg.get("voice_matching_threshold") or voice_scales.voice_matching)}
 
     # ------------------------------------------------------------------------------------------ media
     def _clip_video(self, start: float, end: float, wav: bytes | None):
@@ -223,10 +260,12 @@ class ClipBuilder:
                 dropped.append(why)
         if dropped:
             entry["faces_dropped"] = dropped
-        labels = perception.cluster_faces(faces, clusterer=str(self.cfg.get("face_clusterer", "hdbscan")))
+        t = self.thresholds
+        labels = perception.cluster_faces(faces, clusterer=str(self.cfg.get("face_clusterer", "hdbscan")),
+                                          min_det=t["cluster_det"], min_quality=t["cluster_quality"])
         for face, label in zip(faces, labels):
             face.cluster = label
-        nodes = perception.faces_to_nodes(self.graph, faces)
+        nodes = perception.faces_to_nodes(self.graph, faces, min_det=t["map_det"], min_quality=t["map_quality"])
         entry["faces"] = {"detected": len(faces), "nodes": sorted(nodes)}
         return nodes
 
@@ -322,7 +361,8 @@ class M3AgentStore(MemoryStore):
         record = {"source": "built", "seed": int(request.seed), "audio": builder.log.audio,
                   "lost": builder.log.lost, "conditions": builder.log.conditions, "clips": builder.log.clips,
                   "calls": builder.log.calls, "models": {r: m[0] for r, m in request.models.items()},
-                  "face_model": builder.cfg.get("face_model"), "voice_embedder": builder.cfg.get("voice_embedder"),
+                  "face_model": builder.face_record, "voice_embedder": builder.voice_record,
+                  "thresholds": builder.thresholds,
                   "text_embedder": str(builder.cfg.get("text_embedder", "minilm")),
                   "text_encoder": builder.encoder.name, **embedding_calls(builder.encoder),
                   "prompts": builder.prompts.identity(),
