@@ -91,6 +91,16 @@ class CaptionClient:
         return type("Response", (), {"choices": [type("Choice", (), {"message": message})()]})()
 
 
+def prompt_template(captions, system: str, n_frames: int) -> str:
+    """Which of the release's caption prompts ``system`` is ("low", "high"; "?" neither), each filled as
+    process_level and format_message fill it for ``n_frames`` frames."""
+    for name, template, words in (("low", captions.CAPTION_SYSTEM_PROMPT_LOW, captions.LOW_LEVEL_CAPTION_WORDS),
+                                  ("high", captions.CAPTION_SYSTEM_PROMPT, captions.HIGH_LEVEL_CAPTION_WORDS)):
+        if system == template.format(num_frame=n_frames, num_word=words).format(num_frame=n_frames):
+            return name
+    return "?"
+
+
 def caption_tree(captions, n_frames: int, fps: float) -> dict:
     """caption_generation(video, no subtitles, scripted client, max_workers 1) on a video of ``n_frames`` at
     ``fps``: the width and, per level (high, medium, low), the node count, the first node's frame ids, and a
@@ -108,14 +118,13 @@ def caption_tree(captions, n_frames: int, fps: float) -> dict:
             levels, width = captions.caption_generation("v.mp4", None, client, max_workers=1)
     finally:
         Video.side, captions.sample_video_woid = 8, encode
-    low_prompt = captions.CAPTION_SYSTEM_PROMPT_LOW.split("{")[0]
     calls = iter(client.log)
     out = []
     for nodes in levels:
         rows = []
         for node in nodes:
             call = next(calls)
-            template = "low" if call["system"].startswith(low_prompt) else "high"
+            template = prompt_template(captions, call["system"], call["num_frame"])
             rows.append([node["frame_ids"], node["frame_time"], template, call["num_frame"], call["max_tokens"]])
         text = json.dumps(rows, separators=(",", ":"))
         out.append({"nodes": len(nodes), "first_frame_ids": rows[0][0] if rows else None,

@@ -89,6 +89,14 @@ def level_parts(n_frames: int, width: int, level: str) -> list[np.ndarray]:
     return np.array_split(np.arange(n_frames), width ** (LEVELS.index(level) + 1))
 
 
+def level_part(n_frames: int, width: int, level: str, index: int) -> np.ndarray:
+    """Part ``index`` of :func:`level_parts` without splitting the whole range (numpy's array_split: the first
+    N mod k parts hold one frame more)."""
+    size, extra = divmod(n_frames, width ** (LEVELS.index(level) + 1))
+    start = index * size + min(index, extra)
+    return np.arange(start, start + size + (index < extra))
+
+
 def node_index(ids: Sequence[int], width: int) -> int:
     """The part index of node ids (h[, m[, l]]) in its level's global split."""
     index = 0
@@ -218,7 +226,7 @@ def tree_node(n_frames: int, fps: float, width: int, ids: Sequence[int], caption
     ``caption_frames[level]`` frames sampled from it and their time labels. A video with fewer frames than
     w³ has empty low parts: sampling one raises IndexError, as the release's caption job does."""
     level = LEVELS[len(ids) - 1]
-    part = level_parts(n_frames, width, level)[node_index(ids, width)]
+    part = level_part(n_frames, width, level, node_index(ids, width))
     frames = sample_ids(part, caption_frames[level])
     return Node(level, tuple(int(i) for i in ids), tuple(frames), tuple(frame_time(i, fps) for i in frames))
 
