@@ -232,24 +232,35 @@ def paravt_crop_frames(case: dict) -> None:
 
 def paravt_crop_frames_torchvision(case: dict) -> None:
     """A crop torchcodec refuses, on a real file through torchvision 0.25's own read_video and resize: senri's
-    torchcodec rule refuses it too, its model of read_video decodes the same frames (or refuses where
-    read_video raised), and crop_plan returns the frames crop_frames returned, at their size."""
+    torchcodec rule refuses it too; senri's model of read_video, given the stream's time base, decodes the
+    same frames (or refuses where read_video raised) and its fallback returns the frames crop_frames returned,
+    at their size. senri's crop_plan compares in seconds (it is not given the time base): where that gives
+    other frames — a bound within one unit of a frame — the case is the named deviation
+    ``torchvision_times_in_seconds``, checked to be exactly that."""
+    from fractions import Fraction
+
     from senri.methods.paravt import crop_plan
-    from senri.resample import torchvision_window, window_indices
+    from senri.resample import torchvision_fallback, torchvision_window, window_indices
 
     given, out = case["input"], case["output"]
     video, start, end = given["video"], given["start"], given["end"]
-    fps, n_frames = video["avg_fps"], video["n_frames"]
+    fps, n_frames, time_base = video["avg_fps"], video["n_frames"], Fraction(video["time_base"])
     assert out["torchcodec_indices"] is None, out
     _, refused = run(lambda: window_indices(start, end, fps, n_frames, 1.0, 1, 16))
     assert isinstance(refused, (ValueError, OverflowError)), refused
-    decoded, raised = run(lambda: torchvision_window(start, end, fps, n_frames))
+    decoded, raised = run(lambda: torchvision_window(start, end, fps, n_frames, time_base))
     if out["torchvision_decoded"] is None:
         assert isinstance(raised, ValueError), decoded
     else:
         assert raised is None and decoded == out["torchvision_decoded"], (decoded, raised, out)
+    exact, _ = run(lambda: torchvision_fallback(start, end, fps, n_frames, 1.0, 1, 16, time_base))
+    assert (exact or []) == out["returned_indices"], (exact, out)
     got = crop_plan(start, end, fps, n_frames)
-    assert got == out["returned_indices"], (got, out)
+    assert _paravt_returned(got, video, PARAVT_CROP)[1] in (out["resize_hw"], None), (got, out)
+    if got != out["returned_indices"]:
+        seconds, _ = run(lambda: torchvision_window(start, end, fps, n_frames))
+        assert seconds != decoded, (seconds, decoded)
+        raise Deviation("torchvision_times_in_seconds")
     assert _paravt_returned(got, video, PARAVT_CROP) == (out["returned_frames"], out["resize_hw"]), (got, out)
 
 

@@ -266,6 +266,14 @@ def make_fixture(path: Path, n_frames: int, rate: str, height: int, width: int) 
         raise RuntimeError(f"ffmpeg could not write {path}")
 
 
+def stream_time_base(path: Path) -> str:
+    """The video stream's time base (the unit torchvision's read_video rounds the window's bounds to)."""
+    import av
+
+    with av.open(str(path)) as container:
+        return str(container.streams.video[0].time_base)
+
+
 def torchvision_crop(utils, qvu, path: Path, fixture: tuple, start, end) -> dict:
     """utils.crop_frames on a real fixture file: the torchcodec indices (its decoder a stand-in over the file's
     geometry; None where calculate_video_frame_range refuses the window), and where torchcodec refused, the
@@ -352,6 +360,7 @@ def main() -> None:
         for path, fixture in zip(paths, FIXTURES):
             make_fixture(path, *fixture)
         rate = {k: float(Fraction(f[1])) for k, f in enumerate(FIXTURES)}
+        time_base = {k: stream_time_base(path) for k, path in enumerate(paths)}
         duration = {k: FIXTURES[k][0] / rate[k] for k in rate}
         start = st.one_of(st.floats(-2, 200, allow_nan=False), st.integers(-1, 130),
                           st.sampled_from([0.0, 0.1, 10.01, 2.0, 1.99, 15.0, 16.0, 20.0, 119.99, 120.0, 125.0]))
@@ -360,10 +369,16 @@ def main() -> None:
             st.tuples(st.integers(0, len(FIXTURES) - 1), start, delta).map(lambda t: (t[0], t[1], t[1] + t[2])),
             st.tuples(st.integers(0, len(FIXTURES) - 1), st.floats(0, 1), delta).map(
                 lambda t: (t[0], t[1] * duration[t[0]], t[1] * duration[t[0]] + t[2])),
-            st.tuples(st.integers(0, len(FIXTURES) - 1), start, start))
+            st.tuples(st.integers(0, len(FIXTURES) - 1), start, start),
+            # across one frame boundary, starting between two frames: torchcodec's first and last frame are
+            # the same one; torchvision decodes it and the frame before
+            st.tuples(st.integers(0, len(FIXTURES) - 1), st.integers(0, 700), st.floats(0.01, 0.99),
+                      st.floats(0, 0.99)).map(lambda t: (t[0], (t[1] % FIXTURES[t[0]][0] + t[2]) / rate[t[0]],
+                                                         (t[1] % FIXTURES[t[0]][0] + 1 + t[3]) / rate[t[0]])))
         kinds["crop_frames_torchvision"] = [
-            {"input": {"video": dict(zip(("n_frames", "avg_fps", "height", "width"),
-                                         (FIXTURES[k][0], rate[k], *FIXTURES[k][2:]))), "start": a, "end": b},
+            {"input": {"video": dict(zip(("n_frames", "avg_fps", "height", "width", "time_base"),
+                                         (FIXTURES[k][0], rate[k], *FIXTURES[k][2:], time_base[k]))),
+                       "start": a, "end": b},
              "output": out}
             for k, a, b in examples(window, args.n)
             if (out := torchvision_crop(utils, qvu, paths[k], FIXTURES[k], a, b))["torchcodec_indices"] is None]
