@@ -49,3 +49,12 @@ def test_the_adapters_fail_where_senri_would_differ():
     raising = next(c for c in generated("longvideo_r1")["kinds"]["tree_width"] if "raised" in c["output"])
     with pytest.raises(AssertionError):
         verdict("longvideo_r1", "tree_width", {**raising, "output": {"value": [4, 0]}})
+    tree = next(c for c in generated("longvideo_r1")["kinds"]["caption_tree"] if "value" in c["output"])
+    levels = [dict(level) for level in tree["output"]["value"]["levels"]]
+    levels[-1]["digest"] = "0" * 64  # one node of the low level told otherwise
+    with pytest.raises(AssertionError):
+        verdict("longvideo_r1", "caption_tree", {**tree, "output": {"value": {**tree["output"]["value"],
+                                                                             "levels": levels}}})
+    crop = next(c for c in generated("paravt")["kinds"]["crop_frames_torchvision"] if c["output"]["returned_frames"])
+    with pytest.raises(AssertionError):
+        verdict("paravt", "crop_frames_torchvision", {**crop, "output": {**crop["output"], "torchvision_decoded": [0]}})
