@@ -210,7 +210,7 @@ def paravt_overview_frames(case: dict) -> None:
 def paravt_crop_frames(case: dict) -> None:
     """A crop: where torchcodec reads it, its indices (1 fps, 2–16 frames, real torch's float32 linspace) and
     the frames returned at their size; where torchcodec refuses the window, senri's torchcodec rule refuses it
-    too (the release then decodes with torchvision, which the vendored crop cases compare; not run here)."""
+    too (the release then decodes with torchvision: the kind crop_frames_torchvision runs that on real files)."""
     from senri.resample import window_indices
 
     given, out = case["input"], case["output"]
@@ -228,6 +228,40 @@ def paravt_crop_frames(case: dict) -> None:
 
         _linspace_build(got, out["torchcodec_indices"],
                         *frame_bounds(given["start"], given["end"], video["avg_fps"], video["n_frames"]))
+
+
+def paravt_crop_frames_torchvision(case: dict) -> None:
+    """A crop torchcodec refuses, on a real file through torchvision 0.25's own read_video and resize: senri's
+    torchcodec rule refuses it too; senri's model of read_video, given the stream's time base, decodes the
+    same frames (or refuses where read_video raised) and its fallback returns the frames crop_frames returned,
+    at their size. senri's crop_plan compares in seconds (it is not given the time base): where that gives
+    other frames — a bound within one unit of a frame — the case is the named deviation
+    ``torchvision_times_in_seconds``, checked to be exactly that."""
+    from fractions import Fraction
+
+    from senri.methods.paravt import crop_plan
+    from senri.resample import torchvision_fallback, torchvision_window, window_indices
+
+    given, out = case["input"], case["output"]
+    video, start, end = given["video"], given["start"], given["end"]
+    fps, n_frames, time_base = video["avg_fps"], video["n_frames"], Fraction(video["time_base"])
+    assert out["torchcodec_indices"] is None, out
+    _, refused = run(lambda: window_indices(start, end, fps, n_frames, 1.0, 1, 16))
+    assert isinstance(refused, (ValueError, OverflowError)), refused
+    decoded, raised = run(lambda: torchvision_window(start, end, fps, n_frames, time_base))
+    if out["torchvision_decoded"] is None:
+        assert isinstance(raised, ValueError), decoded
+    else:
+        assert raised is None and decoded == out["torchvision_decoded"], (decoded, raised, out)
+    exact, _ = run(lambda: torchvision_fallback(start, end, fps, n_frames, 1.0, 1, 16, time_base))
+    assert (exact or []) == out["returned_indices"], (exact, out)
+    got = crop_plan(start, end, fps, n_frames)
+    assert _paravt_returned(got, video, PARAVT_CROP)[1] in (out["resize_hw"], None), (got, out)
+    if got != out["returned_indices"]:
+        seconds, _ = run(lambda: torchvision_window(start, end, fps, n_frames))
+        assert seconds != decoded, (seconds, decoded)
+        raise Deviation("torchvision_times_in_seconds")
+    assert _paravt_returned(got, video, PARAVT_CROP) == (out["returned_frames"], out["resize_hw"]), (got, out)
 
 
 def paravt_qvu_smart_resize(case: dict) -> None:
@@ -356,6 +390,28 @@ def video_o3_vp_smart_resize(case: dict) -> None:
     paravt_qvu_smart_resize(case)
 
 
+def video_o3_main_video_resize(case: dict) -> None:
+    """The main video's sizes (O-I2) as VideoO3.main_video computes them: each frame's own resize (its pixel
+    rule at factor 56; a side of 0 refused by senri's resize, as the release's is), then the padded count and
+    the whole video's size (:func:`main_video_resize`), refused where a side is 0."""
+    import numpy as np
+
+    from senri.methods.seeker import bicubic, pixel_rule
+    from senri.methods.video_o3 import MAIN_FRAME_FACTOR, main_video_resize
+
+    given = case["input"]
+    tiny = np.zeros((1, 1, 3), np.uint8)
+
+    def sizes() -> dict:
+        per_frame = pixel_rule(15680, 602112, factor=MAIN_FRAME_FACTOR)(given["frame_height"], given["frame_width"])
+        bicubic(tiny, *per_frame)
+        padded, video_hw = main_video_resize(per_frame, given["n_frames"])
+        bicubic(tiny, *video_hw)
+        return {"per_frame_hw": list(per_frame), "padded_frames": padded, "video_hw": list(video_hw)}
+
+    expect(case, sizes, convert=lambda v: {**v, "returned_shape": [v["padded_frames"], 3, *v["video_hw"]]})
+
+
 # ---------------------------------------------------------------------------------------------- LongVideo-R1
 def longvideo_r1_tree_width(case: dict) -> None:
     from senri.methods.longvideo_r1 import tree_width
@@ -397,6 +453,45 @@ def longvideo_r1_caption_frame_size(case: dict) -> None:
 
 def longvideo_r1_video_qa_frame_size(case: dict) -> None:
     _size(case, case["input"]["max_length"], int)
+
+
+@lru_cache(maxsize=None)
+def _longvideo_r1_defaults() -> dict:
+    """The shipped method config (config/method/longvideo_r1.yaml): the defaults the cases check."""
+    import yaml
+
+    return yaml.safe_load((GENERATED.parents[2] / "config" / "method" / "longvideo_r1.yaml").read_text())
+
+
+def longvideo_r1_caption_tree(case: dict) -> None:
+    """The whole caption tree with the shipped defaults: the width, and per level every node's frames, their
+    time labels, the prompt template, the frames shown and max_tokens (compared through the case's digest of
+    the release's rows; the node count and the first node's frames compared in the clear)."""
+    import hashlib
+    import itertools
+
+    from senri.methods.longvideo_r1 import LEVELS, caption_template, tree_node, tree_width
+
+    config, given = _longvideo_r1_defaults(), case["input"]
+    n_frames, fps = given["n_frames"], given["fps"]
+    per_level = dict(zip(LEVELS, config["caption_frames"]))
+
+    def tree() -> dict:
+        width = tree_width(n_frames, fps, config["segment_s"], config["min_width"], config["max_width"])
+        levels = []
+        for depth in range(1, len(LEVELS) + 1):
+            rows = []
+            for ids in itertools.product(range(1, width + 1), repeat=depth):
+                node = tree_node(n_frames, fps, width, ids, per_level)
+                shown = len(node.frame_ids)
+                rows.append([list(node.frame_ids), list(node.times),
+                             caption_template(shown, config["low_prompt_max_frames"]), shown,
+                             config["max_tokens"]["caption"]])
+            digest = hashlib.sha256(json.dumps(rows, separators=(",", ":")).encode()).hexdigest()
+            levels.append({"nodes": len(rows), "first_frame_ids": rows[0][0] if rows else None, "digest": digest})
+        return {"width": width, "levels": levels}
+
+    expect(case, tree)
 
 
 def longvideo_r1_parse_function_call(case: dict) -> None:
@@ -480,14 +575,17 @@ ADAPTERS: dict[str, dict[str, Callable[[dict], None]]] = {
                "parse_tool_calls": paravt_parse_tool_calls, "eval_one_calls": paravt_eval_one_calls,
                "forced_turn": paravt_forced_turn, "qvu_smart_resize": paravt_qvu_smart_resize,
                "qvu_smart_nframes": paravt_qvu_smart_nframes, "qvu_frame_range": frame_range,
-               "overview_frames": paravt_overview_frames, "crop_frames": paravt_crop_frames},
+               "overview_frames": paravt_overview_frames, "crop_frames": paravt_crop_frames,
+               "crop_frames_torchvision": paravt_crop_frames_torchvision},
     "video_o3": {"grounding_parse": video_o3_grounding_parse, "reply_reading": video_o3_reply_reading, "videomme_extract": video_o3_videomme_extract,
-                 "vp_smart_resize": video_o3_vp_smart_resize, "vp_frame_range": frame_range},
+                 "vp_smart_resize": video_o3_vp_smart_resize, "vp_frame_range": frame_range,
+                 "main_video_resize": video_o3_main_video_resize},
     "longvideo_r1": {"tree_width": longvideo_r1_tree_width, "video_qa_frames": longvideo_r1_video_qa_frames,
                      "caption_frame_size": longvideo_r1_caption_frame_size,
                      "video_qa_frame_size": longvideo_r1_video_qa_frame_size,
                      "parse_function_call": longvideo_r1_parse_function_call,
-                     "extract_blocks": longvideo_r1_extract_blocks, "extract_caption": longvideo_r1_extract_caption},
+                     "extract_blocks": longvideo_r1_extract_blocks, "extract_caption": longvideo_r1_extract_caption,
+                     "caption_tree": longvideo_r1_caption_tree},
     "videoarm": {"scene_snapper_split": videoarm_scene_snapper_split, "clip_reply": videoarm_clip_reply,
                  "clip_range": videoarm_clip_range},
 }

@@ -1,7 +1,8 @@
 """Issue 60: the differential cases generated from the releases' own functions (ParaVT cf55249, Video-o3
-a6e0973, LongVideo-R1 77c87ec; tests/reference/generated/, bench/release_cases/) through senri. The suite runs
-an evenly spread sample of every kind (all of them: ``python bench/release_cases/check_seekers.py``); each case
-passes or is a named deviation its adapter checked (tests/generated_seekers.py)."""
+a6e0973, LongVideo-R1 77c87ec, VideoARM 195e325/d9fd317; tests/reference/generated/, bench/release_cases/) through
+senri. The suite runs an evenly spread sample of every kind (all of them: ``python
+bench/release_cases/check_seekers.py``); each case passes or is a named deviation its adapter checked
+(tests/generated_seekers.py)."""
 
 from __future__ import annotations
 
@@ -11,18 +12,20 @@ import pytest
 
 from generated_seekers import ADAPTERS, SYSTEMS, generated, sample, verdict
 
-#: Cases per kind in the suite (the episode kind runs senri's whole loop on the test clip: fewer).
-PER_KIND = {"forced_turn": 6}
+#: Cases per kind in the suite (the episode kind runs senri's whole loop on the test clip, a caption tree holds
+#: up to 584 nodes: fewer).
+PER_KIND = {"forced_turn": 6, "caption_tree": 12}
 DEFAULT_PER_KIND = 30
 #: The deviations each system may name (docs/protocol.md), nothing else.
-NAMED = {"paravt": {"multiple_choice_only", "frame_without_pixels_refused", "torch_build_linspace"},
+NAMED = {"paravt": {"multiple_choice_only", "frame_without_pixels_refused", "torch_build_linspace",
+                    "torchvision_times_in_seconds"},
          "video_o3": {"frame_without_pixels_refused"}, "longvideo_r1": set(), "videoarm": set()}
 
 
 @pytest.mark.parametrize("system", SYSTEMS)
 def test_every_kind_has_cases_and_an_adapter(system):
     data = generated(system)
-    assert data["release"]["commit"] and len(data["release"]["commit"]) == 40
+    assert data["meta"]["commit"] and len(data["meta"]["commit"]) == 40
     assert set(data["kinds"]) == set(ADAPTERS[system])
     assert all(len(cases) >= 100 for cases in data["kinds"].values()), \
         {kind: len(cases) for kind, cases in data["kinds"].items()}
@@ -46,3 +49,12 @@ def test_the_adapters_fail_where_senri_would_differ():
     raising = next(c for c in generated("longvideo_r1")["kinds"]["tree_width"] if "raised" in c["output"])
     with pytest.raises(AssertionError):
         verdict("longvideo_r1", "tree_width", {**raising, "output": {"value": [4, 0]}})
+    tree = next(c for c in generated("longvideo_r1")["kinds"]["caption_tree"] if "value" in c["output"])
+    levels = [dict(level) for level in tree["output"]["value"]["levels"]]
+    levels[-1]["digest"] = "0" * 64  # one node of the low level told otherwise
+    with pytest.raises(AssertionError):
+        verdict("longvideo_r1", "caption_tree", {**tree, "output": {"value": {**tree["output"]["value"],
+                                                                             "levels": levels}}})
+    crop = next(c for c in generated("paravt")["kinds"]["crop_frames_torchvision"] if c["output"]["returned_frames"])
+    with pytest.raises(AssertionError):
+        verdict("paravt", "crop_frames_torchvision", {**crop, "output": {**crop["output"], "torchvision_decoded": [0]}})

@@ -1,4 +1,4 @@
-"""Every generated case of ParaVT, Video-o3 and LongVideo-R1 through senri (issue 60), counted per kind.
+"""Every generated case of ParaVT, Video-o3, LongVideo-R1 and VideoARM through senri (issue 60), counted per kind.
 
     python bench/release_cases/check_seekers.py [--system paravt] [--show 3]
 

@@ -1,14 +1,23 @@
 """ParaVT's differential cases (issue 60): the release's own functions at cf55249 on Hypothesis-drawn inputs.
 
-    python bench/release_cases/paravt.py [--src /work/wt/_src/paravt] [--qvu /work/wt/_src/qvu] [--n 600]
+    python bench/release_cases/paravt.py [--src /work/wt/_src/paravt] [--qvu /work/wt/_src/qvu]
+        [--torchvision /work/wt/_src/_pydeps_b] [--n 600]
 
 ``--src`` is a checkout of github EvolvingLMMs-Lab/ParaVT at cf55249e391004b5aafea3f19cf5580d3517cb43;
 ``--qvu`` holds qwen-vl-utils 0.0.14 (the version requirements/eval.lock pins; ``pip download --no-deps
-qwen-vl-utils==0.0.14`` and unzip). Stand-ins: ``openai`` (the client is scripted), ``torchvision`` (imported by
-qwen-vl-utils at module level; no frame is decoded), and in ``eval_one`` the two frame readers
-``utils.get_frames`` / ``utils.crop_frames`` are spies that record the window asked for and return no frames
-(the cases record how replies are read, which does not depend on the pixels). Writes
-``tests/reference/generated/paravt/cases.json``.
+qwen-vl-utils==0.0.14`` and unzip); ``--torchvision`` holds torchvision 0.25.0, eval.lock's pin (``pip download
+--no-deps torchvision==0.25.0`` and unzip; it is not installed: its wheel requires torch 2.10 and its CUDA-linked
+``_C`` cannot load beside the CPU torch, so its operators are declared by schema only — nothing here calls one;
+torchvision 0.28, the match of the venv's torch 2.13, no longer has ``io.read_video``, the fallback's reader).
+Stand-ins: ``openai`` (the client is scripted), ``torchcodec`` (a decoder reporting the drawn geometry that
+refuses an index outside the video, as torchcodec does, and returns black frames), torchvision's resize on
+those black frames (a spy that records the size asked and returns zeros: no pixel is recorded; on the real
+fixture files of crop_frames_torchvision torchvision's own resize runs), and in ``eval_one`` the two frame
+readers ``utils.get_frames`` / ``utils.crop_frames`` are spies that record the window asked for and return no
+frames (the cases record how replies are read, which does not depend on the pixels). The kind
+crop_frames_torchvision runs the release's crop_frames on real lossless H.264 files (PyAV decodes them through
+torchvision 0.25's own ``read_video``) whose frames carry their index as a colour, for the windows torchcodec
+refuses. Writes ``tests/reference/generated/paravt/cases.json``.
 """
 
 from __future__ import annotations
@@ -18,11 +27,13 @@ import json
 import sys
 import tempfile
 import types
+from fractions import Fraction
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (JSON_VALUE, NUMBER, SRC, TEXT, Anything, draw, numeric_text, outcome,  # noqa: E402
-                     stub, write)
+from common import SRC, examples, outcome, write_cases  # noqa: E402
+from release_import import Anything, stub  # noqa: E402
+from reply_strategies import JSON_VALUE, NUMBER, TEXT, numeric_text  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 COMMIT = "cf55249e391004b5aafea3f19cf5580d3517cb43"
@@ -126,30 +137,55 @@ class VideoDecoder:
 
 
 class Functional:
-    """torchvision's resize: records the size asked for and returns zeros of it; a side of 0 is refused, as
-    torch's interpolate refuses it."""
+    """A spy on torchvision's resize: records the size asked for; on the real frames of a fixture file
+    (``real``) it runs torchvision's own resize, otherwise it returns zeros of the size (a side of 0 is refused,
+    as torch's interpolate refuses it), so the overview of a drawn 4K, 3-hour geometry costs nothing."""
+
+    resize_of_torchvision = None
+    real = False
 
     @staticmethod
     def resize(video, size, interpolation=None, antialias=True):
         import torch
 
         Geometry.sizes.append(list(size))
+        if Functional.real:
+            return Functional.resize_of_torchvision(video, size, interpolation=interpolation, antialias=antialias)
         if min(size) <= 0:
             raise RuntimeError(f"Input and output sizes should be greater than 0, but got {size}")
         return torch.zeros((1, video.shape[1], *size)).expand(video.shape[0], -1, -1, -1)
 
 
-def load_release(src: Path, qvu: Path):
-    """The release's ``paravt.eval.utils`` and ``paravt.eval.driver`` from ``src`` (qwen-vl-utils from ``qvu``)."""
+#: torchvision's compiled operators, declared by schema only: the PyPI wheel of the release's torchvision
+#: (0.25.0, CUDA-linked) cannot load its ``_C`` beside the CPU torch here, and its module registers a fake for
+#: ``torchvision::nms`` at import. Nothing the cases run calls an operator (read_video is PyAV, resize is torch).
+OPERATOR_SCHEMAS: list = []
+
+
+def load_torchvision(path: Path) -> None:
+    """The release's torchvision (``path``: the unpacked 0.25.0 wheel) with the resize spied on."""
+    import torch
+
+    library = torch.library.Library("torchvision", "DEF")
+    library.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+    OPERATOR_SCHEMAS.append(library)  # kept alive: dropping the library drops the schema
+    sys.path.insert(0, str(path))
+    import torchvision.transforms.functional as functional
+
+    Functional.resize_of_torchvision = functional.resize
+    functional.resize = Functional.resize
+
+
+def load_release(src: Path, qvu: Path, torchvision: Path):
+    """The release's ``paravt.eval.utils`` and ``paravt.eval.driver`` from ``src`` (qwen-vl-utils from ``qvu``,
+    torchvision from ``torchvision``)."""
     import os
 
     os.environ["FORCE_QWENVL_VIDEO_READER"] = "torchcodec"  # read at import; the release's backend
+    load_torchvision(torchvision)
     sys.path[:0] = [str(src), str(qvu)]
     stub("openai", OpenAI=Anything)
     stub("torchcodec.decoders", VideoDecoder=VideoDecoder)
-    stub("torchvision", io=types.SimpleNamespace(), transforms=types.SimpleNamespace(), __version__="0.25.0")
-    stub("torchvision.io")
-    stub("torchvision.transforms", InterpolationMode=types.SimpleNamespace(BICUBIC="bicubic"), functional=Functional)
     from paravt.eval import driver, utils
     REAL.update(get_frames=utils.get_frames, crop_frames=utils.crop_frames)
     return utils, driver
@@ -198,36 +234,104 @@ def read_frames(utils, video: str, geometry: tuple, window: tuple | None) -> dic
             "resize_hw": Geometry.sizes[-1] if Geometry.sizes else None}
 
 
+#: The fixture files of the torchvision crops: frame count, rate (the 29.97 one as its exact fraction), size.
+FIXTURES = ((480, "4", 120, 160), (50, "25", 120, 160), (64, "32", 120, 160), (600, "30000/1001", 120, 160),
+            (300, "30", 72, 96))
+
+
+def colour(index: int) -> tuple[int, int, int]:
+    """Frame ``index``'s solid colour in a fixture: three base-10 digits, 24 levels apart (a resize that moves
+    a level by a few units still names the frame)."""
+    return tuple((index // 10 ** k) % 10 * 24 + 12 for k in range(3))
+
+
+def frame_index(pixel) -> int:
+    """The fixture frame whose colour ``pixel`` is (nearest level per digit)."""
+    return sum(min(9, max(0, round((int(v) - 12) / 24))) * 10 ** k for k, v in enumerate(pixel))
+
+
+def make_fixture(path: Path, n_frames: int, rate: str, height: int, width: int) -> None:
+    """A real H.264 file (libx264rgb, lossless) whose frame i is :func:`colour` (i)."""
+    import subprocess
+
+    import numpy as np
+
+    encoder = subprocess.Popen(["ffmpeg", "-loglevel", "error", "-y", "-f", "rawvideo", "-pix_fmt", "rgb24", "-s",
+                                f"{width}x{height}", "-r", rate, "-i", "-", "-c:v", "libx264rgb", "-qp", "0",
+                                "-preset", "ultrafast", str(path)], stdin=subprocess.PIPE)
+    for i in range(n_frames):
+        encoder.stdin.write(np.full((height, width, 3), colour(i), np.uint8).tobytes())
+    encoder.stdin.close()
+    if encoder.wait():
+        raise RuntimeError(f"ffmpeg could not write {path}")
+
+
+def stream_time_base(path: Path) -> str:
+    """The video stream's time base (the unit torchvision's read_video rounds the window's bounds to)."""
+    import av
+
+    with av.open(str(path)) as container:
+        return str(container.streams.video[0].time_base)
+
+
+def torchvision_crop(utils, qvu, path: Path, fixture: tuple, start, end) -> dict:
+    """utils.crop_frames on a real fixture file: the torchcodec indices (its decoder a stand-in over the file's
+    geometry; None where calculate_video_frame_range refuses the window), and where torchcodec refused, the
+    frames torchvision.io.read_video decoded (by colour; None where it raised) and the frames crop_frames
+    returned (by colour), with the size they were resized to — torchvision's own read_video and resize."""
+    n_frames, rate, height, width = fixture
+    Geometry.n_frames, Geometry.fps = n_frames, float(Fraction(rate))
+    Geometry.height, Geometry.width, Geometry.asked, Geometry.sizes = height, width, None, []
+    decoded: dict = {"frames": None}
+    read_video = qvu.io.read_video
+
+    def spy(*args, **kwargs):
+        video, audio, info = read_video(*args, **kwargs)
+        decoded["frames"] = [frame_index(frame[:, 0, 0].tolist()) for frame in video]
+        return video, audio, info
+
+    qvu.io.read_video, Functional.real = spy, True
+    try:
+        frames = REAL["crop_frames"](str(path), start, end)
+    finally:
+        qvu.io.read_video, Functional.real = read_video, False
+    return {"torchcodec_indices": Geometry.asked, "torchvision_decoded": decoded["frames"],
+            "returned_indices": [frame_index(f.getpixel((0, 0))) for f in frames] if Geometry.asked is None else None,
+            "returned_frames": len(frames), "resize_hw": Geometry.sizes[-1] if Geometry.sizes else None}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--src", type=Path, default=SRC / "paravt")
     parser.add_argument("--qvu", type=Path, default=SRC / "qvu")
+    parser.add_argument("--torchvision", type=Path, default=SRC / "_pydeps_b",
+                        help="the unpacked torchvision 0.25.0 wheel (requirements/eval.lock's pin)")
     parser.add_argument("--n", type=int, default=600, help="draws per kind (duplicates are dropped)")
     args = parser.parse_args()
-    utils, driver = load_release(args.src, args.qvu)
+    utils, driver = load_release(args.src, args.qvu, args.torchvision)
     import qwen_vl_utils.vision_process as qvu
     import logging
     logging.disable(logging.CRITICAL)
 
     kinds: dict[str, list[dict]] = {}
-    kinds["parse_time_val"] = [{"input": {"value": v}, "output": outcome(utils.parse_time_val, v)}
-                               for v in draw(time_value(), args.n)]
-    kinds["extract_letter"] = [{"input": {"text": t}, "output": outcome(utils.extract_letter, t)}
-                               for t in draw(letter_text(), args.n)]
-    replies = draw(REPLY, args.n * 2)
-    kinds["parse_tool_calls"] = [{"input": {"reply": r}, "output": outcome(driver.parse_tool_calls, r)}
+    kinds["parse_time_val"] = [{"input": {"value": v}, "output": outcome(lambda: utils.parse_time_val(v))}
+                               for v in examples(time_value(), args.n)]
+    kinds["extract_letter"] = [{"input": {"text": t}, "output": outcome(lambda: utils.extract_letter(t))}
+                               for t in examples(letter_text(), args.n)]
+    replies = examples(REPLY, args.n * 2)
+    kinds["parse_tool_calls"] = [{"input": {"reply": r}, "output": outcome(lambda: driver.parse_tool_calls(r))}
                                  for r in replies]
     with tempfile.NamedTemporaryFile(suffix=".mp4") as video:
         kinds["eval_one_calls"] = [
             {"input": {"reply": r, "max_parallel": p},
              "output": run_eval_one(utils, driver, video.name, [r, "<answer>B</answer>"], True, 3, p)}
-            for r, p in draw(st.tuples(REPLY, st.sampled_from([5, 5, 5, 1, 2, 0])), args.n)]
+            for r, p in examples(st.tuples(REPLY, st.sampled_from([5, 5, 5, 1, 2, 0])), args.n)]
         call = '<tool_call>{"name": "crop_video", "arguments": {"start_time": 1, "end_time": 4}}</tool_call>'
         finals = st.one_of(st.just(""), st.just(call), letter_text())
         kinds["forced_turn"] = [
             {"input": {"is_mcq": mcq, "max_turns": turns, "tool_turns": tools, "final": final},
              "output": run_eval_one(utils, driver, video.name, [call] * tools + [final] * 6, mcq, turns, 5)}
-            for mcq, turns, tools, final in draw(st.tuples(st.booleans(), st.integers(0, 4), st.integers(0, 5),
+            for mcq, turns, tools, final in examples(st.tuples(st.booleans(), st.integers(0, 4), st.integers(0, 5),
                                                            finals), 200)]
     geometry = st.tuples(st.one_of(st.integers(1, 400_000), st.sampled_from([1, 2, 63, 64, 65, 480, 1800, 324000])),
                          st.one_of(st.floats(0.5, 120), st.sampled_from([1.0, 4.0, 25.0, 29.97002997002997, 30.0])),
@@ -235,7 +339,7 @@ def main() -> None:
     with tempfile.NamedTemporaryFile(suffix=".mp4") as video:
         kinds["overview_frames"] = [
             {"input": {"video": dict(zip(("n_frames", "avg_fps", "height", "width"), g))},
-             "output": read_frames(utils, video.name, g, None)} for g in draw(geometry, args.n // 2)]
+             "output": read_frames(utils, video.name, g, None)} for g in examples(geometry, args.n // 2)]
         bound = st.one_of(st.floats(-5, 4000, allow_nan=False), st.integers(-3, 500), numeric_text().map(
             utils.parse_time_val), st.sampled_from([0.0, 0.1, 0.3, 10.01, 10.05, 119.99, 120.0, float("inf")]))
         small = st.tuples(st.sampled_from([480, 1800, 600, 50, 64]), st.sampled_from([4.0, 30.0, 29.97002997002997,
@@ -247,14 +351,43 @@ def main() -> None:
         kinds["crop_frames"] = [
             {"input": {"video": dict(zip(("n_frames", "avg_fps", "height", "width"), g)), "start": a, "end": b},
              "output": read_frames(utils, video.name, g, (a, b))}
-            for g, a, b in draw(st.one_of(st.tuples(st.one_of(small, small, geometry), bound, bound), valid, valid),
+            for g, a, b in examples(st.one_of(st.tuples(st.one_of(small, small, geometry), bound, bound), valid, valid),
                                 args.n)]
+    # windows torchcodec refuses (first frame not before the last): between two frames, reversed, past the end,
+    # before the start, at the bounds; drawn on real files, the rest of the draws (accepted) left out
+    with tempfile.TemporaryDirectory() as folder:
+        paths = [Path(folder) / f"fixture{k}.mp4" for k in range(len(FIXTURES))]
+        for path, fixture in zip(paths, FIXTURES):
+            make_fixture(path, *fixture)
+        rate = {k: float(Fraction(f[1])) for k, f in enumerate(FIXTURES)}
+        time_base = {k: stream_time_base(path) for k, path in enumerate(paths)}
+        duration = {k: FIXTURES[k][0] / rate[k] for k in rate}
+        start = st.one_of(st.floats(-2, 200, allow_nan=False), st.integers(-1, 130),
+                          st.sampled_from([0.0, 0.1, 10.01, 2.0, 1.99, 15.0, 16.0, 20.0, 119.99, 120.0, 125.0]))
+        delta = st.one_of(st.floats(-3, 0.3, allow_nan=False), st.sampled_from([0.0, 0.01, 0.04, 0.05, -1.0, 1.0]))
+        window = st.one_of(
+            st.tuples(st.integers(0, len(FIXTURES) - 1), start, delta).map(lambda t: (t[0], t[1], t[1] + t[2])),
+            st.tuples(st.integers(0, len(FIXTURES) - 1), st.floats(0, 1), delta).map(
+                lambda t: (t[0], t[1] * duration[t[0]], t[1] * duration[t[0]] + t[2])),
+            st.tuples(st.integers(0, len(FIXTURES) - 1), start, start),
+            # across one frame boundary, starting between two frames: torchcodec's first and last frame are
+            # the same one; torchvision decodes it and the frame before
+            st.tuples(st.integers(0, len(FIXTURES) - 1), st.integers(0, 700), st.floats(0.01, 0.99),
+                      st.floats(0, 0.99)).map(lambda t: (t[0], (t[1] % FIXTURES[t[0]][0] + t[2]) / rate[t[0]],
+                                                         (t[1] % FIXTURES[t[0]][0] + 1 + t[3]) / rate[t[0]])))
+        kinds["crop_frames_torchvision"] = [
+            {"input": {"video": dict(zip(("n_frames", "avg_fps", "height", "width", "time_base"),
+                                         (FIXTURES[k][0], rate[k], *FIXTURES[k][2:], time_base[k]))),
+                       "start": a, "end": b},
+             "output": out}
+            for k, a, b in examples(window, args.n)
+            if (out := torchvision_crop(utils, qvu, paths[k], FIXTURES[k], a, b))["torchcodec_indices"] is None]
     size = st.one_of(st.integers(-2, 40), st.integers(1, 5000), st.sampled_from([0, 1, 27, 28, 29, 56, 14, 3]))
     pixels = st.one_of(st.integers(0, 2_000_000), st.sampled_from([784, 50176, 100352, 602112, 15680]))
     kinds["qvu_smart_resize"] = [
         {"input": {"height": h, "width": w, "factor": f, "min_pixels": lo, "max_pixels": hi},
-         "output": outcome(qvu.smart_resize, h, w, f, lo, hi)}
-        for h, w, f, lo, hi in draw(st.tuples(size, size, st.sampled_from([28, 28, 14, 32, 56, 1]), pixels, pixels),
+         "output": outcome(lambda: qvu.smart_resize(h, w, f, lo, hi))}
+        for h, w, f, lo, hi in examples(st.tuples(size, size, st.sampled_from([28, 28, 14, 32, 56, 1]), pixels, pixels),
                                     args.n)]
     ele_value = st.one_of(st.integers(-2, 1000), st.floats(-1, 100, allow_nan=False), st.just(float("nan")))
     # the callers pass nframes or fps, never both (qwen-vl-utils asserts that)
@@ -262,16 +395,17 @@ def main() -> None:
                           max_size=3).filter(lambda e: not ("fps" in e and "nframes" in e))
     fps = st.one_of(st.floats(0.1, 120), st.sampled_from([1, 2, 4, 25, 29.97002997002997, 30, 0.5]))
     kinds["qvu_smart_nframes"] = [
-        {"input": {"ele": e, "total_frames": n, "video_fps": f}, "output": outcome(qvu.smart_nframes, e, n, f)}
-        for e, n, f in draw(st.tuples(ele, st.integers(0, 200_000), fps), args.n)]
+        {"input": {"ele": e, "total_frames": n, "video_fps": f}, "output": outcome(lambda: qvu.smart_nframes(e, n, f))}
+        for e, n, f in examples(st.tuples(ele, st.integers(0, 200_000), fps), args.n)]
     bound = st.one_of(st.none(), st.floats(-5, 5000, allow_nan=False), st.integers(-3, 4000),
                       st.sampled_from([0.0, 0.1, 0.3, 10.01, 10.05, 119.99, 120.0]))
     kinds["qvu_frame_range"] = [
         {"input": {"video_start": s, "video_end": e, "total_frames": n, "video_fps": f},
-         "output": outcome(qvu.calculate_video_frame_range, {"video_start": s, "video_end": e}, n, f)}
-        for s, e, n, f in draw(st.tuples(bound, bound, st.one_of(st.integers(-1, 200_000), st.just(480)),
+         "output": outcome(lambda: qvu.calculate_video_frame_range({"video_start": s, "video_end": e}, n, f))}
+        for s, e, n, f in examples(st.tuples(bound, bound, st.one_of(st.integers(-1, 200_000), st.just(480)),
                                          st.one_of(fps, st.just(0), st.just(-1))), args.n)]
-    write("paravt", {"repository": "EvolvingLMMs-Lab/ParaVT", "commit": COMMIT, "qwen_vl_utils": "0.0.14"}, kinds)
+    print(write_cases("paravt", {"release": "github EvolvingLMMs-Lab/ParaVT", "commit": COMMIT,
+                              "qwen_vl_utils": "0.0.14"}, kinds))
 
 
 if __name__ == "__main__":

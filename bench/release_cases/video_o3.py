@@ -23,12 +23,14 @@ import logging
 import os
 import re
 import sys
+import tempfile
 import types
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (JSON_VALUE, NUMBER, SRC, TEXT, Anything, draw, numeric_text, outcome,  # noqa: E402
-                     package, stub, write)
+from common import SRC, examples, outcome, write_cases  # noqa: E402
+from release_import import Anything, failure, package, stub  # noqa: E402
+from reply_strategies import JSON_VALUE, NUMBER, TEXT, numeric_text  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 COMMIT = "a6e0973c6e5c8a8478c9ea7aa05304dfa247b2ea"
@@ -82,15 +84,50 @@ class VideoReader:
 
 class Resize:
     """torchvision's ``transforms.functional.resize`` stand-in: a zero tensor of the size asked (a side of 0
-    refused, as torch's interpolate refuses it)."""
+    refused, as torch's interpolate refuses it); the shape it was given and the size asked are kept, and with
+    ``shared`` set the frames share one zero frame's memory (a 768-frame main video stays small)."""
+
+    asked: tuple | None = None
+    shared = False
 
     @staticmethod
     def resize(video, size, interpolation=None, antialias=True):
         import torch
 
+        Resize.asked = (list(video.shape), list(size))
         if min(size) <= 0:
             raise RuntimeError(f"Input and output sizes should be greater than 0, but got output size {size}")
+        if Resize.shared:
+            return torch.zeros((1, video.shape[1], *size)).expand(video.shape[0], -1, -1, -1)
         return torch.zeros((video.shape[0], video.shape[1], *size))
+
+
+def main_video_sizes(model, vision, folder: Path, height: int, width: int, n_frames: int) -> dict:
+    """The main video as generate_inner_transformers_tools prepares it (Qwen2.5-VL variant): ``_prepare_content``
+    on a list of ``n_frames`` JPEG frame paths of ``width`` × ``height`` (the chat's pixel settings as the config
+    sets them), then ``process_vision_info``: every frame's size after ``fetch_image`` (all frames are alike),
+    the frame count after the even padding, and the size the whole video is resized to."""
+    from PIL import Image
+
+    path = folder / f"{width}x{height}.jpg"
+    if not path.exists():
+        Image.new("RGB", (width, height), (90, 120, 150)).save(path)
+    chat = model.VideoO3Chat.__new__(model.VideoO3Chat)
+    for key, value in {"min_pixels": 20 * 784, "max_pixels": 768 * 784, "total_pixels": 16384 * 784,
+                       "patch_size": 14, "use_dynamic_quota": True, "crop_quota": (2048, 4096, 6144)}.items():
+        setattr(chat, key, value)
+    Resize.asked, Resize.shared = None, True
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            content = chat._prepare_content([{"type": "video", "value": [str(path)] * n_frames}])
+            videos = vision.process_vision_info([[{"role": "user", "content": content}]])[1]
+        shape, size = Resize.asked
+        return {"value": {"per_frame_hw": shape[2:], "padded_frames": shape[0], "video_hw": size,
+                          "returned_shape": list(videos[0].shape)}}
+    except Exception as exc:  # noqa: BLE001 - the release refusing the frames is an outcome
+        return failure(exc)
+    finally:
+        Resize.shared = False
 
 
 class Tokens:
@@ -253,32 +290,42 @@ def main() -> None:
     model, videomme, vision = load_release(args.src)
     extract = lambda r: model.VideoO3Chat.extract_grounding_info(None, r)  # noqa: E731 - no self state used
     kinds: dict[str, list[dict]] = {}
-    kinds["grounding_parse"] = [{"input": {"reply": r}, "output": outcome(extract, r)}
-                                for r in draw(reply(), args.n * 2)]
-    kinds["videomme_extract"] = [{"input": {"prediction": p}, "output": outcome(videomme.extract_characters_regex, p)}
-                                 for p in draw(prediction(), args.n)]
+    kinds["grounding_parse"] = [{"input": {"reply": r}, "output": outcome(lambda: extract(r))}
+                                for r in examples(reply(), args.n * 2)]
+    kinds["videomme_extract"] = [{"input": {"prediction": p}, "output": outcome(lambda: videomme.extract_characters_regex(p))}
+                                 for p in examples(prediction(), args.n)]
     size = st.one_of(st.integers(-2, 40), st.integers(1, 5000), st.sampled_from([0, 1, 27, 28, 56, 360, 640, 1080]))
     pixels = st.one_of(st.integers(0, 2_000_000), st.sampled_from([15680, 16464, 602112, 784 * 2048]))
     kinds["vp_smart_resize"] = [
         {"input": {"height": h, "width": w, "factor": f, "min_pixels": lo, "max_pixels": hi},
-         "output": outcome(vision.smart_resize, h, w, f, lo, hi)}
-        for h, w, f, lo, hi in draw(st.tuples(size, size, st.sampled_from([28, 28, 56, 14]), pixels, pixels),
+         "output": outcome(lambda: vision.smart_resize(h, w, f, lo, hi))}
+        for h, w, f, lo, hi in examples(st.tuples(size, size, st.sampled_from([28, 28, 56, 14]), pixels, pixels),
                                     args.n)]
     fps = st.one_of(st.floats(0.1, 120), st.sampled_from([1, 2, 4, 25, 29.97002997002997, 30, 0.5]))
     bound = st.one_of(st.none(), st.floats(-5, 5000, allow_nan=False), st.integers(-3, 4000),
                       st.sampled_from([0.0, 0.04, 10.0, 10.04, 11.0, 40.0, 119.99, 120.0]))
     kinds["vp_frame_range"] = [
         {"input": {"video_start": s, "video_end": e, "total_frames": n, "video_fps": f},
-         "output": outcome(vision.calculate_video_frame_range, {"video_start": s, "video_end": e}, n, f)}
-        for s, e, n, f in draw(st.tuples(bound, bound, st.one_of(st.integers(-1, 200_000), st.just(480)),
+         "output": outcome(lambda: vision.calculate_video_frame_range({"video_start": s, "video_end": e}, n, f))}
+        for s, e, n, f in examples(st.tuples(bound, bound, st.one_of(st.integers(-1, 200_000), st.just(480)),
                                          st.one_of(fps, st.just(0))), args.n)]
-    drawn = draw(st.tuples(reply(), st.booleans()), args.n * 2)
+    drawn = examples(st.tuples(reply(), st.booleans()), args.n * 2)
     valid = '<grounding>{"temporal_segment": [10, 20], "sampling_strategy": "medium"}</grounding>'
     kinds["reply_reading"] = [
         {"input": {"reply": r, "forced_mode": forced},
          "output": read_replies(model, [valid, r] if forced else [r, "<answer>Z</answer>"], 1 if forced else 3)}
         for r, forced in drawn]
-    write("video_o3", {"repository": "ZZQ987/Video-o3-Qwen3VL", "commit": COMMIT}, kinds)
+    # frames of every shape (thin, tiny, 4K) and counts up to the 768-frame cap, within a memory and decoding budget
+    side = st.one_of(st.integers(1, 2000), st.sampled_from([1, 2, 27, 28, 55, 56, 57, 120, 360, 480, 720, 1080,
+                                                            1280, 1920, 3840]))
+    count = st.one_of(st.integers(1, 768), st.sampled_from([1, 2, 3, 41, 42, 43, 767, 768]))
+    drawn = [(h, w, n) for h, w, n in examples(st.tuples(side, side, count), args.n // 2)
+             if n * min(h * w, 602112) <= 40_000_000 and n * h * w <= 150_000_000]
+    with tempfile.TemporaryDirectory() as folder:
+        kinds["main_video_resize"] = [{"input": {"frame_height": h, "frame_width": w, "n_frames": n},
+                                       "output": main_video_sizes(model, vision, Path(folder), h, w, n)}
+                                      for h, w, n in drawn]
+    print(write_cases("video_o3", {"release": "github ZZQ987/Video-o3-Qwen3VL", "commit": COMMIT}, kinds))
 
 
 if __name__ == "__main__":

@@ -29,7 +29,9 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import NUMBER, REPO, SRC, TEXT, draw, jsonable, numeric_text, package, stub, write  # noqa: E402
+from common import REPO, SRC, examples, jsonable, write_cases  # noqa: E402
+from release_import import failure, package, stub  # noqa: E402
+from reply_strategies import NUMBER, TEXT, numeric_text  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 COMMITS = {"utils.py": "195e325e8e57613afe2bdc98a0f1b1174f87a976", "agent.py": "d9fd3177e41500d16493a6351de0c242f708ec9b"}
@@ -101,7 +103,7 @@ def snapper(agent, video: str, ranges: list[dict], num_frames) -> dict:
         result = agent._scene_snapper(video, ranges, "r", args.get("num_frames"))
         out["caption"] = {"indices": indices(captured.get("paths", [])), "error": result.get("error")}
     except Exception as exc:  # noqa: BLE001
-        out["caption"] = {"raised": type(exc).__name__, "message": str(exc)[:200]}
+        out["caption"] = failure(exc)
     try:
         shown = int(args.get("num_frames", 30))
     except Exception:  # noqa: BLE001
@@ -112,7 +114,7 @@ def snapper(agent, video: str, ranges: list[dict], num_frames) -> dict:
         out["controller"] = {"indices": indices(agent._extract_frames_proportional(
             video, ranges, total_frames=count, target_short_side=256, silent=True))}
     except Exception as exc:  # noqa: BLE001
-        out["controller"] = {"raised": type(exc).__name__, "message": str(exc)[:200]}
+        out["controller"] = failure(exc)
     return out
 
 
@@ -121,7 +123,7 @@ def clip(agent, video: str, frame_range, reply: str) -> dict:
     try:
         result = agent._clip_analyzer(video, frame_range, "what colour?", "r")
     except Exception as exc:  # noqa: BLE001
-        return {"raised": type(exc).__name__, "message": str(exc)[:200]}
+        return failure(exc)
     keep = ("error", "frame_range", "answer", "confidence", "sampled_frames")
     return {"value": jsonable({k: result[k] for k in keep if k in result})}
 
@@ -190,20 +192,20 @@ def main() -> None:
                                                                                 "60", "abc", True, -5, 30.5]))
         kinds["scene_snapper_split"] = [
             {"input": {"frame_ranges": [[r["start_frame"], r["end_frame"]] for r in rs], "num_frames": n},
-             "output": snapper(agent, video, rs, n)} for rs, n in draw(st.tuples(ranges(), count), args.n)]
+             "output": snapper(agent, video, rs, n)} for rs, n in examples(st.tuples(ranges(), count), args.n)]
         kinds["clip_reply"] = [{"input": {"reply": r}, "output": clip(agent, video, {"start_frame": 100,
                                                                                      "end_frame": 400}, r)}
-                               for r in draw(clip_reply(), args.n * 2)]
+                               for r in examples(clip_reply(), args.n * 2)]
         bound = st.one_of(frame_value(), st.floats(-10, TOTAL + 10, allow_nan=False), numeric_text(), st.none(),
                           st.booleans())
         frame_range = st.one_of(st.fixed_dictionaries({"start_frame": bound, "end_frame": bound}),
                                 st.dictionaries(st.sampled_from(["start_frame", "end_frame", "start"]), bound,
                                                 max_size=2))
         kinds["clip_range"] = [{"input": {"frame_range": fr}, "output": clip(agent, video, fr, "Answer: x")}
-                               for fr in draw(frame_range, args.n)]
-    write("videoarm", {"repository": "MILVLG/videoarm", "commit": COMMITS["agent.py"],
-                       "commits": COMMITS, "source": "verbatim transcription of the indexed files (no snapshot)"},
-          kinds)
+                               for fr in examples(frame_range, args.n)]
+    print(write_cases("videoarm", {"release": "github MILVLG/videoarm", "commit": COMMITS["agent.py"],
+                                   "commits": COMMITS,
+                                   "source": "verbatim transcription of the indexed files (no snapshot)"}, kinds))
 
 
 if __name__ == "__main__":

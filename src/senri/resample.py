@@ -22,6 +22,8 @@ reads the source's frame count and average rate):
 from __future__ import annotations
 
 import math
+from fractions import Fraction
+
 import numpy as np
 
 #: qwen-vl-utils' frame factor: frame counts are even (two frames per temporal patch).
@@ -121,10 +123,24 @@ def overview_indices(n_total: int, n: int) -> list[int]:
     return round_linspace(0, n_total - 1, fixed_nframes(n, n_total))
 
 
-def torchvision_window(start_s: float, end_s: float, fps: float, n_total: int) -> list[int]:
-    """The frames ``torchvision.io.read_video`` decodes for [start, end] s (see :func:`torchvision_fallback`)."""
+def torchvision_window(start_s: float, end_s: float, fps: float, n_total: int,
+                       time_base: Fraction | None = None) -> list[int]:
+    """The frames ``torchvision.io.read_video`` decodes for [start, end] s (see :func:`torchvision_fallback`).
+    With the stream's ``time_base`` it compares as torchvision does, in stream units (start floored, end
+    ceiled, frame i at round(i / fps / time_base)); without, in seconds (the same frames unless a bound falls
+    within one unit of a frame)."""
     if end_s < start_s:
         raise ValueError(f"end_pts should be larger than start_pts, got {start_s} and {end_s}")
+    if time_base is not None:
+        units = 1 / time_base
+        first = math.floor(start_s * units)
+        last = math.inf if end_s == math.inf else math.ceil(end_s * units)
+        pts = [round(i * float(units) / fps) for i in range(n_total)]
+        decoded = [i for i, p in enumerate(pts) if first <= p <= last]
+        before = [i for i, p in enumerate(pts) if p < first]
+        if first > 0 and first not in pts and before:
+            decoded.insert(0, before[-1])
+        return decoded
     eps = 1e-9
     times = np.arange(n_total) / fps
     decoded = [int(i) for i in np.flatnonzero((times >= start_s - eps) & (times <= end_s + eps))]
@@ -136,13 +152,13 @@ def torchvision_window(start_s: float, end_s: float, fps: float, n_total: int) -
 
 
 def torchvision_fallback(start_s: float, end_s: float, fps: float, n_total: int, target_fps: float,
-                         min_frames: int, max_frames: int) -> list[int]:
+                         min_frames: int, max_frames: int, time_base: Fraction | None = None) -> list[int]:
     """The frames qwen-vl-utils' torchvision path returns for a window torchcodec refused (S3, P-T2): torchvision
     decodes the frames whose time lies in [start, end] plus, when no frame starts exactly at ``start`` (and
     start > 0), the last frame before it; then :func:`smart_nframes` over those frames (below two it raises)
     and round(linspace) among them. A reversed window raises ValueError, as torchvision does. Frame times are
     compared in seconds (torchvision compares stream time-base units: the two differ only within one unit)."""
-    decoded = torchvision_window(start_s, end_s, fps, n_total)
+    decoded = torchvision_window(start_s, end_s, fps, n_total, time_base)
     n = smart_nframes(len(decoded), fps, target_fps, min_frames, max_frames)
     return [decoded[i] for i in round_linspace(0, len(decoded) - 1, n)]
 

@@ -40,7 +40,7 @@ import ast
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -87,6 +87,14 @@ def tree_width(n_frames: int, fps: float, segment_s: float = 16.0, min_width: in
 def level_parts(n_frames: int, width: int, level: str) -> list[np.ndarray]:
     """R-I2: the global split of range(N) into w, w² or w³ parts (numpy's array_split)."""
     return np.array_split(np.arange(n_frames), width ** (LEVELS.index(level) + 1))
+
+
+def level_part(n_frames: int, width: int, level: str, index: int) -> np.ndarray:
+    """Part ``index`` of :func:`level_parts` without splitting the whole range (numpy's array_split: the first
+    N mod k parts hold one frame more)."""
+    size, extra = divmod(n_frames, width ** (LEVELS.index(level) + 1))
+    start = index * size + min(index, extra)
+    return np.arange(start, start + size + (index < extra))
 
 
 def node_index(ids: Sequence[int], width: int) -> int:
@@ -213,6 +221,22 @@ class Node:
         return f"{self.level}{self.ids}"
 
 
+def tree_node(n_frames: int, fps: float, width: int, ids: Sequence[int], caption_frames: Mapping[str, int]) -> Node:
+    """The node of ids (h[, m[, l]]) in the caption tree (R-I2): its part of its level's global split, the
+    ``caption_frames[level]`` frames sampled from it and their time labels. A video with fewer frames than
+    w³ has empty low parts: sampling one raises IndexError, as the release's caption job does."""
+    level = LEVELS[len(ids) - 1]
+    part = level_part(n_frames, width, level, node_index(ids, width))
+    frames = sample_ids(part, caption_frames[level])
+    return Node(level, tuple(int(i) for i in ids), tuple(frames), tuple(frame_time(i, fps) for i in frames))
+
+
+def caption_template(n_frames: int, low_prompt_frames: int = 32) -> str:
+    """R-C3: the caption prompt goes by the frames shown, not the level: up to ``low_prompt_frames`` the
+    low-level template, else the high-level one."""
+    return "low" if n_frames <= low_prompt_frames else "high"
+
+
 class LongVideoR1(CropSeeker):
     """One instance per (model, video) job: the tree, the caption and QA models, the caption cache."""
 
@@ -281,10 +305,7 @@ class LongVideoR1(CropSeeker):
 
     # ------------------------------------------------------------------------------------------------ tree
     def node(self, ids: Sequence[int]) -> Node:
-        level = LEVELS[len(ids) - 1]
-        part = level_parts(self.n_frames, self.width, level)[node_index(ids, self.width)]
-        frames = sample_ids(part, self.caption_frames[level])
-        return Node(level, tuple(int(i) for i in ids), tuple(frames), tuple(frame_time(i, self.fps) for i in frames))
+        return tree_node(self.n_frames, self.fps, self.width, ids, self.caption_frames)
 
     def duration_label(self) -> float:
         """R-I3: the last high node's last sampled frame time."""
@@ -297,7 +318,7 @@ class LongVideoR1(CropSeeker):
 
         side = caption_side(node.level, self.caption_max_side, self.caption_min_side)
         images = self.decode(node.frame_ids, lambda h, w: longest_side(h, w, side))
-        kind = "low" if len(node.frame_ids) <= self.low_prompt_frames else "high"
+        kind = caption_template(len(node.frame_ids), self.low_prompt_frames)
         system = self.text.render(f"caption_{kind}", num_frame=len(images), num_words=self.caption_words[kind])
         parts: list[Any] = []
         for t, image in zip(node.times, images):

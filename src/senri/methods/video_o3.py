@@ -180,6 +180,16 @@ def crop_plan(start_s: float, end_s: float, fps: float, n_frames: int, target_fp
     return indices, len(indices) / (last - first + 1) * fps
 
 
+def main_video_resize(frame_hw: Sequence[int], n_frames: int, frame_pixels: tuple[int, int] = (15680, 602112),
+                      total_tokens: int = 16384, floor_pixels: int = 16464) -> tuple[int, tuple[int, int]]:
+    """The main video after each frame's own resize (O-I2; frames of ``frame_hw``, the factor-56 step): the frame
+    count padded to even with the last frame, and the size the whole video is resized to — at factor 28 within a
+    per-frame ceiling of max(min(max_pixels, total_tokens · 784 / n · 2), floor) over the padded count."""
+    padded = n_frames + n_frames % 2
+    ceiling = video_frame_max_pixels(total_tokens * 784, padded, frame_pixels[1], floor_pixels)
+    return padded, smart_resize(*frame_hw, 28, frame_pixels[0], ceiling)
+
+
 class VideoO3(CropSeeker):
     @classmethod
     def capability_problems(cls, method: str, spec: Any, model: str, capabilities: Any,
@@ -242,12 +252,11 @@ class VideoO3(CropSeeker):
                                  jpeg_quality=self.jpeg_quality)
             decoded = len(frames)
             times = [i / self.fps for i in indices[:len(frames)]]
-            if len(frames) % 2:  # the release pads to an even count with the last frame
-                frames, times = frames + [frames[-1]], times + [times[-1]]
             if frames:
-                ceiling = self._frame_max(self.main_tokens, len(frames))
-                h, w = smart_resize(*frames[0].shape[:2], 28, self.frame_pixels[0], ceiling)
-                frames = [bicubic(f, h, w) for f in frames]
+                padded, (h, w) = main_video_resize(frames[0].shape[:2], len(frames), self.frame_pixels,
+                                                   self.main_tokens, self.floor_pixels)
+                frames = [bicubic(f, h, w) for f in frames + [frames[-1]] * (padded - len(frames))]
+                times += [times[-1]] * (padded - len(times))
             self._main = (self._media(frames, times) if frames else [], rate, len(indices), decoded)
         return self._main
 
