@@ -1,0 +1,217 @@
+"""Build each release worker environment from its pins and answer one demo question through ``backend:
+release_worker`` on a TINY RANDOM checkpoint in it (spec direct_specialists.md T7; issue 61). Needs network to
+PyPI for the builds (once per node: environments are content-addressed and reused), so it is a bench command, not
+a test; nothing in the test suite depends on it.
+
+    python bench/worker_envs.py [--env-cache DIR] [--checkout DIR] [--only cambrian_s,hf457,light_omni] [--frames N]
+
+What each row does:
+
+- ``cambrian_s``: builds ``envs/cpu/cambrian_s.txt`` (the published pins with CPU torch: see its header), builds
+  a tiny CambrianQwenForCausalLM from the release's classes (bench/worker_tiny_models.py, inside the env), and
+  runs senri's ``specialist`` method on one question of a one-video demo: Cambrian-S (C: 128-frame rule, grey
+  pad, the release's ``generate``) and Cambrian-S-LFP (L: every frame of the 1-fps stream, squashed, the
+  streaming memory on the model with senri's block policy, then the same question again to show the memory
+  reused). Needs a checkout of the release (``--checkout``, default /work/wt/_src/cambrian_s or
+  ``$SENRI_CAMBRIAN_S_CHECKOUT``).
+- ``hf457``: builds ``envs/cpu/hf457.txt`` and imports the adapter's stack (transformers 4.57.3, qwen-vl-utils,
+  torchvision). InternVideo3's and VideoChat3's model code is the checkpoints' remote code, which lives on the
+  Hugging Face hub only (not reachable here), so no tiny model of their classes can be built: the row says so.
+- ``light_omni``: the published pins are resolved by pip (``--dry-run``) without building; flash_attn and
+  faiss-gpu are CUDA-only, and the adapter needs the release's patched transformers from its checkout.
+
+Prints one table: env, build s, pins resolved, adapter loaded, answered, seconds (the answer's wall time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from senri.backends.worker_env import ensure_environment  # noqa: E402
+
+#: The CPU torchvision 0.28.0 wheel from PyPI is a CUDA build: its extension cannot load beside torch+cpu, and
+#: its import then fails registering fake kernels for two operators that the extension would have defined.
+#: Defining their schemas first lets ``torchvision.transforms`` (all the releases use) import; no op runs.
+TORCHVISION_SHIM = '''import torch
+for _name in ("nms", "qnms"):
+    try:
+        torch.library.define(f"torchvision::{_name}", "(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+    except RuntimeError:
+        pass
+'''
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def build(name: str, pins: Path, cache: Path) -> tuple[object | None, float, str]:
+    started = time.monotonic()
+    try:
+        env = ensure_environment(name, pins, cache)
+    except Exception as exc:  # noqa: BLE001 - the row records why
+        return None, time.monotonic() - started, f"{type(exc).__name__}: {str(exc)[:300]}"
+    site = next((env.path / "lib").glob("python3*/site-packages"))
+    if not (site / "senri_cpu_torchvision.pth").exists():
+        (site / "senri_cpu_torchvision_shim.py").write_text(TORCHVISION_SHIM)
+        (site / "senri_cpu_torchvision.pth").write_text("import senri_cpu_torchvision_shim\n")
+    return env, time.monotonic() - started, ""
+
+
+def demo_video(folder: Path):
+    """One short 16:9 demo video and its questions (senri's own demo generator)."""
+    from senri import demo
+    from senri.probe import probe
+    from senri.records import Question
+
+    cfg = demo.DemoConfig(n_videos=1, seed=7, places_per_video=4, place_s=3, turn_s=2, width=320, height=180,
+                          fps=4, gop_s=1, questions_per_task={"L": 1, "RR": 1, "OC": 1, "RER": 1, "NP": 0,
+                                                              "TER": 0})
+    (video_id,) = demo.video_ids(cfg)
+    path = demo.render_video(demo.plan_walk(cfg, video_id), folder / f"{video_id}.mp4")
+    rows = demo.write_questions(cfg, folder / "questions.jsonl")
+    questions = [Question(video_id=row["video_id"], qid=row["qid"], task_type=row["task_type"], direction="past",
+                          question=row["question"], option_a=row["options"][0], option_b=row["options"][1],
+                          option_c=row["options"][2], option_d=row["options"][3], answer=row["answer"])
+                 for row in rows]
+    return path, probe(path, video_id), questions
+
+
+def answer(method_name: str, method: dict, model: dict, clip, questions: list) -> dict:
+    """Open the backend, run the ``specialist`` method on the questions, close; per question the wall time."""
+    from senri.backends import open_backend
+    from senri.methods.base import RunContext
+    from senri.methods.specialist import SpecialistDirect
+
+    path, info = clip
+    backend = open_backend(model, None)
+    runs = []
+    try:
+        context = RunContext(video=info, method_name=method_name, method_config=method, model_name="tiny",
+                             model_config=model, seed=7, backend=backend, pixels=path)
+        specialist = SpecialistDirect(context)
+        for q in questions:
+            started = time.monotonic()
+            result = specialist.answer(q)
+            runs.append({"seconds": round(time.monotonic() - started, 1), "reply": result.raw_output,
+                         "pred": result.pred, "errors": list(result.tally.errors),
+                         "frames": result.tally.behaviour.get("frames_seen")})
+    except Exception as exc:  # noqa: BLE001 - a row that failed says why
+        runs.append({"seconds": None, "errors": [f"{type(exc).__name__}: {str(exc)[:600]}"]})
+    finally:
+        backend.close()
+    return {"runs": runs}
+
+
+def cambrian_rows(cache: Path, checkout: Path, frames: int, work: Path) -> list[dict]:
+    env, build_s, why = build("cambrian_s", ROOT / "envs/cpu/cambrian_s.txt", cache)
+    rows = []
+    if env is None:
+        return [{"env": "cambrian_s", "build_s": build_s, "resolved": False, "loaded": False, "answered": False,
+                 "note": why}]
+    if not checkout.is_dir():
+        return [{"env": "cambrian_s", "build_s": build_s, "resolved": True, "loaded": False, "answered": False,
+                 "note": f"no release checkout at {checkout} (--checkout)"}]
+    tiny = work / "tiny_cambrian_s"
+    made = subprocess.run([str(env.python), str(ROOT / "bench/worker_tiny_models.py"), "cambrian", str(tiny), "--lfp"],
+                          capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(checkout), str(checkout / "lmms-eval")])})
+    if made.returncode != 0:
+        return [{"env": "cambrian_s", "build_s": build_s, "resolved": True, "loaded": False, "answered": False,
+                 "note": "tiny checkpoint: " + made.stderr[-400:]}]
+    log(made.stdout.strip())
+    clip = demo_video(work)
+    questions = clip[2][:1]
+    model = {"backend": "release_worker", "model": str(tiny), "env": "cambrian_s",
+             "pins": str(ROOT / "envs/cpu/cambrian_s.txt"), "env_cache": str(cache), "release_checkout": str(checkout),
+             "release_paths": [".", "lmms-eval"], "adapter": "cambrian_model:CambrianS",
+             "adapter_options": {"device": "cpu", "miv_token_len": 64, "max_frames": frames},
+             "startup_timeout_s": 600, "request_timeout_s": 1800, "images": True}
+    base = {"approach": "direct_perception", "uses_model": True, "uses_pixels": True, "implementation": "specialist",
+            "prompts": "cambrian_s"}
+    runs = {
+        "cambrian_s (C)": answer("cambrian_s", {**base, "release": "cambrian_s", "max_frames": frames},
+                                 model, clip[:2], questions),
+        # L with a preset of its own whose window and budget the short clip overflows, so frames are evicted,
+        # pooled (τ = 1.0 sits among the random model's surprises) and merged / dropped; the same question twice:
+        # the second is answered from the memory built once (L-M9)
+        "cambrian_s_lfp (L)": answer("cambrian_s_lfp", {**base, "release": "cambrian_s_lfp", "mode": "stream",
+                                                        "stream_fps": 1.0,
+                                                        "preset": {"window": 4, "method": "drop_merge", "topk": 4,
+                                                                   "threshold": 1.0, "budget": 300, "ratio": 2}},
+                                     {**model, "adapter_options": {**model["adapter_options"]}}, clip[:2],
+                                     questions * 2),
+    }
+    for label, result in runs.items():
+        ok = [r for r in result["runs"] if r.get("seconds") is not None and not r["errors"]]
+        rows.append({"env": "cambrian_s", "model": label, "build_s": build_s, "resolved": True,
+                     "loaded": bool(ok) or not any("could not load" in e for r in result["runs"] for e in r["errors"]),
+                     "answered": len(ok) == len(result["runs"]), "seconds": [r.get("seconds") for r in result["runs"]],
+                     "note": json.dumps(result["runs"])[:700]})
+    return rows
+
+
+def hf457_row(cache: Path) -> dict:
+    env, build_s, why = build("hf457", ROOT / "envs/cpu/hf457.txt", cache)
+    if env is None:
+        return {"env": "hf457", "build_s": build_s, "resolved": False, "loaded": False, "answered": False, "note": why}
+    check = subprocess.run([str(env.python), "-c", "import transformers, torchvision, qwen_vl_utils, av; "
+                            "from transformers import AutoModelForCausalLM, AutoProcessor; "
+                            "print(transformers.__version__, torchvision.__version__)"],
+                           capture_output=True, text=True)
+    stack = check.stdout.strip() if check.returncode == 0 else check.stderr[-300:]
+    return {"env": "hf457", "model": "internvideo3_8b, videochat3_4b", "build_s": build_s, "resolved": True,
+            "loaded": False, "answered": False,
+            "note": f"stack imports: {stack}; no tiny model: both classes are the checkpoints' remote code "
+                    f"(Hugging Face hub only, unreachable here)"}
+
+
+def light_omni_row() -> dict:
+    started = time.monotonic()
+    dry = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+                          "-r", str(ROOT / "envs/light_omni.txt")], capture_output=True, text=True)
+    tail = (dry.stdout + dry.stderr).strip().splitlines()[-3:]
+    return {"env": "light_omni", "model": "light_omni", "build_s": time.monotonic() - started,
+            "resolved": dry.returncode == 0, "loaded": False, "answered": False,
+            "note": "dry run only (CUDA-only flash_attn / faiss-gpu; the adapter needs the release's patched "
+                    "transformers from its checkout): " + " | ".join(tail)[-400:]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--env-cache", type=Path, default=Path(os.environ.get("SENRI_ENV_CACHE", "/work/wt/_envs")))
+    parser.add_argument("--checkout", type=Path,
+                        default=Path(os.environ.get("SENRI_CAMBRIAN_S_CHECKOUT", "/work/wt/_src/cambrian_s")))
+    parser.add_argument("--only", default="cambrian_s,hf457,light_omni")
+    parser.add_argument("--frames", type=int, default=8, help="Cambrian-S (C) frame cap: 128 is the release's")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/senri-worker-envs"))
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    only = set(args.only.split(","))
+    rows = []
+    if "cambrian_s" in only:
+        rows += cambrian_rows(args.env_cache, args.checkout, args.frames, args.work)
+    if "hf457" in only:
+        rows.append(hf457_row(args.env_cache))
+    if "light_omni" in only:
+        rows.append(light_omni_row())
+    yn = lambda flag: "y" if flag else "n"  # noqa: E731
+    print(f"{'env':<11} {'model':<28} {'build s':>8} {'pins resolved':>13} {'adapter loaded':>14} {'answered':>8}  seconds")
+    for row in rows:
+        print(f"{row['env']:<11} {row.get('model', ''):<28} {row['build_s']:>8.1f} {yn(row['resolved']):>13} "
+              f"{yn(row['loaded']):>14} {yn(row['answered']):>8}  {row.get('seconds', '')}")
+    for row in rows:
+        print(f"- {row['env']} {row.get('model', '')}: {row['note']}")
+
+
+if __name__ == "__main__":
+    main()
