@@ -14,9 +14,11 @@ What each row does:
   streaming memory on the model with senri's block policy, then the same question again to show the memory
   reused). Needs a checkout of the release (``--checkout``, default /work/wt/_src/cambrian_s or
   ``$SENRI_CAMBRIAN_S_CHECKOUT``).
-- ``hf457``: builds ``envs/cpu/hf457.txt`` and imports the adapter's stack (transformers 4.57.3, qwen-vl-utils,
-  torchvision). InternVideo3's and VideoChat3's model code is the checkpoints' remote code, which lives on the
-  Hugging Face hub only (not reachable here), so no tiny model of their classes can be built: the row says so.
+- ``hf457``: builds ``envs/cpu/hf457.txt`` and runs the ``specialist`` method for InternVideo3 (I) and VideoChat3
+  (V) through the adapter (``hf_video_model``: AutoModelForCausalLM + AutoProcessor with trust_remote_code,
+  do_resize / do_sample_frames off, the release's metadata) on a STAND-IN: their model code is the checkpoints'
+  remote code, on the Hugging Face hub only (unreachable here), so the tiny checkpoint is transformers 4.57.3's
+  own Qwen3-VL class registered through a remote-code file, with 16-px patches for I and 14-px for V.
 - ``light_omni``: the published pins are resolved by pip (``--dry-run``) without building; flash_attn and
   faiss-gpu are CUDA-only, and the adapter needs the release's patched transformers from its checkout.
 
@@ -160,19 +162,40 @@ def cambrian_rows(cache: Path, checkout: Path, frames: int, work: Path) -> list[
     return rows
 
 
-def hf457_row(cache: Path) -> dict:
+def hf457_rows(cache: Path, frames: int, work: Path) -> list[dict]:
     env, build_s, why = build("hf457", ROOT / "envs/cpu/hf457.txt", cache)
     if env is None:
-        return {"env": "hf457", "build_s": build_s, "resolved": False, "loaded": False, "answered": False, "note": why}
-    check = subprocess.run([str(env.python), "-c", "import transformers, torchvision, qwen_vl_utils, av; "
-                            "from transformers import AutoModelForCausalLM, AutoProcessor; "
-                            "print(transformers.__version__, torchvision.__version__)"],
-                           capture_output=True, text=True)
-    stack = check.stdout.strip() if check.returncode == 0 else check.stderr[-300:]
-    return {"env": "hf457", "model": "internvideo3_8b, videochat3_4b", "build_s": build_s, "resolved": True,
-            "loaded": False, "answered": False,
-            "note": f"stack imports: {stack}; no tiny model: both classes are the checkpoints' remote code "
-                    f"(Hugging Face hub only, unreachable here)"}
+        return [{"env": "hf457", "build_s": build_s, "resolved": False, "loaded": False, "answered": False,
+                 "note": why}]
+    clip = demo_video(work)
+    rows = []
+    base = {"approach": "direct_perception", "uses_model": True, "uses_pixels": True, "implementation": "specialist"}
+    for release, patch, method in (
+            ("internvideo3", 16, {"release": "internvideo3", "max_frames": frames, "prompts": "internvideo3",
+                                  "max_new_tokens": 16}),
+            # the release's sampling settings (V-D1) but 16 new tokens, not 32768: a random model never stops
+            ("videochat3", 14, {"release": "videochat3", "preset": "lvbench", "frames_limit": frames,
+                                "prompts": "videochat3", "max_new_tokens": 16})):
+        tiny = work / f"tiny_qwen3vl_{patch}"
+        made = subprocess.run([str(env.python), str(ROOT / "bench/worker_tiny_models.py"), "qwen3vl", str(tiny),
+                               "--patch", str(patch)], capture_output=True, text=True)
+        if made.returncode != 0:
+            rows.append({"env": "hf457", "model": release, "build_s": build_s, "resolved": True, "loaded": False,
+                         "answered": False, "note": "tiny checkpoint: " + made.stderr[-400:]})
+            continue
+        model = {"backend": "release_worker", "model": str(tiny), "env": "hf457",
+                 "pins": str(ROOT / "envs/cpu/hf457.txt"), "env_cache": str(cache),
+                 "adapter": "hf_video_model:HFVideoModel",
+                 "adapter_options": {"dtype": "float32", "attn_implementation": "sdpa", "device_map": "cpu"},
+                 "startup_timeout_s": 600, "request_timeout_s": 1800, "images": True}
+        result = answer(release, {**base, **method}, model, clip[:2], clip[2][:1])
+        ok = [r for r in result["runs"] if r.get("seconds") is not None and not r["errors"]]
+        rows.append({"env": "hf457", "model": f"{release} (Qwen3-VL stand-in)", "build_s": build_s,
+                     "resolved": True, "loaded": bool(ok), "answered": len(ok) == len(result["runs"]),
+                     "seconds": [r.get("seconds") for r in result["runs"]],
+                     "note": "transformers' own Qwen3-VL class behind a remote-code stand-in (the checkpoints' "
+                             "remote code is on the Hugging Face hub only): " + json.dumps(result["runs"])[:500]})
+    return rows
 
 
 def light_omni_row() -> dict:
@@ -201,7 +224,7 @@ def main() -> None:
     if "cambrian_s" in only:
         rows += cambrian_rows(args.env_cache, args.checkout, args.frames, args.work)
     if "hf457" in only:
-        rows.append(hf457_row(args.env_cache))
+        rows += hf457_rows(args.env_cache, args.frames, args.work)
     if "light_omni" in only:
         rows.append(light_omni_row())
     yn = lambda flag: "y" if flag else "n"  # noqa: E731
