@@ -19,8 +19,9 @@ What each row does:
   do_resize / do_sample_frames off, the release's metadata) on a STAND-IN: their model code is the checkpoints'
   remote code, on the Hugging Face hub only (unreachable here), so the tiny checkpoint is transformers 4.57.3's
   own Qwen3-VL class registered through a remote-code file, with 16-px patches for I and 14-px for V.
-- ``light_omni``: the published pins are resolved by pip (``--dry-run``) without building; flash_attn and
-  faiss-gpu are CUDA-only, and the adapter needs the release's patched transformers from its checkout.
+- ``light_omni``: the published pins are resolved by pip for Python 3.10, wheels only, without installing: pins
+  with no wheel (flash_attn: a CUDA source build) are named and left out; the adapter also needs the release's
+  patched transformers from a Light-Omni checkout, so no load is tried.
 
 Prints one table: env, build s, pins resolved, adapter loaded, answered, seconds (the answer's wall time).
 """
@@ -110,8 +111,12 @@ def answer(method_name: str, method: dict, model: dict, clip, questions: list) -
     except Exception as exc:  # noqa: BLE001 - a row that failed says why
         runs.append({"seconds": None, "errors": [f"{type(exc).__name__}: {str(exc)[:600]}"]})
     finally:
+        log_file = backend._scratch / "worker.log" if backend._scratch else None
+        streams = [json.loads(line.split("LFP stream: ", 1)[1]) for line in
+                   (log_file.read_text(errors="replace").splitlines() if log_file and log_file.exists() else [])
+                   if "LFP stream: " in line]  # the Cambrian-S adapter's per-question trace of the memory
         backend.close()
-    return {"runs": runs}
+    return {"runs": runs, "lfp_streams": streams}
 
 
 def cambrian_rows(cache: Path, checkout: Path, frames: int, work: Path) -> list[dict]:
@@ -158,7 +163,9 @@ def cambrian_rows(cache: Path, checkout: Path, frames: int, work: Path) -> list[
         rows.append({"env": "cambrian_s", "model": label, "build_s": build_s, "resolved": True,
                      "loaded": bool(ok) or not any("could not load" in e for r in result["runs"] for e in r["errors"]),
                      "answered": len(ok) == len(result["runs"]), "seconds": [r.get("seconds") for r in result["runs"]],
-                     "note": json.dumps(result["runs"])[:700]})
+                     "note": json.dumps(result["runs"])[:500]
+                     + (f"; LFP memory per question: {json.dumps(result['lfp_streams'])[:900]}"
+                        if result["lfp_streams"] else "")})
     return rows
 
 
@@ -198,15 +205,37 @@ def hf457_rows(cache: Path, frames: int, work: Path) -> list[dict]:
     return rows
 
 
-def light_omni_row() -> dict:
+def light_omni_row(work: Path) -> dict:
+    """Light-Omni's published pins resolved by pip for its Python 3.10 on Linux x86-64, wheels only (nothing is
+    built or installed): each pin with no wheel is named and left out, and resolution goes on without it."""
+    import re
+
     started = time.monotonic()
-    dry = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-                          "-r", str(ROOT / "envs/light_omni.txt")], capture_output=True, text=True)
-    tail = (dry.stdout + dry.stderr).strip().splitlines()[-3:]
+    lines = (ROOT / "envs/light_omni.txt").read_text().splitlines()
+    no_wheel = []
+    for _ in range(6):
+        pins = work / "light_omni_pins.txt"
+        pins.write_text("\n".join(line for line in lines if line.split("==")[0].strip() not in no_wheel) + "\n")
+        dry = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+                              "--python-version", "3.10", "--only-binary=:all:", "--target", str(work / "lo_dry"),
+                              *(f"--platform={p}" for p in ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64",
+                                                             "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
+                                                             "manylinux2014_x86_64", "manylinux2010_x86_64",
+                                                             "manylinux1_x86_64", "linux_x86_64")),
+                              "-r", str(pins)], capture_output=True, text=True)
+        missing = re.search(r"No matching distribution found for ([A-Za-z0-9_.-]+)==", dry.stdout + dry.stderr)
+        pinned = {line.split("==")[0].strip() for line in lines}
+        if dry.returncode == 0 or missing is None or missing.group(1) not in pinned:
+            break
+        no_wheel.append(missing.group(1))
+    resolved = dry.returncode == 0 and not no_wheel
+    tail = "" if dry.returncode == 0 else " | ".join((dry.stdout + dry.stderr).strip().splitlines()[-2:])[-300:]
     return {"env": "light_omni", "model": "light_omni", "build_s": time.monotonic() - started,
-            "resolved": dry.returncode == 0, "loaded": False, "answered": False,
-            "note": "dry run only (CUDA-only flash_attn / faiss-gpu; the adapter needs the release's patched "
-                    "transformers from its checkout): " + " | ".join(tail)[-400:]}
+            "resolved": resolved, "loaded": False, "answered": False,
+            "note": f"wheels-only dry run for Python 3.10 (not built): no wheel on PyPI for {', '.join(no_wheel) or 'none'} (sdists); "
+                    f"the rest {'resolves' if dry.returncode == 0 else 'fails: ' + tail}. flash_attn is an sdist that "
+                    f"needs CUDA and torch to build; the adapter also needs the release's patched transformers from "
+                    f"a Light-Omni checkout (none here), so no load was tried"}
 
 
 def main() -> None:
@@ -226,7 +255,7 @@ def main() -> None:
     if "hf457" in only:
         rows += hf457_rows(args.env_cache, args.frames, args.work)
     if "light_omni" in only:
-        rows.append(light_omni_row())
+        rows.append(light_omni_row(args.work))
     yn = lambda flag: "y" if flag else "n"  # noqa: E731
     print(f"{'env':<11} {'model':<28} {'build s':>8} {'pins resolved':>13} {'adapter loaded':>14} {'answered':>8}  seconds")
     for row in rows:
