@@ -145,26 +145,35 @@ def cambrian_rows(cache: Path, checkout: Path, frames: int, work: Path) -> list[
              "startup_timeout_s": 600, "request_timeout_s": 1800, "images": True}
     base = {"approach": "direct_perception", "uses_model": True, "uses_pixels": True, "implementation": "specialist",
             "prompts": "cambrian_s"}
+    runs_presets = {"cambrian_s_lfp (L)": {"window": 4, "method": "drop_merge", "topk": 4, "threshold": 1.01,
+                                           "budget": 300, "ratio": 2}}
     runs = {
         "cambrian_s (C)": answer("cambrian_s", {**base, "release": "cambrian_s", "max_frames": frames},
                                  model, clip[:2], questions),
         # L with a preset of its own whose window and budget the short clip overflows, so frames are evicted,
-        # pooled (τ = 1.0 sits among the random model's surprises) and merged / dropped; the same question twice:
+        # pooled (τ = 1.01 sits among the random model's surprises, 1.004–1.015) and merged / dropped; the same question twice:
         # the second is answered from the memory built once (L-M9)
         "cambrian_s_lfp (L)": answer("cambrian_s_lfp", {**base, "release": "cambrian_s_lfp", "mode": "stream",
                                                         "stream_fps": 1.0,
-                                                        "preset": {"window": 4, "method": "drop_merge", "topk": 4,
-                                                                   "threshold": 1.0, "budget": 300, "ratio": 2}},
+                                                        "preset": runs_presets["cambrian_s_lfp (L)"]},
                                      {**model, "adapter_options": {**model["adapter_options"]}}, clip[:2],
                                      questions * 2),
     }
     for label, result in runs.items():
         ok = [r for r in result["runs"] if r.get("seconds") is not None and not r["errors"]]
+        for stream in result["lfp_streams"]:  # the memory on the model = senri's policy on the model's surprises
+            from senri.specialists import lfp
+
+            preset = lfp.Preset(**runs_presets["cambrian_s_lfp (L)"])
+            want = lfp.build_memory(stream["surprises"], tuple(stream["grid_hw"]), stream["prefix_tokens"],
+                                    preset.window, preset.threshold, preset.ratio, preset.method, preset.budget)
+            stream["policy_agrees"] = want.lengths == stream["lengths"] and stream["layers_agree"]
+            ok = ok if stream["policy_agrees"] else []
         rows.append({"env": "cambrian_s", "model": label, "build_s": build_s, "resolved": True,
                      "loaded": bool(ok) or not any("could not load" in e for r in result["runs"] for e in r["errors"]),
                      "answered": len(ok) == len(result["runs"]), "seconds": [r.get("seconds") for r in result["runs"]],
                      "note": json.dumps(result["runs"])[:500]
-                     + (f"; LFP memory per question: {json.dumps(result['lfp_streams'])[:900]}"
+                     + (f"; LFP memory per question: {json.dumps([{k: v for k, v in x.items() if k != 'surprises'} for x in result['lfp_streams']])[:1200]}"
                         if result["lfp_streams"] else "")})
     return rows
 

@@ -249,6 +249,12 @@ class CambrianS:
                 "trace": {"frames": len(surprises), "grid_hw": [rows, cols], "prefix_tokens": int(prefix_ids.size(1)),
                           "memory_blocks": len(blocks), "memory_tokens": sum(b.length for b in blocks),
                           "first_surprises": [round(s, 6) for s in surprises[:8]],
+                          # a short stream's every surprise and its layer-0 cache's block lengths (read from the
+                          # tensors), for checks against the policy
+                          **({"surprises": surprises, "lengths": [int(kv[0].size(2)) for kv in memory[0]]}
+                             if len(surprises) <= 256 else {}),
+                          "layers_agree": all([int(kv[0].size(2)) for kv in layer] == [b.length for b in blocks]
+                                              for layer in memory),
                           "sensory_lengths_first": calls[:8], "stream_s": round(time.monotonic() - started, 3)}}
 
     def generate_stream(self, frames: dict, prompt: str, generation: dict) -> dict:
