@@ -16,11 +16,17 @@ if [[ -n "${SENRI_GPU_MODEL:-}" ]]; then
 fi
 # The direct-perception specialists (issue 61; spec direct_specialists.md §6): each check builds its model's pinned
 # environment once per node, loads the weights in a release worker and answers one plain question (C-G1, I-G1, V-G1;
-# L-G1 waits for the LFP loop on the model). Set the folders of the weights you have (and Cambrian-S's checkout):
+# L-G1: the LFP streaming memory on 600 frames, and a second question on the reused memory answering as a fresh
+# worker recomputing it). Set the folders of the weights you have (and Cambrian-S's checkout):
 #   SENRI_CAMBRIAN_S_MODEL=/models/Cambrian-S-7B SENRI_CAMBRIAN_S_CHECKOUT=~/src/cambrian-s \
+#   SENRI_CAMBRIAN_S_LFP_MODEL=/models/Cambrian-S-7B-LFP \
 #   SENRI_INTERNVIDEO3_MODEL=/models/InternVideo3-8B-Instruct SENRI_VIDEOCHAT3_MODEL=/models/VideoChat3-4B bash bench/gpu_check.sh
 if [[ -n "${SENRI_CAMBRIAN_S_MODEL:-}" ]]; then
   python bench/gpu_check_specialists.py --model cambrian_s7b --weights "$SENRI_CAMBRIAN_S_MODEL" \
+    --checkout "${SENRI_CAMBRIAN_S_CHECKOUT:?set SENRI_CAMBRIAN_S_CHECKOUT to a checkout of cambrian-mllm/cambrian-s}"; ran=1
+fi
+if [[ -n "${SENRI_CAMBRIAN_S_LFP_MODEL:-}" ]]; then
+  python bench/gpu_check_specialists.py --model cambrian_s7b_lfp --weights "$SENRI_CAMBRIAN_S_LFP_MODEL" --mode stream \
     --checkout "${SENRI_CAMBRIAN_S_CHECKOUT:?set SENRI_CAMBRIAN_S_CHECKOUT to a checkout of cambrian-mllm/cambrian-s}"; ran=1
 fi
 if [[ -n "${SENRI_INTERNVIDEO3_MODEL:-}" ]]; then

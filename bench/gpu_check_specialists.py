@@ -5,6 +5,7 @@ worker and answers one synthetic question whose answer is plain (every frame red
 
     python bench/gpu_check_specialists.py --model internvideo3_8b --weights /models/InternVideo3-8B-Instruct
     python bench/gpu_check_specialists.py --model cambrian_s7b --weights /models/Cambrian-S-7B --checkout ~/src/cambrian-s
+    python bench/gpu_check_specialists.py --model cambrian_s7b_lfp --weights /models/Cambrian-S-7B-LFP --checkout ~/src/cambrian-s
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ sys.path.insert(0, str(REPO / "src"))
 from senri.backends.base import ChatRequest, FramesPart, Message  # noqa: E402
 from senri.backends.worker import ReleaseWorkerBackend  # noqa: E402
 from senri.methods.specialist import png  # noqa: E402
-from senri.specialists import cambrian, internvideo3, videochat3  # noqa: E402
+from senri.specialists import cambrian, internvideo3, lfp, videochat3  # noqa: E402
 
 QUESTION, OPTIONS = "Which colour fills the video?", ["red", "green", "blue", "yellow"]
 
@@ -62,6 +63,48 @@ def request(name: str) -> tuple[ChatRequest, dict]:
                        top_k=20, repetition_penalty=1.0), {"letter": "A", "grid": [2048, 18, 32], "tied": True}
 
 
+def lfp_stream_check(config: dict, frames: int = 600) -> list[str]:
+    """L-G1: Cambrian-S-7B-LFP's streaming memory on the model (mode stream, the 10-min preset, ``frames`` red 16:9
+    frames at 1 fps, squashed as L-I2): the plain question's letter, and the memory reused by a second question
+    answers as a fresh worker that recomputes the memory for that question alone (L-M9)."""
+    text = prompt_set_for("cambrian_s")
+    preset = lfp.PRESETS[10]
+    frame = png(cambrian.model_pixels(red(1080, 1920), squash=True))
+    part = FramesPart(frames=(frame,) * frames, rate=1.0, indices=tuple(range(frames)), source_wh=(1920, 1080),
+                      options=json.dumps({"lfp": {"window": preset.window, "method": preset.method,
+                                                  "topk": preset.topk, "threshold": preset.threshold,
+                                                  "budget": preset.budget, "ratio": preset.ratio}}, sort_keys=True))
+
+    def ask(question: str, options: list[str]) -> ChatRequest:
+        prompt = cambrian.chatml(text.render("system"), cambrian.lfp_text(text, question, options))
+        return ChatRequest(messages=(Message("user", (part, prompt)),), max_tokens=16, repetition_penalty=1.1)
+
+    first, second = ask(QUESTION, OPTIONS), ask("Which colour is absent?", ["red", "green", "blue", "yellow"])
+    problems = []
+    backend = ReleaseWorkerBackend(config)
+    try:
+        answers = [backend.complete(first), backend.complete(second)]
+    finally:
+        backend.close()
+    fresh = ReleaseWorkerBackend(config)
+    try:
+        recomputed = fresh.complete(second)
+    finally:
+        fresh.close()
+    print(json.dumps({"first": answers[0].text, "reused": answers[1].text, "recomputed": recomputed.text}))
+    if cambrian.first_word_letter(answers[0].text or "", "ABCD") != "A":
+        problems.append(f"L-G1: {answers[0].text!r} ({answers[0].error}) is not A")
+    if answers[1].text != recomputed.text or answers[1].error or recomputed.error:
+        problems.append(f"L-M9: reused memory answered {answers[1].text!r}, recomputed {recomputed.text!r}")
+    return problems
+
+
+def prompt_set_for(family: str):
+    from senri.prompts import prompt_set
+
+    return prompt_set(family)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", required=True, choices=["cambrian_s7b", "cambrian_s7b_lfp", "internvideo3_8b",
@@ -69,9 +112,15 @@ def main() -> int:
     parser.add_argument("--weights", required=True)
     parser.add_argument("--checkout", default=None)
     parser.add_argument("--pip-arg", action="append", default=[])
+    parser.add_argument("--mode", choices=["stream", "standard"], default="stream",
+                        help="cambrian_s7b_lfp: the streaming memory (L-G1, default) or Cambrian-S's path")
     args = parser.parse_args()
     config = yaml.safe_load((REPO / f"config/model/{args.model}.yaml").read_text())
     config.update(model=args.weights, release_checkout=args.checkout, pip_args=args.pip_arg or config.get("pip_args"))
+    if args.model == "cambrian_s7b_lfp" and args.mode == "stream":
+        problems = lfp_stream_check(config)
+        print("\n".join(problems) or f"{args.model} (stream): OK")
+        return 1 if problems else 0
     backend = ReleaseWorkerBackend(config)
     chat, want = request(args.model)
     try:

@@ -231,6 +231,54 @@ def test_lfp_memory():
         checked("cambrian_s", "lfp_memory")
 
 
+def test_lfp_policy_ops_on_kv_tensors():
+    """The worker's side of L-M4…L-M6 (senri/workers/cambrian_model.py): :class:`lfp.StreamPolicy`'s ops applied
+    to per-layer key tensors with ``pool_block`` and pairwise averaging, as the adapter applies them, reproduce the
+    blocks the release's own loop left (``lfp_memory``: which frames each block holds and with what weights). Keys
+    carry a one-hot frame channel per token, as the release cases' scripted model did, so a block's mean key is its
+    composition. Torch tensors (senri's CPU torch), two layers; cases up to 60 frames."""
+    torch = pytest.importorskip("torch")
+    compared = 0
+    for case in kind("cambrian_s", "lfp_memory"):
+        given, want = case["input"], case["output"]
+        if "blocks_layer0" not in want or len(given["surprises"]) > 60:
+            continue
+        rows, cols = cambrian.unpad_grid(*given["frame_wh"]).hw
+        n = len(given["surprises"])
+        policy = lfp.StreamPolicy((rows, cols), want["prefix_len"], given["sensory_window_size"],
+                                  given["surprise_threshold"], given["compression_downsample_ratio"],
+                                  given["consolidation_method"], given["consolidation_mem_budget"])
+        channels = n + 1  # channel n: the text prefix
+
+        def block(channel: int, tokens: int):
+            key = torch.zeros(1, 2, tokens, channels, dtype=torch.float64)  # (batch, kv heads, tokens, dim)
+            key[..., channel] = 1.0
+            return (key, key.clone())
+
+        layers = [([], [block(n, want["prefix_len"])]) for _ in range(2)]
+        pool = lambda kv: tuple(lfp.pool_block(x, rows, cols + 1, policy.ratio) for x in kv)  # noqa: E731
+        average = lambda a, b: ((a[0] + b[0]) / 2.0, (a[1] + b[1]) / 2.0)  # noqa: E731
+        for t, surprise in enumerate(given["surprises"]):
+            ops = policy.add_frame(surprise)
+            for sensory, memory in layers:
+                sensory.append(block(t, rows * (cols + 1)))
+                for op in ops:
+                    lfp.apply_op(op, sensory, memory, pool, average)
+        ops = policy.finish()
+        for sensory, memory in layers:
+            for op in ops:
+                lfp.apply_op(op, sensory, memory, pool, average)
+            lengths = [kv[0].shape[2] for kv in memory]
+            assert lengths == want["lengths_layer0"], case["id"]
+            blocks = []
+            for key, _ in memory:
+                mean = key[0, 0].mean(dim=0)
+                blocks.append({("text" if c == n else str(c)): float(w) for c, w in enumerate(mean) if w > 0})
+            assert blocks == [pytest.approx(b) for b in want["blocks_layer0"]], case["id"]
+        compared += 1
+    assert compared >= 15
+
+
 def test_lfp_retrieval():
     for case in kind("cambrian_s", "retrieval"):
         given, want = case["input"], case["output"]

@@ -34,10 +34,12 @@ request's form and ``senri/workers/stub_model.py`` for a complete example.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import logging
 import os
+import re
 import select
 import shutil
 import signal
@@ -65,12 +67,22 @@ def worker_code_digest(adapter: str) -> str:
     """sha256[:16] of the worker entry and, when the adapter is one of senri's (``senri/workers/<module>.py``), its
     file: editing an adapter changes the cache identity of every response it made (an adapter from the checkout is
     covered by the checkout's commit)."""
-    files = [WORKER_MAIN, WORKERS_DIR / f"{adapter.partition(':')[0].replace('.', '/')}.py"]
+    adapter_file = WORKERS_DIR / f"{adapter.partition(':')[0].replace('.', '/')}.py"
+    files = [WORKER_MAIN, adapter_file, *senri_files(adapter_file)]
     digest = hashlib.sha256()
     for path in files:
         if path.is_file():
             digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+def senri_files(adapter_file: Path) -> list[Path]:
+    """The files of senri an adapter loads by path (its ``SENRI_FILES = (...)`` line, relative to ``src/senri/``):
+    e.g. the LFP block policy the Cambrian-S adapter applies to its caches."""
+    if not adapter_file.is_file():
+        return []
+    match = re.search(r"^SENRI_FILES\s*=\s*(\([^)]*\))", adapter_file.read_text(), re.MULTILINE)
+    return [WORKERS_DIR.parent / name for name in ast.literal_eval(match.group(1))] if match else []
 
 
 class WorkerFailed(RuntimeError):

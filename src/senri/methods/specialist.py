@@ -145,7 +145,11 @@ class SpecialistDirect(Method):
                      "tokens_per_frame": cambrian.unpad_grid(width, height).tokens}
             options: dict[str, Any] = {}
             if squash:
-                preset = lfp.preset_for(self.duration_s, c.get("preset", "auto"))
+                chosen = c.get("preset", "auto")
+                # D2: a split's preset by name or auto; a mapping is a preset of one's own (bench/worker_envs.py
+                # shrinks W and B so a short clip exercises eviction, pooling and consolidation on the model)
+                preset = (lfp.Preset(**chosen) if isinstance(chosen, Mapping)
+                          else lfp.preset_for(self.duration_s, chosen))
                 options = {"lfp": {"window": preset.window, "method": preset.method, "topk": preset.topk,
                                    "threshold": preset.threshold, "budget": preset.budget, "ratio": preset.ratio}}
                 trace["lfp_preset"] = options["lfp"]

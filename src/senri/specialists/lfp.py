@@ -119,31 +119,74 @@ def _mergeable(blocks: Sequence[Block], i: int, j: int, threshold: float) -> boo
             and blocks[i].surprise >= threshold and blocks[j].surprise >= threshold)
 
 
-def consolidate(blocks: list[Block], budget: int, method: str, threshold: float) -> list[Block]:
+@dataclass(frozen=True)
+class Op:
+    """One step of the memory policy, applied alike to :class:`Block` records and to a worker's KV tensors
+    (:func:`apply_op`): ``evict`` moves the oldest sensory block to the end of long-term memory (``pool``: r×r
+    average-pooled first, L-M4); ``merge`` replaces long-term block ``index`` by the average of it and the next
+    one, which is removed (L-M5); ``drop`` removes long-term block ``index`` (L-M5)."""
+
+    kind: str
+    index: int = 0
+    pool: bool = False
+
+
+def apply_op(op: Op, sensory: list, memory: list, pool: Callable, average: Callable) -> None:
+    """Apply ``op`` in place to parallel lists (``sensory`` without block 0, ``memory`` with it), whatever their
+    items are: ``pool(item)`` and ``average(a, b)`` say how to pool and average one kind of item."""
+    if op.kind == "evict":
+        item = sensory.pop(0)
+        memory.append(pool(item) if op.pool else item)
+    elif op.kind == "merge":
+        memory[op.index] = average(memory[op.index], memory.pop(op.index + 1))
+    elif op.kind == "drop":
+        del memory[op.index]
+    else:
+        raise ValueError(f"unknown memory op {op.kind!r}")
+
+
+def _unchanged(block: Block) -> Block:
+    return block
+
+
+def consolidation_ops(blocks: Sequence[Block], budget: int, method: str, threshold: float) -> list[Op]:
     """L-M5, run after each move into long-term memory: nothing when the total is within ``budget``; else
     ``drop`` removes the least-surprise frame block until the total is strictly below it, and ``drop_merge``
     first collapses every run of adjacent frame blocks with surprise ≥ τ into one (a running average), then
     removes at least one block, merging the two new neighbours when both are ≥ τ, until strictly below."""
     total = sum(b.length for b in blocks)
     if total <= budget:
-        return blocks
+        return []
     if method not in CONSOLIDATIONS:
         raise BudgetError(f"consolidation method {method!r} over the budget ({total} > {budget})")
-    blocks = list(blocks)
+    blocks, ops = list(blocks), []
+
+    def do(op: Op) -> None:
+        ops.append(op)
+        apply_op(op, [], blocks, _unchanged, merge)
+
     if method == "drop_merge":
         i = 0
         while i < len(blocks) - 1:
             if _mergeable(blocks, i, i + 1, threshold):
-                blocks[i] = merge(blocks[i], blocks.pop(i + 1))
+                do(Op("merge", i))
             else:
                 i += 1
     while True:
         at = _least_surprise(blocks)
-        del blocks[at]
+        do(Op("drop", at))
         if method == "drop_merge" and _mergeable(blocks, at - 1, at, threshold):
-            blocks[at - 1] = merge(blocks[at - 1], blocks.pop(at))
+            do(Op("merge", at - 1))
         if sum(b.length for b in blocks) < budget:
-            return blocks
+            return ops
+
+
+def consolidate(blocks: list[Block], budget: int, method: str, threshold: float) -> list[Block]:
+    """The blocks after :func:`consolidation_ops`."""
+    blocks = list(blocks)
+    for op in consolidation_ops(blocks, budget, method, threshold):
+        apply_op(op, [], blocks, _unchanged, merge)
+    return blocks
 
 
 @dataclass
@@ -163,33 +206,76 @@ class StreamMemory:
         return sum(self.lengths)
 
 
+class StreamPolicy:
+    """L-M2…L-M6 one frame at a time: what the release's loop does to its caches, as :class:`Op` steps.
+
+    The caller keeps its own parallel lists (a worker: each layer's KV blocks) and, after appending frame t's own
+    block to its sensory list, applies the ops :meth:`add_frame` returns; :meth:`finish` gives the end-of-stream
+    moves. The policy's decisions depend only on the surprises and the block lengths, so they are the same for
+    every layer (the release recomputes them per layer and gets the same). ``sensory_length`` is the length of the
+    sensory cache the next frame attends to (block 0 + the window)."""
+
+    def __init__(self, grid_hw: tuple[int, int], prefix_len: int, window: int, threshold: float, ratio: int,
+                 method: str, budget: int) -> None:
+        rows, cols = grid_hw
+        self.grid_hw, self.window, self.threshold, self.ratio = (rows, cols), window, threshold, ratio
+        self.method, self.budget = method, budget
+        self.full_length = rows * (cols + 1)
+        self.prefix_len = prefix_len
+        self.memory: list[Block] = [Block({TEXT: 1.0}, prefix_len, 1.0)]
+        self.sensory: list[Block] = []
+        self.frames = 0
+
+    @property
+    def sensory_length(self) -> int:
+        return self.prefix_len + sum(b.length for b in self.sensory)
+
+    def _pool(self, block: Block) -> Block:
+        rows, cols = self.grid_hw
+        return replace(block, length=pooled_length(rows, cols + 1, self.ratio))
+
+    def _apply(self, ops: list[Op]) -> list[Op]:
+        for op in ops:
+            apply_op(op, self.sensory, self.memory, self._pool, merge)
+        return ops
+
+    def _move(self) -> list[Op]:
+        block = self.sensory[0]
+        ops = self._apply([Op("evict", pool=block.surprise < self.threshold and self.ratio > 1)])
+        return ops + self._apply(consolidation_ops(self.memory, self.budget, self.method, self.threshold))
+
+    def add_frame(self, surprise: float) -> list[Op]:
+        """Frame t (t = 0, 1, …) entered the sensory cache with ``surprise`` (s_0 is 1 whatever is given): the
+        ops to apply, an eviction and its consolidation when the window overflows (L-M4, L-M5)."""
+        t = self.frames
+        self.frames += 1
+        self.sensory.append(Block({str(t): 1.0}, self.full_length, 1.0 if t == 0 else float(surprise)))
+        return self._move() if len(self.sensory) > self.window else []
+
+    def finish(self) -> list[Op]:
+        """L-M6: every frame still in the sensory cache moves to long-term memory in order, pooled and
+        consolidated the same way."""
+        ops: list[Op] = []
+        while self.sensory:
+            ops += self._move()
+        return ops
+
+
 def build_memory(surprises: Sequence[float], grid_hw: tuple[int, int], prefix_len: int, window: int,
                  threshold: float, ratio: int, method: str, budget: int) -> StreamMemory:
     """The long-term memory of a stream whose frame t has surprise ``surprises[t]`` (s_0 is 1 whatever is given),
-    each frame a ``grid_hw`` crop plus its newline column: frames enter the sensory cache (block 0 + at most W
-    frames, at full length); the oldest moves to long-term memory when there are more than W, pooled r×r if its
-    surprise is below τ, and the memory is consolidated after every move (L-M4, L-M5); at the end of the stream
-    every frame still in the sensory cache moves the same way (L-M6)."""
-    rows, cols = grid_hw
-    full = rows * (cols + 1)
-    memory = [Block({TEXT: 1.0}, prefix_len, 1.0)]
-    sensory: list[Block] = []
+    each frame a ``grid_hw`` crop plus its newline column, by :class:`StreamPolicy` — the same steps a worker
+    applies to its KV caches: frames enter the sensory cache (block 0 + at most W frames, at full length); the
+    oldest moves to long-term memory when there are more than W, pooled r×r if its surprise is below τ, and the
+    memory is consolidated after every move (L-M4, L-M5); at the end of the stream every frame still in the
+    sensory cache moves the same way (L-M6)."""
+    policy = StreamPolicy(grid_hw, prefix_len, window, threshold, ratio, method, budget)
     calls = []
-
-    def move(block: Block) -> None:
-        nonlocal memory
-        if block.surprise < threshold and ratio > 1:
-            block = replace(block, length=pooled_length(rows, cols + 1, ratio))
-        memory = consolidate(memory + [block], budget, method, threshold)
-
     for t, surprise in enumerate(surprises):
-        calls.append((t, prefix_len + sum(b.length for b in sensory)))
-        sensory.append(Block({str(t): 1.0}, full, 1.0 if t == 0 else float(surprise)))
-        if len(sensory) > window:
-            move(sensory.pop(0))
-    for block in sensory:
-        move(block)
-    return StreamMemory(memory, calls)
+        calls.append((t, policy.sensory_length))
+        policy.add_frame(surprise)
+    policy.finish()
+    return StreamMemory(policy.memory, calls)
 
 
 # -------------------------------------------------------------------------------------------------- retrieval
