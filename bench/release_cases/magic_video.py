@@ -20,7 +20,10 @@ Kinds:
 - ``ppr_retrieve`` — ``build_igraph`` + ``unified/retrieval.py`` ``cross_modal_retrieve`` with fixed vectors
   (rank_bm25 0.2.2 needed);
 - ``time_bypass`` — ``memory.py`` ``WorldMemory.retrieve_by_time`` over captions loaded by the episodic memory's
-  ``_process_caption_data`` (compiled from the checkout's text).
+  ``_process_caption_data`` (compiled from the checkout's text);
+- ``chain_facts`` — ``unified/memory.py`` ``UnifiedMemory.load`` (the chain loader; the graph file is an empty
+  graph) + ``get_chain_facts_for_results`` with a vocabulary embedding stand-in, rerun under ``PYTHONHASHSEED``
+  1-8 for the release's hash-ordered picks.
 
 ``--kinds`` regenerates only the kinds named and keeps the others as stored.
 """
