@@ -256,10 +256,17 @@ def test_chain_fact_tiers_time_and_coverage():
               ChainRow("event", "morning errands", 590.0, 700.0, "step inside the retrieved span", "kettle"),
               ChainRow("event", "morning errands", 100.0, 200.0, "an earlier step", "kettle")]
     limits = ChainLimits(min_hits=4, max_topics=2, max_events=2)
-    facts, counts = chain_facts(chains, eps, "Where was the kettle?", 1500.0, limits, chain_encoder)
-    texts = [f.text for f in facts]
-    assert texts == ["the kettle is on the stove", "the bicycle is in the hall", "an earlier step"]
+    expected = ["the kettle is on the stove", "the bicycle is in the hall", "an earlier step"]
+    # the release drops facts after the query time only on a TS9 (day-clock) memory ...
+    facts, counts = chain_facts(chains, eps, "Where was the kettle?", 1500.0, limits, chain_encoder, day_clock=True)
+    assert [f.text for f in facts] == expected
     assert counts == {"topic_tier1": 1, "topic_tier2": 1, "event_tier1": 1, "event_tier2": 0}
+    # ... never on a seconds-clock (MM-Lifelong) one; time_filter: always drops them there too
+    seconds_clock = chain_facts(chains, eps, "Where was the kettle?", 1500.0, limits, chain_encoder)[0]
+    assert [f.text for f in seconds_clock] == [*expected, "after the question"]
+    always = ChainLimits(min_hits=4, max_topics=2, max_events=2, time_filter="always")
+    assert [f.text for f in chain_facts(chains, eps, "Where was the kettle?", 1500.0, always, chain_encoder)[0]] \
+        == expected
     # three hits < min_hits 4: no topic chain at all
     assert chain_facts(chains, eps[:3], "Where was the kettle?", None, limits, chain_encoder)[1]["topic_tier1"] == 0
     # one topic slot: tier 1 takes it, tier 2 gets none
@@ -442,7 +449,8 @@ def test_bad_imports_name_file_and_field(tmp_path):
 def test_import_reads_chains_as_the_release_loader_does(tmp_path):
     """Issue 34 item 12: chains as the release's loader reads them. A two-part time is hours:minutes ("01:05" is
     3,900 s, not 65 s); an entry without a time is skipped and counted in the store's record instead of aborting
-    the import (a step whose times both read 0; a topic fact — the release keeps that one untimed); an event
+    the import (a step whose times both read 0); a topic fact without a time is kept untimed, as the release
+    keeps it (counted too; issue 60's chain-facts cases); an event
     chain left with fewer than 2 steps is dropped; a step without a description still counts as a step; a
     topic entity without ``has_lifecycle`` is not a chain."""
     release = write_release(tmp_path / "release")
@@ -466,7 +474,10 @@ def test_import_reads_chains_as_the_release_loader_does(tmp_path):
     store = MagicVideoStore.open(request.out_dir, request.system_config, request.video, encoder=bag_encoder)
     assert sorted((r.chain_type, r.label, r.start_s, r.end_s, r.text) for r in store.chains) == [
         ("event", "tea", 0.0, 60.0, "tea is made"), ("event", "tea", 3900.0, 3960.0, ""),
-        ("topic", "cup", 100.0, None, "the cup dries"), ("topic", "cup", 3900.0, None, "the cup is blue")]
+        ("topic", "cup", 0.0, None, "the cup breaks"), ("topic", "cup", 100.0, None, "the cup dries"),
+        ("topic", "cup", 3900.0, None, "the cup is blue")]
+    assert [r.text for r in store.chains if not r.timed] == ["the cup breaks"]
+    assert sorted({r.chain for r in store.chains if r.chain_type == "event"}) == [0]  # the chain's file position
     record = yaml.safe_load((request.out_dir / "config.yaml").read_text())
     assert record["skipped"] == {"topic_facts_without_time": 1, "event_steps_without_time": 2,
                                  "event_chains_under_2_steps": 2}

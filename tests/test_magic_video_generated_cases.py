@@ -2,7 +2,8 @@
 Hypothesis-drawn inputs (``tests/reference/generated/magic_video/``; ``bench/release_cases/magic_video.py`` made
 them): the QA frames of a clip (``VisualMemory._extract_frames``), the time-extraction reply (G13,
 ``parse_time_reference``), the graph build (``MultimodalGraph.add_*_nodes``), ``filter_by_time`` and the PPR
-retrieval (``build_igraph`` + ``cross_modal_retrieve``). The suite reads a deterministic sample; ``python
+retrieval (``build_igraph`` + ``cross_modal_retrieve``), the time bypass and the chain facts
+(``UnifiedMemory.load`` + ``get_chain_facts_for_results``). The suite reads a deterministic sample; ``python
 bench/generated_cases.py magic_video`` reads all."""
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ import pytest
 from release_generated import book, generated_cases, sample
 from senri.answers import json_objects
 from senri.memory.magic_video.graph import (GRANULARITIES, SEMANTIC, TARGET_TYPES, VISUAL, Graph, GraphNode,
-                                            build_graph, chunk_key, release_seconds)
-from senri.memory.magic_video.release import release_captions, release_mentions, release_snapshots
-from senri.memory.magic_video.search import apply_quotas, parse_time_range
+                                            build_graph, chunk_key, read_clock, release_seconds)
+from senri.memory.magic_video.release import release_captions, release_chains, release_mentions, release_snapshots
+from senri.memory.magic_video.search import ChainLimits, apply_quotas, chain_facts, parse_time_range
 from senri.memory.magic_video.store import MagicVideoStore
 from senri.memory.store import SearchContext
 from senri.methods.magic_video import MagicVideoWorkflow, SearchRound
@@ -235,7 +236,63 @@ def test_a_time_range_query_retrieves_the_release_s_captions_as_its_text(cases, 
         book(SYSTEM, "time_bypass", "deviation:bypass_captions_by_time")
 
 
+def vocabulary_encoder(vocab: list[str]):
+    """The cases' embedding stand-in (the generator's, given to the release too): how often each vocabulary word
+    occurs in the lower-cased text, L2-normalised (zero stays zero)."""
+    def encode(texts):
+        rows = np.asarray([[str(t).lower().count(w) for w in vocab] for t in texts], dtype=np.float64)
+        norms = np.linalg.norm(rows, axis=1, keepdims=True)
+        return np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0)
+    return encode
+
+
+def _chain_facts(inp: dict, folder, **options) -> list[list]:
+    """senri's chain facts for a case: the chain files through the import's loader (rows in the store's order),
+    the retrieved nodes as graph nodes, the case's limits and options; each fact as [type, label, start (None:
+    untimed), end, text]."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "topic_chains.json").write_text(json.dumps(inp["topic_chains"]), encoding="utf-8")
+    (folder / "event_chain_step3_enriched.json").write_text(json.dumps(inp["event_chains"]), encoding="utf-8")
+    rows = sorted(release_chains(folder)[0], key=lambda r: (r.start_s, r.label))
+    nodes = [GraphNode(f"n{k}", d["type"], d["text"], d["start"], d["start"] + d["length"],
+                       d["granularity"] if d["type"] == "episode" else "") for k, d in enumerate(inp["results"])]
+    limits = ChainLimits(min_hits=inp["min_hits"], max_topics=inp["max_topic_chains"],
+                         max_events=inp["max_event_chains"], topic_threshold=inp["topic_sim_threshold"],
+                         event_threshold=inp["event_chain_sim_threshold"], event_min_hits=inp["event_chain_min_hits"],
+                         **options)
+    facts, _ = chain_facts(rows, nodes, inp["query_text"], inp["query_time"], limits,
+                           vocabulary_encoder(inp["embed_vocab"]))
+    return [[r.chain_type, r.label, r.start_s if r.timed else None, r.end_s, r.text] for r in facts]
+
+
+def _release_facts(value: list[dict]) -> list[list]:
+    return [[f["chain_type"], f["label"], read_clock(f["time"]),
+             read_clock(f["end_time"]) if "end_time" in f else None, f["fact"]] for f in value]
+
+
+def test_a_round_s_chain_facts_are_the_release_s(cases, tmp_path):
+    """G-R7 (``get_chain_facts_for_results`` over chains its own loader read): the facts, in order. Where the
+    release's pick among equally-hit or equally-similar topics follows a hash-seeded set, the case lists every
+    order seen (``alternatives``) and ours is one of them. The named options, case by case: ``round_duplicates:
+    drop`` shows each repeated fact once (the release's facts, repeats removed); ``time_filter: always`` shows no
+    timed fact after the query time, and the release's facts where there is no query time."""
+    for n, case in enumerate(sample(cases["kinds"]["chain_facts"])):
+        inp, out = case["input"], case["output"]
+        assert "raised" not in out, case
+        theirs = [_release_facts(out["value"]), *(_release_facts(alt["value"]) for alt in case["alternatives"])]
+        ours = _chain_facts(inp, tmp_path / f"chains{n}")
+        assert ours in theirs, case
+        book(SYSTEM, "chain_facts")
+        once = _chain_facts(inp, tmp_path / f"once{n}", round_duplicates="drop")
+        assert any(once == [f for k, f in enumerate(t) if f[:3] + f[4:] not in [g[:3] + g[4:] for g in t[:k]]]
+                   for t in theirs), case
+        always = _chain_facts(inp, tmp_path / f"always{n}", time_filter="always")
+        assert all(f[2] is None or inp["query_time"] is None or f[2] <= inp["query_time"] for f in always), case
+        if inp["query_time"] is None:
+            assert always in theirs, case
+
+
 def test_every_generated_kind_is_read(cases):
     assert set(cases["kinds"]) == {"extract_frames", "time_reference_reply", "qa_frame_budget", "graph_build",
-                                   "filter_by_time", "ppr_retrieve", "time_bypass"}
+                                   "filter_by_time", "ppr_retrieve", "time_bypass", "chain_facts"}
     assert cases["meta"]["commit"] == "0f2273f7f07360cc58588399553b5a6ea758b084"

@@ -20,7 +20,10 @@ Kinds:
 - ``ppr_retrieve`` — ``build_igraph`` + ``unified/retrieval.py`` ``cross_modal_retrieve`` with fixed vectors
   (rank_bm25 0.2.2 needed);
 - ``time_bypass`` — ``memory.py`` ``WorldMemory.retrieve_by_time`` over captions loaded by the episodic memory's
-  ``_process_caption_data`` (compiled from the checkout's text).
+  ``_process_caption_data`` (compiled from the checkout's text);
+- ``chain_facts`` — ``unified/memory.py`` ``UnifiedMemory.load`` (the chain loader; the graph file is an empty
+  graph) + ``get_chain_facts_for_results`` with a vocabulary embedding stand-in, rerun under ``PYTHONHASHSEED``
+  1-8 for the release's hash-ordered picks.
 
 ``--kinds`` regenerates only the kinds named and keeps the others as stored.
 """
@@ -478,6 +481,146 @@ def time_bypass(mods: dict, n: int, src: Path) -> list[dict]:
     return cases
 
 
+# ------------------------------------------------------------------------------------------------ chain facts
+
+#: The embedding stand-in's words: a text's vector is how often each occurs in its lower-cased text, L2-normalised
+#: (zero stays zero). The vocabulary is stored in every case, so the conformance test feeds senri the same function.
+EMBED_VOCAB = ["cup", "bob", "dog", "walk", "night", "東京", "coffee", "ice"]
+
+
+def embed_counts(texts, vocab):
+    import numpy as np
+
+    rows = np.asarray([[str(t).lower().count(w) for w in vocab] for t in texts], dtype=np.float64)
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0)
+
+
+def chain_facts_strategy():
+    """Chain files as the release's loader reads them (MM-Lifelong: float-second episodes, steps with no day):
+    topic chains keyed by entity (with/without ``has_lifecycle``; facts with HH:MM:SS, HH:MM, fractional, blank or
+    unreadable times, blank or unicode text), event chains (key entities, 0-4 steps, times that read 0, reversed
+    spans, missing descriptions), the retrieved nodes (episodes of every granularity, some other types), the
+    question, the query time (none, seconds) and the limits and thresholds the caller passes."""
+    from hypothesis import strategies as st
+
+    def clock(seconds: int) -> str:
+        return f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+    grid = st.one_of(st.integers(0, 20).map(lambda k: 60 * k), st.integers(0, 3000))  # steps and episodes meet
+    time_text = st.one_of(grid.map(clock), grid.map(clock), grid.map(clock),
+                          st.sampled_from(["", "00:05", "0:10:30", "later", "00:10:30.5", "00:00:00", "DAY1 00:10:00"]))
+    entity = st.sampled_from(["cup", "coffee-cup", "ice cream", "Bob", "dog", "東京", "cups"])
+    text = st.sampled_from(["Bob holds the cup", "the dog walks at night", "coffee cup on table", "", "東京 night walk",
+                            "ice cream and coffee-cup", "Bob", "cups and dogs", " ", "Bob holds the cup"])
+    fact = st.fixed_dictionaries({"time": time_text.filter(lambda t: not t.startswith("DAY")), "fact": text})
+    topic = st.dictionaries(entity, st.fixed_dictionaries({"has_lifecycle": st.sampled_from([True, True, False]),
+                                                           "facts": st.tuples(st.lists(fact, min_size=1, max_size=4), st.booleans()).map(
+                                                               lambda p: p[0] + p[0][:1] if p[1] else p[0])}),
+                            min_size=1, max_size=4)
+    spanned = st.builds(lambda start, length, description: {
+        "day": "", "start_time": clock(start), "end_time": clock(max(0, start + length)), "description": description},
+        grid, st.sampled_from([300, 300, 600, 60, 0, -120]), text)
+    step = st.one_of(spanned, spanned, spanned, st.fixed_dictionaries(
+        {"day": st.just(""), "start_time": time_text, "end_time": time_text, "description": text}))
+    event = st.fixed_dictionaries({"name": st.sampled_from(["morning walk", "coffee break", "dog walk", "stream"]),
+                                   "key_entities": st.lists(entity, max_size=2),
+                                   "steps": st.lists(step, min_size=1, max_size=5)})
+    # episodes' texts mostly name an entity, so topics reach their hits
+    node = st.fixed_dictionaries({
+        "type": st.sampled_from(["episode", "episode", "episode", "semantic"]),
+        "granularity": st.sampled_from(["30sec", "30sec", "30sec", "3min", "10min", "1h"]), "text": text,
+        "start": st.one_of(grid.map(float), grid.map(float), st.floats(0, 3000, allow_nan=False)),
+        "length": st.sampled_from([30.0, 180.0, 0.0, 600.0])})
+    return st.fixed_dictionaries({
+        "topic_chains": topic, "event_chains": st.lists(event, min_size=1, max_size=3), "results": st.lists(node, min_size=1, max_size=10),
+        "query_text": st.sampled_from(["Where is the cup?", "What did Bob do?", "dogs at night", "東京", "coffee cups",
+                                       "what happened", "", "ice cream on the morning walk", "the cup and the dog"]),
+        "query_time": st.one_of(st.none(), st.integers(0, 3600).map(float), st.just(2_000_000.0)),
+        "min_hits": st.sampled_from([1, 1, 2, 3]), "max_topic_chains": st.sampled_from([3, 3, 1, 0]),
+        "max_event_chains": st.sampled_from([2, 2, 1, 0]),
+        "topic_sim_threshold": st.sampled_from([0.5, 0.5, 0.7, 0.0]),
+        "event_chain_sim_threshold": st.sampled_from([0.5, 0.5, 0.7, 0.0]),
+        "event_chain_min_hits": st.sampled_from([1, 1, 2]), "embed_vocab": st.just(EMBED_VOCAB)})
+
+
+def run_chain_facts(mods: dict, inp: dict, folder: Path) -> dict:
+    """The release's ``UnifiedMemory.load`` (its chain loader; the graph file is the one stand-in: an empty
+    graph) then ``get_chain_facts_for_results`` over the case's retrieved nodes, the embedding model the
+    vocabulary stand-in."""
+    import json
+
+    import numpy as np
+
+    unified = importlib.import_module("worldmm.memory.unified.memory")
+    graph_mod = importlib.import_module("worldmm.memory.unified.graph")
+    nodes = importlib.import_module("worldmm.memory.unified.nodes")
+    folder.mkdir(parents=True, exist_ok=True)
+    topic, event = folder / "topic_chains.json", folder / "event_chain_step3_enriched.json"
+    topic.write_text(json.dumps(inp["topic_chains"], ensure_ascii=False), encoding="utf-8")
+    event.write_text(json.dumps(inp["event_chains"], ensure_ascii=False), encoding="utf-8")
+    unified.MultimodalGraph = types.SimpleNamespace(load=lambda path: graph_mod.MultimodalGraph())
+
+    class Embedder:
+        def encode_text(self, texts):
+            return embed_counts(texts, inp["embed_vocab"])
+
+    def run():
+        mem = unified.UnifiedMemory(Embedder(), "unused.pkl")
+        mem.load(topic_chain_facts_path=str(topic), event_chain_path=str(event))
+        results = []
+        for k, d in enumerate(inp["results"]):
+            kind = nodes.NodeType(d["type"])
+            meta = {"granularity": d["granularity"]} if kind == nodes.NodeType.EPISODE else {}
+            results.append((nodes.GraphNode(id=f"n{k}", node_type=kind, text=d["text"], start_ts=d["start"],
+                                            end_ts=d["start"] + d["length"], text_embedding=np.zeros(3),
+                                            metadata=meta), 1.0))
+        return mem.get_chain_facts_for_results(
+            results, query_time=inp["query_time"], query_text=inp["query_text"], min_hits=inp["min_hits"],
+            max_topic_chains=inp["max_topic_chains"], max_event_chains=inp["max_event_chains"],
+            embedding_model=Embedder(), topic_sim_threshold=inp["topic_sim_threshold"],
+            event_chain_sim_threshold=inp["event_chain_sim_threshold"],
+            event_chain_min_hits=inp["event_chain_min_hits"])
+
+    return outcome(run)
+
+
+def chain_facts(mods: dict, n: int, tmp: Path) -> list[dict]:
+    """``get_chain_facts_for_results`` (G-R7) on drawn chain files and retrieved nodes. The release picks among
+    equally-hit topics in the order of a Python set of strings (hash-seeded), so each case is also run under
+    ``PYTHONHASHSEED`` 1-8 (:func:`replay_chain_facts` in a subprocess): ``alternatives`` holds the outputs
+    that differ from ``output`` (empty: the output does not depend on the hash seed)."""
+    import json
+    import os
+    import subprocess
+
+    inputs = examples(chain_facts_strategy(), n)
+    cases = [{"input": inp, "output": run_chain_facts(mods, inp, tmp / str(k))} for k, inp in enumerate(inputs)]
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / "inputs.json").write_text(json.dumps(inputs, ensure_ascii=False), encoding="utf-8")
+    for seed in map(str, range(1, 9)):
+        subprocess.run([sys.executable, __file__, "--src", str(CHAIN_SRC[0]), "--chain-replay", str(tmp / "inputs.json"),
+                        str(tmp / f"out{seed}.json")], check=True, env={**os.environ, "PYTHONHASHSEED": seed})
+        outs = json.loads((tmp / f"out{seed}.json").read_text(encoding="utf-8"))
+        for case, out in zip(cases, outs):
+            alts = case.setdefault("alternatives", [])
+            if out != json.loads(json.dumps(case["output"])) and out not in alts:
+                alts.append(out)
+    return cases
+
+
+CHAIN_SRC: list = []
+
+
+def replay_chain_facts(mods: dict, inputs: Path, out: Path) -> None:
+    import json
+
+    with tempfile.TemporaryDirectory() as tmp:
+        outs = [run_chain_facts(mods, inp, Path(tmp) / str(k))
+                for k, inp in enumerate(json.loads(inputs.read_text(encoding="utf-8")))]
+    out.write_text(json.dumps(outs, ensure_ascii=False), encoding="utf-8")
+
+
 def _num(value) -> str:
     if isinstance(value, str):
         return value
@@ -491,7 +634,7 @@ def _num(value) -> str:
 KINDS = {"extract_frames": (extract_frames, 1, "video"), "time_reference_reply": (time_reference_reply, 1, ""),
          "qa_frame_budget": (qa_frame_budget, 0.5, "video"), "graph_build": (graph_build, 0.75, "tmp"),
          "filter_by_time": (filter_by_time, 1, ""), "ppr_retrieve": (ppr_retrieve, 1, ""),
-         "time_bypass": (time_bypass, 1, "src")}
+         "time_bypass": (time_bypass, 1, "src"), "chain_facts": (chain_facts, 1, "tmp")}
 
 
 def main() -> None:
@@ -500,8 +643,14 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=400)
     parser.add_argument("--kinds", nargs="*", default=list(KINDS),
                         help="the kinds to regenerate (the others are kept as stored); default: all")
+    parser.add_argument("--chain-replay", nargs=2, type=Path, metavar=("INPUTS", "OUT"),
+                        help="(internal) run chain_facts on stored inputs under this process' hash seed")
     args = parser.parse_args()
     mods = load(args.src.resolve())
+    CHAIN_SRC.append(args.src.resolve())
+    if args.chain_replay:
+        replay_chain_facts(mods, *args.chain_replay)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         video = Path(tmp) / "video.mp4"
         video.write_bytes(b"")

@@ -586,7 +586,7 @@ def event_chains(llm: BuilderLLM, levels: Mapping[str, Sequence[Episode]], cfg: 
             {"events": json.dumps(logs[i:i + per_call], ensure_ascii=False)} for i in range(0, len(logs), per_call)]):
         chains += [c for c in (reply or {}).get("chains") or [] if isinstance(c, dict) and c.get("name")]
     steps, dropped = [], 0
-    for chain in chains:
+    for position, chain in enumerate(chains):
         keys = "; ".join(_names(chain.get("key_entities")))
         spans = []
         for step in chain.get("steps") or []:
@@ -600,18 +600,18 @@ def event_chains(llm: BuilderLLM, levels: Mapping[str, Sequence[Episode]], cfg: 
             continue
         for (start, end), text in spans:
             inside = [e for e in levels["30sec"] if start <= e.start_s <= end]
-            steps.append((str(chain["name"]).strip(), keys, start, end, text, inside))
+            steps.append((str(chain["name"]).strip(), keys, start, end, text, inside, position))
     asked = [i for i, step in enumerate(steps) if step[5]]
     replies = dict(zip(asked, llm.ask_many("step_detail", "description", [
         {"chain": steps[i][0], "time": f"{hms(steps[i][2])} - {hms(steps[i][3])}",
          "captions": caption_lines(steps[i][5])} for i in asked], kept_on_failure=True)))
     rows = []
-    for i, (name, keys, start, end, text, _) in enumerate(steps):
+    for i, (name, keys, start, end, text, _, position) in enumerate(steps):
         detail = str((replies.get(i) or {}).get("description") or "").strip()
         text = detail or text
         if not text:
             llm.leave_out()
-        rows.append(ChainRow("event", name, start, end, text, keys))
+        rows.append(ChainRow("event", name, start, end, text, keys, chain=position))  # two chains of a name stay two
     return rows, dropped
 
 

@@ -95,6 +95,12 @@ class ChainRow:
     end_s: float | None
     text: str
     key_entities: str = ""
+    #: False for a topic fact whose time the release cannot read: it keeps the fact, never filtered by time nor
+    #: covered by an episode, sorted first (``start_s`` 0).
+    timed: bool = True
+    #: An event chain's position in its file (-1: not from a file): two chains of one name stay two, as the
+    #: release keys them by position.
+    chain: int = -1
 
 
 @dataclass
@@ -154,28 +160,47 @@ def release_seconds(ts: Any) -> float:
     return float(ts) if int(ts) < 1_000_000 else ts9_seconds(int(ts))
 
 
-_CLOCK = re.compile(r"\s*(?:DAY\d+\s+)?(\d{1,3}):(\d{2})(?::(\d{2}(?:\.\d+)?))?")
+#: The release's chain-time patterns: ``H:MM[:SS]`` (one or two hour digits, whole seconds, anything after it
+#: ignored), and a topic fact's ``DAYn H:MM[:SS]``.
+_HMS = re.compile(r"(\d{1,2}):(\d{2}):?(\d{2})?")
+_DAY_HMS = re.compile(r"DAY(\d+)\s+(\d{1,2}):(\d{2}):?(\d{2})?")
+
+
+def _hms_seconds(h: str, m: str, s: str | None) -> float:
+    return float(int(h) * 3600 + int(m) * 60 + (int(s) if s else 0))
 
 
 def read_clock(value: Any) -> float | None:
-    """Seconds of a chain time as the release's chain loader reads it: a leading ``H:MM[:SS]`` (a two-part time
-    is hours:minutes — "01:05" is 3,900 s), anything after it ignored, an optional ``DAYn`` prefix; a finite
-    number is seconds. None when there is no time (the release then reads 0 and skips the entry)."""
+    """Seconds of a topic fact's time as the release's chain-facts step reads it (``_fact_time_to_day_secs``):
+    ``DAYn H:MM[:SS]`` (absolute seconds from DAY1, as a TS9 memory counts them), else a leading ``H:MM[:SS]``
+    after surrounding blanks (a two-part time is hours:minutes — "01:05" is 3,900 s; a fraction of a second or
+    anything else after it is ignored); a finite number is seconds. None when there is no time (the release keeps
+    such a fact untimed)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value) if math.isfinite(value) else None
-    match = _CLOCK.match(str(value)) if isinstance(value, str) else None
-    if not match:
+    if not isinstance(value, str) or not value:
         return None
-    h, m, s = match.groups()
-    return int(h) * 3600 + int(m) * 60 + (float(s) if s else 0.0)
+    day = _DAY_HMS.match(value)
+    if day:
+        return (int(day.group(1)) - 1) * DAY_S + _hms_seconds(*day.groups()[1:])
+    match = _HMS.match(value.strip())
+    return _hms_seconds(*match.groups()) if match else None
+
+
+def step_clock(value: Any) -> float:
+    """Seconds of an event-chain step's time as the release's chain loader reads it (``_parse_hms``): a leading
+    ``H:MM[:SS]`` at the very start (no ``DAYn``, no blanks: those read 0), whole seconds; 0 when unreadable; a
+    finite number is seconds."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value) if math.isfinite(value) else 0.0
+    match = _HMS.match(value) if isinstance(value, str) else None
+    return _hms_seconds(*match.groups()) if match else 0.0
 
 
 def step_span(step: Mapping[str, Any]) -> tuple[float, float] | None:
-    """An event-chain step's (start, end) in seconds as the release's chain loader reads it: each time by
-    :func:`read_clock`, a missing or unreadable one read as 0; a step with both at 0 has no time and is
-    skipped (None)."""
-    start, end = read_clock(step.get("start_time", "")), read_clock(step.get("end_time", ""))
-    start, end = start or 0.0, end or 0.0
+    """An event-chain step's (start, end) in seconds as the release's chain loader reads it (:func:`step_clock`,
+    an unreadable time 0); a step with both at 0 has no time and is skipped (None)."""
+    start, end = step_clock(step.get("start_time", "")), step_clock(step.get("end_time", ""))
     return None if start == 0 and end == 0 else (start, end)
 
 

@@ -138,7 +138,8 @@ def release_chains(mode: Path) -> tuple[list[ChainRow], list[str], dict[str, int
     topic chain only when ``has_lifecycle`` holds; event steps by :func:`senri.memory.magic_video.graph.step_span`
     (an unreadable time is 0, a step with no time is skipped); an event chain left with fewer than 2 steps is
     dropped; a step without a description stays (it counts for the chain's step hits, G-R7) but shows nothing.
-    A topic fact whose time is unreadable is skipped (the release keeps it untimed, never filtered by time).
+    A topic fact whose time is unreadable is kept untimed (counted ``topic_facts_without_time``), one with an
+    empty text kept empty (both as the release keeps them); an event step keeps its chain's position.
     Returns the rows, the notes and the skip counts for the store's record; a malformed structure raises
     ValueError naming the file and field."""
     rows: list[ChainRow] = []
@@ -161,9 +162,9 @@ def release_chains(mode: Path) -> tuple[list[ChainRow], list[str], dict[str, int
                 when = read_clock(fact.get("time"))
                 if when is None:
                     skipped["topic_facts_without_time"] += 1
-                    continue
-                if str(fact["fact"]).strip():
-                    rows.append(ChainRow("topic", ent, when, None, str(fact["fact"])))
+                # kept as the release keeps them: untimed (never filtered by time) and empty (the entity still
+                # takes a chain slot, showing nothing)
+                rows.append(ChainRow("topic", ent, when or 0.0, None, str(fact["fact"] or ""), timed=when is not None))
     else:
         notes.append("topic_chains.json absent: no topic chains")
     event = mode / "event_chain_step3_enriched.json"
@@ -184,7 +185,7 @@ def release_chains(mode: Path) -> tuple[list[ChainRow], list[str], dict[str, int
                     skipped["event_steps_without_time"] += 1
                     continue
                 steps.append(ChainRow("event", str(chain["name"]), span[0], span[1],
-                                      str(step.get("description") or ""), keys))
+                                      str(step.get("description") or ""), keys, chain=i))
             if len(steps) < 2:
                 skipped["event_chains_under_2_steps"] += 1
                 continue

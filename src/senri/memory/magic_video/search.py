@@ -151,23 +151,46 @@ class ChainLimits:
     event_min_hits: int = 1
     event_levels: tuple[str, ...] = ("30sec", "3min")
     cover_margin_s: float = 60.0
+    #: ``release``: facts after the query time are dropped only on a TS9-clock memory (``clock: day``), as the
+    #: release reads only a 7-digit EgoLife query time and never filters a seconds-valued (MM-Lifelong) one;
+    #: ``always``: dropped on every memory (the spec's G-R7 wording).
+    time_filter: str = "release"
+    #: ``release``: a fact that shows twice in one round's chains (a repeated fact, two steps alike) is shown
+    #: twice, as the release does (its dedup is across rounds only); ``drop``: once.
+    round_duplicates: str = "release"
+
+
+#: When a round's chain facts are filtered by the query time (``chains.time_filter``).
+CHAIN_TIME_FILTERS = ("release", "always")
+#: How a fact repeated within one round is shown (``chains.round_duplicates``).
+CHAIN_ROUND_DUPLICATES = ("release", "drop")
 
 
 def chain_facts(chains: Sequence[ChainRow], retrieved: Sequence[GraphNode], question: str,
-                query_time_s: float | None, limits: ChainLimits, encode: TextEncoder | None
-                ) -> tuple[list[ChainRow], dict[str, int]]:
+                query_time_s: float | None, limits: ChainLimits, encode: TextEncoder | None,
+                day_clock: bool = False) -> tuple[list[ChainRow], dict[str, int]]:
     """The chain facts one round adds (G-R7), time-ordered, and the tier counts (for the trace).
 
     A topic chain qualifies when its entity's pattern hits ≥ ``min_hits`` retrieved 30-s episodes, an event chain
     when a retrieved 30-s/3-min episode starts inside ≥ ``event_min_hits`` of its steps. Tier 1: the entity (a
     key entity) is named in the *question* — taken best-hit first up to the limit; tier 2: the rest, by the
     cosine of the question to the chain's (visible) facts ≥ the threshold, filling the remaining slots. Facts
-    after the query time or within ``cover_margin_s`` of a retrieved episode are dropped (the episode already
-    says it)."""
+    after the query time (on a ``day_clock`` memory, or every memory with ``time_filter: always``) or within
+    ``cover_margin_s`` of a retrieved episode are dropped (the episode already says it)."""
+    if limits.time_filter not in CHAIN_TIME_FILTERS:
+        raise ValueError(f"chains.time_filter: {limits.time_filter!r} is not one of {list(CHAIN_TIME_FILTERS)}")
+    if limits.round_duplicates not in CHAIN_ROUND_DUPLICATES:
+        raise ValueError(f"chains.round_duplicates: {limits.round_duplicates!r} is not one of "
+                         f"{list(CHAIN_ROUND_DUPLICATES)}")
+    if not (day_clock or limits.time_filter == "always"):
+        query_time_s = None
     topics: dict[str, list[ChainRow]] = defaultdict(list)
-    events: dict[str, list[ChainRow]] = defaultdict(list)
+    events: dict[tuple[str, int], list[ChainRow]] = defaultdict(list)  # by (name, position): the release's chains
     for row in chains:
-        (topics if row.chain_type == "topic" else events)[row.label].append(row)
+        if row.chain_type == "topic":
+            topics[row.label].append(row)
+    for row in sorted((r for r in chains if r.chain_type != "topic"), key=lambda r: r.chain):
+        events[(row.label, row.chain)].append(row)
     episodes = [n for n in retrieved if n.node_type == EPISODE]
     q = question.lower()
     counts = {"topic_tier1": 0, "topic_tier2": 0, "event_tier1": 0, "event_tier2": 0}
@@ -178,54 +201,76 @@ def chain_facts(chains: Sequence[ChainRow], retrieved: Sequence[GraphNode], ques
         hits = sum(1 for n in episodes if n.level == "30sec" and pattern.search(n.text or ""))
         if hits >= limits.min_hits:
             topic_hits[label] = hits
-    event_hits = {}
-    for label, steps in events.items():
-        hit_steps = {i for i, step in enumerate(steps) for n in episodes
-                     if n.level in limits.event_levels and step.start_s <= n.start_s <= (step.end_s or step.start_s)}
-        if len(hit_steps) >= limits.event_min_hits and hit_steps:
-            event_hits[label] = len(hit_steps)
+    step_hits: dict[tuple[str, int], set[int]] = {}  # in first-hit order (episode by episode), as the release
+    for n in episodes:
+        if n.level not in limits.event_levels:
+            continue
+        for key, steps in events.items():
+            for i, step in enumerate(steps):
+                if step.start_s <= n.start_s <= (step.end_s if step.end_s is not None else step.start_s):
+                    step_hits.setdefault(key, set()).add(i)
+    event_hits = {key: len(hit) for key, hit in step_hits.items() if len(hit) >= limits.event_min_hits}
 
     def visible(rows: list[ChainRow]) -> list[ChainRow]:
-        return [r for r in rows if query_time_s is None or r.start_s <= query_time_s]
+        return [r for r in rows if query_time_s is None or not r.timed or r.start_s <= query_time_s]
 
-    def select(candidates: Mapping[str, int], rows: Mapping[str, list[ChainRow]], named: Callable[[str], bool],
-               limit: int, threshold: float, kind: str) -> list[str]:
-        tier1 = sorted((label for label in candidates if named(label)), key=lambda lb: -candidates[lb])[:limit]
-        rest = [label for label in candidates if label not in tier1]
-        tier2: list[str] = []
-        if rest and encode is not None and question and len(tier1) < limit:
-            texts = [" ".join(r.text for r in visible(rows[label]))[:2000] for label in rest]
-            keep = [(label, text) for label, text in zip(rest, texts) if text]
-            if keep:
-                vectors = encode([question, *[text for _, text in keep]])
-                sims = vectors[1:] @ vectors[0]
-                scored = sorted(((float(s), label) for s, (label, _) in zip(sims, keep) if s >= threshold),
-                                reverse=True)
-                tier2 = [label for _, label in scored[:limit - len(tier1)]]
+    def cosines(texts: list[str]) -> np.ndarray:
+        """The question's cosine to each text, as the release computes it (its 1e-8 in the denominator)."""
+        vectors = np.asarray(encode([question, *texts]), dtype=np.float64)
+        norms = np.linalg.norm(vectors, axis=1)
+        return (vectors[1:] @ vectors[0]) / (norms[1:] * norms[0] + 1e-8)
+
+    def select(named: list, hits: Mapping[Any, int], rest: Mapping[Any, str], limit: int, threshold: float,
+               kind: str) -> tuple[list, list]:
+        """Tier 1: the named candidates, most hits first, up to ``limit``; tier 2: of ``rest`` (key → its text),
+        those whose cosine reaches ``threshold``, best first, filling the slots left."""
+        tier1 = sorted(named, key=lambda k: -hits[k])[:limit]
+        tier2: list = []
+        keep = [(key, t) for key, t in rest.items() if t]
+        if keep and encode is not None and question and limit - len(tier1) > 0:
+            sims = cosines([t for _, t in keep])
+            scored = sorted(((key, float(sim)) for (key, _), sim in zip(keep, sims) if sim >= threshold),
+                            key=lambda pair: -pair[1])
+            tier2 = [key for key, _ in scored[:limit - len(tier1)]]
         counts[f"{kind}_tier1"] += len(tier1)
         counts[f"{kind}_tier2"] += len(tier2)
-        return tier1 + tier2
+        return tier1, tier2
 
     def topic_named(label: str) -> bool:
-        return bool(entity_pattern(label).search(q))
+        return bool(q) and bool(entity_pattern(label).search(q))
 
-    def event_named(label: str) -> bool:
-        keys = [k for k in events[label][0].key_entities.split("; ") if k.strip()]
-        return any(entity_pattern(k).search(q) for k in keys)
+    def event_named(key: tuple[str, int]) -> bool:
+        keys = [k for k in events[key][0].key_entities.split("; ") if k.strip()]
+        return bool(q) and any(entity_pattern(k).search(q) for k in keys)
 
-    chosen = [*((label, topics) for label in select(topic_hits, topics, topic_named, limits.max_topics,
-                                                     limits.topic_threshold, "topic")),
-              *((label, events) for label in select(event_hits, events, event_named, limits.max_events,
-                                                     limits.event_threshold, "event"))]
+    topic1, topic2 = select([k for k in topic_hits if topic_named(k)], topic_hits,
+                            {k: " ".join(r.text for r in visible(topics[k]) if r.text)[:2000]
+                             for k in topic_hits if not topic_named(k)},
+                            limits.max_topics, limits.topic_threshold, "topic")
+    # the release scores an unnamed event chain by its name (all its steps' texts, no time filter), in chain
+    # order: a name twice is scored on its last chain with text, at the first one's place, and shows its last
+    # chain's steps
+    by_name: dict[str, str] = {}
+    last: dict[str, tuple[str, int]] = {}
+    for key in sorted((k for k in event_hits if not event_named(k)), key=lambda k: k[1]):
+        last[key[0]] = key
+        text = " ".join(r.text for r in events[key] if r.text)[:2000]
+        if text:
+            by_name[key[0]] = text
+    event1, event2 = select([k for k in event_hits if event_named(k)], event_hits, by_name, limits.max_events,
+                            limits.event_threshold, "event")
+    # the release's order before its stable time sort: named topics, named events, then the cosine-picked ones
+    chosen = [*(topics[k] for k in topic1), *(events[k] for k in event1), *(topics[k] for k in topic2),
+              *(events[last[name]] for name in event2)]
     margin = limits.cover_margin_s
-    covered = [(n.start_s - margin, n.end_s + margin) for n in episodes]
+    covered = [(int(n.start_s or 0) - margin, int(n.end_s or 0) + margin) for n in episodes]
     out, seen = [], set()
-    for label, rows in chosen:
-        for row in visible(rows[label]):
-            if any(lo <= row.start_s <= hi for lo, hi in covered):
+    for rows in chosen:
+        for row in visible(rows):
+            if row.timed and any(lo <= row.start_s <= hi for lo, hi in covered):
                 continue
             key = (row.chain_type, row.label, row.start_s, row.text)
-            if row.text and key not in seen:
+            if row.text and (limits.round_duplicates == "release" or key not in seen):
                 seen.add(key)
                 out.append(row)
     out.sort(key=lambda r: r.start_s)

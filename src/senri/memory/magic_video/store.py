@@ -32,7 +32,7 @@ from senri.memory.magic_video import build, release
 from senri.memory.magic_video.graph import (CHAIN, CHAINS_FILE, CONFIG_FILE, EDGES_FILE, ENTITY, EPISODE,
                                             GRANULARITIES, NODES_FILE, SEMANTIC, TARGET_TYPES, VECTORS_FILE, VISUAL,
                                             CLOCKS, VISUAL_FILE, ChainRow, Graph, GraphEdge, GraphNode, TextEncoder,
-                                            default_encoder, episode_id)
+                                            day_clock, default_encoder, episode_id)
 from senri.memory.magic_video.search import (OkapiBM25, apply_quotas, chain_facts, chain_item, chain_limits,
                                              TIME_RANGE_RULES, cosine_rows, node_item, parse_time_range, seed_weights,
                                              visible_nodes, whitespace_tokens)
@@ -362,7 +362,7 @@ class MagicVideoStore(MemoryStore):
         if cfg.get("chain_facts", "in_search") == "in_search" and self.chains:
             question = context.question.question if context.question is not None else ""
             facts, counts = chain_facts(self.chains, [n for n, _ in fresh], question, context.query_time_s,
-                                        chain_limits(cfg), self.encode_cached)
+                                        chain_limits(cfg), self.encode_cached, day_clock=self.clock is day_clock)
             chain_items = [item for item in map(chain_item, facts) if item.item_id not in excluded]
             context.notes.append("chains: " + ", ".join(f"{k} {v}" for k, v in counts.items())
                                  + f", {len(chain_items)} new fact(s)")
