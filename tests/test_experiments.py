@@ -300,7 +300,8 @@ def table2_overrides(script: Path, vlm: Path, clip: dict) -> str:
             # WorldMM's and MAGIC-Video's text vectors by the tests' hashed words, as in Table 3's test: their 2 store
             # jobs and 2 answer jobs then load neither torch nor MiniLM (MiniLM through the DAG: test_workflow.py's
             # memory_search runs)
-            f"memory_system.worldmm.text_embedder={HASHED_WORDS} +memory_system.magic_video.text_embedder={HASHED_WORDS} "
+            f"memory_system.worldmm.text_embedder={HASHED_WORDS} "
+            f"+memory_system.magic_video.text_embedder={HASHED_WORDS} "
             "memory_system=[worldmm,magic_video,egagent]")
 
 

@@ -177,8 +177,8 @@ def questions_file(small_demo, tmp_path_factory) -> Path:
     task types in the file."""
     rows = [json.loads(line) for line in Path(small_demo["questions"]).read_text().splitlines()]
     first_per_task = {}
-    for row in rows:
-        if row["video_id"] == VIDEO and (row["task_type"] in first_per_task or len(first_per_task) < QUESTIONS_PER_ANSWER):
+    for row in (r for r in rows if r["video_id"] == VIDEO):
+        if row["task_type"] in first_per_task or len(first_per_task) < QUESTIONS_PER_ANSWER:
             first_per_task.setdefault(row["task_type"], row)
     assert len(first_per_task) == QUESTIONS_PER_ANSWER, sorted(first_per_task)
     path = tmp_path_factory.mktemp("serving_questions") / "questions.jsonl"

@@ -15,7 +15,8 @@ import polars as pl
 import pytest
 import yaml
 
-from conftest import DAG_DEMO, DEMO_RUN, ONE_VIDEO_DEMO, REPO, snakemake  # snakemake: other test modules import it from here
+# snakemake: other test modules import it from here
+from conftest import DAG_DEMO, DEMO_RUN, ONE_VIDEO_DEMO, REPO, snakemake
 from senri import code_identity
 from senri import config as senri_config
 from senri import demo
@@ -68,14 +69,15 @@ def planned_jobs_under(workdir: Path, overrides: list[str], base: str = "") -> d
 #: make demo's run as the tests below run it (conftest.DEMO_RUN: make demo's config at 4 questions a video, SmolLM2 on
 #: one thread): its sizes, not numbers copied here, set what the checks below expect, so a resized demo keeps every
 #: check.
-DEMO = demo.DemoConfig.from_mapping(senri_config.compose(DEMO_RUN)["dataset"]["demo"])
+DEMO_CFG = senri_config.compose(DEMO_RUN)
+DEMO = demo.DemoConfig.from_mapping(DEMO_CFG["dataset"]["demo"])
 #: The ``--config`` of every Snakemake call on make demo's run below.
 DEMO_CONFIG = ("--config", f"overrides={DEMO_RUN}")
 QUESTIONS_PER_VIDEO = sum(DEMO.questions_per_task.values())
 N_QUESTIONS = DEMO.n_videos * QUESTIONS_PER_VIDEO
 DEMO_FRAMES = demo.plan_walk(DEMO, "demo_01").duration_s * DEMO.fps
 #: Coarse captions of a demo video: its length split at the clip span of the preset that length picks.
-COARSE_CLIPS = memory_plan(senri_config.compose(DEMO_RUN)["memory"],
+COARSE_CLIPS = memory_plan(DEMO_CFG["memory"],
                            demo.plan_walk(DEMO, "demo_01").duration_s)["levels"]["coarse"]["clips"]
 
 
@@ -95,9 +97,10 @@ def demo_run(tmp_path_factory, prepared_demo) -> Path:
 
 #: The one-video demo the memory-system DAG tests share (conftest.ONE_VIDEO_DEMO): VideoLucy's caption-cache and
 #: call-bound checks run there, on a copy of its prepared upstream stages, not on make demo's workdir.
-ONE_VIDEO = demo.DemoConfig.from_mapping(senri_config.compose(ONE_VIDEO_DEMO)["dataset"]["demo"])
+ONE_VIDEO_CFG = senri_config.compose(ONE_VIDEO_DEMO)
+ONE_VIDEO = demo.DemoConfig.from_mapping(ONE_VIDEO_CFG["dataset"]["demo"])
 ONE_VIDEO_QUESTIONS = sum(ONE_VIDEO.questions_per_task.values())
-ONE_VIDEO_COARSE_CLIPS = memory_plan(senri_config.compose(ONE_VIDEO_DEMO)["memory"],
+ONE_VIDEO_COARSE_CLIPS = memory_plan(ONE_VIDEO_CFG["memory"],
                                      demo.plan_walk(ONE_VIDEO, "demo_01").duration_s)["levels"]["coarse"]["clips"]
 #: VideoLucy's questions: a seeded 2 of the one-video demo's 4 (dataset.subset, drawn and recorded by ingest).
 LUCY_QUESTIONS = 2
@@ -170,7 +173,7 @@ def test_every_stage_after_anonymization_reads_the_anonymized_video(demo_run):
     detections = pl.read_parquet(demo_run / "results/anonymized/demo_01.detections.parquet")
     assert detections.columns[:4] == ["video_id", "frame_index", "pts_s", "cls"]
     log = (demo_run / "results/logs/anonymize/demo_01.log").read_text()
-    stride = senri_config.compose(DEMO_RUN)["anonymize"]["stride"]
+    stride = DEMO_CFG["anonymize"]["stride"]
     detected = len(range(0, DEMO_FRAMES, stride)) + ((DEMO_FRAMES - 1) % stride != 0)  # every stride-th, and the last
     assert re.search(rf"demo_01: {DEMO_FRAMES} frames \({detected} detected, {DEMO_FRAMES - detected} propagated\)",
                      log), log
@@ -472,7 +475,7 @@ def test_every_module_a_demo_job_imported_is_in_its_code_digest(demo_run):
     """The rerun promise, checked on what the jobs really ran: every package module a demo job imported (its log,
     under ``-X importtime``) is part of the code its params hash, the command line's wiring excepted
     (:func:`senri.code_identity.wiring_modules`)."""
-    cfg = senri_config.compose(DEMO_RUN)
+    cfg = DEMO_CFG
     # What every job loads before its handler runs: the command line and what it imports to parse the config and
     # name errors (code_identity.NOT_STAGE_CODE); a stage's own use of one of these is in its import closure.
     startup = subprocess.run([sys.executable, "-X", "importtime", "-m", "senri", "--help"], capture_output=True,
@@ -502,7 +505,8 @@ def test_editing_a_scorer_reruns_the_report_and_no_answer_job(demo_run, tmp_path
     checkout = copy_checkout(tmp_path / "checkout")
     scoring = checkout / "src" / "senri" / "benchmarks" / "scoring.py"
     scoring.write_text(scoring.read_text() + "\n# a fixed scorer\n")
-    assert planned_jobs(demo_run, *DEMO_CONFIG, snakefile=checkout / "Snakefile") == {"aggregate": 1, "report": 1, "all": 1}
+    assert planned_jobs(demo_run, *DEMO_CONFIG, snakefile=checkout / "Snakefile") == {"aggregate": 1, "report": 1,
+                                                                                      "all": 1}
     assert planned_jobs(demo_run, *DEMO_CONFIG) == {}  # the repository's own code: nothing to do
 
 
