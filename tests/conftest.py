@@ -38,9 +38,25 @@ def small_demo(tmp_path_factory) -> dict:
     return render_demo(SMALL_DEMO, tmp_path_factory.mktemp("demo"))
 
 
-#: The generated demo the agent and perception DAG tests run on: the small demo's sizes, two videos, every stage.
-DAG_DEMO = ("dataset.demo.places_per_video=5 dataset.demo.place_s=12 dataset.demo.turn_s=2 sampling.build=[] "
-            "anonymize.stride=30")
+#: The two-video demo of make demo's run as test_workflow.py's end-to-end tests run it, and of the agent and
+#: perception DAG tests: make demo's two 57-s walks at 4 questions a video (one each of L, RR, OC and NP: the demo
+#: balances letters per video, so 4 is its smallest question set, and NP is what the memory's navigation check
+#: reads) instead of make demo's 8. Every check there holds per question and per video, and the answer jobs, most of
+#: that run's time, cost per question; make demo's own size is timed by bench/demo.py, and its config's plan is
+#: checked against that run's. Its upstream stages (demo videos, anonymize, track, perception captions) are
+#: prepared once for all of these tests (:func:`prepared_demo`).
+DAG_DEMO = ("dataset.demo.questions_per_task.L=1 dataset.demo.questions_per_task.RR=1 "
+            "dataset.demo.questions_per_task.OC=1 dataset.demo.questions_per_task.NP=1 "
+            "dataset.demo.questions_per_task.RER=0 dataset.demo.questions_per_task.TER=0")
+#: make demo's run as test_workflow.py runs it: config/config.yaml's every stage, method and model on
+#: :data:`DAG_DEMO`, SmolLM2 on one llama.cpp thread, so -c2 runs two answer jobs side by side (two threads of one
+#: engine wait for each other at every layer: 4x the CPU of one on a busy 2-core machine; the thread count is in
+#: no stage's slice before the answers' and in no cache identity; tests/test_slurm.py and tests/test_serving.py
+#: run it so too).
+DEMO_RUN = DAG_DEMO + " model.smollm2.threads=1"
+#: Environment of the jobs that prepare a demo setting's upstream stages: make demo's run logs the modules each
+#: job imported (test_workflow.py checks them against the job's code digest), its prepared stages included.
+PREPARE_ENV = {DAG_DEMO: {"PYTHONPROFILEIMPORTTIME": "1"}}
 #: One video of four places and 4 questions (the demo balances letters per video, so 4 is its smallest question
 #: set), 54 s: the memory-system DAG tests (build, stores, Table 3 and 4).
 ONE_VIDEO_DEMO = ("dataset.demo.n_videos=1 dataset.demo.places_per_video=4 dataset.demo.turn_s=2 "
@@ -111,7 +127,8 @@ def prepared_demo(tmp_path_factory):
     def prepare(workdir: Path, demo_overrides: str) -> Path:
         if demo_overrides not in templates:
             template = tmp_path_factory.mktemp("prepared_demo")
-            snakemake(template, "-c2", *upstream_targets(demo_overrides), "--config", f"overrides={demo_overrides}")
+            snakemake(template, "-c2", *upstream_targets(demo_overrides), "--config", f"overrides={demo_overrides}",
+                      env=PREPARE_ENV.get(demo_overrides))
             shutil.rmtree(template / ".snakemake" / "log", ignore_errors=True)
             templates[demo_overrides] = template
         shutil.copytree(templates[demo_overrides], workdir, symlinks=True, dirs_exist_ok=True)

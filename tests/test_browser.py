@@ -61,7 +61,7 @@ def run(tmp_path_factory, prepared_demo) -> Path:
     workdir = prepared_demo(tmp_path_factory.mktemp("browser_run"), DAG_DEMO)
     script = workdir / "agent.jsonl"
     script.write_text("".join(json.dumps(r) + "\n" for r in scripted_rules()))
-    overrides = (f"{DAG_DEMO} method=[{METHODS}] model=[] "
+    overrides = (f"{DAG_DEMO} sampling.build=[] method=[{METHODS}] model=[] "  # no frame store: no page reads one
                  f"+model.agent={{backend:scripted,script:{script},concurrency:4,images:true}} "
                  "method.memory_search.retriever=bm25 "
                  "report.pairs=[{group:search,baseline:memory_search/agent,treatment:senri_agent/agent}] "

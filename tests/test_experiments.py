@@ -45,6 +45,8 @@ CHECK = {"action": "verify", "rationale": "look", "checks": [{
 REPORT = {"observation": "a sign", "evidence_moments": [0], "requirement_findings": {"R1": "a sign", "R2": "legible"},
           "requirement_evidence_moments": {"R1": [0], "R2": [1]}}
 DEMO = ONE_VIDEO_DEMO + " "
+#: The tests' hashed-words text encoder (tests/hashed_encoder.py) by its "module:object" name.
+HASHED_WORDS = "hashed_encoder:HashedWords"
 
 
 def answer(letter: str) -> str:
@@ -122,7 +124,7 @@ def test_table3_then_table4_on_the_demo_through_the_dag(tmp_path, prepared_demo)
     # Both stores' text vectors by the tests' hashed words (tests/hashed_encoder.py): the 2 store jobs and 11 answer
     # jobs load neither torch nor MiniLM, seconds each. MiniLM itself: test_magic_video.py::
     # test_default_text_encoder_is_minilm_end_to_end, and through the DAG test_workflow.py's memory_search runs.
-    encoder = "hashed_encoder:HashedWords"
+    encoder = HASHED_WORDS
     models = ("model=[] memory_system.magic_video.models.builder=agent memory_system.magic_video.models.time_extractor=agent "
               f"+memory_system.magic_video.text_embedder={encoder} "
               f"+model.agent={{backend:scripted,script:{script},concurrency:4,images:true}}")
@@ -295,6 +297,11 @@ def table2_overrides(script: Path, vlm: Path, clip: dict) -> str:
             "memory_system.worldmm.models.retriever=agent memory_system.magic_video.models.builder=agent "
             "memory_system.magic_video.models.time_extractor=agent "
             "memory_system.egagent.models.builder=agent memory_system.egagent.models.embedder=clip "
+            # WorldMM's and MAGIC-Video's text vectors by the tests' hashed words, as in Table 3's test: their 2 store
+            # jobs and 2 answer jobs then load neither torch nor MiniLM (MiniLM through the DAG: test_workflow.py's
+            # memory_search runs)
+            f"memory_system.worldmm.text_embedder={HASHED_WORDS} "
+            f"+memory_system.magic_video.text_embedder={HASHED_WORDS} "
             "memory_system=[worldmm,magic_video,egagent]")
 
 

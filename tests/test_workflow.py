@@ -15,7 +15,8 @@ import polars as pl
 import pytest
 import yaml
 
-from conftest import ONE_VIDEO_DEMO, REPO, snakemake  # snakemake: other test modules import it from here
+# snakemake: other test modules import it from here
+from conftest import DAG_DEMO, DEMO_RUN, ONE_VIDEO_DEMO, REPO, snakemake
 from senri import code_identity
 from senri import config as senri_config
 from senri import demo
@@ -29,7 +30,11 @@ def planned_jobs(workdir: Path, *args: str, **options) -> dict[str, int]:
     """The jobs a dry run would execute, as {rule: count}, read from Snakemake's job-stats table (``options``:
     :func:`conftest.snakemake`'s ``env`` and ``snakefile``)."""
     proc = snakemake(workdir, "-n", "--quiet", "rules", *args, **options)
-    text = proc.stdout + proc.stderr
+    return job_stats(proc.stdout + proc.stderr)
+
+
+def job_stats(text: str) -> dict[str, int]:
+    """{rule: count} of a dry run's job-stats table ({} where Snakemake had nothing to do)."""
     if "Nothing to be done" in text:
         return {}
     stats = text.split("Job stats:", 1)[1].splitlines()
@@ -42,55 +47,81 @@ def planned_jobs(workdir: Path, *args: str, **options) -> dict[str, int]:
     return jobs
 
 
-def planned_jobs_under(workdir: Path, overrides: list[str]) -> dict[str, dict[str, int]]:
-    """:func:`planned_jobs` under each of ``overrides`` (one ``--config overrides=...`` each), two dry runs at a
-    time: a dry run takes no lock on the workdir and writes nothing, and each costs seconds of Snakemake and
-    Hydra start-up, one core's work, so a second core halves the wall time of a test that asks a dozen."""
+def planned_jobs_under(workdir: Path, overrides: list[str], base: str = "") -> dict[str, dict[str, int]]:
+    """:func:`planned_jobs` under each of ``overrides`` (one ``--config overrides=...`` each, after ``base``, the
+    overrides the workdir's run had): half of them planned in each of two processes side by side
+    (tests/dry_run.py, Snakemake's API). A dry run takes no lock on the workdir and writes nothing; most of one
+    alone is start-up (importing Snakemake and senri, one core's work), so a dozen in two processes cost about a
+    third of a dozen ``snakemake -n`` calls."""
+    from dry_run import plan
+
+    cases = {f"c{i}": f"{base} {override}".strip() for i, override in enumerate(overrides)}
+    halves = [dict(list(cases.items())[k::2]) for k in range(2)]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        plans = pool.map(lambda override: planned_jobs(workdir, "--config", f"overrides={override}"), overrides)
-        return dict(zip(overrides, plans))
+        texts = {name: text for part in pool.map(lambda half: plan(workdir, half, shared=True), halves)
+                 for name, text in part.items()}
+    assert set(texts) == set(cases), sorted(set(cases) - set(texts))
+    for name, text in texts.items():
+        assert f"!!! {name} failed" not in text, text[-3000:]
+    return {override: job_stats(texts[f"c{i}"]) for i, override in enumerate(overrides)}
 
 
-#: The demo `make demo` runs (config/dataset/demo.yaml): its sizes, not numbers copied here, set what the
-#: checks below expect, so a resized demo keeps every check.
-DEMO = demo.DemoConfig.from_mapping(senri_config.compose()["dataset"]["demo"])
+#: make demo's run as the tests below run it (conftest.DEMO_RUN: make demo's config at 4 questions a video, SmolLM2 on
+#: one thread): its sizes, not numbers copied here, set what the checks below expect, so a resized demo keeps every
+#: check.
+DEMO_CFG = senri_config.compose(DEMO_RUN)
+DEMO = demo.DemoConfig.from_mapping(DEMO_CFG["dataset"]["demo"])
+#: The ``--config`` of every Snakemake call on make demo's run below.
+DEMO_CONFIG = ("--config", f"overrides={DEMO_RUN}")
 QUESTIONS_PER_VIDEO = sum(DEMO.questions_per_task.values())
 N_QUESTIONS = DEMO.n_videos * QUESTIONS_PER_VIDEO
 DEMO_FRAMES = demo.plan_walk(DEMO, "demo_01").duration_s * DEMO.fps
 #: Coarse captions of a demo video: its length split at the clip span of the preset that length picks.
-COARSE_CLIPS = memory_plan(senri_config.compose()["memory"],
+COARSE_CLIPS = memory_plan(DEMO_CFG["memory"],
                            demo.plan_walk(DEMO, "demo_01").duration_s)["levels"]["coarse"]["clips"]
 
 
 @pytest.fixture(scope="module")
-def demo_run(tmp_path_factory) -> Path:
-    """make demo's run. Every job also logs the modules it imported (Python's ``-X importtime``, in its log): the
-    code-identity test below holds each job's imports against its code digest."""
-    workdir = tmp_path_factory.mktemp("workflow")
-    snakemake(workdir, "-c2", env={"PYTHONPROFILEIMPORTTIME": "1"})
+def demo_run(tmp_path_factory, prepared_demo) -> Path:
+    """make demo's run (conftest.DEMO_RUN), from a copy of its upstream stages, which the two-video DAG tests of
+    other modules share (conftest.prepared_demo: prepared once per session; SmolLM2's thread count is in none of
+    their slices, so Snakemake runs none of them again). Every job also logs the modules it imported (Python's
+    ``-X importtime``, in its log; the prepared jobs' too): the code-identity test below holds each job's imports
+    against its code digest."""
+    workdir = prepared_demo(tmp_path_factory.mktemp("workflow"), DAG_DEMO)
+    proc = snakemake(workdir, "-c2", *DEMO_CONFIG, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    ran = set(re.findall(r"^\s*(?:local)?rule (\w+):", proc.stdout + proc.stderr, re.MULTILINE))
+    assert ran == {"frames", "answer", "aggregate", "report", "all"}, ran  # the prepared stages were not run again
     return workdir
 
 
 #: The one-video demo the memory-system DAG tests share (conftest.ONE_VIDEO_DEMO): VideoLucy's caption-cache and
 #: call-bound checks run there, on a copy of its prepared upstream stages, not on make demo's workdir.
-ONE_VIDEO = demo.DemoConfig.from_mapping(senri_config.compose(ONE_VIDEO_DEMO)["dataset"]["demo"])
+ONE_VIDEO_CFG = senri_config.compose(ONE_VIDEO_DEMO)
+ONE_VIDEO = demo.DemoConfig.from_mapping(ONE_VIDEO_CFG["dataset"]["demo"])
 ONE_VIDEO_QUESTIONS = sum(ONE_VIDEO.questions_per_task.values())
-ONE_VIDEO_COARSE_CLIPS = memory_plan(senri_config.compose(ONE_VIDEO_DEMO)["memory"],
+ONE_VIDEO_COARSE_CLIPS = memory_plan(ONE_VIDEO_CFG["memory"],
                                      demo.plan_walk(ONE_VIDEO, "demo_01").duration_s)["levels"]["coarse"]["clips"]
-#: VideoLucy (not in make demo's run set) on the embedded SmolLM2 over the one-video demo's perception memory.
-WITH_VIDEOLUCY = ("--config", f"overrides={ONE_VIDEO_DEMO} method=[videolucy]",
-                  "--", "results/predictions/videolucy/smollm2/demo_01.parquet")
+#: VideoLucy's questions: a seeded 2 of the one-video demo's 4 (dataset.subset, drawn and recorded by ingest).
+LUCY_QUESTIONS = 2
 LUCY_TARGET = "results/predictions/videolucy/smollm2/demo_01.parquet"
+#: VideoLucy (not in make demo's run set) on the embedded SmolLM2 over the one-video demo's perception memory.
+WITH_VIDEOLUCY = ("--config", f"overrides={ONE_VIDEO_DEMO} method=[videolucy] "
+                  f"dataset.subset={{n:{LUCY_QUESTIONS},seed:0}}", "--", LUCY_TARGET)
 
 
 @pytest.fixture(scope="module")
 def lucy_run(tmp_path_factory, prepared_demo) -> Path:
-    """VideoLucy's answers over the one-video demo (4 questions): it used to run on make demo's workdir, over its
-    second video's 8 questions, the second-slowest setup of this module (69 s); what its tests check (every
-    question answered within the call bound; a rerun reads every caption and answer from the caches) holds per
-    question and per video, not for that video in particular."""
+    """VideoLucy's answers over the one-video demo, 2 of its 4 questions (:data:`LUCY_QUESTIONS`): it used to run
+    on make demo's workdir, over its second video's 8 questions, the second-slowest setup of this module (69 s),
+    then over the one-video demo's 4 (48 s); what its tests check (every question answered within the call bound
+    on the real SmolLM2; a rerun reads every caption and answer from the caches) holds per question and per video,
+    not for those questions in particular, and the answer job, most of this run, costs per question. The drawn
+    subset changes the ingest slice only: the prepared memory is reused."""
     workdir = prepared_demo(tmp_path_factory.mktemp("lucy"), ONE_VIDEO_DEMO)
-    snakemake(workdir, "-c2", *WITH_VIDEOLUCY)
+    proc = snakemake(workdir, "-c2", *WITH_VIDEOLUCY)
+    ran = set(re.findall(r"^\s*(?:local)?rule (\w+):", proc.stdout + proc.stderr, re.MULTILINE))
+    assert ran == {"ingest", "answer"}, ran  # the subset's questions, then VideoLucy over the prepared memory
     return workdir
 
 
@@ -110,11 +141,14 @@ def test_demo_run_produces_the_main_table(demo_run):
     questions = pl.read_parquet(demo_run / "results/questions.parquet")
     assert questions.height == N_QUESTIONS
     per_task = questions.group_by("video_id", "task_type").len()
-    assert {(r["task_type"], r["len"]) for r in per_task.iter_rows(named=True)} == set(DEMO.questions_per_task.items())
+    assert {(r["task_type"], r["len"]) for r in per_task.iter_rows(named=True)} == {
+        (task, n) for task, n in DEMO.questions_per_task.items() if n}
 
 
-def test_bench_demo_times_every_rule_of_the_demo(demo_run):
-    """bench/demo.py's table (the README's time per rule) has a row for every rule make demo runs, with its jobs."""
+def test_bench_demo_times_every_rule_of_the_demo(demo_run, tmp_path):
+    """bench/demo.py's table (the README's time per rule) has a row for every rule make demo runs, with its jobs;
+    make demo's own config (no override: 8 questions a video) plans exactly these jobs too, so the run the tests
+    here check at 4 questions a video is make demo's DAG."""
     spec = importlib.util.spec_from_file_location("bench_demo", REPO / "bench" / "demo.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
@@ -126,6 +160,7 @@ def test_bench_demo_times_every_rule_of_the_demo(demo_run):
     assert jobs == {**{rule: DEMO.n_videos for rule in per_video}, "answer": answers, "demo_questions": 1,
                     "ingest": 1, "videos_table": 1, "aggregate": 1, "report": 1,
                     "all": DEMO.n_videos * len(per_video) + answers + 5}
+    assert planned_jobs(tmp_path) == {**jobs, "all": 1}  # a fresh checkout's `snakemake -c2`, dry
     assert float(rows[-1][3]) > 0 and float(next(r for r in rows if r[0] == "anonymize")[3]) > 0, text  # CPU s
     assert "150 CPU s in all" in text and "Load average (1 min) 0.5 before, 1.5 after" in text
 
@@ -138,7 +173,7 @@ def test_every_stage_after_anonymization_reads_the_anonymized_video(demo_run):
     detections = pl.read_parquet(demo_run / "results/anonymized/demo_01.detections.parquet")
     assert detections.columns[:4] == ["video_id", "frame_index", "pts_s", "cls"]
     log = (demo_run / "results/logs/anonymize/demo_01.log").read_text()
-    stride = senri_config.compose()["anonymize"]["stride"]
+    stride = DEMO_CFG["anonymize"]["stride"]
     detected = len(range(0, DEMO_FRAMES, stride)) + ((DEMO_FRAMES - 1) % stride != 0)  # every stride-th, and the last
     assert re.search(rf"demo_01: {DEMO_FRAMES} frames \({detected} detected, {DEMO_FRAMES - detected} propagated\)",
                      log), log
@@ -249,7 +284,7 @@ def test_videolucy_answers_every_demo_question_over_the_perception_memory(lucy_r
     """VideoLucy is not in make demo's run set (too slow on SmolLM2 for 5 minutes); asked for, it answers a
     demo video's questions over the perception memory within its call bound."""
     lucy = pl.read_parquet(lucy_run / LUCY_TARGET)
-    assert lucy.height == ONE_VIDEO_QUESTIONS and lucy["error"].is_null().all() and lucy["trace"].is_not_null().all()
+    assert lucy.height == LUCY_QUESTIONS and lucy["error"].is_null().all() and lucy["trace"].is_not_null().all()
     assert (lucy["n_llm_calls"] >= 2).all() and (lucy["n_llm_calls"] <= 26).all()  # (3 + 2·5)·(1 + 1 repair)
 
 
@@ -309,7 +344,7 @@ def test_every_stage_writes_its_config_log_and_benchmark(demo_run):
 
 
 def test_a_finished_run_schedules_nothing(demo_run):
-    assert planned_jobs(demo_run) == {}
+    assert planned_jobs(demo_run, *DEMO_CONFIG) == {}
 
 
 def test_adding_a_method_reruns_only_answer_and_aggregate(demo_run):
@@ -318,7 +353,7 @@ def test_adding_a_method_reruns_only_answer_and_aggregate(demo_run):
     arms = {"answer": 4 * DEMO.n_videos, "aggregate": 1, "report": 1, "all": 1}
     expected = {extra: {"answer": 2, "aggregate": 1, "report": 1, "all": 1},
                 "experiment=videolucy_depth": arms, "experiment=videolucy_iterations": arms}
-    assert planned_jobs_under(demo_run, list(expected)) == expected
+    assert planned_jobs_under(demo_run, list(expected), base=DEMO_RUN) == expected
 
 
 def test_a_changed_slice_reruns_exactly_the_stages_that_read_it(demo_run):
@@ -338,7 +373,7 @@ def test_a_changed_slice_reruns_exactly_the_stages_that_read_it(demo_run):
                                 "answer": 10, **tables},
         "probe.keyframe_scan_s=60": {"probe": 2, "videos_table": 1, "memory": 2, "answer": 10, **tables},
     }
-    assert planned_jobs_under(demo_run, list(expected)) == expected
+    assert planned_jobs_under(demo_run, list(expected), base=DEMO_RUN) == expected
 
 
 def test_deleting_predictions_reruns_those_jobs_and_answers_from_the_response_cache(demo_run):
@@ -350,12 +385,12 @@ def test_deleting_predictions_reruns_those_jobs_and_answers_from_the_response_ca
     before = blind.read_bytes()
     blind.unlink()
     random_guess.unlink()
-    assert planned_jobs(demo_run) == {"answer": 2, "aggregate": 1, "report": 1, "all": 1}
-    snakemake(demo_run, "-c2")
+    assert planned_jobs(demo_run, *DEMO_CONFIG) == {"answer": 2, "aggregate": 1, "report": 1, "all": 1}
+    snakemake(demo_run, "-c2", *DEMO_CONFIG)
     assert blind.read_bytes() == before and random_guess.is_file()
     log = (demo_run / "results/logs/answer/blind/smollm2/demo_02.log").read_text()
     assert f"{QUESTIONS_PER_VIDEO} hit(s), 0 miss(es), hit rate 100.0%" in log
-    assert planned_jobs(demo_run) == {}
+    assert planned_jobs(demo_run, *DEMO_CONFIG) == {}
 
 
 def test_direct_perception_on_a_tiny_vlm_reads_the_frame_store_through_the_dag(tmp_path, prepared_demo):
@@ -440,7 +475,7 @@ def test_every_module_a_demo_job_imported_is_in_its_code_digest(demo_run):
     """The rerun promise, checked on what the jobs really ran: every package module a demo job imported (its log,
     under ``-X importtime``) is part of the code its params hash, the command line's wiring excepted
     (:func:`senri.code_identity.wiring_modules`)."""
-    cfg = senri_config.compose()
+    cfg = DEMO_CFG
     # What every job loads before its handler runs: the command line and what it imports to parse the config and
     # name errors (code_identity.NOT_STAGE_CODE); a stage's own use of one of these is in its import closure.
     startup = subprocess.run([sys.executable, "-X", "importtime", "-m", "senri", "--help"], capture_output=True,
@@ -470,8 +505,9 @@ def test_editing_a_scorer_reruns_the_report_and_no_answer_job(demo_run, tmp_path
     checkout = copy_checkout(tmp_path / "checkout")
     scoring = checkout / "src" / "senri" / "benchmarks" / "scoring.py"
     scoring.write_text(scoring.read_text() + "\n# a fixed scorer\n")
-    assert planned_jobs(demo_run, snakefile=checkout / "Snakefile") == {"aggregate": 1, "report": 1, "all": 1}
-    assert planned_jobs(demo_run) == {}  # the repository's own code: nothing to do
+    assert planned_jobs(demo_run, *DEMO_CONFIG, snakefile=checkout / "Snakefile") == {"aggregate": 1, "report": 1,
+                                                                                      "all": 1}
+    assert planned_jobs(demo_run, *DEMO_CONFIG) == {}  # the repository's own code: nothing to do
 
 
 def test_invalid_config_stops_the_workflow_naming_the_key(demo_run):
