@@ -49,3 +49,18 @@ def test_the_published_numbers_shipped_in_the_package_equal_the_vendored_referen
     for path in shipped:  # VideoLucy's tables under videolucy/, SENRI's (paper_table2.csv) at the top
         vendored = next(p for p in (REFERENCE / "videolucy" / path.name, REFERENCE / path.name) if p.is_file())
         assert path.read_bytes() == vendored.read_bytes(), path.name
+
+
+def test_the_generated_cases_readme_counts_what_the_case_files_hold():
+    """tests/reference/generated/README.md's table (cases per system and kind, the commit) is the one
+    ``bench/release_cases/summary.py`` derives from the case files' ``meta``: a regeneration that changes the
+    counts shows up here until the README is refreshed."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("summary", REPO / "bench" / "release_cases" / "summary.py")
+    summary = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(summary)
+    assert sorted(summary.SYSTEMS) == sorted(p.name for p in (REFERENCE / "generated").iterdir()
+                                             if (p / "cases.json").is_file())
+    readme = (REFERENCE / "generated" / "README.md").read_text(encoding="utf-8")
+    assert summary.table() in readme, "refresh the table: python bench/release_cases/summary.py"
