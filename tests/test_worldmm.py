@@ -24,7 +24,7 @@ from senri.memory.worldmm import common as wm
 from senri.memory.worldmm.build import Accumulated, write_store
 from senri.memory.worldmm.common import (TextVectors, clean_triples, hhmmssff, parse_hhmmssff, parse_time_range,
                                          parse_ts9, ts9, window_batches)
-from senri.memory.worldmm.index import GranularityIndex, semantic_ranking
+from senri.memory.worldmm.index import GranularityIndex, ZeroWeightEntity, semantic_ranking
 from senri.memory.worldmm.release import chunk_key, read_caption_file
 from senri.memory.worldmm.store import WorldMMStore
 from senri.prompts import prompt_set
@@ -1178,11 +1178,20 @@ def _eager(store: WorldMMStore, query: str, k: int, context: SearchContext) -> l
     return out[:k]
 
 
+def _with_episodic(store: WorldMMStore, path, **episodic) -> WorldMMStore:
+    """The store opened again with ``episodic`` settings changed (the search reads them at query time)."""
+    config = {**store.config, "episodic": {**store.config["episodic"], **episodic}}
+    return WorldMMStore.open(path, config, None)
+
+
 def test_w8_is_skipped_on_a_one_passage_level_only_where_it_cannot_change_the_result(tmp_path, bag_of_words):
     """Cost without changing results (a): a level holding one passage puts its W8 call off. When W9 names a
     full 2k, no score is read and the call is skipped (noted); when W9 falls short, the pool is filled by score,
-    so the call is made then. Either way the items and their order are the release's (all W8 calls first)."""
-    store = _one_passage_level_store(tmp_path / "store", bag_of_words)
+    so the call is made then. Either way the items and their order are the release's (all W8 calls first).
+    Under ``zero_weight_entities: keep`` (no W8 reply can make the search raise: see the next test for the
+    release's rule)."""
+    store = _with_episodic(_one_passage_level_store(tmp_path / "store", bag_of_words), tmp_path / "store",
+                           zero_weight_entities="keep")
     assert len(store.index("3min", None).passages) == 1 and store.index("3min", None).facts
     full = '["10sec@20-30", "3min@0-180", "30sec@0-30", "10sec@10-20", "10sec@0-10", "30sec@30-60"]'
     for w9, skipped in ((full, True), ('["3min@0-180"]', False)):
@@ -1212,8 +1221,8 @@ def test_putting_w8_off_can_be_turned_off_for_the_release_s_order_of_calls(tmp_p
              {"match": "Caption ranking", "text": full}]
     found = {}
     for put_off in (True, False):
-        config = {**store.config, "episodic": {**store.config["episodic"], "put_off_single_passage_filter": put_off}}
-        opened = WorldMMStore.open(tmp_path / "store", config, None)
+        opened = _with_episodic(store, tmp_path / "store", put_off_single_passage_filter=put_off,
+                                zero_weight_entities="keep")
         ask, sent = asker(rules, tmp_path)
         context = SearchContext(ask=ask)
         found[put_off] = ([i.item_id for i in opened.search("hot water tea", 3, memory_type="episodic",
@@ -1221,6 +1230,36 @@ def test_putting_w8_off_can_be_turned_off_for_the_release_s_order_of_calls(tmp_p
                           sum(r.purpose == "worldmm:fact_filter" for r in sent))
         assert any(FILTER_SKIP_NOTE in n for n in context.notes) == put_off
     assert found[True][0] == found[False][0] and found[False][1] == found[True][1] + 1
+
+
+def test_w8_is_never_put_off_where_its_reply_could_lose_the_question(tmp_path, bag_of_words):
+    """Under the release's ``zero_weight_entities: release`` (the default) a W8 reply that keeps a candidate
+    scored 0 makes the level's search raise and the question is lost (HippoRAG's assertion): there the reply
+    decides the result, so a one-passage level holding such a candidate makes its W8 call as the release does
+    (no skip note, as many W8 calls as the eager order) and a reply keeping only that fact loses the question
+    as the eager order does."""
+    store = _one_passage_level_store(tmp_path / "store", bag_of_words)
+    level = store.index("3min", None)
+    qv = store.vectors.encoder.encode(["hot water tea"])[0]
+    candidates = level.candidate_facts(qv, 5)
+    assert level.may_raise(candidates, store.config["episodic"])
+    assert not level.may_raise(candidates, {**store.config["episodic"], "zero_weight_entities": "keep"})
+    full = '["10sec@20-30", "3min@0-180", "30sec@0-30", "10sec@10-20", "10sec@0-10", "30sec@30-60"]'
+    rules = [{"match": ["Fact filtering", "hot tea"], "text": '{"fact": [["i", "drink", "hot tea"]]}'},
+             {"match": "Fact filtering", "text": '{"fact": [["i", "pour", "water"]]}'},
+             {"match": "Caption ranking", "text": full}]
+    ask, sent = asker(rules, tmp_path)
+    context = SearchContext(ask=ask)
+    found = store.search("hot water tea", 3, memory_type="episodic", context=context)
+    eager_ask, eager_sent = asker(rules, tmp_path)
+    expected = _eager(store, "hot water tea", 3, SearchContext(ask=eager_ask))
+    assert [i.item_id for i in found] == [i for i, _ in expected]
+    assert not any(FILTER_SKIP_NOTE in n for n in context.notes)
+    assert (sum(r.purpose == "worldmm:fact_filter" for r in sent)
+            == sum(r.purpose == "worldmm:fact_filter" for r in eager_sent))
+    lowest = next(fact for fact, score in candidates if score == 0)
+    with pytest.raises(ZeroWeightEntity):
+        level.search(qv, candidates, [lowest], store.config["episodic"])
 
 
 def test_resending_cut_builder_replies_can_be_turned_off(tmp_path, bag_of_words):

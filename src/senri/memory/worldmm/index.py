@@ -139,6 +139,16 @@ class GranularityIndex:
         return [(self.facts[int(i)], float(scores[int(i)]))
                 for i in np.argsort(-scores, kind="stable")[:int(link_top_k)]]
 
+    def may_raise(self, candidates: Sequence[tuple[Triple, float]], config: Mapping[str, Any]) -> bool:
+        """Whether some reply of W8 over ``candidates`` makes :meth:`search` raise :class:`ZeroWeightEntity`
+        (``zero_weight_entities: release``): an entity gets weight 0 only from kept facts scored 0 (the lowest
+        candidate after min-max), and a reply keeping such a fact alone seeds it with nothing else, so the search
+        can raise exactly when a candidate scored 0 names an entity of the level."""
+        if str(config.get("zero_weight_entities", "release")) != "release":
+            return False
+        names = set(self.entities)
+        return any(score == 0 and (fact[0] in names or fact[2] in names) for fact, score in candidates)
+
     def search(self, query_vector: np.ndarray, candidates: Sequence[tuple[Triple, float]],
                kept: Sequence[Triple], config: Mapping[str, Any]) -> LevelSearch:
         """Every passage scored (W-R1) given the facts W8 kept of ``candidates``: none kept → dense passages;

@@ -200,6 +200,9 @@ class WorldMMStore(MemoryStore):
         that reads scores (a pool ranked by score, or W9's shortfall) needs its PPR score; then the call is
         made, else it is skipped and noted (``FILTER_SKIP_NOTE``). The returned items and their order are the
         same either way; only the trace's score of a skipped level's passage is its dense score.
+        A level whose W8 reply could make its search raise (:meth:`GranularityIndex.may_raise`: a candidate
+        scored 0 under ``zero_weight_entities: release``) is never put off: there the reply decides whether the
+        question is lost, so skipping the call could change the result.
         ``put_off_single_passage_filter: false`` makes every level's W8 call up front, as the release does."""
         config = self.config.get("episodic") or {}
         ks = config.get("k") or {}
@@ -215,7 +218,8 @@ class WorldMMStore(MemoryStore):
                 continue
             k_level = int(ks.get(level, config.get("default_k", 5)))
             candidates = index.candidate_facts(qv, link_top_k)
-            if candidates and context.ask is not None and len(index.passages) == 1 and put_off_single:
+            if (candidates and context.ask is not None and len(index.passages) == 1 and put_off_single
+                    and not index.may_raise(candidates, config)):
                 put_off[index.passages[0].item_id] = (level, index, candidates)
                 pool.append((index.passages[0], math.nan))
                 continue
