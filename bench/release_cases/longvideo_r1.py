@@ -25,12 +25,15 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import SRC, examples, outcome, write_cases  # noqa: E402
+from common import SRC, examples, kept_kinds, outcome, write_cases  # noqa: E402
 from release_import import load_file, stub  # noqa: E402
 from reply_strategies import JSON_VALUE, NUMBER, TEXT  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 COMMIT = "77c87ec64779375b07e23f7f9b40a91f84d7dc35"
+#: The kinds in cases.json's order.
+KINDS = ["tree_width", "video_qa_frames", "caption_frame_size", "video_qa_frame_size", "parse_function_call",
+         "extract_blocks", "extract_caption", "caption_tree", "episodes"]
 
 
 class Video:
@@ -164,12 +167,8 @@ def tagged_text() -> st.SearchStrategy[str]:
                     max_size=5).map("".join)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--src", type=Path, default=SRC / "longvideo_r1")
-    parser.add_argument("--n", type=int, default=600)
-    args = parser.parse_args()
-    eval_utils, data_utils, captions = load_release(args.src)
+def function_kinds(args, eval_utils, data_utils, captions) -> dict[str, list[dict]]:
+    """Every kind but episodes (each drawn on its own, so computing them together changes none)."""
     kinds: dict[str, list[dict]] = {}
     quiet = contextlib.redirect_stdout(io.StringIO())
 
@@ -233,7 +232,27 @@ def main() -> None:
     rates = st.one_of(st.floats(0.05, 120), st.sampled_from([0.0, -1.0, 1.0, 4.0, 25.0, 30.0, 29.97002997002997]))
     kinds["caption_tree"] = [{"input": {"n_frames": n, "fps": f}, "output": outcome(lambda: caption_tree(captions, n, f))}
                              for n, f in examples(st.tuples(frames, rates), args.n // 4)]
-    print(write_cases("longvideo_r1", {"release": "github qiujihao19/LongVideo-R1", "commit": COMMIT}, kinds))
+    return kinds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--src", type=Path, default=SRC / "longvideo_r1")
+    parser.add_argument("--n", type=int, default=600)
+    parser.add_argument("--kinds", nargs="+", choices=KINDS, default=KINDS,
+                        help="regenerate only these kinds (the others are kept as cases.json holds them)")
+    args = parser.parse_args()
+    eval_utils, data_utils, captions = load_release(args.src)
+    kinds: dict[str, list[dict]] = {}
+    if set(args.kinds) - {"episodes"}:
+        kinds.update({k: v for k, v in function_kinds(args, eval_utils, data_utils, captions).items()
+                      if k in args.kinds})
+    if "episodes" in args.kinds:
+        from longvideo_r1_episodes import episode_cases
+
+        kinds["episodes"] = episode_cases(args.src, captions, eval_utils, Video, args.n // 2)
+    print(write_cases("longvideo_r1", {"release": "github qiujihao19/LongVideo-R1", "commit": COMMIT},
+                      kept_kinds("longvideo_r1", kinds, KINDS)))
 
 
 if __name__ == "__main__":
