@@ -229,3 +229,16 @@ def test_null_reply_nudge_is_senri_s_deviation(longvideo_r1):
         method.null_reply = "lose_question"
     assert kept.pred == "B" and len(controller.requests) == 2
     assert _text(controller.requests[1].messages[-1]) == method.text.render("nudge")
+
+
+def test_video_qa_ids_must_be_integers_as_the_release_indexes_with_them():
+    """The release int()s the ids for its range check but indexes its frame splits with them as written
+    (EU:178-183): a float or a digit string loses the sample there (the generated episodes kind checks it on
+    the release's own loop); an int or a bool is an index."""
+    from senri.methods.longvideo_r1 import SampleKilled, video_qa_args
+
+    assert video_qa_args(((1, 2, 3), "q"), 4) == ((1, 2, 3), "q")
+    assert video_qa_args(((True, 2, 3), "q"), 4) == ((1, 2, 3), "q")
+    for ids in ((1.0, 2, 3), ("1", 2, 3)):
+        with pytest.raises(SampleKilled, match="must be integers"):
+            video_qa_args((ids, "q"), 4)
