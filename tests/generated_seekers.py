@@ -495,7 +495,7 @@ def longvideo_r1_caption_tree(case: dict) -> None:
 
 
 @lru_cache(maxsize=8)
-def _longvideo_r1_episode_method(n_frames: int, fps: float):
+def longvideo_r1_episode_method(n_frames: int, fps: float):
     """senri's LongVideo-R1 (the shipped config) on a video of ``n_frames`` at ``fps`` answering through replayed
     controller, caption and video-QA models. Frames are not what an episode compares: each decodes as a 2×2
     black image (the release's decord stand-in returns black frames too)."""
@@ -578,7 +578,7 @@ def longvideo_r1_episodes(case: dict) -> None:
     given, out = case["input"], case["output"]
     assert "value" in out, f"the release raised outside process_one_entry: {out}"
     out = out["value"]
-    method, controller, video_qa = _longvideo_r1_episode_method(given["n_frames"], given["fps"])
+    method, controller, video_qa = longvideo_r1_episode_method(given["n_frames"], given["fps"])
     controller.load(given["replies"])
     video_qa.load(given["video_qa_replies"])
     method.max_rounds = given["max_rounds"]
