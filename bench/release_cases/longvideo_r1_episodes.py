@@ -31,7 +31,7 @@ from pathlib import Path
 from hypothesis import strategies as st
 
 from common import examples, outcome
-from release_import import Anything, failure, load_file, stub
+from release_import import Anything, load_file, stub
 from reply_strategies import TEXT
 
 #: The labels of run_multistep_vqa's distinct templates in source order (the last-round notice, the nudge, the
