@@ -570,9 +570,11 @@ def longvideo_r1_episodes(case: dict) -> None:
     """A whole episode of the release's loop (process_one_entry → run_multistep_vqa) on senri's LongVideo-R1
     with the same scripted replies and a tree of the same shape: every controller call's messages by prompt
     role (R1 system, R2 first turn, R3 caption, R3c video-QA answer, R4 nudge, R5 last round, the assistant's
-    replies), the tool calls read and their arguments, the video-QA calls (query, frame time labels, images),
-    the turn count, the final answer and whether the sample was lost."""
-    from senri.methods.longvideo_r1 import parse_call
+    replies), the tool calls read and their arguments, the video-QA calls (query, frames, their time labels,
+    images), the turn count, the final answer and whether the sample was lost."""
+    import ast
+
+    from senri.methods.longvideo_r1 import nested_low_part, parse_call, sample_ids
     from senri.records import Question
 
     given, out = case["input"], case["output"]
@@ -608,6 +610,9 @@ def longvideo_r1_episodes(case: dict) -> None:
         assert parts[0] == call["query"] and [p for p in parts[1:] if isinstance(p, str)] == labels, \
             (parts[0], call)
         assert sum(not isinstance(p, str) for p in parts[1:]) == call["n_images"], call
+        qa_ids = ast.literal_eval(request.purpose.rsplit(":", 1)[1])  # the node senri read: its frames
+        assert sample_ids(nested_low_part(method.n_frames, method.width, qa_ids), method.qa_frames) == \
+            call["frame_ids"], (qa_ids, call["frame_ids"])
     lost = out["error"] is not None
     assert (answer.trace["outcome"] == "killed") == lost, (answer.trace["outcome"], out["error"])
     assert answer.trace["final"] == out["pred"], (answer.trace["final"], out["pred"])
