@@ -494,6 +494,14 @@ def longvideo_r1_caption_tree(case: dict) -> None:
     expect(case, tree)
 
 
+@lru_cache(maxsize=1)
+def _pv_clip():
+    """The shared test clip and its probe, once (each shared_clip call probes the file again)."""
+    from seeker_replay import shared_clip
+
+    return shared_clip()
+
+
 @lru_cache(maxsize=8)
 def longvideo_r1_episode_method(n_frames: int, fps: float):
     """senri's LongVideo-R1 (the shipped config) on a video of ``n_frames`` at ``fps`` answering through replayed
@@ -503,7 +511,7 @@ def longvideo_r1_episode_method(n_frames: int, fps: float):
 
     import numpy as np
 
-    from seeker_replay import Replay, seeker, shared_clip
+    from seeker_replay import Replay, seeker
     from senri.backends.base import ChatResponse
     from senri.methods.longvideo_r1 import LEVELS, node_index
 
@@ -519,11 +527,12 @@ def longvideo_r1_episode_method(n_frames: int, fps: float):
                                 finish_reason="stop", stop_reason="")
 
     controller, video_qa = Replay(), Replay()
-    info = dataclasses.replace(shared_clip()[1], n_frames=n_frames, avg_fps=fps, duration_s=n_frames / fps)
+    pixels, probed = _pv_clip()
+    info = dataclasses.replace(probed, n_frames=n_frames, avg_fps=fps, duration_s=n_frames / fps)
     import seeker_replay
 
     clip = seeker_replay.shared_clip
-    seeker_replay.shared_clip = lambda video_id="pv": (clip(video_id)[0], info)
+    seeker_replay.shared_clip = lambda video_id="pv": (pixels, info)
     try:
         method = seeker("longvideo_r1", controller, model={"images": False})
     finally:

@@ -15,7 +15,7 @@ from generated_seekers import ADAPTERS, SYSTEMS, generated, sample, verdict
 
 #: Cases per kind in the suite (the episode kinds run senri's whole loop, a caption tree holds up to 584 nodes:
 #: fewer).
-PER_KIND = {"forced_turn": 6, "caption_tree": 12, "episodes": 8}
+PER_KIND = {"forced_turn": 6, "caption_tree": 12, "episodes": 12}
 DEFAULT_PER_KIND = 30
 #: The deviations each system may name (docs/protocol.md), nothing else.
 NAMED = {"paravt": {"multiple_choice_only", "frame_without_pixels_refused", "torch_build_linspace",
