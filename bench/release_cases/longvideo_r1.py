@@ -1,7 +1,7 @@
 """LongVideo-R1's differential cases (issue 60): the release's own functions at 77c87ec on Hypothesis-drawn
 inputs.
 
-    python bench/release_cases/longvideo_r1.py [--src /work/wt/_src/longvideo_r1] [--n 600]
+    python bench/release_cases/longvideo_r1.py [--src /work/wt/_src/longvideo_r1] [--n 600] [--kinds episodes ...]
 
 ``--src`` is a checkout of github qiujihao19/LongVideo-R1 at 77c87ec64779375b07e23f7f9b40a91f84d7dc35. Modules:
 ``eval/utils.py`` (with ``eval/constant.py``), ``data/utils.py`` and ``data/videocaption_generation.py`` (with
@@ -9,8 +9,9 @@ inputs.
 and returns black frames for the indices asked, which it records), ``pysrt`` (subtitles are not exercised),
 ``openai`` (imported by the caption script; its client is scripted), and in the caption_tree kind
 ``sample_video_woid`` (its JPEGs are the caption_frame_size kind; the tree records only how many frames each
-call shows). Frame sizes are read back from the JPEG the release's ``encode_image`` writes (real PIL). Writes
-``tests/reference/generated/longvideo_r1/cases.json``.
+call shows). Frame sizes are read back from the JPEG the release's ``encode_image`` writes (real PIL). The
+episodes kind runs the release's own evaluation loop (longvideo_r1_episodes.py). Writes
+``tests/reference/generated/longvideo_r1/cases.json`` (``--kinds``: only those kinds redrawn, the rest kept).
 """
 
 from __future__ import annotations
