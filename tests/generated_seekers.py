@@ -494,6 +494,147 @@ def longvideo_r1_caption_tree(case: dict) -> None:
     expect(case, tree)
 
 
+@lru_cache(maxsize=1)
+def _pv_clip():
+    """The shared test clip and its probe, once (each shared_clip call probes the file again)."""
+    from seeker_replay import shared_clip
+
+    return shared_clip()
+
+
+@lru_cache(maxsize=8)
+def longvideo_r1_episode_method(n_frames: int, fps: float):
+    """senri's LongVideo-R1 (the shipped config) on a video of ``n_frames`` at ``fps`` answering through replayed
+    controller, caption and video-QA models. Frames are not what an episode compares: each decodes as a 2×2
+    black image (the release's decord stand-in returns black frames too)."""
+    import dataclasses
+
+    import numpy as np
+
+    from seeker_replay import Replay, seeker
+    from senri.backends.base import ChatResponse
+    from senri.methods.longvideo_r1 import LEVELS, node_index
+
+    class Captions(Replay):
+        """Node k of the release's caption order (w high, w² medium, w³ low) is ``<caption>c{k}</caption>``."""
+
+        def complete(self, request):
+            self.requests.append(request)
+            level, ids = request.purpose.rsplit(":", 1)[1].split("(", 1)
+            ids = [int(i) for i in ids.rstrip(")").split(",") if i.strip()]
+            offset = sum(method.width ** (k + 1) for k in range(LEVELS.index(level)))
+            return ChatResponse(text=f"<caption>c{offset + node_index(ids, method.width)}</caption>",
+                                finish_reason="stop", stop_reason="")
+
+    controller, video_qa = Replay(), Replay()
+    pixels, probed = _pv_clip()
+    info = dataclasses.replace(probed, n_frames=n_frames, avg_fps=fps, duration_s=n_frames / fps)
+    import seeker_replay
+
+    clip = seeker_replay.shared_clip
+    seeker_replay.shared_clip = lambda video_id="pv": (pixels, info)
+    try:
+        method = seeker("longvideo_r1", controller, model={"images": False})
+    finally:
+        seeker_replay.shared_clip = clip
+    method.tool_models = {"caption": ("captions", Captions()), "video_qa": ("video_qa", video_qa)}
+    method.decode = lambda indices, size, jpeg_quality=None: [np.zeros((2, 2, 3), np.uint8) for _ in indices]
+    return method, controller, video_qa
+
+
+def _message_text(message) -> str:
+    parts = message.content if isinstance(message.content, tuple) else (message.content,)
+    return "".join(p for p in parts if isinstance(p, str))
+
+
+def _longvideo_r1_expected(method, label: list, replies: list, first: dict) -> tuple[str, str, bool]:
+    """(role, text, whole) senri sends for a message the release built from template ``label[0]`` with the
+    values ``label[1:]`` (R2's values are the episode's ``first``); ``whole`` False: senri's first turn ends
+    with the text (its question part is senri's own rendering of the question, the release's is the dataset's
+    string)."""
+    render = method.text.render
+    kind, values = label[0], label[1:]
+    if kind == "R1":
+        assert values[0] == method.width, f"release width {values[0]}, senri {method.width}"
+        return "system", render("system", width=method.width), True
+    if kind == "assistant":
+        return "assistant", replies[values[0]], True
+    if kind == "R2":
+        lines = [render("duration", duration=float(first["duration"]))]
+        lines += [render("high_caption", index=int(i), start=float(s), end=float(e)) + caption
+                  for i, s, e, caption in first["high"]]
+        return "user", "\n".join(lines), False
+    if kind == "R3":
+        *ids, start, end, caption = values
+        role = {2: "medium_caption", 3: "low_caption"}[len(ids)]
+        return "user", render(role, ids=",".join(ids), start=float(start), end=float(end)) + caption, True
+    if kind == "R3c":
+        return "user", render("information", answer=values[0]), True
+    if kind in ("R4", "R5"):
+        return "user", render({"R4": "nudge", "R5": "last_round"}[kind]), True
+    raise AssertionError(f"the generator could not label a release message: {label}")
+
+
+def longvideo_r1_episodes(case: dict) -> None:
+    """A whole episode of the release's loop (process_one_entry → run_multistep_vqa) on senri's LongVideo-R1
+    with the same scripted replies and a tree of the same shape: every controller call's messages by prompt
+    role (R1 system, R2 first turn, R3 caption, R3c video-QA answer, R4 nudge, R5 last round, the assistant's
+    replies), the tool calls read and their arguments, the video-QA calls (query, frames, their time labels,
+    images), the turn count, the final answer and whether the sample was lost."""
+    import ast
+
+    from senri.methods.longvideo_r1 import nested_low_part, parse_call, sample_ids
+    from senri.records import Question
+
+    given, out = case["input"], case["output"]
+    assert "value" in out, f"the release raised outside process_one_entry: {out}"
+    out = out["value"]
+    method, controller, video_qa = longvideo_r1_episode_method(given["n_frames"], given["fps"])
+    controller.load(given["replies"])
+    video_qa.load(given["video_qa_replies"])
+    method.max_rounds = given["max_rounds"]
+    method.captions.clear()
+    question = Question("pv", "q", "L", "none", given["question"], "hall", "kitchen", "garden", "street", "B")
+    answer = method.answer(question)
+    assert method.width == out["width"], (method.width, out["width"])
+    assert len(controller.requests) == out["rounds"] == len(out["turns"]), \
+        f"senri made {len(controller.requests)} controller calls, the release {out['rounds']}"
+    for k, (request, turn) in enumerate(zip(controller.requests, out["turns"])):
+        got = [(m.role, _message_text(m)) for m in request.messages]
+        assert len(got) == len(turn), f"call {k + 1}: senri sent {len(got)} messages, the release {turn}"
+        for n, ((role, text), label) in enumerate(zip(got, turn)):
+            want_role, want, whole = _longvideo_r1_expected(method, label, given["replies"],
+                                                             out["first_turn"])
+            assert role == want_role and (text == want if whole else text.endswith(want)), \
+                f"call {k + 1} message {n + 1} ({label[0]}): senri {text[-300:]!r}, expected {want[-300:]!r}"
+    tools = [step["call"] for step in answer.trace["steps"] if step.get("kind") == "tool"]
+    assert tools == [text[:500] for text, *_ in out["tool_calls"]], (tools, out["tool_calls"])
+    for text, name, args_repr, legal in out["tool_calls"]:
+        got_name, args, got_legal = parse_call(text, method.call_parser)
+        assert [got_name, repr(args), got_legal] == [name, args_repr, legal], (text, got_name, args, got_legal)
+    assert len(video_qa.requests) == len(out["video_qa"]), (len(video_qa.requests), out["video_qa"])
+    for request, call in zip(video_qa.requests, out["video_qa"]):
+        parts = request.messages[-1].content
+        labels = [method.text.render("video_qa_frame", time=float(t)) for t in call["time_labels"]]
+        assert parts[0] == call["query"] and [p for p in parts[1:] if isinstance(p, str)] == labels, \
+            (parts[0], call)
+        assert sum(not isinstance(p, str) for p in parts[1:]) == call["n_images"], call
+        qa_ids = ast.literal_eval(request.purpose.rsplit(":", 1)[1])  # the node senri read: its frames
+        assert sample_ids(nested_low_part(method.n_frames, method.width, qa_ids), method.qa_frames) == \
+            call["frame_ids"], (qa_ids, call["frame_ids"])
+    lost = out["error"] is not None
+    assert (answer.trace["outcome"] == "killed") == lost, (answer.trace["outcome"], out["error"])
+    assert answer.trace["final"] == out["pred"], (answer.trace["final"], out["pred"])
+    if out["pred"] is None:  # R-A1: the release scores a question without an answer "A" (run_all)
+        if answer.pred is None and answer.tally.errors:
+            # senri: a question lost to a failed model call (here: no scripted reply left, a dead server) is an
+            # error row that counts wrong, never a guess (docs/protocol.md R-L5/R5/R-A1)
+            raise Deviation("failed_call_error_row")
+        assert answer.pred == "A", (answer.pred, out)
+    else:
+        assert answer.pred == (out["pred"] if out["pred"] in question.letters else None), (answer.pred, out["pred"])
+
+
 def longvideo_r1_parse_function_call(case: dict) -> None:
     from senri.methods.longvideo_r1 import parse_call
 
@@ -585,7 +726,7 @@ ADAPTERS: dict[str, dict[str, Callable[[dict], None]]] = {
                      "video_qa_frame_size": longvideo_r1_video_qa_frame_size,
                      "parse_function_call": longvideo_r1_parse_function_call,
                      "extract_blocks": longvideo_r1_extract_blocks, "extract_caption": longvideo_r1_extract_caption,
-                     "caption_tree": longvideo_r1_caption_tree},
+                     "caption_tree": longvideo_r1_caption_tree, "episodes": longvideo_r1_episodes},
     "videoarm": {"scene_snapper_split": videoarm_scene_snapper_split, "clip_reply": videoarm_clip_reply,
                  "clip_range": videoarm_clip_range},
 }

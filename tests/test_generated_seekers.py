@@ -7,19 +7,20 @@ bench/release_cases/check_seekers.py``); each case passes or is a named deviatio
 from __future__ import annotations
 
 import collections
+import json
 
 import pytest
 
 from generated_seekers import ADAPTERS, SYSTEMS, generated, sample, verdict
 
-#: Cases per kind in the suite (the episode kind runs senri's whole loop on the test clip, a caption tree holds
-#: up to 584 nodes: fewer).
-PER_KIND = {"forced_turn": 6, "caption_tree": 12}
+#: Cases per kind in the suite (the episode kinds run senri's whole loop, a caption tree holds up to 584 nodes:
+#: fewer).
+PER_KIND = {"forced_turn": 6, "caption_tree": 12, "episodes": 12}
 DEFAULT_PER_KIND = 30
 #: The deviations each system may name (docs/protocol.md), nothing else.
 NAMED = {"paravt": {"multiple_choice_only", "frame_without_pixels_refused", "torch_build_linspace",
                     "torchvision_times_in_seconds"},
-         "video_o3": {"frame_without_pixels_refused"}, "longvideo_r1": set(), "videoarm": set()}
+         "video_o3": {"frame_without_pixels_refused"}, "longvideo_r1": {"failed_call_error_row"}, "videoarm": set()}
 
 
 @pytest.mark.parametrize("system", SYSTEMS)
@@ -55,6 +56,16 @@ def test_the_adapters_fail_where_senri_would_differ():
     with pytest.raises(AssertionError):
         verdict("longvideo_r1", "caption_tree", {**tree, "output": {"value": {**tree["output"]["value"],
                                                                              "levels": levels}}})
+    episode = next(c for c in generated("longvideo_r1")["kinds"]["episodes"]
+                   if "value" in c["output"] and c["output"]["value"]["video_qa"])
+    told = json.loads(json.dumps(episode))
+    told["output"]["value"]["video_qa"][0]["time_labels"][0] = "-1.0"  # one frame's time told otherwise
+    with pytest.raises(AssertionError):
+        verdict("longvideo_r1", "episodes", told)
+    told = json.loads(json.dumps(episode))
+    told["output"]["value"]["turns"][-1][-1] = ["R4"]  # the last message of the last call told a nudge
+    with pytest.raises(AssertionError):
+        verdict("longvideo_r1", "episodes", told)
     crop = next(c for c in generated("paravt")["kinds"]["crop_frames_torchvision"] if c["output"]["returned_frames"])
     with pytest.raises(AssertionError):
         verdict("paravt", "crop_frames_torchvision", {**crop, "output": {**crop["output"], "torchvision_decoded": [0]}})

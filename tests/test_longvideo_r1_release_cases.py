@@ -5,14 +5,13 @@ checks the deviation."""
 
 from __future__ import annotations
 
-import re
 
 import numpy as np
 import pytest
 
 from reference import release_cases
-from seeker_replay import Replay, seeker
-from senri.backends.base import ChatResponse, ImagePart
+from generated_seekers import longvideo_r1_episode_method
+from senri.backends.base import ImagePart
 from senri.methods.longvideo_r1 import (LEVELS, blocks, frame_time, level_parts, longest_side, nested_low_part,
                                         node_index, parse_call, sample_ids, scaled_side, stored_caption, tree_width)
 
@@ -131,27 +130,12 @@ def test_extract_blocks():
 
 
 # ------------------------------------------------------------------------------------------------- episodes
-class Captions(Replay):
-    """The episode cases' caption JSON: node k (in the release's call order: w high, w² medium, w³ low) is
-    captioned ``<caption>c{k}</caption>``."""
-
-    width = 4
-
-    def complete(self, request):
-        self.requests.append(request)
-        level, ids = re.fullmatch(r"longvideo_r1:caption:(\w+)\((.*)\)", request.purpose).groups()
-        ids = [int(i) for i in ids.split(",") if i.strip()]
-        offset = sum(self.width ** (k + 1) for k in range(LEVELS.index(level)))
-        return ChatResponse(text=f"<caption>c{offset + node_index(ids, self.width)}</caption>",
-                            finish_reason="stop", stop_reason="")
-
-
 @pytest.fixture(scope="module")
 def longvideo_r1():
-    controller, video_qa = Replay(), Replay()
-    method = seeker("longvideo_r1", controller, model={"images": False})
-    method.tool_models = {"caption": ("captions", Captions()), "video_qa": ("video_qa", video_qa)}
-    return method, controller, video_qa
+    """senri's method on the cases' ``pv`` geometry (480 frames at 4 fps) with replayed controller, caption and
+    video-QA models: the generated episodes kind's (tests/generated_seekers.py), node k of the release's caption
+    order captioned ``<caption>c{k}</caption>`` as the case's caption JSON is."""
+    return longvideo_r1_episode_method(480, 4.0)
 
 
 def _text(message) -> str:
@@ -229,3 +213,16 @@ def test_null_reply_nudge_is_senri_s_deviation(longvideo_r1):
         method.null_reply = "lose_question"
     assert kept.pred == "B" and len(controller.requests) == 2
     assert _text(controller.requests[1].messages[-1]) == method.text.render("nudge")
+
+
+def test_video_qa_ids_must_be_integers_as_the_release_indexes_with_them():
+    """The release int()s the ids for its range check but indexes its frame splits with them as written
+    (EU:178-183): a float or a digit string loses the sample there (the generated episodes kind checks it on
+    the release's own loop); an int or a bool is an index."""
+    from senri.methods.longvideo_r1 import SampleKilled, video_qa_args
+
+    assert video_qa_args(((1, 2, 3), "q"), 4) == ((1, 2, 3), "q")
+    assert video_qa_args(((True, 2, 3), "q"), 4) == ((1, 2, 3), "q")
+    for ids in ((1.0, 2, 3), ("1", 2, 3)):
+        with pytest.raises(SampleKilled, match="must be integers"):
+            video_qa_args((ids, "q"), 4)

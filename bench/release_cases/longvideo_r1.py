@@ -1,7 +1,7 @@
 """LongVideo-R1's differential cases (issue 60): the release's own functions at 77c87ec on Hypothesis-drawn
 inputs.
 
-    python bench/release_cases/longvideo_r1.py [--src /work/wt/_src/longvideo_r1] [--n 600]
+    python bench/release_cases/longvideo_r1.py [--src /work/wt/_src/longvideo_r1] [--n 600] [--kinds episodes ...]
 
 ``--src`` is a checkout of github qiujihao19/LongVideo-R1 at 77c87ec64779375b07e23f7f9b40a91f84d7dc35. Modules:
 ``eval/utils.py`` (with ``eval/constant.py``), ``data/utils.py`` and ``data/videocaption_generation.py`` (with
@@ -9,8 +9,9 @@ inputs.
 and returns black frames for the indices asked, which it records), ``pysrt`` (subtitles are not exercised),
 ``openai`` (imported by the caption script; its client is scripted), and in the caption_tree kind
 ``sample_video_woid`` (its JPEGs are the caption_frame_size kind; the tree records only how many frames each
-call shows). Frame sizes are read back from the JPEG the release's ``encode_image`` writes (real PIL). Writes
-``tests/reference/generated/longvideo_r1/cases.json``.
+call shows). Frame sizes are read back from the JPEG the release's ``encode_image`` writes (real PIL). The
+episodes kind runs the release's own evaluation loop (longvideo_r1_episodes.py). Writes
+``tests/reference/generated/longvideo_r1/cases.json`` (``--kinds``: only those kinds redrawn, the rest kept).
 """
 
 from __future__ import annotations
@@ -25,12 +26,15 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import SRC, examples, outcome, write_cases  # noqa: E402
+from common import SRC, examples, kept_kinds, outcome, write_cases  # noqa: E402
 from release_import import load_file, stub  # noqa: E402
 from reply_strategies import JSON_VALUE, NUMBER, TEXT  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 COMMIT = "77c87ec64779375b07e23f7f9b40a91f84d7dc35"
+#: The kinds in cases.json's order.
+KINDS = ["tree_width", "video_qa_frames", "caption_frame_size", "video_qa_frame_size", "parse_function_call",
+         "extract_blocks", "extract_caption", "caption_tree", "episodes"]
 
 
 class Video:
@@ -164,12 +168,8 @@ def tagged_text() -> st.SearchStrategy[str]:
                     max_size=5).map("".join)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--src", type=Path, default=SRC / "longvideo_r1")
-    parser.add_argument("--n", type=int, default=600)
-    args = parser.parse_args()
-    eval_utils, data_utils, captions = load_release(args.src)
+def function_kinds(args, eval_utils, data_utils, captions) -> dict[str, list[dict]]:
+    """Every kind but episodes (each drawn on its own, so computing them together changes none)."""
     kinds: dict[str, list[dict]] = {}
     quiet = contextlib.redirect_stdout(io.StringIO())
 
@@ -233,7 +233,27 @@ def main() -> None:
     rates = st.one_of(st.floats(0.05, 120), st.sampled_from([0.0, -1.0, 1.0, 4.0, 25.0, 30.0, 29.97002997002997]))
     kinds["caption_tree"] = [{"input": {"n_frames": n, "fps": f}, "output": outcome(lambda: caption_tree(captions, n, f))}
                              for n, f in examples(st.tuples(frames, rates), args.n // 4)]
-    print(write_cases("longvideo_r1", {"release": "github qiujihao19/LongVideo-R1", "commit": COMMIT}, kinds))
+    return kinds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--src", type=Path, default=SRC / "longvideo_r1")
+    parser.add_argument("--n", type=int, default=600)
+    parser.add_argument("--kinds", nargs="+", choices=KINDS, default=KINDS,
+                        help="regenerate only these kinds (the others are kept as cases.json holds them)")
+    args = parser.parse_args()
+    eval_utils, data_utils, captions = load_release(args.src)
+    kinds: dict[str, list[dict]] = {}
+    if set(args.kinds) - {"episodes"}:
+        kinds.update({k: v for k, v in function_kinds(args, eval_utils, data_utils, captions).items()
+                      if k in args.kinds})
+    if "episodes" in args.kinds:
+        from longvideo_r1_episodes import episode_cases
+
+        kinds["episodes"] = episode_cases(args.src, captions, eval_utils, Video, args.n // 2)
+    print(write_cases("longvideo_r1", {"release": "github qiujihao19/LongVideo-R1", "commit": COMMIT},
+                      kept_kinds("longvideo_r1", kinds, KINDS)))
 
 
 if __name__ == "__main__":

@@ -204,6 +204,8 @@ def video_qa_args(args: Any, width: int) -> tuple[tuple[int, int, int], str]:
         raise SampleKilled(f"video_qa: arguments {args!r} are not ((h, m, l), query) ({exc})") from None
     if not all(1 <= i <= width for i in (h, m, l)):
         raise SampleKilled(f"video_qa: ids {(h, m, l)} must lie in [1, {width}]")
+    if not all(isinstance(i, int) for i in segment):  # EU:178-183 index the splits with the ids as written
+        raise SampleKilled(f"video_qa: ids {segment!r} must be integers (the release indexes with them)")
     if not isinstance(query, str):
         raise SampleKilled(f"video_qa: the query must be a text, got {query!r}")
     return (h, m, l), query
