@@ -1178,6 +1178,27 @@ def _eager(store: WorldMMStore, query: str, k: int, context: SearchContext) -> l
     return out[:k]
 
 
+#: A W9 reply naming a full 2k of the one-passage-level store's captions (no ranking then reads a score).
+_FULL_W9 = '["10sec@20-30", "3min@0-180", "30sec@0-30", "10sec@10-20", "10sec@0-10", "30sec@30-60"]'
+
+
+def _w8_w9_rules(w9: str) -> list[dict]:
+    """Scripted W8 replies (each level keeps one fact) and the given W9 reply."""
+    return [{"match": ["Fact filtering", "hot tea"], "text": '{"fact": [["i", "drink", "hot tea"]]}'},
+            {"match": "Fact filtering", "text": '{"fact": [["i", "pour", "water"]]}'},
+            {"match": "Caption ranking", "text": w9}]
+
+
+def _search_beside_eager(store: WorldMMStore, w9: str, tmp_path):
+    """The search for "hot water tea" and the release's eager order on the same replies: (found, its context,
+    its requests, the eager order's (item, score) list, the eager requests)."""
+    ask, sent = asker(_w8_w9_rules(w9), tmp_path)
+    context = SearchContext(ask=ask)
+    found = store.search("hot water tea", 3, memory_type="episodic", context=context)
+    eager_ask, eager_sent = asker(_w8_w9_rules(w9), tmp_path)
+    return found, context, sent, _eager(store, "hot water tea", 3, SearchContext(ask=eager_ask)), eager_sent
+
+
 def _with_episodic(store: WorldMMStore, path, **episodic) -> WorldMMStore:
     """The store opened again with ``episodic`` settings changed (the search reads them at query time)."""
     config = {**store.config, "episodic": {**store.config["episodic"], **episodic}}
@@ -1193,16 +1214,8 @@ def test_w8_is_skipped_on_a_one_passage_level_only_where_it_cannot_change_the_re
     store = _with_episodic(_one_passage_level_store(tmp_path / "store", bag_of_words), tmp_path / "store",
                            zero_weight_entities="keep")
     assert len(store.index("3min", None).passages) == 1 and store.index("3min", None).facts
-    full = '["10sec@20-30", "3min@0-180", "30sec@0-30", "10sec@10-20", "10sec@0-10", "30sec@30-60"]'
-    for w9, skipped in ((full, True), ('["3min@0-180"]', False)):
-        rules = [{"match": ["Fact filtering", "hot tea"], "text": '{"fact": [["i", "drink", "hot tea"]]}'},
-                 {"match": "Fact filtering", "text": '{"fact": [["i", "pour", "water"]]}'},
-                 {"match": "Caption ranking", "text": w9}]
-        ask, sent = asker(rules, tmp_path)
-        context = SearchContext(ask=ask)
-        found = store.search("hot water tea", 3, memory_type="episodic", context=context)
-        eager_ask, eager_sent = asker(rules, tmp_path)
-        expected = _eager(store, "hot water tea", 3, SearchContext(ask=eager_ask))
+    for w9, skipped in ((_FULL_W9, True), ('["3min@0-180"]', False)):
+        found, context, sent, expected, eager_sent = _search_beside_eager(store, w9, tmp_path)
         assert [i.item_id for i in found] == [i for i, _ in expected]
         filters = [r for r in sent if r.purpose == "worldmm:fact_filter"]
         assert len(filters) == sum(r.purpose == "worldmm:fact_filter" for r in eager_sent) - skipped
@@ -1215,10 +1228,7 @@ def test_putting_w8_off_can_be_turned_off_for_the_release_s_order_of_calls(tmp_p
     """``episodic.put_off_single_passage_filter: false``: every level's W8 call is made up front, as the release
     does (the memory-systems bench runs both side by side); the same items come back, one W8 call more."""
     store = _one_passage_level_store(tmp_path / "store", bag_of_words)
-    full = '["10sec@20-30", "3min@0-180", "30sec@0-30", "10sec@10-20", "10sec@0-10", "30sec@30-60"]'
-    rules = [{"match": ["Fact filtering", "hot tea"], "text": '{"fact": [["i", "drink", "hot tea"]]}'},
-             {"match": "Fact filtering", "text": '{"fact": [["i", "pour", "water"]]}'},
-             {"match": "Caption ranking", "text": full}]
+    rules = _w8_w9_rules(_FULL_W9)
     found = {}
     for put_off in (True, False):
         opened = _with_episodic(store, tmp_path / "store", put_off_single_passage_filter=put_off,
@@ -1244,15 +1254,7 @@ def test_w8_is_never_put_off_where_its_reply_could_lose_the_question(tmp_path, b
     candidates = level.candidate_facts(qv, 5)
     assert level.may_raise(candidates, store.config["episodic"])
     assert not level.may_raise(candidates, {**store.config["episodic"], "zero_weight_entities": "keep"})
-    full = '["10sec@20-30", "3min@0-180", "30sec@0-30", "10sec@10-20", "10sec@0-10", "30sec@30-60"]'
-    rules = [{"match": ["Fact filtering", "hot tea"], "text": '{"fact": [["i", "drink", "hot tea"]]}'},
-             {"match": "Fact filtering", "text": '{"fact": [["i", "pour", "water"]]}'},
-             {"match": "Caption ranking", "text": full}]
-    ask, sent = asker(rules, tmp_path)
-    context = SearchContext(ask=ask)
-    found = store.search("hot water tea", 3, memory_type="episodic", context=context)
-    eager_ask, eager_sent = asker(rules, tmp_path)
-    expected = _eager(store, "hot water tea", 3, SearchContext(ask=eager_ask))
+    found, context, sent, expected, eager_sent = _search_beside_eager(store, _FULL_W9, tmp_path)
     assert [i.item_id for i in found] == [i for i, _ in expected]
     assert not any(FILTER_SKIP_NOTE in n for n in context.notes)
     assert (sum(r.purpose == "worldmm:fact_filter" for r in sent)
