@@ -60,15 +60,26 @@ def mark_subset(tables: Any, cover: Coverage) -> Any:
     return replace(tables, table=table)
 
 
-def source_label(table: pl.DataFrame) -> str:
-    """Our rows' source label: marked when the table was computed on a subset."""
-    partial = "subset" in table.columns and table.height and bool(table["subset"].any())
+def ours_label(partial: bool) -> str:
+    """Our rows' source label beside published rows: marked when computed on fewer questions than they were."""
     return f"{OURS} {SUBSET_MARK} subset" if partial else OURS
 
 
+def subset_note(computed_on: str, published_on: str, coverage_line: str) -> str:
+    """The note under a table whose rows are marked by :func:`ours_label`: what it was computed on, what the
+    published rows were, and the coverage sentence."""
+    return f"{SUBSET_MARK} Computed on {computed_on}, not {published_on} the published rows were: {coverage_line}."
+
+
+def _partial(table: pl.DataFrame) -> bool:
+    return bool("subset" in table.columns and table.height and table["subset"].any())
+
+
+def source_label(table: pl.DataFrame) -> str:
+    """Our rows' source label in a benchmark table: marked when the table was computed on a subset."""
+    return ours_label(_partial(table))
+
+
 def subset_notes(table: pl.DataFrame) -> list[str]:
-    """The note under a table computed on a subset (none for the full set)."""
-    if source_label(table) == OURS:
-        return []
-    return [f"{SUBSET_MARK} Computed on a subset, not the full set the published rows were: "
-            f"{table['coverage'][0]}."]
+    """The note under a benchmark table computed on a subset (none for the full set)."""
+    return [subset_note("a subset", "the full set", table["coverage"][0])] if _partial(table) else []

@@ -13,14 +13,14 @@ from typing import Any, Mapping
 import polars as pl
 
 from senri.aggregate import LLM_CALL_COLUMNS, RUN_KEYS
+from senri.report.coverage import OURS, ours_label, subset_note
 
 PUBLISHED_DIR = Path(__file__).resolve().parent / "published"
 #: VideoLucy appendix A.8: mean LLM calls per question of VideoLucy, VideoAgent and VideoTree (42 random EgoMem
 #: questions, at most 20 calls).
 A8_LLM_CALLS = "videolucy_a8_llm_calls.csv"
 A8_COLUMNS = ("Method", "Mean LLM calls per question", "Questions", "Benchmark", "Cap on LLM calls")
-#: The ``source`` cell of senri's own rows and the mark of the published ones.
-THIS_RUN_SET = "this run set"
+#: The mark of the published rows (senri's own are :data:`~senri.report.coverage.OURS`).
 PUBLISHED = "published"
 
 
@@ -51,7 +51,7 @@ def a8_llm_call_rows() -> pl.DataFrame:
 
 def with_a8_rows(calls: pl.DataFrame) -> pl.DataFrame:
     """The model-call table with a ``source`` column and appendix A.8's published rows under senri's own."""
-    ours = calls.with_columns(source=pl.lit(THIS_RUN_SET))
+    ours = calls.with_columns(source=pl.lit(OURS))
     columns = [*RUN_KEYS, *LLM_CALL_COLUMNS, "source"]
     return pl.concat([ours.select(columns), a8_llm_call_rows().select(columns)], how="vertical_relaxed")
 
@@ -125,13 +125,9 @@ def table2_beside_paper(main: pl.DataFrame, keys: list[str], names: Mapping[str,
 
 
 def table2_source_label(questions: int, partial: bool, coverage_line: str) -> tuple[str, list[str]]:
-    """Our rows' source beside Table 2's published rows, marked :data:`~senri.coverage.SUBSET_MARK` (and the note
-    saying why) when the run set is not SENRI-Bench's full 500 questions."""
-    from senri.coverage import SUBSET_MARK
-    from senri.report.coverage import OURS
-
+    """Our rows' source beside Table 2's published rows, marked (:func:`~senri.report.coverage.ours_label`, and
+    the note saying why) when the run set is not SENRI-Bench's full 500 questions."""
     if not partial and questions == SENRI_BENCH_QUESTIONS:
-        return OURS, []
-    return f"{OURS} {SUBSET_MARK} subset", [f"{SUBSET_MARK} Computed on {questions:,} questions, not the "
-                                            f"{SENRI_BENCH_QUESTIONS} of SENRI-Bench the published rows were: "
-                                            f"{coverage_line}."]
+        return ours_label(False), []
+    return ours_label(True), [subset_note(f"{questions:,} questions", f"the {SENRI_BENCH_QUESTIONS} of SENRI-Bench",
+                                          coverage_line)]
