@@ -40,11 +40,10 @@ from senri.benchmarks.layouts import Breakdown, Layout, column_counts, column_co
 from senri.benchmarks.scoring import layout_value, scorer as load_scorer
 from senri.percent import percent_value
 from senri.report.coverage import source_label, subset_notes
+from senri.report.published import PUBLISHED_DIR  # VideoLucy's published rows beside the benchmark tables
 from senri.report.tables import CHANCE_METHOD, STATS_SCHEMA, run_filter
 from senri.stats import PairedComparison, compare
 
-#: VideoLucy's published rows, copied from the paper's tables (tests check them against tests/reference/).
-PUBLISHED_DIR = Path(__file__).resolve().parent / "published"
 #: How long a reply is shown in the flips table (the question browser has it whole).
 REPLY_CHARS = 120
 
