@@ -37,7 +37,7 @@ import httpx
 import numpy as np
 
 from senri.backends.base import BackendError
-from senri.backends.openai import endpoint_settings, post_with_retries
+from senri.backends.openai import bearer_headers, endpoint_settings, post_with_retries
 from senri.secrets import scrub
 
 #: The API's limit on inputs per request.
@@ -164,7 +164,7 @@ class EmbeddingsClient:
         body: dict[str, Any] = {"model": self.model, "input": batch, "encoding_format": "float"}
         if self.dimensions is not None:
             body["dimensions"] = self.dimensions
-        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        headers = bearer_headers(self)
         started = time.perf_counter()
         done = post_with_retries(self, lambda: self._client.post(f"{self.base_url}/embeddings", json=body,
                                                                  headers=headers))

@@ -98,6 +98,11 @@ def endpoint_settings(client: Any, config: Mapping[str, Any], what: str) -> None
     client._rng = random.Random(0)
 
 
+def bearer_headers(client: Any) -> dict[str, str]:
+    """The ``Authorization`` header of a client set up by :func:`endpoint_settings` (none without a key)."""
+    return {"Authorization": f"Bearer {client._api_key}"} if client._api_key else {}
+
+
 @dataclass
 class Retried:
     """What :func:`post_with_retries` ended with: the 200 response (None when every attempt failed or a status
@@ -175,13 +180,11 @@ class OpenAIBackend(Backend):
         # The base URL is left out on purpose: the same model behind another host gives the same answers.
         return {"kind": self.kind, "model": self.model, "extra_body": self.extra_body}
 
-    def _headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
     async def _attempt(self, client: httpx.AsyncClient, body: dict[str, Any]) -> httpx.Response:
         """One POST, its body read in full, under one deadline for connect, wait and read together."""
         return await asyncio.wait_for(
-            client.post(f"{self.base_url}/chat/completions", json=body, headers=self._headers()), self.timeout_s)
+            client.post(f"{self.base_url}/chat/completions", json=body, headers=bearer_headers(self)), self.timeout_s)
 
     def request_body(self, request: ChatRequest) -> dict[str, Any]:
         return chat_body(request, self.model, video_ok=self.capabilities.video, extra=self.extra_body,
@@ -245,7 +248,7 @@ class OpenAIBackend(Backend):
         if not self.health_url:
             return False
         try:
-            response = await client.get(self.health_url, headers=self._headers(), timeout=10.0)
+            response = await client.get(self.health_url, headers=bearer_headers(self), timeout=10.0)
         except (httpx.HTTPError, OSError):
             return False
         return response.status_code == 200

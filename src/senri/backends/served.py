@@ -26,7 +26,7 @@ from typing import Any, Iterator, Mapping
 import httpx
 
 from senri.backends.base import BackendError, Capabilities, ChatRequest, EngineUnavailable, text_only
-from senri.backends.openai import OpenAIBackend
+from senri.backends.openai import OpenAIBackend, bearer_headers
 from senri.backends.openai_format import chat_body, chat_messages, chat_template_kwargs
 
 log = logging.getLogger(__name__)
@@ -142,7 +142,7 @@ class ServedBackend(OpenAIBackend):
                 **({"chat_template_kwargs": self.template_kwargs} if self.template_kwargs else {})}
         try:
             response = httpx.post(self.base_url.removesuffix("/v1") + "/tokenize", json=body,
-                                  headers=self._headers(), timeout=60)
+                                  headers=bearer_headers(self), timeout=60)
             response.raise_for_status()
             return int(response.json()["count"]) + self.media_tokens(request)
         except httpx.TransportError as exc:

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 import httpx
 
 from senri.backends.base import BackendError
-from senri.backends.openai import endpoint_settings, post_with_retries
+from senri.backends.openai import bearer_headers, endpoint_settings, post_with_retries
 from senri.secrets import scrub
 
 from senri.media import SAMPLE_RATE, wav_bytes  # noqa: F401  (A-T4: 16 kHz mono 16-bit PCM, what Whisper reads)
@@ -72,7 +72,7 @@ class Transcriber:
         data = {"model": self.model, "response_format": "verbose_json"}
         if prompt:
             data["prompt"] = prompt
-        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        headers = bearer_headers(self)
         started = time.perf_counter()
         done = post_with_retries(self, lambda: self._client.post(
             f"{self.base_url}/audio/transcriptions", data=data, headers=headers,
