@@ -234,9 +234,9 @@ def paravt_crop_frames_torchvision(case: dict) -> None:
     """A crop torchcodec refuses, on a real file through torchvision 0.25's own read_video and resize: senri's
     torchcodec rule refuses it too; senri's model of read_video, given the stream's time base, decodes the
     same frames (or refuses where read_video raised) and its fallback returns the frames crop_frames returned,
-    at their size. senri's crop_plan compares in seconds (it is not given the time base): where that gives
-    other frames — a bound within one unit of a frame — the case is the named deviation
-    ``torchvision_times_in_seconds``, checked to be exactly that."""
+    at their size; so does the method's crop_plan given the time base the probe records. Without a time base
+    (a VideoInfo not made by the probe) crop_plan compares in seconds: where that gives other frames, the
+    seconds window must differ from the stream-unit one (a bound within one unit of a frame)."""
     from fractions import Fraction
 
     from senri.methods.paravt import crop_plan
@@ -255,13 +255,13 @@ def paravt_crop_frames_torchvision(case: dict) -> None:
         assert raised is None and decoded == out["torchvision_decoded"], (decoded, raised, out)
     exact, _ = run(lambda: torchvision_fallback(start, end, fps, n_frames, 1.0, 1, 16, time_base))
     assert (exact or []) == out["returned_indices"], (exact, out)
-    got = crop_plan(start, end, fps, n_frames)
-    assert _paravt_returned(got, video, PARAVT_CROP)[1] in (out["resize_hw"], None), (got, out)
-    if got != out["returned_indices"]:
+    got = crop_plan(start, end, fps, n_frames, time_base=time_base)
+    assert got == out["returned_indices"], (got, out)
+    assert _paravt_returned(got, video, PARAVT_CROP) == (out["returned_frames"], out["resize_hw"]), (got, out)
+    in_seconds = crop_plan(start, end, fps, n_frames)
+    if in_seconds != got:
         seconds, _ = run(lambda: torchvision_window(start, end, fps, n_frames))
         assert seconds != decoded, (seconds, decoded)
-        raise Deviation("torchvision_times_in_seconds")
-    assert _paravt_returned(got, video, PARAVT_CROP) == (out["returned_frames"], out["resize_hw"]), (got, out)
 
 
 def paravt_qvu_smart_resize(case: dict) -> None:
@@ -580,7 +580,10 @@ def longvideo_r1_episodes(case: dict) -> None:
     with the same scripted replies and a tree of the same shape: every controller call's messages by prompt
     role (R1 system, R2 first turn, R3 caption, R3c video-QA answer, R4 nudge, R5 last round, the assistant's
     replies), the tool calls read and their arguments, the video-QA calls (query, frames, their time labels,
-    images), the turn count, the final answer and whether the sample was lost."""
+    images), the turn count, the final answer and whether the sample was lost. A sample lost to a failed call
+    (no scripted reply left) is scored "A" as run_all scores it (``failed_call: release_letter_a``, the default)
+    with its error kept; the episode is replayed under ``failed_call: error_row`` too: the same calls, unanswered,
+    the same error."""
     import ast
 
     from senri.methods.longvideo_r1 import nested_low_part, parse_call, sample_ids
@@ -625,14 +628,27 @@ def longvideo_r1_episodes(case: dict) -> None:
     lost = out["error"] is not None
     assert (answer.trace["outcome"] == "killed") == lost, (answer.trace["outcome"], out["error"])
     assert answer.trace["final"] == out["pred"], (answer.trace["final"], out["pred"])
+    call_failed = bool(answer.tally.errors)  # here: no scripted reply left, as a dead server's client raises
+    assert not call_failed or lost, (answer.tally.errors, out)  # a failed call always loses the sample
+    assert (answer.error is not None) == call_failed and answer.trace["failed_call"] == \
+        ("release_letter_a" if call_failed else None), (answer.error, answer.trace["failed_call"])
     if out["pred"] is None:  # R-A1: the release scores a question without an answer "A" (run_all)
-        if answer.pred is None and answer.tally.errors:
-            # senri: a question lost to a failed model call (here: no scripted reply left, a dead server) is an
-            # error row that counts wrong, never a guess (docs/protocol.md R-L5/R5/R-A1)
-            raise Deviation("failed_call_error_row")
-        assert answer.pred == "A", (answer.pred, out)
+        assert answer.pred == "A" and answer.trace["defaulted_to"] == "A", (answer.pred, out)
     else:
         assert answer.pred == (out["pred"] if out["pred"] in question.letters else None), (answer.pred, out["pred"])
+    if call_failed:  # the episode again under ``failed_call: error_row`` (senri's rule): the same calls, unanswered
+        method.failed_call = "error_row"
+        try:
+            controller.load(given["replies"])
+            video_qa.load(given["video_qa_replies"])
+            method.captions.clear()
+            row = method.answer(question)
+        finally:
+            method.failed_call = "release_letter_a"
+        assert len(controller.requests) == out["rounds"] and len(video_qa.requests) == len(out["video_qa"])
+        assert row.pred is None and row.error == answer.error and row.trace["defaulted_to"] is None, \
+            (row.pred, row.error, answer.error)
+        assert row.trace["failed_call"] == "error_row" and row.trace["outcome"] == "killed", row.trace["outcome"]
 
 
 def longvideo_r1_parse_function_call(case: dict) -> None:

@@ -18,9 +18,8 @@ from generated_seekers import ADAPTERS, SYSTEMS, generated, sample, verdict
 PER_KIND = {"forced_turn": 6, "caption_tree": 12, "episodes": 12}
 DEFAULT_PER_KIND = 30
 #: The deviations each system may name (docs/protocol.md), nothing else.
-NAMED = {"paravt": {"multiple_choice_only", "frame_without_pixels_refused", "torch_build_linspace",
-                    "torchvision_times_in_seconds"},
-         "video_o3": {"frame_without_pixels_refused"}, "longvideo_r1": {"failed_call_error_row"}, "videoarm": set()}
+NAMED = {"paravt": {"multiple_choice_only", "frame_without_pixels_refused", "torch_build_linspace"},
+         "video_o3": {"frame_without_pixels_refused"}, "longvideo_r1": set(), "videoarm": set()}
 
 
 @pytest.mark.parametrize("system", SYSTEMS)

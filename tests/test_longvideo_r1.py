@@ -223,16 +223,38 @@ def test_the_last_round_notice_a_missing_answer_scored_a_and_what_kills_a_questi
         assert answer.tally.health["defaulted_answers"] == 1 and not answer.tally.errors
 
 
-def test_a_failed_tool_call_is_an_error_row_never_a_guess_and_a_text_only_tool_is_refused(tmp_path):
+def test_a_failed_tool_call_is_scored_as_the_release_scores_it_and_still_an_error_and_a_text_only_tool_is_refused(
+        tmp_path):
+    """R-A1, ``failed_call``: the release's run_all scores a question lost to a failed call "A" like any lost
+    sample (the default, ``release_letter_a``), and its row keeps the error, so the run-health tables count it;
+    ``error_row`` leaves it unanswered, counted wrong."""
+    from senri.answer import prediction_row
     from senri.backends.base import Capabilities
     from senri.methods.longvideo_r1 import LongVideoR1
 
     controller = [{"text": '<think>x</think><tool>video_qa((1,1,1), "which colour?")</tool>'}]
     tools = [{"match": "which colour", "error": "server went away"}] + TOOL_RULES[1:]
-    context, _, _ = _context(tmp_path, controller, tools=tools)
-    answer = LongVideoR1(context).answer(_question(answer="A"))
-    assert answer.pred is None and answer.error and "server went away" in answer.error
+    rows = {}
+    for rule in ("release_letter_a", "error_row"):
+        (tmp_path / rule).mkdir()
+        method = {"failed_call": rule} if rule == "error_row" else None  # the shipped default is the release's
+        context, _, _ = _context(tmp_path / rule, controller, method=method, tools=tools)
+        answer = LongVideoR1(context).answer(_question(answer="A"))
+        assert answer.error and "server went away" in answer.error and answer.parse_ok is False, rule
+        assert answer.trace["outcome"] == "killed" and answer.trace["failed_call"] == rule, rule
+        rows[rule] = (answer, prediction_row(_question(answer="A"), "longvideo_r1", "controller", "none", answer,
+                                             None))
+    answer, row = rows["release_letter_a"]
+    assert answer.pred == "A" and answer.trace["defaulted_to"] == "A"
+    assert answer.tally.health["defaulted_answers"] == 1
+    assert row.pred == "A" and row.correct and "server went away" in row.error  # scored, and still an error
+    answer, row = rows["error_row"]
+    assert answer.pred is None and answer.trace["defaulted_to"] is None
     assert "defaulted_answers" not in answer.tally.health
+    assert row.pred is None and not row.correct and "server went away" in row.error
+    (tmp_path / "bad").mkdir()
+    with pytest.raises(ValueError, match="failed_call must be one of release_letter_a, error_row"):
+        LongVideoR1(_context(tmp_path / "bad", controller, method={"failed_call": "guess"}, tools=tools)[0])
     text_only = Capabilities(images=False)
     problems = LongVideoR1.capability_problems("longvideo_r1", {}, "llm", text_only,
                                                {"caption": ("llm", text_only), "video_qa": ("vlm", Capabilities(images=True))})

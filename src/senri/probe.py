@@ -78,6 +78,16 @@ def _rate(text: str | None) -> float:
         return 0.0
 
 
+def stream_time_base(text: Any) -> str | None:
+    """ffprobe's ``time_base`` of a stream ("1/15360") as a reduced fraction string; None where it is absent or
+    not a positive fraction ("0/0", "N/A"), so a stage that needs it falls back rather than dividing by it."""
+    try:
+        value = Fraction(str(text))
+    except (ValueError, ZeroDivisionError):
+        return None
+    return str(value) if value > 0 else None
+
+
 def _float(value: Any) -> float | None:
     try:
         return float(value)
@@ -156,6 +166,7 @@ def probe(path: str | Path, video_id: str, keyframe_scan_s: float = 120.0) -> Vi
         decodable_s=round(verdict.decodable_s, 6),
         start_s=round(verdict.start_s, 6),
         duration_source=verdict.duration_source,
+        time_base=stream_time_base(video.get("time_base")),
     )
 
 

@@ -13,6 +13,7 @@ import tempfile
 import types
 import typing
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -140,6 +141,15 @@ class VideoInfo:
     #: Where ``duration_s`` came from: stream | tag | container | decoded (none declared, or contradicted by
     #: what decodes: the decoded extent replaces it).
     duration_source: str = "stream"
+    #: The video stream's time base as ffprobe reports it ("1/15360"): the unit its timestamps count in. A
+    #: decoder that compares timestamps, not seconds, rounds window bounds to it (ParaVT's torchvision fallback,
+    #: :func:`senri.resample.torchvision_window`). None: not known (a record not made by the probe stage).
+    time_base: str | None = None
+
+    @property
+    def stream_time_base(self) -> Fraction | None:
+        """:attr:`time_base` as a fraction of a second (None when not known)."""
+        return Fraction(self.time_base) if self.time_base else None
 
 
 @dataclass(frozen=True)

@@ -157,7 +157,8 @@ def torchvision_fallback(start_s: float, end_s: float, fps: float, n_total: int,
     decodes the frames whose time lies in [start, end] plus, when no frame starts exactly at ``start`` (and
     start > 0), the last frame before it; then :func:`smart_nframes` over those frames (below two it raises)
     and round(linspace) among them. A reversed window raises ValueError, as torchvision does. Frame times are
-    compared in seconds (torchvision compares stream time-base units: the two differ only within one unit)."""
+    compared in the stream's ``time_base`` units as torchvision compares them; without one, in seconds (the two
+    differ only where a bound falls within one unit of a frame)."""
     decoded = torchvision_window(start_s, end_s, fps, n_total, time_base)
     n = smart_nframes(len(decoded), fps, target_fps, min_frames, max_frames)
     return [decoded[i] for i in round_linspace(0, len(decoded) - 1, n)]

@@ -32,6 +32,12 @@ ids out of range, a wrong number of ids, a QA reply without ``<answer>``, a requ
 question without an answer, and (R-A1) a question without an answer is scored as the release scores it: as "A"
 (``missing_answer: A``, counted ``defaulted_answers``; ``missing_answer: none`` leaves it unanswered). An answer
 counts only when it is exactly an option letter (the release's exact string match against the gold letter).
+
+A question lost to a model call that failed for good (a dead server: the release's client raises and
+``process_one_entry`` catches it like any other error) is scored the same way by default (``failed_call:
+release_letter_a``, run_all's "A"), but its row keeps the failed call in ``error``, so it counts among the run's
+errors in the run-health tables and never passes for an answer; ``failed_call: error_row`` (senri's rule for
+every other method) leaves it unanswered, counted wrong.
 """
 
 from __future__ import annotations
@@ -61,11 +67,23 @@ TOOL_ROLES = ("caption", "video_qa")
 #: ``null_reply``: ``lose_question`` (the release: a reply whose content is null raises in its reader and the
 #: sample ends without an answer) or ``nudge`` (senri: read as an empty reply, popped and nudged).
 NULL_REPLIES = ("lose_question", "nudge")
+#: ``failed_call``: ``release_letter_a`` (the release: a question lost to a failed model call is scored as any
+#: lost sample, by ``missing_answer``, its row still marked with the error) or ``error_row`` (senri: unanswered).
+FAILED_CALLS = ("release_letter_a", "error_row")
 
 
 #: The options whose non-default value departs from the release (option -> the release's value): the report marks
 #: a run that set one (the registry ``senri.methods.DEVIATIONS`` reads this mapping).
-DEVIATIONS = {"call_parser": "release", "null_reply": "lose_question", "missing_answer": "A"}
+DEVIATIONS = {"call_parser": "release", "null_reply": "lose_question", "missing_answer": "A",
+              "failed_call": "release_letter_a"}
+
+
+def scored_as_missing(missing_answer: str | None, failed_call: str, call_failed: bool) -> bool:
+    """Whether a question that ended without an answer is scored "A" (R-A1, run_all): under ``missing_answer:
+    A``, always where no model call failed; where one failed for good, only under ``failed_call:
+    release_letter_a`` (the release cannot tell the two apart). The row of a failed call keeps its error either
+    way (:attr:`MethodAnswer.error`): it counts among the run's errors, and ``error_row`` also scores it wrong."""
+    return missing_answer == "A" and (not call_failed or failed_call == "release_letter_a")
 
 
 class SampleKilled(Exception):
@@ -275,8 +293,10 @@ class LongVideoR1(CropSeeker):
         self.jpeg_quality = int(config.get("jpeg_quality", 75))
         self.call_parser = str(config.get("call_parser", "release"))
         self.null_reply = str(config.get("null_reply", "lose_question"))
+        self.failed_call = str(config.get("failed_call", "release_letter_a"))
         for key, value, allowed in (("call_parser", self.call_parser, tuple(_CALL)),
-                                    ("null_reply", self.null_reply, NULL_REPLIES)):
+                                    ("null_reply", self.null_reply, NULL_REPLIES),
+                                    ("failed_call", self.failed_call, FAILED_CALLS)):
             if value not in allowed:
                 raise ValueError(f"method {context.method_name!r}: {key} must be one of {', '.join(allowed)}, "
                                  f"got {value!r}")
@@ -494,14 +514,13 @@ class LongVideoR1(CropSeeker):
         if final is None and outcome == "max_rounds":
             tally.count("forced_answers")  # the last-round notice was given and no answer came
         pred = answer_letter(final, question)
-        # R-A1: the release scores a missing answer as "A"; a question lost to a failed model call is an error
-        # row instead (it counts wrong and shows in run health), never a guess
-        defaulted = final is None and self.missing_answer == "A" and not tally.errors
+        defaulted = final is None and scored_as_missing(self.missing_answer, self.failed_call, bool(tally.errors))
         if defaulted:
             pred = "A"
             tally.count("defaulted_answers")
         trace = {"width": self.width, "steps": steps, "calls": calls, "outcome": outcome, "final": final,
                  "defaulted_to": "A" if defaulted else None,
+                 "failed_call": self.failed_call if tally.errors else None,  # the rule that scored a failed call
                  "tool_models": {role: name for role, (name, _) in self.tool_models.items()}}
         return MethodAnswer(pred, final, pred is not None and not defaulted, tally, trace)
 

@@ -13,7 +13,8 @@ then up to three turns of parallel ``crop_video`` calls re-sampled from the sour
   that is not an object, or whose ``arguments`` is not one, loses the question as the release's raise does
   (``malformed_tool_calls: drop`` drops it instead);
 - P-T1/T2: a crop is 1 fps, 2–16 frames (even), ≤ 50176 px per frame, indices by the shared rule
-  (:mod:`senri.resample`) on senri's exact decoder, torchvision's fallback where torchcodec refuses;
+  (:mod:`senri.resample`) on senri's exact decoder, torchvision's fallback where torchcodec refuses (its
+  window compared in the stream's time-base units, the probe's ``VideoInfo.time_base``);
 - P-A1: the letter is read by the release's cascade (:func:`extract_letter`; ``answer_reader: senri`` reads
   it with the project's parser).
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import json
 import re
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -205,16 +207,19 @@ def answer_letter(final: str, question: Question, reader: str = "release") -> st
 
 
 def crop_plan(start_s: float, end_s: float, fps: float, n_frames: int, target_fps: float = 1.0,
-              min_frames: int = 1, max_frames: int = 16) -> list[int]:
+              min_frames: int = 1, max_frames: int = 16, time_base: Fraction | None = None) -> list[int]:
     """A crop's source frames (P-T1, P-T2) as crop_frames picks them: the torchcodec rule; where that refuses
     the window (its first frame not before its last), torchvision's fallback (:func:`torchvision_fallback`:
-    a span between two frames still gives them both); [] where that fails too (P3b)."""
+    a span between two frames still gives them both); [] where that fails too (P3b). ``time_base`` is the video
+    stream's (the probe's ``VideoInfo.time_base``): torchvision compares the window with frame timestamps in
+    its units, so a bound within one unit of a frame takes that frame in; without it the comparison is in
+    seconds (the same frames except there)."""
     try:
         return window_indices(start_s, end_s, fps, n_frames, target_fps, min_frames, max_frames)
     except ValueError:
         pass
     try:
-        return torchvision_fallback(start_s, end_s, fps, n_frames, target_fps, min_frames, max_frames)
+        return torchvision_fallback(start_s, end_s, fps, n_frames, target_fps, min_frames, max_frames, time_base)
     except ValueError:
         return []
 
@@ -248,6 +253,8 @@ class ParaVT(CropSeeker):
             if value not in allowed:
                 raise ValueError(f"method {context.method_name!r}: {key} must be one of {', '.join(allowed)}, "
                                  f"got {value!r}")
+        #: The stream's time base from the probe: torchvision's fallback compares timestamps in its units (P-T2).
+        self.time_base = context.video.stream_time_base
         self.text = self.prompts()
         self._overview: list[ImagePart] | None = None
 
@@ -277,7 +284,8 @@ class ParaVT(CropSeeker):
 
     def crop_indices(self, start_s: float, end_s: float) -> list[int]:
         """A crop's source frames (:func:`crop_plan`)."""
-        return crop_plan(start_s, end_s, self.fps, self.n_frames, self.crop_fps, *self.crop_frames)
+        return crop_plan(start_s, end_s, self.fps, self.n_frames, self.crop_fps, *self.crop_frames,
+                         time_base=self.time_base)
 
     def crop(self, start_s: float, end_s: float) -> list[ImagePart]:
         """A crop's frames, decoded (those that fail to decode left out); [] where a frame would be resized to
