@@ -37,7 +37,8 @@ RUN_LABELS = {"method": "Method", "model": "Model", "memory": "Memory"}
 FAILURE_COLUMNS = ("parse_failures", "errors", "timeouts", "missing")
 FAILURE_LABELS = {"parse_failures": "Parse failures", "errors": "Errors", "timeouts": "Timeouts", "missing": "Missing"}
 FAILURE_MARK = " †"
-FAILURE_NOTE = "† run with parse failures, backend errors or missing predictions (each counted wrong)."
+FAILURE_NOTE = ("† run with parse failures, backend errors or missing predictions (each counted wrong, except an error "
+                "row that keeps its release's fallback letter, as LongVideo-R1's failed_call: release_letter_a does).")
 
 
 class AggregateError(ValueError):
@@ -275,7 +276,8 @@ RUN_HEALTH_LABELS = {**RUN_LABELS, "questions": "Questions", "correct": "Correct
                      "checks": "Checks", "cells": "Cells", "frames_seen": "Frames seen", "tool_calls": "Tool calls",
                      "no_retrieval": "Answered without retrieval"}
 RUN_HEALTH_NOTE = ("Counts are summed from the prediction files' columns, never from logs. Parse failures, errors "
-                   "and missing count questions (each counted wrong); timed-out calls and the other counts are "
+                   "and missing count questions (each counted wrong, except an error row that keeps its "
+                   "release's fallback letter); timed-out calls and the other counts are "
                    "events, several per question possible. Failed captions, truncated captions and builder losses (items a "
                    "persistent memory's builder left out: failed, unreadable or over-limit builder calls) count "
                    "what each memory store carries once per store the run read, plus what each question added "

@@ -96,7 +96,7 @@ window.addEventListener('load',()=>{const imgs=[...document.images];
 FLAG_NOTES = {
     "missing": "no prediction file row: the run never answered (counted wrong)",
     "parse-failure": "the reply held no readable answer (counted wrong)",
-    "error": "a model call failed for good (counted wrong)",
+    "error": "a model call failed for good (counted wrong unless the release's fallback letter was kept)",
     "timeout": "a model call ran out of time",
     "forced": "the answer came from a forced round or call (the method's budget ran out)",
     "trimmed": "a request was shortened to fit the model's context or image limit",
