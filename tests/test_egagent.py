@@ -237,13 +237,13 @@ def build_store(tmp_path, clip_model):
 
     import yaml
 
-    from conftest import make_probed_clip
+    from seeker_replay import probed_clip
     from senri.captioners.base import VideoMedia
     from senri.memory.egagent.store import EGAgentStore
     from senri.memory.store import BuildRequest
     from senri.records import MemoryRow, to_frame, write_table
 
-    video, info = make_probed_clip(tmp_path, "eg")
+    video, info = probed_clip(tmp_path, "eg")  # encoded and probed once per session
     rows = [MemoryRow("eg", "coarse", float(s), float(s + 10), 1.0, 10, "h", f"I hold the red cup at {s}",
                       "perception", "t", None, None, None) for s in range(0, 120, 10)]
     table = write_table(to_frame(rows, MemoryRow), tmp_path / "captions.parquet", MemoryRow)
