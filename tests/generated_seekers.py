@@ -496,7 +496,7 @@ def longvideo_r1_caption_tree(case: dict) -> None:
 
 @lru_cache(maxsize=1)
 def _pv_clip():
-    """The shared test clip and its probe, once (each shared_clip call probes the file again)."""
+    """The shared test clip and its probe."""
     from seeker_replay import shared_clip
 
     return shared_clip()

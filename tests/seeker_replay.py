@@ -49,17 +49,45 @@ class Replay(ScriptedBackend):
 
 
 _CLIPS: list[Path] = []
+_SHARED: dict[str, tuple[Path, Any]] = {}
 
 
 def shared_clip(video_id: str = "pv"):
-    """conftest's probed test clip (160×120, 4 fps, 480 frames: the release cases' ``pv`` geometry), encoded once
-    per test session in a folder removed at exit (make_probed_clip reuses an existing file)."""
+    """conftest's probed test clip (160×120, 4 fps, 480 frames: the release cases' ``pv`` geometry) as
+    ``video_id``, encoded and probed once per test session (another id is a copy of the same bytes), in a folder
+    removed at exit. Read only: a test that changes its video makes its own (:func:`probed_clip`)."""
     from conftest import make_probed_clip
 
-    if not _CLIPS:
-        _CLIPS.append(Path(tempfile.mkdtemp(prefix="senri-seeker-clips-")))
-        atexit.register(shutil.rmtree, _CLIPS[0], True)
-    return make_probed_clip(_CLIPS[0], video_id)
+    if video_id not in _SHARED:
+        if not _CLIPS:
+            _CLIPS.append(Path(tempfile.mkdtemp(prefix="senri-seeker-clips-")))
+            atexit.register(shutil.rmtree, _CLIPS[0], True)
+        _SHARED[video_id] = (_copied(next(iter(_SHARED.values())), _CLIPS[0], video_id) if _SHARED
+                             else make_probed_clip(_CLIPS[0], video_id))
+    return _SHARED[video_id]
+
+
+def probed_clip(folder: Path, video_id: str):  # noqa: ANN201 - (video path, VideoInfo)
+    """``make_probed_clip(folder, video_id)`` without its encode and probe (about 1 s of CPU each): the shared
+    clip's bytes copied to ``folder/<video_id>.mp4``, the test's own file to change or delete. A file already
+    there is probed, as make_probed_clip does."""
+    from senri.probe import probe
+
+    video = Path(folder) / f"{video_id}.mp4"
+    if video.exists():
+        return video, probe(video, video_id)
+    return _copied(shared_clip(), Path(folder), video_id)
+
+
+def _copied(clip: tuple[Path, Any], folder: Path, video_id: str):  # noqa: ANN202 - (video path, VideoInfo)
+    """A copy of a probed clip as ``folder/<video_id>.mp4`` and its probe facts: the same bytes give the same
+    facts (the fingerprint is the content's), so only the id and the path change."""
+    from dataclasses import replace
+
+    source, info = clip
+    video = folder / f"{video_id}.mp4"
+    shutil.copyfile(source, video)
+    return video, replace(info, video_id=video_id, path=str(video))
 
 
 def seeker(method: str, backend: Replay, model: dict | None = None, **overrides: Any):

@@ -73,11 +73,14 @@ def test_auto_picks_keyframes_only_when_gops_are_short_against_the_spacing():
 @pytest.fixture(scope="module")
 def videos(tmp_path_factory):
     folder = tmp_path_factory.mktemp("indexed")
+    # As short as each case's checks allow (encoding is this module's main cost, x265 above all): 14 s hold one
+    # whole 10-s GOP and the 12-13 s window of the least-work check; 8 s of 1-s GOPs give the sparse check its
+    # 7 picks a keyframe apart and the exact check its 3-6 s window.
     made = {
         "h264_gop1s": make_indexed_video(folder / "gop1.mp4"),
-        "h264_gop10s": make_indexed_video(folder / "gop10.mp4", seconds=24, gop=300),
-        "vfr": make_indexed_video(folder / "vfr.mp4", vfr=True),
-        "hevc": make_indexed_video(folder / "hevc.mp4", codec="libx265"),
+        "h264_gop10s": make_indexed_video(folder / "gop10.mp4", seconds=14, gop=300),
+        "vfr": make_indexed_video(folder / "vfr.mp4", seconds=8, vfr=True),
+        "hevc": make_indexed_video(folder / "hevc.mp4", seconds=8, codec="libx265"),
     }
     rotated = folder / "rotated.mp4"
     rotated.write_bytes(made["h264_gop1s"].read_bytes())
@@ -234,7 +237,7 @@ def test_corrupt_middle_does_not_crash_and_answers_every_target(videos, tmp_path
 
 
 def test_watchdog_gives_up_with_a_recorded_reason(videos):
-    frames = list(decode.read_frames(videos["h264_gop10s"], decode.uniform(20, 0, 24), accuracy="exact",
+    frames = list(decode.read_frames(videos["h264_gop10s"], decode.uniform(20, 0, 14), accuracy="exact",
                                      watchdog_s=1e-6))
     assert len(frames) == 20 and all("watchdog" in f.error for f in frames)
 

@@ -237,13 +237,13 @@ def build_store(tmp_path, clip_model):
 
     import yaml
 
-    from conftest import make_probed_clip
+    from seeker_replay import probed_clip
     from senri.captioners.base import VideoMedia
     from senri.memory.egagent.store import EGAgentStore
     from senri.memory.store import BuildRequest
     from senri.records import MemoryRow, to_frame, write_table
 
-    video, info = make_probed_clip(tmp_path, "eg")
+    video, info = probed_clip(tmp_path, "eg")  # encoded and probed once per session
     rows = [MemoryRow("eg", "coarse", float(s), float(s + 10), 1.0, 10, "h", f"I hold the red cup at {s}",
                       "perception", "t", None, None, None) for s in range(0, 120, 10)]
     table = write_table(to_frame(rows, MemoryRow), tmp_path / "captions.parquet", MemoryRow)
@@ -303,6 +303,13 @@ def test_the_store_builds_from_captions_and_a_transcript_and_its_search_returns_
 QUESTION_TEXT = "What did I use in the kitchen?"
 
 
+@pytest.fixture(scope="module")
+def eg_store(tmp_path_factory, tiny_clip):
+    """One :func:`build_store` for the episode tests, built once per module (an episode only reads its store; the
+    build itself is checked by the store test above)."""
+    return build_store(tmp_path_factory.mktemp("eg_store"), tiny_clip)
+
+
 def _episode(tmp_path, clip_model, rules, built=None, **method):
     """One question through EGAgent on the scripted model; ``built``: a store from :func:`build_store` to reuse
     (the store is read only), else one is built under ``tmp_path``."""
@@ -353,9 +360,10 @@ AGENT_RULES = [
 ]
 
 
-def test_every_step_runs_frames_then_the_graph_then_the_transcript_and_the_grader_is_ignored(tmp_path, tiny_clip):
+def test_every_step_runs_frames_then_the_graph_then_the_transcript_and_the_grader_is_ignored(tmp_path, tiny_clip,
+                                                                                              eg_store):
     # windows by time here (the release compares them as text: its cases in test_egagent_release_cases.py)
-    answer, calls = _episode(tmp_path, tiny_clip, AGENT_RULES, window_compare="numeric")
+    answer, calls = _episode(tmp_path, tiny_clip, AGENT_RULES, eg_store, window_compare="numeric")
     assert answer.pred == "A" and answer.error is None
     roles = [c["purpose"].split(":")[1] for c in calls]
     step = ["frame_windows", "frame_analyzer", "frame_analyzer", "sql_writer", "transcript_reader", "grader"]
@@ -391,12 +399,12 @@ def test_every_step_runs_frames_then_the_graph_then_the_transcript_and_the_grade
 
 
 def test_a_window_without_a_time_loses_the_question_as_the_release_does_unless_whole_day_is_chosen(
-        tmp_path, tiny_clip):
+        tmp_path, tiny_clip, eg_store):
     import json as _json
 
     open_window = {"fs_params": [{"text_queries": ["cup"], "day": 1, "start_t": None, "end_t": None}]}
     rules = [{"match": "You choose where to look", "text": _json.dumps(open_window)}, *AGENT_RULES]
-    built = build_store(tmp_path, tiny_clip)
+    built = eg_store
     answer, calls = _episode(tmp_path / "error", tiny_clip, rules, built)
     assert answer.pred is None and "frame window without a time" in answer.error
     assert [c["purpose"] for c in calls] == ["egagent:planner", "egagent:frame_windows"]
@@ -490,7 +498,7 @@ def test_the_release_s_known_path_mismatches_and_bad_fields_are_named(tmp_path):
 
 
 def test_the_bm25_transcript_search_writes_keyword_queries_and_shows_the_analyzer_the_hits_in_row_order(
-        tmp_path, tiny_clip):
+        tmp_path, tiny_clip, eg_store):
     from senri.methods.egagent import bm25_hits
 
     texts = ["Pass me the red cup.", "Thanks, Anna.", "The kettle is on.", "Where is the red kettle?"]
@@ -500,7 +508,7 @@ def test_the_bm25_transcript_search_writes_keyword_queries_and_shows_the_analyze
     rules = [{"match": "You search the transcript", "text": '{"text_queries": ["red cup"]}'},
              {"match": "found by a keyword search", "text": '{"relevance": "I asked for the red cup at 00:00:04"}'},
              *AGENT_RULES]
-    built = build_store(tmp_path, tiny_clip)
+    built = eg_store
     answer, _ = _episode(tmp_path / "release", tiny_clip, rules, built, transcript_search="bm25")
     assert answer.pred is None and "more than the 3 cues" in answer.error  # under 100 cues: bm25s raises
     answer, calls = _episode(tmp_path / "option", tiny_clip, rules, built, transcript_search="bm25",
@@ -513,13 +521,13 @@ def test_the_bm25_transcript_search_writes_keyword_queries_and_shows_the_analyze
     assert answer.trace["working_memory"].count("Transcript_Search: I asked for the red cup at 00:00:04\n") == 2
 
 
-def test_a_frame_step_searches_every_window_and_max_windows_caps_them(tmp_path, tiny_clip):
+def test_a_frame_step_searches_every_window_and_max_windows_caps_them(tmp_path, tiny_clip, eg_store):
     import json as _json
 
     six = {"fs_params": [{"text_queries": [f"q{k}"], "day": 1, "start_t": 10 * k, "end_t": 10 * k + 5}
                          for k in range(6)]}
     rules = [{"match": "You choose where to look", "text": _json.dumps(six)}, *AGENT_RULES]
-    built = build_store(tmp_path, tiny_clip)
+    built = eg_store
     answer, calls = _episode(tmp_path / "release", tiny_clip, rules, built)
     windows = answer.trace["plan_steps"][0]["frames"]
     assert [w["queries"] for w in windows] == [[f"q{k}"] for k in range(6)]  # E-R1: the release runs them all

@@ -8,10 +8,9 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
 from reference import release_cases
-from senri.memory.light_omni import agent, faces, latent, memory, replies, stream
+from senri.memory.light_omni import agent, faces, memory, replies, stream
 
 CASES = release_cases("light_omni")
 KINDS = CASES["kinds"]
@@ -128,6 +127,10 @@ def test_confident_face(case):
 
 @pytest.mark.parametrize("case", _cases("compression_mask"))
 def test_compression_mask(case):
+    import torch  # torch (and latent, which needs it) in the tests that use it: collecting the suite imports neither
+
+    from senri.memory.light_omni import latent
+
     i, out = case["input"], case["output"]
     feats = [torch.tensor(f, dtype=torch.float32) for f in i["image_features"]]
     # the case's sequence: 2 text tokens, then per image its tokens and 1 text token
@@ -149,6 +152,8 @@ def test_compression_mask(case):
 
 def _soft_prompt(name, dims):
     """The cases' fixed soft prompts (32 × 1024), reconstructed from their names and checked by the outputs."""
+    import torch
+
     sp = torch.zeros(32, 1024)
     if name == "single_dim":
         sp[:, 3] = 1.0
@@ -162,6 +167,10 @@ def _soft_prompt(name, dims):
 
 @pytest.mark.parametrize("case", _cases("query_embedding"))
 def test_query_embedding(case):
+    import torch
+
+    from senri.memory.light_omni import latent
+
     i, out = case["input"], case["output"]
     texts = i["texts"] if isinstance(i["texts"], list) else [i["texts"]]
     sent = [replies.query_instruction(t) for t in texts] if i["is_query"] else texts

@@ -17,7 +17,6 @@ from enum import Enum
 from pathlib import Path
 from types import SimpleNamespace
 
-import networkx as nx
 import numpy as np
 import polars as pl
 import pytest
@@ -117,6 +116,8 @@ def hand_store(config=None, chains=()):
 
 
 def test_one_ppr_pass_matches_networkx():
+    import networkx as nx  # here: the one test that reads it, not the suite's collection
+
     store = hand_store()
     query = "who pours tea for Anna"
     ranked = store.ranked(query, types=("episode", "semantic", "visual", "entity"))
@@ -1086,11 +1087,11 @@ def answer_over(tmp_path, store: Path, system_config, method: str, rules: list[d
                 method_config: dict | None = None, info_edit: dict | None = None):
     """The prediction rows and sent requests of ``method`` over the magic_video store in ``store``, on a generated
     120-s clip "v1", through the answer stage (``answer_video``)."""
-    from conftest import make_probed_clip
+    from seeker_replay import probed_clip
     from senri.answer import MemoryInputs, answer_video
 
     tmp_path.mkdir(parents=True, exist_ok=True)
-    video, info = make_probed_clip(tmp_path, "v1")
+    video, info = probed_clip(tmp_path, "v1")  # encoded and probed once per session
     if info_edit:
         info = replace(info, **info_edit)
     table = write_table(to_frame([MemoryRow("v1", "coarse", 0.0, 120.0, 1.0, 1, "h", "a kitchen", "perception", "t",

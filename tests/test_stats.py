@@ -4,8 +4,6 @@ import math
 
 import numpy as np
 import pytest
-from scipy.stats import binomtest
-from statsmodels.stats.contingency_tables import mcnemar
 
 from senri.stats import compare, mcnemar_exact, paired_bootstrap
 
@@ -32,6 +30,9 @@ def test_mcnemar_hand_computed():
 @pytest.mark.parametrize("b, c, both, neither", [(10, 3, 40, 20), (0, 5, 7, 1), (25, 25, 100, 50), (1, 0, 0, 0),
                                                  (60, 41, 200, 199)])
 def test_mcnemar_matches_statsmodels_and_scipy(b, c, both, neither):
+    from scipy.stats import binomtest  # imported here: 2 s of CPU that collecting the suite need not pay
+    from statsmodels.stats.contingency_tables import mcnemar
+
     a, t = outcomes({(False, True): b, (True, False): c, (True, True): both, (False, False): neither})
     _, _, p = mcnemar_exact(a, t)
     table = [[both, c], [b, neither]]

@@ -1,9 +1,12 @@
 """VideoARM (spec videoarm.md, A-*): the tools' arithmetic and pixels, and whole episodes against scripted
 controllers in both tool-call forms (OpenAI function calls and the JSON action form)."""
 
+import copy
+import functools
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -258,15 +261,24 @@ def clip(tmp_path_factory):
     return path, probe(path, "v")
 
 
+@functools.lru_cache(maxsize=None)
+def _episode_config(tools: bool, extra: tuple[str, ...], method: tuple[tuple[str, Any], ...]) -> dict:
+    """compose() of an episode's run config, once per distinct setting (a compose costs ~0.25 s of CPU and the
+    episodes repeat a few settings), its scripted model's files named by placeholders the caller replaces."""
+    return compose(["method=[videoarm]", "model=[]", "dataset=demo",
+                    f"+model.s={{backend:scripted,script:SCRIPT,record:RECORD,tools:{str(tools).lower()}}}",
+                    *extra, *[f"method.videoarm.{k}={v}" for k, v in method]])
+
+
 def _method(tmp_path: Path, clip, rules: list[dict], tools: bool, extra: tuple[str, ...] = (),
             **method) -> tuple[VideoARM, Path]:
     script, record = tmp_path / "script.jsonl", tmp_path / "calls.jsonl"
     script.write_text("".join(json.dumps(r) + "\n" for r in rules))
-    cfg = compose(["method=[videoarm]", "model=[]", "dataset=demo",
-                   f"+model.s={{backend:scripted,script:{script},record:{record},tools:{str(tools).lower()}}}",
-                   *extra, *[f"method.videoarm.{k}={v}" for k, v in method.items()]])
+    cfg = copy.deepcopy(_episode_config(tools, tuple(extra), tuple(method.items())))
     spec = dict(cfg["method"]["videoarm"])
     model = dict(cfg["model"]["s"])
+    assert (model["script"], model["record"]) == ("SCRIPT", "RECORD")
+    model.update(script=str(script), record=str(record))
     from senri.backends import open_backend
 
     context = RunContext(video=clip[1], method_name="videoarm", method_config=spec, model_name="s",
@@ -574,10 +586,11 @@ def test_questions_advance_together_in_batches_and_answer_as_one_by_one(tmp_path
 
 
 @pytest.fixture(scope="module")
-def talking_clip(tmp_path_factory):
-    """The indexed 4-s, 30-fps clip with an audio track: a 440 Hz tone (AAC, 48 kHz) under the whole video."""
+def talking_clip(tmp_path_factory, clip):
+    """The indexed 4-s, 30-fps clip with an audio track: a 440 Hz tone (AAC, 48 kHz) under the whole video (the
+    ``clip`` fixture's video stream, copied)."""
     folder = tmp_path_factory.mktemp("videoarm_audio")
-    silent = make_indexed_video(folder / "silent.mp4", seconds=4, fps=30, gop=30)
+    silent = clip[0]
     path = folder / "v.mp4"
     subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", str(silent), "-f", "lavfi", "-i",
                     "sine=frequency=440:sample_rate=48000:duration=4", "-map", "0:v", "-map", "1:a", "-c:v", "copy",

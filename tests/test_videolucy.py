@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import make_probed_clip
+from seeker_replay import probed_clip
 from senri.answer import MemoryInputs, answer_video
 from senri.captioners.base import VideoMedia
 from senri.memory.hierarchy import build_memory, open_service
@@ -69,7 +69,7 @@ def script_rules(localize: str, search: list[tuple[str, str]], answer: str | Non
 @pytest.fixture(scope="module")
 def hall(tmp_path_factory):
     out = tmp_path_factory.mktemp("hall")
-    video, info = make_probed_clip(out, "hall")
+    video, info = probed_clip(out, "hall")  # the session's clip, encoded once
     return {"dir": out, "video": video, "info": info}
 
 

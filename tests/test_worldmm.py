@@ -16,7 +16,8 @@ import polars as pl
 import pytest
 import yaml
 
-from conftest import REPO, hashed_words, make_probed_clip
+from conftest import REPO, hashed_words
+from seeker_replay import probed_clip
 from senri.backends.scripted import ScriptedBackend
 from senri.captioners.base import VideoMedia
 from senri.memory.store import MEMORY_SYSTEMS, BuildRequest, MemoryItem, SearchContext
@@ -155,7 +156,7 @@ BUILD_RULES = [
 
 @pytest.fixture(scope="module")
 def clip(tmp_path_factory):
-    return make_probed_clip(tmp_path_factory.mktemp("worldmm"), "wm")
+    return probed_clip(tmp_path_factory.mktemp("worldmm"), "wm")  # the session's clip, encoded once
 
 
 def build_request(tmp_path, clip, config, models):

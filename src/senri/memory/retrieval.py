@@ -26,6 +26,7 @@ import logging
 import math
 import os
 import re
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Callable, Sequence
@@ -85,16 +86,34 @@ class Embedder:
         self.torch = torch
         self.tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
         self.model = AutoModel.from_pretrained(str(folder), local_files_only=True).eval()
+        # One encode at a time: a fast tokenizer keeps its truncation and padding settings per call on the
+        # instance, so two threads sharing it (see :meth:`shared`) would step on each other.
+        self._lock = threading.Lock()
+
+    @classmethod
+    def shared(cls) -> "Embedder":
+        """The process's one loaded model. A job opens several stores or indexes (one per memory, per method),
+        and each load costs ~0.15 s of CPU (3 s for the first, transformers' import): loaded once, it is read
+        by all of them; the weights are only read, and calls are serialised by the instance's lock."""
+        with _SHARED_LOCK:
+            if not _SHARED:
+                _SHARED.append(cls())
+            return _SHARED[0]
 
     def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
         """One vector per text, each read up to the model's 256 word pieces (queries: short by nature)."""
-        batches = (self.tokenizer(list(texts[start:start + batch_size]), padding=True, truncation=True,
-                                  max_length=MAX_PIECES, return_tensors="pt")
-                   for start in range(0, len(texts), batch_size))
-        return self._pooled(batches)
+        with self._lock:
+            batches = (self.tokenizer(list(texts[start:start + batch_size]), padding=True, truncation=True,
+                                      max_length=MAX_PIECES, return_tensors="pt")
+                       for start in range(0, len(texts), batch_size))
+            return self._pooled(batches)
 
     def encode_chunks(self, texts: Sequence[str], batch_size: int = 64) -> tuple[np.ndarray, np.ndarray]:
         """Vectors of every window of every text (:func:`windows`), and for each vector the index of its text."""
+        with self._lock:
+            return self._encode_chunks(texts, batch_size)
+
+    def _encode_chunks(self, texts: Sequence[str], batch_size: int) -> tuple[np.ndarray, np.ndarray]:
         tok = self.tokenizer
         pieces = tok(list(texts), add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
         rows = [([tok.cls_token_id, *span, tok.sep_token_id], i)
@@ -122,6 +141,9 @@ class Embedder:
                 chunks.append(self.torch.nn.functional.normalize(pooled, dim=-1).numpy())
         return np.concatenate(chunks) if chunks else np.zeros((0, 384), dtype=np.float32)
 
+
+_SHARED: list[Embedder] = []
+_SHARED_LOCK = threading.Lock()
 
 #: all-MiniLM-L6-v2's input length in word pieces ([CLS] and [SEP] included).
 MAX_PIECES = 256
@@ -170,7 +192,7 @@ class MemoryIndex:
         self.embedder: Embedder | None = None
         if prefer in ("embedding", "hybrid"):
             try:
-                self.embedder = Embedder()
+                self.embedder = Embedder.shared()
             except ImportError as exc:  # torch/transformers or the model package missing: BM25 serves
                 log.warning("embedding retriever unavailable (%s); using BM25", exc)
             else:

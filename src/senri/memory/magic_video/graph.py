@@ -361,5 +361,5 @@ def default_encoder(config: Mapping[str, Any] | None = None) -> TextEncoder:
         return open_text_encoder(config or {}, key="memory_system.magic_video.text_embedder").encode
     from senri.memory.retrieval import Embedder
 
-    embedder = Embedder()
+    embedder = Embedder.shared()
     return lambda texts: embedder.encode(list(texts))

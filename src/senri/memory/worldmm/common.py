@@ -249,7 +249,7 @@ class MiniLMEncoder(TextEncoder):
         if self._embedder is None:
             from senri.memory.retrieval import Embedder
 
-            self._embedder = Embedder()
+            self._embedder = Embedder.shared()
         return np.asarray(self._embedder.encode(list(texts)), dtype=np.float32)
 
 
