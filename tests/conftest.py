@@ -117,8 +117,9 @@ def snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = 
     return proc
 
 
-#: The prepared upstream's per-video stages on one core each (their rules ask for 2): ``-c2`` then runs the two
-#: videos' anonymize and track jobs side by side instead of one after the other. Their outputs do not depend on
+#: A prepared upstream's per-video stages on one core each where the demo has several videos (their rules ask for
+#: 2): ``-c2`` then runs two videos' anonymize and track jobs side by side instead of one after the other (a
+#: one-video demo's jobs keep their 2 threads: nothing would run beside them). Their outputs do not depend on
 #: it (the track's OCR reads are the same on 1 or 2 threads; the face detector and the encoder do not read the
 #: rule's thread count), and a rule's thread count is in no params, so Snakemake never reruns a job for it.
 PREPARE_THREADS = ("anonymize=1", "track=1")
@@ -138,8 +139,11 @@ def prepared_demo(tmp_path_factory):
     def prepare(workdir: Path, demo_overrides: str) -> Path:
         if demo_overrides not in templates:
             template = tmp_path_factory.mktemp("prepared_demo")
-            snakemake(template, "-c2", *upstream_targets(demo_overrides), "--set-threads", *PREPARE_THREADS,
-                      "--config", f"overrides={demo_overrides}", env=PREPARE_ENV.get(demo_overrides))
+            targets = upstream_targets(demo_overrides)
+            side_by_side = sum(t.startswith("results/track/") for t in targets) > 1  # one video: its jobs keep 2
+            threads = ("--set-threads", *PREPARE_THREADS) if side_by_side else ()
+            snakemake(template, "-c2", *targets, *threads, "--config", f"overrides={demo_overrides}",
+                      env=PREPARE_ENV.get(demo_overrides))
             shutil.rmtree(template / ".snakemake" / "log", ignore_errors=True)
             templates[demo_overrides] = template
         shutil.copytree(templates[demo_overrides], workdir, symlinks=True, dirs_exist_ok=True)
