@@ -84,7 +84,7 @@ PLACES = ["BAKERY", "MUSEUM", "LIBRARY", "CINEMA", "BANK"]
 @pytest.fixture(scope="module")
 def walk_track(tmp_path_factory):
     """A 480×270 walk: 5 places (12 s each, standing still, a sign) joined by 4 s turns of known angles."""
-    from senri.track import compute_track
+    from senri.track import OcrReader, compute_track
 
     width, height, fps, place_s, turn_s = 480, 270, 15, 12, 4
     places, turns, t = [], [], 0
@@ -99,8 +99,9 @@ def walk_track(tmp_path_factory):
     walk = demo.Walk("walk", tuple(places), tuple(turns), t, width, height, fps, 1.0, False, camera_hfov_deg=90.0)
     out = tmp_path_factory.mktemp("track")
     video = demo.render_video(walk, out / "walk.mp4")
-    track, ocr, stats = compute_track(video, "walk", CONFIG)
-    return {"walk": walk, "track": track, "ocr": ocr, "stats": stats, "dir": out}
+    reader = OcrReader(CONFIG.ocr_min_score)
+    track, ocr, stats = compute_track(video, "walk", CONFIG, ocr=reader)
+    return {"walk": walk, "track": track, "ocr": ocr, "stats": stats, "dir": out, "reader": reader}
 
 
 def test_the_turn_sequence_is_recovered(walk_track):
@@ -140,6 +141,12 @@ def test_ocr_reads_the_signs_and_labels_the_places(walk_track):
     # the burned-in index strip's changes force the rest).
     stats = walk_track["stats"]
     assert stats["ocr_reads"] <= 0.75 * (stats["ocr_reads"] + stats["ocr_reused"])
+    # RapidOCR's three sessions block while they wait, on the job's cores (senri.ort: the same reads, less CPU).
+    from senri.ort import job_threads, spins
+
+    sessions = walk_track["reader"].sessions
+    assert len(sessions) == 3 and not any(spins(s) for s in sessions)
+    assert {s.get_session_options().intra_op_num_threads for s in sessions} == {job_threads()}
 
 
 def test_tables_and_plot(walk_track):

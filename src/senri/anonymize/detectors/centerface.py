@@ -20,6 +20,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from senri.anonymize.detectors.base import Box, Detector, nms
+from senri.ort import quiet_options
 
 INPUT, OUTPUTS = "input.1", ["537", "538", "539", "540"]
 
@@ -51,9 +52,8 @@ class CenterFace(Detector):
         outputs.update({"537": ["B", 1, "h", "w"], "538": ["B", 2, "h", "w"], "539": ["B", 2, "h", "w"],
                         "540": ["B", 10, "h", "w"]})
         model = update_inputs_outputs_dims(model, inputs, outputs)
-        options = onnxruntime.SessionOptions()
+        options = quiet_options(threads=config.get("threads") or len(os.sched_getaffinity(0)))
         options.log_severity_level = 3
-        options.intra_op_num_threads = int(config.get("threads") or len(os.sched_getaffinity(0)))
         self.session = onnxruntime.InferenceSession(model.SerializeToString(), options,
                                                     providers=["CPUExecutionProvider"])
         self.threshold = float(config.get("face_threshold", 0.5))
