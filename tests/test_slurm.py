@@ -130,7 +130,7 @@ def test_profile_is_found_as_typed_from_the_repository_root(monkeypatch):
     assert found[1].resolve() == (SLURM_PROFILE / "config.yaml").resolve()
 
 
-def test_a_run_deaf_to_its_interrupt_is_killed_with_its_group_and_its_queued_jobs_cancelled(cluster, tmp_path):
+def test_a_run_deaf_to_its_interrupt_is_killed_and_its_queued_jobs_cancelled(cluster, tmp_path):
     """stop_run's last resorts, which the served test's cleanup counts on: a run that ignores SIGINT is killed
     within the grace periods given, and a job of its working directory still in the queue is cancelled (one of
     another folder is left alone)."""
