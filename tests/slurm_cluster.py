@@ -47,15 +47,9 @@ def available() -> str | None:
 
 
 class LocalSlurm:
-    """``cpus``: the CPUs the node offers its jobs (default: the machine's). More than the machine has
-    oversubscribes it: jobs that spend most of their time starting Snakemake twice (the job step's and the
-    rule's), waiting on srun or on the executor's next status check then run side by side instead of queueing
-    for a core that is mostly idle."""
-
-    def __init__(self, root: str | Path, partition: str = "debug", cpus: int | None = None) -> None:
+    def __init__(self, root: str | Path, partition: str = "debug") -> None:
         self.root = Path(root).resolve()
         self.partition = partition
-        self.cpus = cpus or os.cpu_count() or 1
         self.host = socket.gethostname().split(".")[0]
         self.conf = self.root / "slurm.conf"
         self.munge_dir = self.root / "munge"
@@ -80,6 +74,7 @@ class LocalSlurm:
         return (self.munge_dir if daemon == "munged" else self.root) / f"{daemon}.pid"
 
     def write_config(self) -> None:
+        cpus = os.cpu_count() or 1
         memory = int(_memory_mb() * 0.9)
         for sub in ("state", "spool"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
@@ -121,9 +116,7 @@ class LocalSlurm:
                     # would fail the run for no fault of the workflow.
                     "OverTimeLimit=UNLIMITED",
                     "KillWait=5",
-                    # The node's CPUs as configured, not as slurmd finds them (``cpus`` may oversubscribe).
-                    "SlurmdParameters=config_overrides",
-                    f"NodeName={self.host} NodeAddr=127.0.0.1 CPUs={self.cpus} RealMemory={memory} State=UNKNOWN",
+                    f"NodeName={self.host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={memory} State=UNKNOWN",
                     f"PartitionName={self.partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
                     "",
                 ]

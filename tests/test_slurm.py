@@ -27,12 +27,6 @@ TEST_PROFILE = REPO / "tests" / "slurm" / "profile"
 #: hours, noticed each of the test's jobs of seconds up to half its run time late).
 POLLING_SNAKEMAKE = REPO / "tests" / "slurm" / "snakemake_polling_every_second.py"
 HARD_TIMEOUT_S = 1500  # a hung poller; a run on a busy 2-core machine takes up to ~15 min
-#: The test node's CPUs: 8, whatever the machine has (2 on CI). A job here spends most of its time starting
-#: Snakemake twice (the job step's and the rule's), in srun and waiting for the executor's next status check,
-#: not computing: on 2 CPUs the cluster ran one 2-thread job at a time while a core idled. 8 lets every job
-#: that is ready run at once (the most: the resumed run's 6 answers and the videos table; the test profile's
-#: `jobs` is as many); memory (RealMemory) still bounds them.
-NODE_CPUS = 8
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +37,7 @@ def cluster():
             pytest.fail(f"the SLURM test cluster cannot start in CI: {reason}")
         pytest.skip(reason)
     root = Path(tempfile.mkdtemp(prefix="senri-slurm-"))  # short: unix socket paths are limited to 108 bytes
-    local = LocalSlurm(root, cpus=NODE_CPUS).start()
+    local = LocalSlurm(root).start()
     try:
         yield local
     finally:
@@ -309,9 +303,9 @@ def test_served_answers_come_from_one_slurm_job_with_one_server_start_and_scance
                 (workdir / path).unlink()
         return workdir
 
-    # The served run and the cancelled one start from copies of their own and run side by side (a batch asks for
-    # one CPU), and the cancelled one's rerun starts beside the served run as soon as the cancel's claims are
-    # checked: the served run's claims are checked after the cancel's, the rerun's last.
+    # The served run and the cancelled one start from copies of their own and run side by side (each batch asks
+    # for one of the test node's 2 CPUs), and the cancelled one's rerun starts beside the served run as soon as
+    # the cancel's claims are checked: the served run's claims are checked after the cancel's, the rerun's last.
     served, cancelled = without_model_answers(tmp_path / "served"), without_model_answers(tmp_path / "cancelled")
     pool = ThreadPoolExecutor(max_workers=2)
     served_run = pool.submit(on_slurm, cluster, served, *targets, "--config", fast + SERVED)
