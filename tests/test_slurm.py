@@ -78,6 +78,43 @@ def on_slurm(cluster: LocalSlurm, workdir: Path, *args: str) -> subprocess.Compl
     return snakemake(workdir, *args, env=cluster.env, slurm=True)
 
 
+def stop_run(run: subprocess.Popen, cluster: LocalSlurm, workdir: Path, exit_s: float = 60,
+             interrupt_s: float = 30) -> None:
+    """End a Snakemake run on the cluster, started in a session of its own, in bounded time, and leave none of
+    its jobs in the queue (a leftover would hold the test node's CPUs from the next run).
+
+    The run gets ``exit_s`` to end by itself, then a SIGINT (Snakemake's Ctrl-C: it scancels its jobs and
+    exits), then its whole process group a SIGKILL. Never SIGTERM: Snakemake 9.27's SIGTERM handler takes the
+    scheduler's lock, a plain ``threading.Lock`` that the main thread holds while it records a finished or
+    failed job (seconds on a busy machine), and a SIGTERM that lands then deadlocks it for good (CI's hang:
+    ``terminate()`` right after the scancel, while the run recorded the cancelled batch). Last, every job still
+    queued or running with ``workdir`` as its working directory is cancelled and waited out."""
+    import time
+
+    for signum, grace_s in ((None, exit_s), (signal.SIGINT, interrupt_s), (signal.SIGKILL, 10)):
+        if run.poll() is not None:
+            break
+        if signum == signal.SIGKILL:
+            os.killpg(run.pid, signum)  # the session's group: Snakemake and its sbatch/squeue calls
+            shutil.rmtree(workdir / ".snakemake" / "locks", ignore_errors=True)  # what `snakemake --unlock` does
+        elif signum is not None:
+            run.send_signal(signum)
+        try:
+            run.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        queued = subprocess.run(["squeue", "-h", "-o", "%i|%Z", "-t", "PD,R,CG,S"], env=cluster.env,
+                                capture_output=True, text=True, timeout=10).stdout.splitlines()
+        left = [job for job, _, folder in (line.partition("|") for line in queued)
+                if Path(folder).resolve() == workdir.resolve()]
+        if not left:
+            return
+        subprocess.run(["scancel", *left], env=cluster.env, capture_output=True, timeout=10)
+        time.sleep(0.5)
+
+
 def test_profile_is_found_as_typed_from_the_repository_root(monkeypatch):
     from snakemake.cli import get_profile_dir
 
@@ -85,6 +122,33 @@ def test_profile_is_found_as_typed_from_the_repository_root(monkeypatch):
     found = get_profile_dir("slurm")
     assert found is not None, "no `slurm` profile: run `make install` (it links ~/.config/snakemake/slurm)"
     assert found[1].resolve() == (SLURM_PROFILE / "config.yaml").resolve()
+
+
+def test_a_run_deaf_to_its_interrupt_is_killed_and_its_queued_jobs_cancelled(cluster, tmp_path):
+    """stop_run's last resorts, which the served test's cleanup counts on: a run that ignores SIGINT is killed
+    within the grace periods given, and a job of its working directory still in the queue is cancelled (one of
+    another folder is left alone)."""
+    import time
+
+    other = tmp_path / "other"
+    other.mkdir()
+    jobs = [subprocess.run(["sbatch", "--parsable", "-D", str(folder), "-o", "/dev/null", "--wrap", "sleep 300"],
+                           env=cluster.env, check=True, capture_output=True, text=True, timeout=30).stdout.strip()
+            for folder in (tmp_path, other)]
+    deaf = subprocess.Popen([sys.executable, "-c", "import signal, subprocess; signal.signal(signal.SIGINT, "
+                             "signal.SIG_IGN); subprocess.run(['sleep', '300'])"], start_new_session=True)
+    try:
+        started = time.monotonic()
+        stop_run(deaf, cluster, tmp_path, exit_s=1, interrupt_s=1)
+        assert deaf.poll() == -signal.SIGKILL and time.monotonic() - started < 40
+        states = dict(line.split("|") for line in subprocess.run(
+            ["squeue", "-h", "-t", "all", "-o", "%i|%T", "-j", ",".join(jobs)], env=cluster.env,
+            capture_output=True, text=True, timeout=10).stdout.split())
+        assert states[jobs[0]] == "CANCELLED" and states[jobs[1]] in ("PENDING", "RUNNING"), states
+    finally:
+        subprocess.run(["scancel", *jobs], env=cluster.env, timeout=30)
+        if deaf.poll() is None:
+            os.killpg(deaf.pid, signal.SIGKILL)
 
 
 #: A small demo (SLURM_DEMO below) with three prompt methods (a model-free one, two on smollm2), every stage on:
@@ -240,9 +304,10 @@ def test_served_answers_come_from_one_slurm_job_with_one_server_start_and_scance
         return workdir
 
     # The served run and the cancelled one start from copies of their own and run side by side (each batch asks
-    # for one of the test node's 2 CPUs): the served run's claims are checked after the cancel's.
+    # for one of the test node's 2 CPUs), and the cancelled one's rerun starts beside the served run as soon as
+    # the cancel's claims are checked: the served run's claims are checked after the cancel's, the rerun's last.
     served, cancelled = without_model_answers(tmp_path / "served"), without_model_answers(tmp_path / "cancelled")
-    pool = ThreadPoolExecutor(max_workers=1)
+    pool = ThreadPoolExecutor(max_workers=2)
     served_run = pool.submit(on_slurm, cluster, served, *targets, "--config", fast + SERVED)
 
     # scancel the batch while its server runs: the job's server is stopped, nothing listens on its port.
@@ -282,11 +347,25 @@ def test_served_answers_come_from_one_slurm_job_with_one_server_start_and_scance
             socket.create_connection(("127.0.0.1", port), timeout=2).close()
         (stopped,) = [json.loads(line) for line in (cancelled / "results/serving/smollm2.jsonl").read_text().splitlines()]
         assert stopped["port"] == port and stopped["exit"].startswith("stopped: SystemExit")
-    finally:
-        if cancelled_run.poll() is None:  # it would only go on to notice the cancelled job: nothing else is left
-            cancelled_run.terminate()
-        cancelled_run.wait(timeout=120)
+    except BaseException:
+        stop_run(cancelled_run, cluster, cancelled)
         pool.shutdown(wait=True)
+        raise
+    stop_run(cancelled_run, cluster, cancelled)  # it only goes on to notice the cancelled job, and exits
+
+    # Issue 36 item 3 (checked last, below): the rerun restores what the cancelled batch finished (Snakemake
+    # deleted its outputs), with no model call for it, and starts a server only for what is left.
+    import sqlite3
+
+    finished = sorted(kept.rglob("*.digest"))
+    calls = {}
+    for digest in finished:
+        method, _, video = digest.relative_to(kept).with_suffix("").parts
+        with sqlite3.connect(cancelled / f"results/cache/answer/{method}/smollm2/{video}.sqlite") as db:
+            calls[(method, video)] = db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+    (cancelled / "results/serving/smollm2.jsonl").unlink()
+    rerun = pool.submit(on_slurm, cluster, cancelled, *targets, "--config", fast + SERVED)
+    pool.shutdown(wait=True)  # both runs, each bounded by HARD_TIMEOUT_S
 
     # The served run: every smollm2 answer in one batch job, one server start, the local run's predictions.
     proc = served_run.result()
@@ -306,18 +385,8 @@ def test_served_answers_come_from_one_slurm_job_with_one_server_start_and_scance
         assert a["error"].null_count() == a.height
         assert clock_free(a).equals(clock_free(b)), path
 
-    # Issue 36 item 3: the rerun restores what the cancelled batch finished (Snakemake deleted its outputs), with
-    # no model call for it, and starts a server only for what is left.
-    import sqlite3
-
-    finished = sorted(kept.rglob("*.digest"))
-    calls = {}
-    for digest in finished:
-        method, _, video = digest.relative_to(kept).with_suffix("").parts
-        with sqlite3.connect(cancelled / f"results/cache/answer/{method}/smollm2/{video}.sqlite") as db:
-            calls[(method, video)] = db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
-    (cancelled / "results/serving/smollm2.jsonl").unlink()
-    proc = on_slurm(cluster, cancelled, *targets, "--config", fast + SERVED)
+    # The rerun of the cancelled batch (issue 36 item 3, above).
+    proc = rerun.result()
     assert proc.returncode == 0, proc.stdout[-6000:]
     batch_log = (cancelled / "results/logs/serving/smollm2.log").read_text()
     assert f"({len(finished)} restored)" in batch_log
