@@ -359,11 +359,20 @@ def test_a_server_that_keeps_dying_leaves_error_rows_for_what_it_did_not_answer_
     """Issue 36 item 3: past serving.max_restarts, the default (on_dead_server: error_rows) writes one error row
     per question the server left unanswered and the batch ends (the run's tables come out, the loss counted);
     on_dead_server: fail fails the job without writing them (the profile's retries run it again)."""
-    work = _copy(prepared, tmp_path)
-    batch = _batch_process(work, _overrides(small_demo, questions_file,
-                                            "serving.models=[smollm2] serving.max_restarts=0"))
-    _kill_server_after_some_calls(work, batch)
-    assert batch.wait(timeout=600) == 0
+    def killed_batch(work: Path, *policy: str) -> int:
+        batch = _batch_process(work, _overrides(small_demo, questions_file, SERVED, "serving.max_restarts=0",
+                                                *policy))
+        _kill_server_after_some_calls(work, batch)
+        return batch.wait(timeout=600)
+
+    # The two policies' batches side by side (the default's and fail's): each runs its server on one core.
+    work, failing = _copy(prepared, tmp_path), _copy(prepared, tmp_path / "fail")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        error_rows = pool.submit(killed_batch, work)
+        fail = pool.submit(killed_batch, failing, "serving.on_dead_server=fail")
+        error_rows_code, fail_code = error_rows.result(), fail.result()
+
+    assert error_rows_code == 0
     assert "serving.max_restarts=0" in (work / "results/logs/serving/smollm2.log").read_text()
     tables = [pl.read_parquet(work / p) for p in PREDICTIONS]
     unanswered = [t for t in tables if t["error"].is_not_null().any()]  # (an answer may have finished first)
@@ -373,12 +382,8 @@ def test_a_server_that_keeps_dying_leaves_error_rows_for_what_it_did_not_answer_
     (start,) = starts(work)
     assert start["exit"].startswith("died")
 
-    work = _copy(prepared, tmp_path / "fail")
-    batch = _batch_process(work, _overrides(small_demo, questions_file, "serving.models=[smollm2] "
-                                            "serving.max_restarts=0 serving.on_dead_server=fail"))
-    _kill_server_after_some_calls(work, batch)
-    assert batch.wait(timeout=600) == 1
-    assert not (work / PREDICTIONS[0]).exists()  # the answer the server died under wrote nothing
+    assert fail_code == 1
+    assert not (failing / PREDICTIONS[0]).exists()  # the answer the server died under wrote nothing
 
 
 def test_a_missing_server_executable_stops_the_batch_at_once_with_its_name(tmp_path, monkeypatch):
