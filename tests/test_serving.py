@@ -167,7 +167,7 @@ def test_the_serving_plan_bench_serves_the_shipped_vllm_configs_with_one_load_pe
 #: answer leave room to kill a server after one of them (:data:`KILL_AFTER_CALLS`) with one left in that answer: a
 #: kill still lands mid-answer with a call before and after it. Every run here (in process, served, killed,
 #: restarted, replayed) pays its model calls again, so each question more costs every test of this module: four (and
-#: six before them) checked nothing two do not, and took 20 CPU-s more.
+#: six before them) checked nothing two do not, and cost about 14 CPU-s more in this module.
 QUESTIONS_PER_ANSWER = 2
 #: Responses in the first answer's cache when a test kills the server: half its calls, the rest still to come.
 KILL_AFTER_CALLS = QUESTIONS_PER_ANSWER // 2
