@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,19 @@ from test_answer import _direct_inputs, demo_tables  # noqa: F401
 from test_worldmm import bag_of_words  # noqa: F401
 
 JPEG = "data:image/jpeg;base64," + base64.b64encode(b"\xff\xd8\xff\xe0" + b"\0" * 16).decode()
+
+
+@pytest.fixture(scope="module")
+def probed_clip(tmp_path_factory):
+    """``make_probed_clip`` for the tests here, encoded once: each test gets a copy under its own video id (six
+    encodes of the 120-s clip were 5 CPU-s; a copy holds the same bytes, as a second job over one video does)."""
+    source, _ = make_probed_clip(tmp_path_factory.mktemp("http_clip"), "clip")
+
+    def copy(folder: Path, video_id: str):  # noqa: ANN202 - (video path, VideoInfo)
+        shutil.copyfile(source, folder / f"{video_id}.mp4")
+        return make_probed_clip(folder, video_id)
+
+    return copy
 
 
 def body(**fields):
@@ -142,14 +156,14 @@ def test_senri_agent_controller_verifiers_and_updater_over_http(shop, tmp_path):
 
 
 # ------------------------------------------------------------------------------ VideoLucy's captioner and agent
-def test_videolucy_captioner_and_agent_over_http(tmp_path):
+def test_videolucy_captioner_and_agent_over_http(tmp_path, probed_clip):
     from senri.answer import MemoryInputs, answer_video
     from senri.captioners.base import VideoMedia
     from senri.memory.hierarchy import build_memory, open_service
     from senri.records import MemoryRow, Question, to_frame, write_table
     from test_videolucy import LOCALIZE_60_90, MEMORY, METHOD, QUESTION, SEARCH_PATH, script_rules
 
-    video, info = make_probed_clip(tmp_path, "hall")
+    video, info = probed_clip(tmp_path, "hall")
     rules = script_rules(LOCALIZE_60_90, SEARCH_PATH)
     with StrictOpenAI(rules) as server:
         memory_slice = {"memory": {**MEMORY, "captioner": "strict_vlm", "short_side": 64}, "track": {},
@@ -214,13 +228,13 @@ def test_a_served_vllm_model_s_answers_go_over_http_with_the_batch_key(tmp_path,
 
 
 # ------------------------------------------------------------------------------ WorldMM's builders and QA call
-def test_worldmm_s_builders_and_workflow_over_http(tmp_path, bag_of_words):  # noqa: F811
+def test_worldmm_s_builders_and_workflow_over_http(tmp_path, bag_of_words, probed_clip):  # noqa: F811
     """WorldMM's store built over HTTP (the 10-s captioner, summariser, extractor and retriever roles) and its
     workflow (controller, W8/W9 on the retriever role, the QA call with clip frames) answering over HTTP."""
     from senri.memory.worldmm.store import WorldMMStore
     from test_worldmm import BUILD_RULES, WORKFLOW_RULES, build_request, hand_made_store, run_workflow
 
-    clip = make_probed_clip(tmp_path, "wm")
+    clip = probed_clip(tmp_path, "wm")
     with StrictOpenAI([*BUILD_RULES, {"text": "I hold a red mug."}]) as server:
         model = ("strict", server.model_config())
         (tmp_path / "build").mkdir()
@@ -250,7 +264,7 @@ def test_worldmm_s_builders_and_workflow_over_http(tmp_path, bag_of_words):  # n
 
 
 # -------------------------------------------------------------------------- MAGIC-Video's builder and QA call
-def test_magic_video_s_builder_and_workflow_over_http(tmp_path):
+def test_magic_video_s_builder_and_workflow_over_http(tmp_path, probed_clip):
     """MAGIC-Video's builder roles (G4–G12) and its workflow (controller, G13 on the time-extractor role, the QA
     call with the retrieved clips' frames) over HTTP."""
     from types import SimpleNamespace
@@ -278,8 +292,11 @@ def test_magic_video_s_builder_and_workflow_over_http(tmp_path):
     built = MagicVideoStore.open(request.out_dir, cfg, request.video, encoder=bag_encoder)
     assert {n.node_id for n in built.nodes if n.node_type == "entity"} == {"ent_anna", "ent_kettle"}
 
-    video, info = make_probed_clip(tmp_path, "v1")
+    video, info = probed_clip(tmp_path, "v1")
     store = request_for(tmp_path / "answer")
+    # Hashed words for the store's and the answer's text vectors: what goes over HTTP is under test here, and
+    # MiniLM (torch, loaded twice) was most of this test's time; test_magic_video.py checks the retrieval.
+    store.system_config["text_embedder"] = "hashed_encoder:HashedWords"
     import_release(write_release(tmp_path / "answer" / "release"), store)
     captions = write_table(to_frame([MemoryRow("v1", "coarse", 0.0, 120.0, 1.0, 1, "h", "a kitchen", "perception", "t",
                                                None, None, None)], MemoryRow), tmp_path / "memory.parquet", MemoryRow)
@@ -317,12 +334,12 @@ def _seeker_question(video_id: str):
                               "C")], Question)
 
 
-def test_paravt_s_overview_crops_and_forced_letter_over_http(tmp_path):
+def test_paravt_s_overview_crops_and_forced_letter_over_http(tmp_path, probed_clip):
     """ParaVT's turns as a server gets them: 64 overview images, then each crop its own user message of images
     and its result line, the forced letter call at 64 tokens; no stop strings (P-D1)."""
     from senri.answer import answer_video
 
-    video, info = make_probed_clip(tmp_path, "pv")
+    video, info = probed_clip(tmp_path, "pv")
     call = '<tool_call>{"name": "crop_video", "arguments": {"start_time": %d, "end_time": %d}}</tool_call>'
     rules = [{"match": "answer the question now", "text": "C"},
              {"match": "frames from 20.0 s", "text": "<think>again</think>" + call % (0, 6)},
@@ -344,14 +361,14 @@ def test_paravt_s_overview_crops_and_forced_letter_over_http(tmp_path):
     assert images[1] == 64 and images[3:5] == [10, 16] and images[6] == 6 and images[8] == 10
 
 
-def test_video_o3_s_videos_and_stop_strings_over_http(tmp_path):
+def test_video_o3_s_videos_and_stop_strings_over_http(tmp_path, probed_clip):
     """Video-o3's turns as a server gets them: the overview and each crop one ``video_url`` at the header's
     ``<video>`` placeholder, both closing tags as ``stop`` on every turn; the server cuts the reply at its first
     stop string (which it does not return) and the method puts the tag back, as the release's criterion keeps it."""
     from senri.answer import answer_video
     from senri.backends.vllm_video import load_carrier
 
-    video, info = make_probed_clip(tmp_path, "vo")
+    video, info = probed_clip(tmp_path, "vo")
     ground = '<think>look</think><grounding>{"temporal_segment": [%d, %d], "sampling_strategy": "%s"}</grounding>'
     rules = [{"match": "Observation 2", "text": "<think>seen</think><answer>C</answer> trailing"},
              {"match": "Observation 1", "text": ground % (30, 40, "fine") + " and more text"},
@@ -379,13 +396,13 @@ def test_video_o3_s_videos_and_stop_strings_over_http(tmp_path):
     assert frames == [240, 12, 20]  # 120 s at 2 fps; 2-8 s and 30-40 s at 2 fps
 
 
-def test_longvideo_r1_s_controller_captions_and_video_qa_over_http(tmp_path):
+def test_longvideo_r1_s_controller_captions_and_video_qa_over_http(tmp_path, probed_clip):
     """LongVideo-R1 as two servers get it: the text-only controller's history of plain-text turns (the caption
     and QA results as user turns), the caption model's alternating time labels and JPEG frames, video_qa's
     query then 16 labelled frames; answers only from the first ``<answer>`` of each."""
     from senri.answer import answer_video
 
-    video, info = make_probed_clip(tmp_path, "lv")
+    video, info = probed_clip(tmp_path, "lv")
     controller_rules = [
         {"match": "<information>", "text": "<think>so it was red</think><answer>C</answer>"},
         {"match": "Low-level Caption", "text": '<think>ask</think><tool>video_qa((2,1,1), "what colour?")</tool>'},

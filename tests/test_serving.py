@@ -28,6 +28,8 @@ from senri.backends.served import Endpoint, ServedBackend, endpoint_for, serving
 
 VIDEO = "demo_01"
 METHODS = ("blind", "blind_letter")
+#: The override that serves SmolLM2: its answers run as one batch against one llama.cpp server.
+SERVED = "serving.models=[smollm2]"
 PREDICTIONS = [f"results/predictions/{m}/smollm2/{VIDEO}.parquet" for m in METHODS]
 
 
@@ -161,12 +163,12 @@ def test_the_serving_plan_bench_serves_the_shipped_vllm_configs_with_one_load_pe
 
 
 # --- the served batch on the small demo --------------------------------------------------------------------------
-#: Questions per answer: the first of each of the first four of the demo's task types on the video. Four calls per
-#: answer leave room to kill a server after two of them (:data:`KILL_AFTER_CALLS`) with two left in that answer;
-#: every run here (in process, served, killed, restarted, replayed) pays its model calls again, so each question
-#: more costs every test of this module (six, the count before, checked nothing four does not: a kill still lands
-#: mid-answer with calls before and after it).
-QUESTIONS_PER_ANSWER = 4
+#: Questions per answer: the first of each of the first two of the demo's task types on the video. Two calls per
+#: answer leave room to kill a server after one of them (:data:`KILL_AFTER_CALLS`) with one left in that answer: a
+#: kill still lands mid-answer with a call before and after it. Every run here (in process, served, killed,
+#: restarted, replayed) pays its model calls again, so each question more costs every test of this module: four (and
+#: six before them) checked nothing two do not, and cost about 14 CPU-s more in this module.
+QUESTIONS_PER_ANSWER = 2
 #: Responses in the first answer's cache when a test kills the server: half its calls, the rest still to come.
 KILL_AFTER_CALLS = QUESTIONS_PER_ANSWER // 2
 
@@ -213,20 +215,28 @@ def starts(workdir: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
+#: What the in-process answers leave in a workdir: their tables, response caches, logs and benchmarks.
+ANSWER_FOLDERS = ("results/predictions", "results/cache", "results/logs/answer", "results/benchmarks/answer")
+
+
 @pytest.fixture(scope="module")
-def prepared(small_demo, questions_file, tmp_path_factory):
-    """A workdir with the questions table and the video's probe table: what the answers read."""
-    work = tmp_path_factory.mktemp("prepared")
+def in_process(small_demo, questions_file, tmp_path_factory):
+    """The answers run in process, in the same Snakemake run as what they read (the questions table and the
+    video's probe table): a run of its own for those cost one more Snakemake start."""
+    work = tmp_path_factory.mktemp("in_process") / "w"
     snakemake(work, _overrides(small_demo, questions_file), "results/questions.parquet",
-              f"results/probe/{VIDEO}.parquet")
+              f"results/probe/{VIDEO}.parquet", *PREDICTIONS)
     return work
 
 
 @pytest.fixture(scope="module")
-def in_process(prepared, small_demo, questions_file, tmp_path_factory):
-    work = tmp_path_factory.mktemp("in_process") / "w"
-    shutil.copytree(prepared, work)
-    snakemake(work, _overrides(small_demo, questions_file), *PREDICTIONS)
+def prepared(in_process, tmp_path_factory):
+    """A workdir with the questions table and the video's probe table, what the answers read: the in-process
+    run's workdir as it was made, without anything of its answers."""
+    work = tmp_path_factory.mktemp("prepared") / "w"
+    shutil.copytree(in_process, work)
+    for folder in ANSWER_FOLDERS:
+        shutil.rmtree(work / folder)
     return work
 
 
@@ -244,13 +254,13 @@ def _tables(work: Path) -> list[pl.DataFrame]:
 def test_served_and_in_process_predictions_are_equal_and_each_mode_replays_the_others_cache(
         prepared, in_process, small_demo, questions_file, tmp_path):
     served = _copy(prepared, tmp_path)
-    run = snakemake(served, _overrides(small_demo, questions_file, "serving.models=[smollm2]"), *PREDICTIONS)
+    run = snakemake(served, _overrides(small_demo, questions_file, SERVED), *PREDICTIONS)
     assert "rule answer_served_smollm2:" in run.stdout + run.stderr and "rule answer:" not in run.stdout + run.stderr
     (start,) = starts(served)  # one server start for the batch's two answers
     # The serving knobs are in no answer's config slice: changing them reruns nothing (and so neither does the
     # unchanged config, which the dry run of this config once checked separately).
     knobs = " serving.answers_at_once=1 serving.max_restarts=5"
-    dry = snakemake(served, _overrides(small_demo, questions_file, "serving.models=[smollm2]" + knobs), "-n",
+    dry = snakemake(served, _overrides(small_demo, questions_file, SERVED + knobs), "-n",
                     *PREDICTIONS)
     assert "Nothing to be done" in dry.stdout + dry.stderr
     assert start["exit"] == "stopped: batch done" and start["answers_done"] == 2 and start["load_s"] > 0
@@ -261,31 +271,50 @@ def test_served_and_in_process_predictions_are_equal_and_each_mode_replays_the_o
     assert [(served / s).read_text() for s in sidecars] == [(in_process / s).read_text() for s in sidecars]
 
     # Served files replayed in process from the served caches, and in-process files replayed served: byte-identical.
+    # Each replay runs its mode's job itself (the in-process rule's command, the batch's): which rule Snakemake
+    # picks for each mode is checked above (this run, the in_process fixture's); two more Snakemake starts cost 9
+    # CPU-s.
     def replay(work: Path, mode: str) -> None:
         before = [(work / p).read_bytes() for p in PREDICTIONS]
         for p in PREDICTIONS:
             (work / p).unlink()
-        snakemake(work, _overrides(small_demo, questions_file, mode), *PREDICTIONS)
+        overrides = _overrides(small_demo, questions_file, mode)
+        if mode:
+            batch = _batch_process(work, overrides)
+            assert batch.wait(timeout=600) == 0, (work / "results/logs/serving/smollm2.log").read_text()[-3000:]
+        else:
+            cfg = cfgmod.compose(cfgmod.parse_overrides(overrides))
+            served_cfg = cfgmod.compose(cfgmod.parse_overrides(_overrides(small_demo, questions_file, SERVED)))
+            for answer in (a for b in serving.batches(served_cfg, [VIDEO]) for a in b.answers):  # their files
+                *in_process_command, flag, url = serving.answer_command(cfg, answer, "http://unused")
+                assert (flag, url) == ("--server", "http://unused")  # the in-process rule's command, then --server
+                with (work / answer.log).open("wb") as log:
+                    assert subprocess.run(in_process_command, cwd=work, env=_job_env(), stdout=log,
+                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL).returncode == 0
         assert [(work / p).read_bytes() for p in PREDICTIONS] == before
         for p in PREDICTIONS:
             answer_log = (work / p.replace("predictions", "logs/answer").replace(".parquet", ".log")).read_text()
             assert re.findall(r"response cache: \d+ hit\(s\), (\d+) miss\(es\)", answer_log) == ["0"]
 
-    # The two workdirs' replays side by side: each is mostly Snakemake's, the interpreter's and the engine's start-up
-    # on one core, no model call.
+    # The two workdirs' replays side by side: each is mostly the interpreter's and the engine's start-up on one core,
+    # no model call.
     with ThreadPoolExecutor(max_workers=2) as pool:
-        for replayed in [pool.submit(replay, served, ""), pool.submit(replay, in_process, "serving.models=[smollm2]")]:
+        for replayed in [pool.submit(replay, served, ""), pool.submit(replay, in_process, SERVED)]:
             replayed.result()
     assert len(starts(in_process)) == 1 and len(starts(served)) == 1
 
 
+def _job_env() -> dict[str, str]:
+    """A job's environment as the workflow gives it: senri importable from this checkout."""
+    return {**os.environ, "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
 def _batch_process(work: Path, overrides: str) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
     (work / "results" / "logs" / "serving").mkdir(parents=True, exist_ok=True)
     log = (work / "results" / "logs" / "serving" / "smollm2.log").open("wb")
     return subprocess.Popen([sys.executable, "-m", "senri.serving", "--overrides",
                              json.dumps(cfgmod.parse_overrides(overrides)), "--batch", "smollm2"],
-                            cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                            cwd=work, env=_job_env(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
 def _kill_server_after_some_calls(work: Path, batch: subprocess.Popen, calls: int = KILL_AFTER_CALLS) -> int:
@@ -313,7 +342,7 @@ def _kill_server_after_some_calls(work: Path, batch: subprocess.Popen, calls: in
 def test_a_server_killed_mid_run_is_restarted_leaves_no_error_rows_and_the_result_matches(
         prepared, in_process, small_demo, questions_file, tmp_path):
     work = _copy(prepared, tmp_path)
-    batch = _batch_process(work, _overrides(small_demo, questions_file, "serving.models=[smollm2]"))
+    batch = _batch_process(work, _overrides(small_demo, questions_file, SERVED))
     killed = _kill_server_after_some_calls(work, batch)
     assert batch.wait(timeout=600) == 0, (work / "results/logs/serving/smollm2.log").read_text()[-3000:]
     first, second = starts(work)
@@ -330,11 +359,20 @@ def test_a_server_that_keeps_dying_leaves_error_rows_for_what_it_did_not_answer_
     """Issue 36 item 3: past serving.max_restarts, the default (on_dead_server: error_rows) writes one error row
     per question the server left unanswered and the batch ends (the run's tables come out, the loss counted);
     on_dead_server: fail fails the job without writing them (the profile's retries run it again)."""
-    work = _copy(prepared, tmp_path)
-    batch = _batch_process(work, _overrides(small_demo, questions_file,
-                                            "serving.models=[smollm2] serving.max_restarts=0"))
-    _kill_server_after_some_calls(work, batch)
-    assert batch.wait(timeout=600) == 0
+    def killed_batch(work: Path, *policy: str) -> int:
+        batch = _batch_process(work, _overrides(small_demo, questions_file, SERVED, "serving.max_restarts=0",
+                                                *policy))
+        _kill_server_after_some_calls(work, batch)
+        return batch.wait(timeout=600)
+
+    # The two policies' batches side by side (the default's and fail's): each runs its server on one core.
+    work, failing = _copy(prepared, tmp_path), _copy(prepared, tmp_path / "fail")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        error_rows = pool.submit(killed_batch, work)
+        fail = pool.submit(killed_batch, failing, "serving.on_dead_server=fail")
+        error_rows_code, fail_code = error_rows.result(), fail.result()
+
+    assert error_rows_code == 0
     assert "serving.max_restarts=0" in (work / "results/logs/serving/smollm2.log").read_text()
     tables = [pl.read_parquet(work / p) for p in PREDICTIONS]
     unanswered = [t for t in tables if t["error"].is_not_null().any()]  # (an answer may have finished first)
@@ -344,12 +382,8 @@ def test_a_server_that_keeps_dying_leaves_error_rows_for_what_it_did_not_answer_
     (start,) = starts(work)
     assert start["exit"].startswith("died")
 
-    work = _copy(prepared, tmp_path / "fail")
-    batch = _batch_process(work, _overrides(small_demo, questions_file, "serving.models=[smollm2] "
-                                            "serving.max_restarts=0 serving.on_dead_server=fail"))
-    _kill_server_after_some_calls(work, batch)
-    assert batch.wait(timeout=600) == 1
-    assert not (work / PREDICTIONS[0]).exists()  # the answer the server died under wrote nothing
+    assert fail_code == 1
+    assert not (failing / PREDICTIONS[0]).exists()  # the answer the server died under wrote nothing
 
 
 def test_a_missing_server_executable_stops_the_batch_at_once_with_its_name(tmp_path, monkeypatch):
@@ -372,7 +406,7 @@ def test_an_answer_that_fails_for_its_own_reason_costs_its_questions_not_the_bat
     broken = work / f"results/cache/answer/{METHODS[1]}/smollm2/{VIDEO}.sqlite"
     broken.parent.mkdir(parents=True, exist_ok=True)
     broken.write_bytes(b"not a database, " * 64)
-    batch = _batch_process(work, _overrides(small_demo, questions_file, "serving.models=[smollm2]"))
+    batch = _batch_process(work, _overrides(small_demo, questions_file, SERVED))
     assert batch.wait(timeout=600) == 0, (work / "results/logs/serving/smollm2.log").read_text()[-3000:]
     good, failed = _tables(work)
     expected = _tables(in_process)
