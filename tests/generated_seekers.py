@@ -678,14 +678,15 @@ def longvideo_r1_extract_caption(case: dict) -> None:
 
 
 # -------------------------------------------------------------------------------------------------- VideoARM
-VIDEOARM_TOTAL, VIDEOARM_LIMIT = 3000, 240  # the generator's clip; PIPELINE_CONFIG's total_frames_limit
+VIDEOARM_TOTAL, VIDEOARM_FPS, VIDEOARM_LIMIT = 3000, 30.0, 240  # the generator's clip; total_frames_limit
 
 
 def videoarm_scene_snapper_split(case: dict) -> None:
     """scene_snapper's frames: the caption model's (num_frames one of 30/60/90/150, else 30) and the
     controller's (the raw num_frames capped at the limit; absent: 30), split over the ranges as written; where the
-    release raises or gets no frame, senri refuses or gets none."""
-    from senri.methods.videoarm_tools import snapshot_counts, split_frames
+    release raises or gets no frame, senri refuses or gets none. Where the release's call succeeded: its result's
+    frames_loaded / total_duration / message and the number of mosaics the caption model was sent."""
+    from senri.methods.videoarm_tools import TILES_PER_MOSAIC, snapshot_counts, snapshot_summary, split_frames
 
     given, out = case["input"], case["output"]
     wanted = 30 if given["num_frames"] is None else given["num_frames"]  # the release's .get("num_frames", 30)
@@ -701,6 +702,12 @@ def videoarm_scene_snapper_split(case: dict) -> None:
             assert isinstance(raised, ValueError), (side, got, out[side])
         else:
             assert raised is None and got == out[side]["indices"], (side, got, raised, out[side])
+    if out.get("result", {}).get("status") == "success":
+        loaded = len(out["caption"]["indices"])
+        summary = snapshot_summary(given["frame_ranges"], loaded, VIDEOARM_FPS)
+        assert {k: summary[k] for k in out["result"] if k != "caption"} == \
+            {k: v for k, v in out["result"].items() if k != "caption"}, (summary, out["result"])
+        assert -(-loaded // TILES_PER_MOSAIC) == out["mosaics"], (loaded, out["mosaics"])
 
 
 def videoarm_clip_reply(case: dict) -> None:
@@ -727,6 +734,79 @@ def videoarm_clip_range(case: dict) -> None:
     assert {"start_frame": got[0], "end_frame": got[1]} == out["value"]["frame_range"], (got, out)
 
 
+def videoarm_colour(i: int) -> tuple[int, int, int]:
+    """The generator's solid colour of frame i, BGR as the release's files hold it (bench/release_cases/videoarm.py)."""
+    return 10 + 18 * i, 240 - 17 * i, (53 * i + 30) % 256
+
+
+def videoarm_mosaic_layout(case: dict) -> None:
+    """The 3×2 mosaics of a list of frames (``_make_composite_grids``): senri's :func:`mosaics` on the same
+    frames (a missing or corrupt file is a frame that could not be read: None) gives grids of the release's size,
+    tile size and row-major tiles (each named by its solid colour, or black padding). Where the release made no
+    grid (no frame of any chunk readable) it hands the unreadable paths back, which its client cannot read either:
+    no image reaches the model, and senri makes no mosaic."""
+    import numpy as np
+
+    from senri.methods.videoarm_tools import MOSAIC_COLS, MOSAIC_ROWS, mosaics
+
+    frames = [np.full((f["h"], f["w"], 3), videoarm_colour(i)[::-1], dtype=np.uint8) if isinstance(f, dict) else None
+              for i, f in enumerate(case["input"]["frames"])]
+    out = case["output"]
+    assert "value" in out, out
+    grids, raised = run(lambda: mosaics(frames))
+    assert raised is None, raised
+    if "returned_paths" in out["value"]:
+        assert grids == [] and all(f is None for f in frames), (len(grids), out)
+        return
+    names = {videoarm_colour(i)[::-1]: f"frame{i}" for i in range(len(frames))}
+    got = []
+    for grid in grids:
+        th, tw = grid.shape[0] // MOSAIC_ROWS, grid.shape[1] // MOSAIC_COLS
+        tiles = []
+        for r in range(MOSAIC_ROWS):
+            row = []
+            for c in range(MOSAIC_COLS):
+                values = {tuple(int(v) for v in px) for px in
+                          np.unique(grid[r * th:(r + 1) * th, c * tw:(c + 1) * tw].reshape(-1, 3), axis=0)}
+                only = next(iter(values)) if len(values) == 1 else None
+                row.append("pad(black)" if only == (0, 0, 0) else names.get(only, "mixed"))
+            tiles.append(row)
+        got.append({"grid_hw": [int(grid.shape[0]), int(grid.shape[1])], "tile_hw": [th, tw],
+                    "tiles_row_major": tiles})
+    assert got == out["value"]["grids"], (got, out["value"]["grids"])
+
+
+def videoarm_caption_reply(case: dict) -> None:
+    """The caption model's reply as ``_generate_scene_caption`` keeps it: its first line, "Caption:" stripped."""
+    from senri.methods.videoarm_tools import first_caption_line
+
+    expect(case, lambda: first_caption_line(case["input"]["reply"]), convert=lambda caption: {
+        "status": "success" if caption else "empty", "caption": caption})
+
+
+def videoarm_error_like(case: dict) -> None:
+    """A tool-less reply that is no answer (``_looks_like_error``): senri's default reads it the same way."""
+    from senri.methods.videoarm_tools import is_error_like
+
+    expect(case, lambda: is_error_like(case["input"]["text"]))
+
+
+def videoarm_tool_arguments(case: dict) -> None:
+    """A tool call's arguments through the release's JSON reader: where it read an object, senri's default
+    reader (:func:`read_arguments`, ``tool_arguments_parser: release``) reads the same object; where it read
+    nothing (None) or another value, the release's dispatcher makes the call an error result ("Failed to parse
+    arguments", or ``tool(**value)``'s TypeError), and senri refuses the arguments (ValueError: an error result)."""
+    from senri.methods.videoarm_tools import read_arguments
+
+    out = case["output"]
+    got, raised = run(lambda: read_arguments(case["input"]["arguments"]))
+    if out.get("type") == "dict":
+        assert raised is None, f"senri raised {raised!r}; the release read {out['value']!r}"
+        assert same(got, out["value"]), (got, out["value"])
+    else:
+        assert isinstance(raised, ValueError), f"the release gave {out!r}; senri read {got!r}"
+
+
 ADAPTERS: dict[str, dict[str, Callable[[dict], None]]] = {
     "paravt": {"parse_time_val": paravt_parse_time_val, "extract_letter": paravt_extract_letter,
                "parse_tool_calls": paravt_parse_tool_calls, "eval_one_calls": paravt_eval_one_calls,
@@ -744,7 +824,9 @@ ADAPTERS: dict[str, dict[str, Callable[[dict], None]]] = {
                      "extract_blocks": longvideo_r1_extract_blocks, "extract_caption": longvideo_r1_extract_caption,
                      "caption_tree": longvideo_r1_caption_tree, "episodes": longvideo_r1_episodes},
     "videoarm": {"scene_snapper_split": videoarm_scene_snapper_split, "clip_reply": videoarm_clip_reply,
-                 "clip_range": videoarm_clip_range},
+                 "clip_range": videoarm_clip_range, "mosaic_layout": videoarm_mosaic_layout,
+                 "caption_reply": videoarm_caption_reply, "error_like": videoarm_error_like,
+                 "tool_arguments": videoarm_tool_arguments},
 }
 
 

@@ -68,3 +68,21 @@ def test_the_adapters_fail_where_senri_would_differ():
     crop = next(c for c in generated("paravt")["kinds"]["crop_frames_torchvision"] if c["output"]["returned_frames"])
     with pytest.raises(AssertionError):
         verdict("paravt", "crop_frames_torchvision", {**crop, "output": {**crop["output"], "torchvision_decoded": [0]}})
+
+
+def test_the_videoarm_adapters_fail_where_senri_would_differ():
+    """VideoARM's new kinds: a mosaic tile, an argument object and a caption told otherwise are caught."""
+    grid = next(c for c in generated("videoarm")["kinds"]["mosaic_layout"] if c["output"]["value"].get("grids"))
+    told = json.loads(json.dumps(grid))
+    told["output"]["value"]["grids"][0]["tiles_row_major"][1][2] = "frame99"
+    with pytest.raises(AssertionError):
+        verdict("videoarm", "mosaic_layout", told)
+    read = next(c for c in generated("videoarm")["kinds"]["tool_arguments"] if c["output"].get("type") == "dict")
+    with pytest.raises(AssertionError):
+        verdict("videoarm", "tool_arguments", {**read, "output": {"value": {"told": 1}, "type": "dict"}})
+    with pytest.raises(AssertionError):
+        verdict("videoarm", "tool_arguments", {"input": {"arguments": "Sure: {\"a\": 1} {\"b\": 2}"},
+                                               "output": {"value": None, "type": "NoneType"}})
+    caption = generated("videoarm")["kinds"]["caption_reply"][3]
+    with pytest.raises(AssertionError):
+        verdict("videoarm", "caption_reply", {**caption, "output": {"value": {"status": "success", "caption": "x y"}}})

@@ -67,9 +67,9 @@ from senri.backends.transcription import SAMPLE_RATE, Transcriber, wav_bytes
 from senri.decode import encode_jpeg
 from senri.methods.base import CallTally, Method, MethodAnswer, RoleModels, RunContext, caption_memory
 from senri.methods.structured import call_record
-from senri.methods.videoarm_tools import (CLIP_PARSERS, SNAPPER_COUNTS, FrameClock, TextCalls,
+from senri.methods.videoarm_tools import (ARGUMENT_PARSERS, CLIP_PARSERS, SNAPPER_COUNTS, FrameClock, TextCalls,
                                           audio_segments_to_frames, clip_frame_range, first_caption_line,
-                                          is_error_like, mosaics, parse_arguments, parse_clip_reply,
+                                          is_error_like, mosaics, parse_clip_reply, read_arguments,
                                           read_indexed_frames, sample_indices, snapshot_counts, snapshot_summary,
                                           split_frames, text_tool_calls)
 from senri.records import Question, letters_in_words
@@ -171,6 +171,7 @@ class VideoARM(Method):
         self.text_calls = self._choice("text_tool_calls", TEXT_TOOL_CALLS)
         self.tool_feedback = bool(config.get("tool_feedback", True))
         self.clip_parser = self._choice("clip_reply_parser", CLIP_PARSERS)
+        self.arguments_parser = self._choice("tool_arguments_parser", ARGUMENT_PARSERS)
         chars = config.get("error_check_chars")
         self.error_chars = None if chars is None else int(chars)
         self.controller_frames = self._choice("controller_frames", CONTROLLER_FRAMES)
@@ -595,7 +596,7 @@ class VideoARM(Method):
         entry: dict[str, Any] = {"iteration": step, "tool_name": call["name"], "arguments": call["arguments"]}
         images_before, frames_before, black_before = episode.images_sent, episode.frames_decoded, episode.black_frames
         try:
-            arguments = parse_arguments(call["arguments"])
+            arguments = read_arguments(call["arguments"], self.arguments_parser)
             entry["arguments"] = arguments
             tool = {"scene_snapper": self._scene_snapper, "clip_analyzer": self._clip_analyzer,
                     "audio_transcriber": self._audio_transcriber}.get(call["name"])

@@ -281,8 +281,10 @@ _FENCE = re.compile(r"^\s*```(?:json)?\s*|\s*```\s*$", re.IGNORECASE)
 
 
 def parse_arguments(text: str | dict | None) -> dict[str, Any]:
-    """A tool call's arguments (A-T6): a JSON object, after stripping a code fence and closing brackets the
-    model left open. Raises ValueError naming the problem when it is not an object."""
+    """A tool call's arguments as senri's ``repair`` reader takes them (``tool_arguments_parser: repair``; the
+    default is :func:`release_arguments`): a JSON object, after stripping a code fence and closing the brackets
+    and the string the model left open, in the right order. Raises ValueError naming the problem when it is not
+    an object."""
     if isinstance(text, dict):
         return text
     body = _FENCE.sub("", text or "").strip() or "{}"
@@ -295,6 +297,77 @@ def parse_arguments(text: str | dict | None) -> dict[str, Any]:
             return value
         raise ValueError(f"tool arguments are not a JSON object: {body[:200]}")
     raise ValueError(f"tool arguments are not valid JSON: {body[:200]}")
+
+
+#: How a tool call's arguments are read (A-T6): ``release`` as the released code reads them
+#: (:func:`release_arguments`); ``repair`` is senri's named alternative (:func:`parse_arguments`).
+ARGUMENT_PARSERS = ("release", "repair")
+
+
+def read_arguments(text: str, parser: str = "release") -> dict[str, Any]:
+    """A tool call's arguments as an object, by the named parser (:data:`ARGUMENT_PARSERS`); ValueError when
+    there is none (the call is then an error result that changes nothing, A-T6)."""
+    if parser == "release":
+        return release_arguments(text)
+    if parser == "repair":
+        return parse_arguments(text)
+    raise ValueError(f"tool arguments parser {parser!r}: one of {', '.join(ARGUMENT_PARSERS)}")
+
+
+def release_arguments(text: Any) -> dict[str, Any]:
+    """A-T6 as the released code reads a tool call's arguments (its JSON reader, then its dispatcher's
+    ``tool(**arguments)``, which refuses anything but an object). Issue 60's generated cases showed senri's
+    repairing reader (:func:`parse_arguments`) taking other calls than the release, so this is the default.
+
+    The reader: the text as JSON; else the text with every code fence marker removed; else the first ``{`` or
+    ``[`` and the bracket that closes it, counting brackets only (brackets inside strings count too) and
+    skipping a closer of the other kind — the first balanced piece is the value when it parses, and the first
+    one that does not ends this step; else the longest prefix from that first bracket that parses once the
+    ``}`` it leaves open and then the ``]`` are appended. So prose around an object is dropped, of two objects
+    written back to back the first is taken, ``{"frame_ranges": [{...}`` cut off reads as ``{}``, and a cut-off
+    string drops the key it belongs to. Not a string, blank, no value found, or a value that is not an object:
+    ValueError."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"tool arguments are empty or not text: {text!r}"[:200])
+    value = _release_json(text)
+    if value is _UNREADABLE:
+        raise ValueError(f"tool arguments are not valid JSON: {text[:200]}")
+    if not isinstance(value, dict):
+        raise ValueError(f"tool arguments are not a JSON object: {text[:200]}")
+    return value
+
+
+def _release_json(text: str) -> Any:
+    """The released JSON reader's value for ``text`` (see :func:`release_arguments`), or :data:`_UNREADABLE`."""
+    for candidate in (text, text.replace("```json", "").replace("```", "").strip()):
+        try:
+            return json.loads(candidate)
+        except json.JSONDecodeError:
+            pass
+    first = next((i for i, char in enumerate(text) if char in "{["), -1)
+    if first < 0:
+        return _UNREADABLE
+    open_brackets: list[str] = []
+    for i in range(first, len(text)):
+        char = text[i]
+        if char in "{[":
+            open_brackets.append(char)
+        elif char in "}]" and open_brackets and (char == "}") == (open_brackets[-1] == "{"):
+            open_brackets.pop()
+            if not open_brackets:
+                try:
+                    return json.loads(text[first:i + 1])
+                except json.JSONDecodeError:
+                    break
+    for end in range(len(text), first, -1):
+        piece = text[first:end]
+        braces, brackets = piece.count("{") - piece.count("}"), piece.count("[") - piece.count("]")
+        if braces > 0 or brackets > 0:
+            try:
+                return json.loads(piece + "}" * braces + "]" * brackets)
+            except json.JSONDecodeError:
+                continue
+    return _UNREADABLE
 
 
 def _close_brackets(text: str) -> str:
