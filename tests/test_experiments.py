@@ -23,6 +23,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -47,6 +48,26 @@ REPORT = {"observation": "a sign", "evidence_moments": [0], "requirement_finding
 DEMO = ONE_VIDEO_DEMO + " "
 #: The tests' hashed-words text encoder (tests/hashed_encoder.py) by its "module:object" name.
 HASHED_WORDS = "hashed_encoder:HashedWords"
+
+
+#: The DAG runs several tests read, by name: each made once per session by the first test that asks for it (its
+#: workdir), or the failure it raised. Tests of other files (tests/test_light_omni.py) reach them through
+#: this module, so one run serves them all.
+_SHARED_RUNS: dict[str, Path | Exception] = {}
+
+
+def shared_run(name: str, make: Callable[[], Path]) -> Path:
+    """``make()``'s workdir, made once per session under ``name``; a failed run fails every test that reads it."""
+    if name not in _SHARED_RUNS:
+        try:
+            _SHARED_RUNS[name] = make()
+        except Exception as exc:
+            _SHARED_RUNS[name] = exc
+            raise
+    result = _SHARED_RUNS[name]
+    if isinstance(result, Exception):
+        raise AssertionError(f"the shared {name} run failed in an earlier test: {result}") from result
+    return result
 
 
 def answer(letter: str) -> str:
@@ -434,30 +455,57 @@ def test_table2_on_the_demo_through_the_dag(tmp_path, prepared_demo, tiny_clip):
     print(f"table2 {table2_s:.0f} s")
 
 
-def test_table2_omni_on_the_demo_through_the_dag(tmp_path, prepared_demo):
-    """Issue 62: ``experiment=table2_omni`` on the one-video demo in one DAG run: the memory_system rule builds
-    M3-Agent's store (the scripted model as memorizer, hashed words as text embedder), the method's controller loop
-    searches it once and answers. The prepared demo's anonymized copy has no sound (keep_audio false upstream, kept
-    here so the upstream stages are reused): the store records it, and the named fix ``silent_video=video_only``
-    builds from the pixels alone (the release would lose the video: tests/test_m3_agent.py)."""
-    prepared_demo(tmp_path, ONE_VIDEO_DEMO)
+def table2_omni_run(tmp_path_factory, prepared_demo) -> Path:  # noqa: ANN001 - pytest fixtures
+    """``experiment=table2_omni`` on the one-video demo in one DAG run, both its rows: M3-Agent on the scripted model
+    (memorizer and controller; hashed words as text embedder) and Light-Omni through its stand-in release worker
+    (tests/light_omni_standin.py: a real environment built offline from an empty pin file, the stand-in checkout's
+    scripted model, senri's adapter). The prepared demo's anonymized copy has no sound (keep_audio false upstream,
+    kept here so the upstream stages are reused). The workdir this file's omni test (M3-Agent's row) and
+    tests/test_light_omni.py's DAG test (Light-Omni's) check; made once per session, the two store builds side by
+    side."""
+    def make() -> Path:
+        from light_omni_standin import make_checkout
+
+        workdir = tmp_path_factory.mktemp("table2_omni")
+        prepared_demo(workdir, ONE_VIDEO_DEMO)
+        script = workdir / "agent.jsonl"
+        rules = [{"match": "Voice features:", "text": json.dumps({
+                     "video_descriptions": ["A red door stands at the end of the corridor."],
+                     "high_level_conclusions": ["The corridor leads to the kitchen."]})},
+                 {"match": "Searched knowledge: {}",
+                  "text": "<think>search first</think>Action: [Search]\nContent: red door corridor"},
+                 {"match": "Searched knowledge: {\"CLIP_",
+                  "text": "<think>found</think>Action: [Answer]\nContent: B"}]
+        script.write_text("".join(json.dumps(r) + "\n" for r in rules))
+        checkout = make_checkout(workdir / "release")
+        pins = workdir / "standin_pins.txt"
+        pins.write_text("# nothing to install: the stand-in checkout is pure Python\n")
+        standin = (f"{{backend:release_worker,model:standin,env:light_omni_standin,pins:'{pins}',"
+                   f"release_checkout:'{checkout}',adapter:'light_omni:LightOmniAdapter',"
+                   f"env_cache:'{workdir / 'envs'}',startup_timeout_s:120,request_timeout_s:120,gpus:0,mem_mb:2000}}")
+        overrides = (f"experiment=table2_omni {DEMO}anonymize.keep_audio=false method=[m3_agent,light_omni] "
+                     "memory_system=[m3_agent,light_omni] model=[] "
+                     f"+model.agent={{backend:scripted,script:{script},video:true,audio:true}} "
+                     f"+model.omni_standin={standin} "
+                     "method.m3_agent.models=[agent] memory_system.m3_agent.models.memorizer=agent "
+                     "memory_system.m3_agent.text_embedder=hashed_encoder:HashedWords "
+                     "memory_system.m3_agent.memorizer_short_side=64 memory_system.m3_agent.silent_video=video_only "
+                     "memory_system.m3_agent.face_short_side=96 "  # the face stand-ins at 5 fps: 0.01 CPU-s a frame
+                     "method.light_omni.models=[omni_standin] memory_system.light_omni.models.omni=omni_standin")
+        _snakemake(workdir, overrides, "--set-threads", "memory_system=1")
+        return workdir
+
+    return shared_run("table2_omni", make)
+
+
+def test_table2_omni_on_the_demo_through_the_dag(tmp_path_factory, prepared_demo):
+    """Issue 62: ``experiment=table2_omni`` on the one-video demo in one DAG run (:func:`table2_omni_run`), M3-Agent's
+    row: the memory_system rule builds M3-Agent's store (the scripted model as memorizer, hashed words as text
+    embedder), the method's controller loop searches it once and answers. The prepared demo's anonymized copy has
+    no sound: the store records it, and the named fix ``silent_video=video_only`` builds from the pixels alone (the
+    release would lose the video: tests/test_m3_agent.py). Light-Omni's row: tests/test_light_omni.py."""
+    tmp_path = table2_omni_run(tmp_path_factory, prepared_demo)
     questions = pl.read_parquet(tmp_path / "results/questions.parquet")
-    script = tmp_path / "agent.jsonl"
-    rules = [{"match": "Voice features:", "text": json.dumps({
-                 "video_descriptions": ["A red door stands at the end of the corridor."],
-                 "high_level_conclusions": ["The corridor leads to the kitchen."]})},
-             {"match": "Searched knowledge: {}", "text": "<think>search first</think>Action: [Search]\nContent: red door corridor"},
-             {"match": "Searched knowledge: {\"CLIP_", "text": "<think>found</think>Action: [Answer]\nContent: B"}]
-    script.write_text("".join(json.dumps(r) + "\n" for r in rules))
-    # M3-Agent's row only (Light-Omni's runs through its stand-in worker in tests/test_light_omni.py)
-    overrides = (f"experiment=table2_omni {DEMO}anonymize.keep_audio=false method=[m3_agent] memory_system=[m3_agent] "
-                 "model=[] "
-                 f"+model.agent={{backend:scripted,script:{script},video:true,audio:true}} "
-                 "method.m3_agent.models=[agent] memory_system.m3_agent.models.memorizer=agent "
-                 "memory_system.m3_agent.text_embedder=hashed_encoder:HashedWords "
-                 "memory_system.m3_agent.memorizer_short_side=64 memory_system.m3_agent.silent_video=video_only "
-                 "memory_system.m3_agent.face_short_side=96")  # the face stand-ins at 5 fps: 0.01 CPU-s a frame
-    _snakemake(tmp_path, overrides, "--set-threads", "memory_system=1")
     store = tmp_path / "results/memory_system/m3_agent/perception/demo_01"
     record = yaml.safe_load((store / "config.yaml").read_text())
     assert record["lost"] is None and record["audio"].startswith("none:") and record["calls"]["memorizer"] >= 2
@@ -472,7 +520,11 @@ def test_table2_omni_on_the_demo_through_the_dag(tmp_path, prepared_demo):
     assert [r["query"] for r in trace["rounds"]] == ["red door corridor", None] and trace["held_clips"]
     main = pl.read_parquet(tmp_path / "results/report/tables/main.parquet")
     assert ("m3_agent", "agent") in set(_rows(main, "method", "model"))
-    # the experiment names SENRI Table 2 (report.published): M3-Agent's published row follows ours
+    # the experiment names SENRI Table 2 (report.published): each row's published row follows ours (the run holds
+    # Light-Omni's row too)
     beside = pl.read_parquet(tmp_path / "results/report/tables/main_beside_paper.parquet")
-    assert beside.select("method", "model").rows() == [("m3_agent", "agent"), ("M3-Agent", "Qwen3-32B∗")]
-    assert beside["total"][1] == 33.6 and "◊" in beside["source"][0]
+    assert beside.select("method", "model").rows() == [("light_omni", "omni_standin"),
+                                                       ("Light-Omni", "Qwen2.5-Omni-7B∗"),
+                                                       ("m3_agent", "agent"), ("M3-Agent", "Qwen3-32B∗")]
+    assert beside["total"][3] == 33.6 and "◊" in beside["source"][2]
+    assert beside["total"][1] == 37.4 and "◊" in beside["source"][0]

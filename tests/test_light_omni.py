@@ -273,29 +273,19 @@ def test_a_lost_build_fails_each_question_with_the_reason(tmp_path, monkeypatch)
 
 
 @pytest.mark.workflow
-def test_table2_omni_builds_and_answers_light_omni_on_the_demo_through_a_stand_in(tmp_path, prepared_demo):
+def test_table2_omni_builds_and_answers_light_omni_on_the_demo_through_a_stand_in(tmp_path_factory, prepared_demo):
     """``experiment=table2_omni`` (Light-Omni's row) end to end on the one-video demo: the memory_system rule streams
     the demo video through a release worker (a real environment built offline from an empty pin file, the stand-in
     checkout's scripted model, senri's adapter), the answer jobs ask every question through it. The demo's
     anonymized video has no audio track here (``anonymize.keep_audio=false``, the upstream stages as prepared):
-    the build streams 1-s silences and records it."""
+    the build streams 1-s silences and records it. The run is the one both omni rows share
+    (tests/test_experiments.py::table2_omni_run; M3-Agent's row is checked there)."""
     import polars as pl
     import yaml
 
-    from conftest import ONE_VIDEO_DEMO
-    from test_memory_store import _snakemake
+    from test_experiments import table2_omni_run
 
-    prepared_demo(tmp_path, ONE_VIDEO_DEMO)
-    checkout = make_checkout(tmp_path / "release")
-    pins = tmp_path / "standin_pins.txt"
-    pins.write_text("# nothing to install: the stand-in checkout is pure Python\n")
-    standin = (f"{{backend:release_worker,model:standin,env:light_omni_standin,pins:'{pins}',"
-               f"release_checkout:'{checkout}',adapter:'light_omni:LightOmniAdapter',"
-               f"env_cache:'{tmp_path / 'envs'}',startup_timeout_s:120,request_timeout_s:120,gpus:0,mem_mb:2000}}")
-    overrides = (f"experiment=table2_omni {ONE_VIDEO_DEMO} anonymize.keep_audio=false method=[light_omni] "
-                 f"memory_system=[light_omni] model=[] +model.omni_standin={standin} "
-                 "method.light_omni.models=[omni_standin] memory_system.light_omni.models.omni=omni_standin")
-    _snakemake(tmp_path, overrides, "--set-threads", "memory_system=1")
+    tmp_path = table2_omni_run(tmp_path_factory, prepared_demo)
     store = tmp_path / "results/memory_system/light_omni/perception/demo_01"
     record = yaml.safe_load((store / "config.yaml").read_text())
     assert record["source"] == "built" and "lost" not in record, record
