@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import polars as pl
@@ -51,8 +53,8 @@ HASHED_WORDS = "hashed_encoder:HashedWords"
 
 
 #: The DAG runs several tests read, by name: each made once per session by the first test that asks for it (its
-#: workdir), or the failure it raised. Tests of other files (tests/test_light_omni.py) reach them through
-#: this module, so one run serves them all.
+#: workdir), or the failure it raised. Tests of other files (tests/test_specialists_dag.py, tests/test_light_omni.py)
+#: reach them through this module, so one run serves them all; a test that runs more reads a copy (:func:`copy_run`).
 _SHARED_RUNS: dict[str, Path | Exception] = {}
 
 
@@ -68,6 +70,20 @@ def shared_run(name: str, make: Callable[[], Path]) -> Path:
     if isinstance(result, Exception):
         raise AssertionError(f"the shared {name} run failed in an earlier test: {result}") from result
     return result
+
+
+def copy_run(source: Path, workdir: Path, skip: Callable[[Path, str], bool] = lambda folder, name: False) -> Path:
+    """A copy of a finished run's workdir (file times and Snakemake's metadata kept, as :func:`prepared_demo`'s
+    copies are: Snakemake sees its jobs finished and runs only what the next overrides add or change), less each
+    entry ``skip(folder, name)`` names (the model folders and release environments stay in ``source``, where the
+    model configs point)."""
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        here = Path(folder)
+        return {n for n in names if (n in ("envs", "tiny-vlm") and here == source) or skip(here, n)}
+
+    shutil.copytree(source, workdir, symlinks=True, dirs_exist_ok=True, ignore=ignore)
+    shutil.rmtree(workdir / ".snakemake" / "log", ignore_errors=True)
+    return workdir
 
 
 def answer(letter: str) -> str:
@@ -135,14 +151,21 @@ def _rows(table: pl.DataFrame, *columns: str) -> list[tuple]:
     return table.select(*columns).rows()
 
 
-def test_table3_then_table4_on_the_demo_through_the_dag(tmp_path, prepared_demo):
+def test_table3_then_table4_on_the_demo_through_the_dag(tmp_path, table2_workdir):
     """Also the MAGIC-Video store's DAG test: its record, 30-s nodes and PPR retriever (the same store job that
-    ``memory_system=[magic_video] method=[magic_video,senri_agent]`` runs; one DAG builds it for both)."""
-    prepared_demo(tmp_path, ONE_VIDEO_DEMO)  # the demo's upstream stages, questions among them, run once per session
+    ``memory_system=[magic_video] method=[magic_video,senri_agent]`` runs; one DAG builds it for both).
+
+    Table 3 runs in a copy of Table 2's run (:func:`table2_run`), whose WorldMM and MAGIC-Video stores and original
+    workflows are Table 3's own jobs, by the same configs on the same scripted model (Table 2's script: EG-Agent's
+    replies, then :func:`role_rules`): what is left to run is SENRI-Agent over each store and the pairs table.
+    Table 4 and Table 3 on a text-only model then run side by side, each in a copy of Table 3's run."""
     started = time.monotonic()
-    script = tmp_path / "agent.jsonl"
-    script.write_text("")
-    # Both stores' text vectors by the tests' hashed words (tests/hashed_encoder.py): the 2 store jobs and 11 answer
+    predictions_dir = table2_workdir / "results/predictions"
+    # Table 3's original workflows only: its run adds SENRI-Agent's two runs and nothing else
+    tmp_path = copy_run(table2_workdir, tmp_path / "table3",
+                        skip=lambda folder, name: folder == predictions_dir and name not in ("worldmm", "magic_video"))
+    script = table2_workdir / "agent.jsonl"
+    # Both stores' text vectors by the tests' hashed words (tests/hashed_encoder.py): the store jobs and the answer
     # jobs load neither torch nor MiniLM, seconds each. MiniLM itself: test_magic_video.py::
     # test_default_text_encoder_is_minilm_end_to_end, and through the DAG test_workflow.py's memory_search runs.
     encoder = HASHED_WORDS
@@ -152,11 +175,10 @@ def test_table3_then_table4_on_the_demo_through_the_dag(tmp_path, prepared_demo)
     table3 = (f"experiment=table3 {DEMO}{models} memory_system.worldmm.models.summariser=agent "
               "memory_system.worldmm.models.extractor=agent memory_system.worldmm.models.retriever=agent "
               f"memory_system.worldmm.text_embedder={encoder}")
-    # The prepared demo's questions: Table 3's run keeps them (its ingest slice is the demo's), and the answers
-    # below follow them question by question.
+    # The prepared demo's questions: Table 3's run keeps them (its ingest slice is the demo's), and the script's
+    # answers follow them question by question.
     questions = pl.read_parquet(tmp_path / "results/questions.parquet")
     assert questions.height == 4
-    script.write_text("".join(json.dumps(r) + "\n" for r in role_rules(questions)))
 
     # ------------------------------------------------------------------------------------------- Table 3
     _snakemake(tmp_path, table3)
@@ -204,9 +226,24 @@ def test_table3_then_table4_on_the_demo_through_the_dag(tmp_path, prepared_demo)
         assert any(group in line and label in line for line in markdown.splitlines()), markdown
     table3_s = time.monotonic() - started
 
-    # ------------------------------------------------------------------------------------------- Table 4
+    # ------------------------------------------------- Table 4 and Table 3 on a text-only model, side by side
+    # (each DAG is a chain of short jobs that mostly keeps one core busy), each in a copy of Table 3's run
+    table3_dir, text_dir = tmp_path, copy_run(tmp_path, tmp_path.parent / "text_only")
+    tmp_path = copy_run(table3_dir, tmp_path.parent / "table4")
+    stores = {s: tmp_path / f"results/memory_system/{s}/perception/demo_01" for s in stores}
     built = {s: (store / "items.parquet").stat().st_mtime_ns for s, store in stores.items()}
-    proc = _snakemake(tmp_path, f"experiment=table4 {DEMO}{models}")
+    # the text-only variant on the text-only model alone (the scripted model stays selected: it is every builder
+    # role, as in Table 3's run, so the stores are Table 3's); the Original rows run on both models, the "agent"
+    # ones are Table 3's
+    reader = f"+model.reader={{backend:scripted,script:{script},concurrency:4,images:false}}"
+    text_only = (f"{table3.replace('experiment=table3 ', 'experiment=table3_text_only ')} {reader} "
+                 "method.senri_agent_text_only.models=[reader]")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        table4_run = pool.submit(_snakemake, tmp_path, f"experiment=table4 {DEMO}{models}")
+        text_only_run = pool.submit(_snakemake, text_dir, text_only)
+        proc, text_proc = table4_run.result(), text_only_run.result()
+
+    # ------------------------------------------------------------------------------------------- Table 4
     log = proc.stdout + proc.stderr
     assert "rule memory_system:" not in log and "localrule memory_system:" not in log, log[-3000:]
     assert {s: (store / "items.parquet").stat().st_mtime_ns for s, store in stores.items()} == built
@@ -225,13 +262,11 @@ def test_table3_then_table4_on_the_demo_through_the_dag(tmp_path, prepared_demo)
         ("w/o Working Memory", "senri_agent_no_wm@magic_video/agent", "magic_video/perception", original)]
     main = pl.read_parquet(tmp_path / "results/tables/main.parquet")
     assert sorted(main["method"]) == sorted(["senri_agent@magic_video", *variants])  # table4's run set only
-    print(f"table3 {table3_s:.0f} s, table4 {time.monotonic() - started - table3_s:.0f} s")
+    print(f"table3 {table3_s:.0f} s, table4 and text only {time.monotonic() - started - table3_s:.0f} s")
 
     # ------------------------------------------- Table 3 on a text-only model (the README's CPU command, issue 40)
-    reader = f"+model.reader={{backend:scripted,script:{script},concurrency:4,images:false}}"
-    # The same stores: every builder role on the scripted model, as Table 3's run had them.
-    proc = _snakemake(tmp_path, f"{table3.replace('experiment=table3 ', 'experiment=table3_text_only ')} {reader}")
-    log = proc.stdout + proc.stderr
+    tmp_path = text_dir
+    log = text_proc.stdout + text_proc.stderr
     assert "rule memory_system:" not in log and "localrule memory_system:" not in log, log[-3000:]
     for run in ("senri_agent_text_only@worldmm", "senri_agent_text_only@magic_video"):
         predictions = pl.read_parquet(tmp_path / f"results/predictions/{run}/reader/demo_01.parquet")
@@ -272,6 +307,23 @@ def egagent_rules() -> list[dict]:
             {"match": "Choose the best option", "text": '{"mcq_prediction": "B", "justification": "j"}'}]
 
 
+#: The direct-perception specialists' rows (Table 2's, and experiment=table2_direct_specialists') pinned to the stub
+#: model (:func:`stub_model`), their frame budgets cut down so the jobs stay seconds.
+SPECIALISTS = ("method.cambrian_s.models=[stub] method.cambrian_s_lfp.models=[stub] method.internvideo3.models=[stub] "
+               "method.videochat3.models=[stub] method.cambrian_s.max_frames=6 method.cambrian_s_lfp.stream_fps=0.2 "
+               "method.internvideo3.max_frames=4 method.videochat3.frames_limit=6")
+
+
+def stub_model(workdir: Path) -> str:
+    """The stub model (senri.workers.stub_model) in a real release worker: a venv built under ``workdir/envs``
+    from a pin file with no pins."""
+    pins = workdir / "stub_pins.txt"
+    if not pins.exists():
+        pins.write_text("# the stub model: the standard library only\n")
+    return (f"{{backend:release_worker,model:stub,env:stub,pins:{pins},env_cache:{workdir / 'envs'},"
+            "adapter:'stub_model:StubModel',images:true}")
+
+
 #: Table 2's omni-memory systems (issue 62), left out of this test's DAG (see table2_overrides).
 OMNI_MEMORIES = ("light_omni", "m3_agent")
 
@@ -293,17 +345,8 @@ def table2_overrides(script: Path, vlm: Path, clip: dict) -> str:
     # test_workflow's tiny-VLM direct test runs it through the DAG
     methods = [*(m for m in table2_methods if m not in (*OMNI_MEMORIES, "direct")), "senri_agent"]
     clip_config = ",".join(f"{k}:{v}" for k, v in clip.items())
-    # the direct-perception specialists: the stub model in a real release worker (a venv with no pins), few frames
-    pins = script.parent / "stub_pins.txt"
-    pins.write_text("# the stub model: the standard library only\n")
-    stub = (f"{{backend:release_worker,model:stub,env:stub,pins:{pins},env_cache:{script.parent / 'envs'},"
-            "adapter:'stub_model:StubModel',images:true}")
-    specialists = ("method.cambrian_s.models=[stub] method.cambrian_s_lfp.models=[stub] "
-                   "method.internvideo3.models=[stub] method.videochat3.models=[stub] method.cambrian_s.max_frames=6 "
-                   "method.cambrian_s_lfp.stream_fps=0.2 method.internvideo3.max_frames=4 "
-                   "method.videochat3.frames_limit=6 ")
     return (f"experiment=table2 {DEMO}method=[{','.join(methods)}] +method.senri_agent.memory_system=egagent "
-            f"model=[] +model.stub={stub} {specialists}"
+            f"model=[] +model.stub={stub_model(script.parent)} {SPECIALISTS} "
             # the cap bounds the release's 16k-token roles: random weights ramble to any limit
             f"+model.tiny={{backend:transformers,path:{vlm},max_tokens:4,max_tokens_cap:8}} "
             f"+model.agent={{backend:scripted,script:{script},concurrency:4,images:true}} "
@@ -341,8 +384,38 @@ TABLE2_ROWS = [("direct_perception", "cambrian_s", "stub", "none"),
                ("persistent_memory", "worldmm", "agent", "worldmm/perception")]
 
 
-def test_table2_on_the_demo_through_the_dag(tmp_path, prepared_demo, tiny_clip):
-    """Issue 53: ``experiment=table2`` end to end on the one-video demo in one DAG run, on the tiny models.
+def table2_run(tmp_path_factory, prepared_demo, tiny_clip: dict) -> Path:  # noqa: ANN001 - pytest fixtures
+    """``experiment=table2`` on the one-video demo in one DAG run, on the tiny models (:func:`table2_overrides`): the
+    workdir Table 2's test checks, and whose finished jobs the direct specialists' test (the same four stub runs,
+    tests/test_specialists_dag.py) and Table 3's test (the same WorldMM and MAGIC-Video stores and original
+    workflows) run their experiments over, in copies. Made once per session."""
+    def make() -> Path:
+        from tiny_vlm import build_tiny_llava
+
+        started = time.monotonic()
+        workdir = tmp_path_factory.mktemp("table2")
+        vlm = build_tiny_llava(workdir / "tiny-vlm")
+        prepared_demo(workdir, ONE_VIDEO_DEMO)  # the demo's upstream stages (questions included), run once per session
+        questions = pl.read_parquet(workdir / "results/questions.parquet")
+        script = workdir / "agent.jsonl"
+        script.write_text("".join(json.dumps(r) + "\n" for r in [*egagent_rules(), *role_rules(questions)]))
+        # one thread a store job (the rule asks two, for real builder models): the three scripted builds then run
+        # beside the answer jobs on a 2-core machine instead of each holding both cores alone
+        _snakemake(workdir, table2_overrides(script, vlm, tiny_clip), "--set-threads", "memory_system=1")
+        print(f"table2 {time.monotonic() - started:.0f} s")
+        return workdir
+
+    return shared_run("table2", make)
+
+
+@pytest.fixture(scope="module")
+def table2_workdir(tmp_path_factory, prepared_demo, tiny_clip) -> Path:  # noqa: ANN001 - pytest fixtures
+    return table2_run(tmp_path_factory, prepared_demo, tiny_clip)
+
+
+def test_table2_on_the_demo_through_the_dag(table2_workdir):
+    """Issue 53: ``experiment=table2`` end to end on the one-video demo in one DAG run, on the tiny models
+    (:func:`table2_run`).
 
     The memory_system rule builds the three stores (WorldMM's and MAGIC-Video's with every builder role scripted,
     EG-Agent's with the scripted builder and the tiny random CLIP embedding its 1-fps frames); the evidence seekers
@@ -352,20 +425,9 @@ def test_table2_on_the_demo_through_the_dag(tmp_path, prepared_demo, tiny_clip):
     scores it "A", R-A1), EG-Agent loses every question on the tiny VLM (its planner's reply does not read).
     The scripted runs decide by the demo's answer key: WorldMM and MAGIC-Video answer A, EG-Agent B, SENRI-Agent
     (over EG-Agent's store) right. Folds in the evidence seekers' and EG-Agent's DAG tests (issue 38, 37)."""
-    from tiny_vlm import build_tiny_llava
-
-    started = time.monotonic()
-    vlm = build_tiny_llava(tmp_path / "tiny-vlm")
-    prepared_demo(tmp_path, ONE_VIDEO_DEMO)  # the demo's upstream stages (questions included), run once per session
+    tmp_path = table2_workdir
     questions = pl.read_parquet(tmp_path / "results/questions.parquet")
     n = questions.height
-    script = tmp_path / "agent.jsonl"
-    script.write_text("".join(json.dumps(r) + "\n" for r in [*egagent_rules(), *role_rules(questions)]))
-    overrides = table2_overrides(script, vlm, tiny_clip)
-    # one thread a store job (the rule asks two, for real builder models): the three scripted builds then run
-    # beside the answer jobs on a 2-core machine instead of each holding both cores alone
-    _snakemake(tmp_path, overrides, "--set-threads", "memory_system=1")
-    table2_s = time.monotonic() - started
 
     # ------------------------------------------------------------------- the stores, built by the memory_system rule
     for system in ("worldmm", "magic_video", "egagent"):
@@ -452,8 +514,6 @@ def test_table2_on_the_demo_through_the_dag(tmp_path, prepared_demo, tiny_clip):
     assert re.search(rf"^\| egagent † \| tiny \| egagent/perception \| {n} \| 0\.0 \|.*"
                      rf"\| 0 \| {n} \| 0 \| 0 \|$", memory, re.MULTILINE), report
 
-    print(f"table2 {table2_s:.0f} s")
-
 
 def table2_omni_run(tmp_path_factory, prepared_demo) -> Path:  # noqa: ANN001 - pytest fixtures
     """``experiment=table2_omni`` on the one-video demo in one DAG run, both its rows: M3-Agent on the scripted model
@@ -474,8 +534,7 @@ def table2_omni_run(tmp_path_factory, prepared_demo) -> Path:  # noqa: ANN001 - 
                      "high_level_conclusions": ["The corridor leads to the kitchen."]})},
                  {"match": "Searched knowledge: {}",
                   "text": "<think>search first</think>Action: [Search]\nContent: red door corridor"},
-                 {"match": "Searched knowledge: {\"CLIP_",
-                  "text": "<think>found</think>Action: [Answer]\nContent: B"}]
+                 {"match": "Searched knowledge: {\"CLIP_", "text": "<think>found</think>Action: [Answer]\nContent: B"}]
         script.write_text("".join(json.dumps(r) + "\n" for r in rules))
         checkout = make_checkout(workdir / "release")
         pins = workdir / "standin_pins.txt"
@@ -523,8 +582,7 @@ def test_table2_omni_on_the_demo_through_the_dag(tmp_path_factory, prepared_demo
     # the experiment names SENRI Table 2 (report.published): each row's published row follows ours (the run holds
     # Light-Omni's row too)
     beside = pl.read_parquet(tmp_path / "results/report/tables/main_beside_paper.parquet")
-    assert beside.select("method", "model").rows() == [("light_omni", "omni_standin"),
-                                                       ("Light-Omni", "Qwen2.5-Omni-7B∗"),
-                                                       ("m3_agent", "agent"), ("M3-Agent", "Qwen3-32B∗")]
+    assert beside.select("method", "model").rows() == [
+        ("light_omni", "omni_standin"), ("Light-Omni", "Qwen2.5-Omni-7B∗"), ("m3_agent", "agent"), ("M3-Agent", "Qwen3-32B∗")]
     assert beside["total"][3] == 33.6 and "◊" in beside["source"][2]
     assert beside["total"][1] == 37.4 and "◊" in beside["source"][0]

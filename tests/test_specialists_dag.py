@@ -1,7 +1,12 @@
 """``experiment=table2_direct_specialists`` end to end on the one-video demo through the DAG: the four specialist
 rows plan and run by name on their release defaults, each pinned model swapped for the stub model in a real
 release worker (a venv built with no pins), frame budgets cut down so the jobs stay seconds. Each row's predictions
-hold every question, answered through the release's own parser, with the frames each release decoded."""
+hold every question, answered through the release's own parser, with the frames each release decoded.
+
+The experiment runs in a copy of Table 2's DAG run (tests/test_experiments.py::table2_run), which runs the same four
+rows by the same configs (:data:`test_experiments.SPECIALISTS` on :func:`test_experiments.stub_model`): Snakemake
+finds their answer jobs finished (the same parameters, inputs and code) and runs the experiment's own main table
+and report over them."""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ import polars as pl
 import pytest
 
 from conftest import ONE_VIDEO_DEMO
+from test_experiments import SPECIALISTS, copy_run, stub_model, table2_run
 from test_memory_store import _snakemake
 
 pytestmark = pytest.mark.workflow
@@ -19,17 +25,12 @@ ROWS = (("cambrian_s", "first_capital (C-A1)"), ("cambrian_s_lfp", "first_word (
         ("internvideo3", "start_letter_then_regex (I-A1)"), ("videochat3", "lvbench (V-A1)"))
 
 
-def test_table2_direct_specialists_on_the_demo_through_the_dag(tmp_path, prepared_demo):
-    prepared_demo(tmp_path, ONE_VIDEO_DEMO)
-    pins = tmp_path / "stub.txt"
-    pins.write_text("# the stub model: the standard library only\n")
-    stub = (f"{{backend:release_worker,model:stub,env:stub,pins:{pins},env_cache:{tmp_path / 'envs'},"
-            "adapter:'stub_model:StubModel',images:true}")
-    overrides = (f"experiment=table2_direct_specialists {ONE_VIDEO_DEMO} model=[] +model.stub={stub} "
-                 + " ".join(f"method.{name}.models=[stub]" for name, _ in ROWS)
-                 + " method.cambrian_s.max_frames=6 method.cambrian_s_lfp.stream_fps=0.2"
-                   " method.internvideo3.max_frames=4 method.videochat3.frames_limit=6")
-    _snakemake(tmp_path, overrides)
+def test_table2_direct_specialists_on_the_demo_through_the_dag(tmp_path, tmp_path_factory, prepared_demo, tiny_clip):
+    table2 = table2_run(tmp_path_factory, prepared_demo, tiny_clip)
+    copy_run(table2, tmp_path)
+    assert all(f"method.{name}.models=[stub]" in SPECIALISTS for name, _ in ROWS)
+    _snakemake(tmp_path, f"experiment=table2_direct_specialists {ONE_VIDEO_DEMO} model=[] "
+                         f"+model.stub={stub_model(table2)} {SPECIALISTS}")
     questions = pl.read_parquet(tmp_path / "results/questions.parquet")
     for name, rule in ROWS:
         rows = pl.read_parquet(tmp_path / f"results/predictions/{name}/stub/demo_01.parquet")
