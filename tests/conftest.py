@@ -144,12 +144,38 @@ def prepared_demo(tmp_path_factory):
             threads = ("--set-threads", *PREPARE_THREADS) if side_by_side else ()
             snakemake(template, "-c2", *targets, *threads, "--config", f"overrides={demo_overrides}",
                       env=PREPARE_ENV.get(demo_overrides))
-            shutil.rmtree(template / ".snakemake" / "log", ignore_errors=True)
-            templates[demo_overrides] = template
-        shutil.copytree(templates[demo_overrides], workdir, symlinks=True, dirs_exist_ok=True)
-        return workdir
+            templates[demo_overrides] = copy_workdir(template, template)
+        return copy_workdir(templates[demo_overrides], workdir)
 
     return prepare
+
+
+def copy_workdir(source: Path, workdir: Path, ignore=None) -> Path:  # noqa: ANN001 - shutil.copytree's ignore
+    """A copy of a finished run's workdir that Snakemake reads as finished: file times and Snakemake's metadata
+    kept (it runs only what the next overrides add or change), its run logs left out (each run's are its own).
+    ``source`` itself: only its logs removed. ``ignore``: as :func:`shutil.copytree`'s."""
+    if workdir != source:
+        shutil.copytree(source, workdir, symlinks=True, dirs_exist_ok=True, ignore=ignore)
+    shutil.rmtree(workdir / ".snakemake" / "log", ignore_errors=True)
+    return workdir
+
+
+@pytest.fixture(scope="session")
+def table2_workdir(tmp_path_factory, prepared_demo, tiny_clip) -> Path:  # noqa: ANN001 - pytest fixtures
+    """``experiment=table2``'s DAG run on the one-video demo (tests/test_experiments.py::table2_run), made once
+    per session: Table 2's test checks it, the direct specialists' and Table 3's tests run over copies of it."""
+    from test_experiments import table2_run
+
+    return table2_run(tmp_path_factory, prepared_demo, tiny_clip)
+
+
+@pytest.fixture(scope="session")
+def table2_omni_workdir(tmp_path_factory, prepared_demo) -> Path:  # noqa: ANN001 - pytest fixtures
+    """``experiment=table2_omni``'s DAG run, both rows (tests/test_experiments.py::table2_omni_run), made once
+    per session: M3-Agent's row is checked in tests/test_experiments.py, Light-Omni's in tests/test_light_omni.py."""
+    from test_experiments import table2_omni_run
+
+    return table2_omni_run(tmp_path_factory, prepared_demo)
 
 
 def gray_frames(video: Path, indices: list[int], width: int, height: int, pix_fmt: str = "gray") -> list[list[bytes]]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -32,7 +31,7 @@ import polars as pl
 import pytest
 import yaml
 
-from conftest import ONE_VIDEO_DEMO, REPO
+from conftest import ONE_VIDEO_DEMO, REPO, copy_workdir
 from senri import config as senri_config
 from test_magic_video import ROLE_REPLIES
 from test_memory_store import _snakemake
@@ -52,38 +51,15 @@ DEMO = ONE_VIDEO_DEMO + " "
 HASHED_WORDS = "hashed_encoder:HashedWords"
 
 
-#: The DAG runs several tests read, by name: each made once per session by the first test that asks for it (its
-#: workdir), or the failure it raised. Tests of other files (tests/test_specialists_dag.py, tests/test_light_omni.py)
-#: reach them through this module, so one run serves them all; a test that runs more reads a copy (:func:`copy_run`).
-_SHARED_RUNS: dict[str, Path | Exception] = {}
-
-
-def shared_run(name: str, make: Callable[[], Path]) -> Path:
-    """``make()``'s workdir, made once per session under ``name``; a failed run fails every test that reads it."""
-    if name not in _SHARED_RUNS:
-        try:
-            _SHARED_RUNS[name] = make()
-        except Exception as exc:
-            _SHARED_RUNS[name] = exc
-            raise
-    result = _SHARED_RUNS[name]
-    if isinstance(result, Exception):
-        raise AssertionError(f"the shared {name} run failed in an earlier test: {result}") from result
-    return result
-
-
 def copy_run(source: Path, workdir: Path, skip: Callable[[Path, str], bool] = lambda folder, name: False) -> Path:
-    """A copy of a finished run's workdir (file times and Snakemake's metadata kept, as :func:`prepared_demo`'s
-    copies are: Snakemake sees its jobs finished and runs only what the next overrides add or change), less each
-    entry ``skip(folder, name)`` names (the model folders and release environments stay in ``source``, where the
-    model configs point)."""
+    """A copy of a finished run's workdir (:func:`conftest.copy_workdir`: Snakemake sees its jobs finished), less
+    each entry ``skip(folder, name)`` names (the model folders and release environments stay in ``source``, where
+    the model configs point)."""
     def ignore(folder: str, names: list[str]) -> set[str]:
         here = Path(folder)
         return {n for n in names if (n in ("envs", "tiny-vlm") and here == source) or skip(here, n)}
 
-    shutil.copytree(source, workdir, symlinks=True, dirs_exist_ok=True, ignore=ignore)
-    shutil.rmtree(workdir / ".snakemake" / "log", ignore_errors=True)
-    return workdir
+    return copy_workdir(source, workdir, ignore=ignore)
 
 
 def answer(letter: str) -> str:
@@ -388,29 +364,21 @@ def table2_run(tmp_path_factory, prepared_demo, tiny_clip: dict) -> Path:  # noq
     """``experiment=table2`` on the one-video demo in one DAG run, on the tiny models (:func:`table2_overrides`): the
     workdir Table 2's test checks, and whose finished jobs the direct specialists' test (the same four stub runs,
     tests/test_specialists_dag.py) and Table 3's test (the same WorldMM and MAGIC-Video stores and original
-    workflows) run their experiments over, in copies. Made once per session."""
-    def make() -> Path:
-        from tiny_vlm import build_tiny_llava
+    workflows) run their experiments over, in copies. Made once per session by conftest's ``table2_workdir``."""
+    from tiny_vlm import build_tiny_llava
 
-        started = time.monotonic()
-        workdir = tmp_path_factory.mktemp("table2")
-        vlm = build_tiny_llava(workdir / "tiny-vlm")
-        prepared_demo(workdir, ONE_VIDEO_DEMO)  # the demo's upstream stages (questions included), run once per session
-        questions = pl.read_parquet(workdir / "results/questions.parquet")
-        script = workdir / "agent.jsonl"
-        script.write_text("".join(json.dumps(r) + "\n" for r in [*egagent_rules(), *role_rules(questions)]))
-        # one thread a store job (the rule asks two, for real builder models): the three scripted builds then run
-        # beside the answer jobs on a 2-core machine instead of each holding both cores alone
-        _snakemake(workdir, table2_overrides(script, vlm, tiny_clip), "--set-threads", "memory_system=1")
-        print(f"table2 {time.monotonic() - started:.0f} s")
-        return workdir
-
-    return shared_run("table2", make)
-
-
-@pytest.fixture(scope="module")
-def table2_workdir(tmp_path_factory, prepared_demo, tiny_clip) -> Path:  # noqa: ANN001 - pytest fixtures
-    return table2_run(tmp_path_factory, prepared_demo, tiny_clip)
+    started = time.monotonic()
+    workdir = tmp_path_factory.mktemp("table2")
+    vlm = build_tiny_llava(workdir / "tiny-vlm")
+    prepared_demo(workdir, ONE_VIDEO_DEMO)  # the demo's upstream stages (questions included), run once per session
+    questions = pl.read_parquet(workdir / "results/questions.parquet")
+    script = workdir / "agent.jsonl"
+    script.write_text("".join(json.dumps(r) + "\n" for r in [*egagent_rules(), *role_rules(questions)]))
+    # one thread a store job (the rule asks two, for real builder models): the three scripted builds then run
+    # beside the answer jobs on a 2-core machine instead of each holding both cores alone
+    _snakemake(workdir, table2_overrides(script, vlm, tiny_clip), "--set-threads", "memory_system=1")
+    print(f"table2 {time.monotonic() - started:.0f} s")
+    return workdir
 
 
 def test_table2_on_the_demo_through_the_dag(table2_workdir):
@@ -521,49 +489,46 @@ def table2_omni_run(tmp_path_factory, prepared_demo) -> Path:  # noqa: ANN001 - 
     (tests/light_omni_standin.py: a real environment built offline from an empty pin file, the stand-in checkout's
     scripted model, senri's adapter). The prepared demo's anonymized copy has no sound (keep_audio false upstream,
     kept here so the upstream stages are reused). The workdir this file's omni test (M3-Agent's row) and
-    tests/test_light_omni.py's DAG test (Light-Omni's) check; made once per session, the two store builds side by
+    tests/test_light_omni.py's DAG test (Light-Omni's) check; made once per session by conftest's ``table2_omni_workdir``, the two store builds side by
     side."""
-    def make() -> Path:
-        from light_omni_standin import make_checkout
+    from light_omni_standin import make_checkout
 
-        workdir = tmp_path_factory.mktemp("table2_omni")
-        prepared_demo(workdir, ONE_VIDEO_DEMO)
-        script = workdir / "agent.jsonl"
-        rules = [{"match": "Voice features:", "text": json.dumps({
-                     "video_descriptions": ["A red door stands at the end of the corridor."],
-                     "high_level_conclusions": ["The corridor leads to the kitchen."]})},
-                 {"match": "Searched knowledge: {}",
-                  "text": "<think>search first</think>Action: [Search]\nContent: red door corridor"},
-                 {"match": "Searched knowledge: {\"CLIP_", "text": "<think>found</think>Action: [Answer]\nContent: B"}]
-        script.write_text("".join(json.dumps(r) + "\n" for r in rules))
-        checkout = make_checkout(workdir / "release")
-        pins = workdir / "standin_pins.txt"
-        pins.write_text("# nothing to install: the stand-in checkout is pure Python\n")
-        standin = (f"{{backend:release_worker,model:standin,env:light_omni_standin,pins:'{pins}',"
-                   f"release_checkout:'{checkout}',adapter:'light_omni:LightOmniAdapter',"
-                   f"env_cache:'{workdir / 'envs'}',startup_timeout_s:120,request_timeout_s:120,gpus:0,mem_mb:2000}}")
-        overrides = (f"experiment=table2_omni {DEMO}anonymize.keep_audio=false method=[m3_agent,light_omni] "
-                     "memory_system=[m3_agent,light_omni] model=[] "
-                     f"+model.agent={{backend:scripted,script:{script},video:true,audio:true}} "
-                     f"+model.omni_standin={standin} "
-                     "method.m3_agent.models=[agent] memory_system.m3_agent.models.memorizer=agent "
-                     "memory_system.m3_agent.text_embedder=hashed_encoder:HashedWords "
-                     "memory_system.m3_agent.memorizer_short_side=64 memory_system.m3_agent.silent_video=video_only "
-                     "memory_system.m3_agent.face_short_side=96 "  # the face stand-ins at 5 fps: 0.01 CPU-s a frame
-                     "method.light_omni.models=[omni_standin] memory_system.light_omni.models.omni=omni_standin")
-        _snakemake(workdir, overrides, "--set-threads", "memory_system=1")
-        return workdir
-
-    return shared_run("table2_omni", make)
+    workdir = tmp_path_factory.mktemp("table2_omni")
+    prepared_demo(workdir, ONE_VIDEO_DEMO)
+    script = workdir / "agent.jsonl"
+    rules = [{"match": "Voice features:", "text": json.dumps({
+                 "video_descriptions": ["A red door stands at the end of the corridor."],
+                 "high_level_conclusions": ["The corridor leads to the kitchen."]})},
+             {"match": "Searched knowledge: {}",
+              "text": "<think>search first</think>Action: [Search]\nContent: red door corridor"},
+             {"match": "Searched knowledge: {\"CLIP_", "text": "<think>found</think>Action: [Answer]\nContent: B"}]
+    script.write_text("".join(json.dumps(r) + "\n" for r in rules))
+    checkout = make_checkout(workdir / "release")
+    pins = workdir / "standin_pins.txt"
+    pins.write_text("# nothing to install: the stand-in checkout is pure Python\n")
+    standin = (f"{{backend:release_worker,model:standin,env:light_omni_standin,pins:'{pins}',"
+               f"release_checkout:'{checkout}',adapter:'light_omni:LightOmniAdapter',"
+               f"env_cache:'{workdir / 'envs'}',startup_timeout_s:120,request_timeout_s:120,gpus:0,mem_mb:2000}}")
+    overrides = (f"experiment=table2_omni {DEMO}anonymize.keep_audio=false method=[m3_agent,light_omni] "
+                 "memory_system=[m3_agent,light_omni] model=[] "
+                 f"+model.agent={{backend:scripted,script:{script},video:true,audio:true}} "
+                 f"+model.omni_standin={standin} "
+                 "method.m3_agent.models=[agent] memory_system.m3_agent.models.memorizer=agent "
+                 "memory_system.m3_agent.text_embedder=hashed_encoder:HashedWords "
+                 "memory_system.m3_agent.memorizer_short_side=64 memory_system.m3_agent.silent_video=video_only "
+                 "memory_system.m3_agent.face_short_side=96 "  # the face stand-ins at 5 fps: 0.01 CPU-s a frame
+                 "method.light_omni.models=[omni_standin] memory_system.light_omni.models.omni=omni_standin")
+    _snakemake(workdir, overrides, "--set-threads", "memory_system=1")
+    return workdir
 
 
-def test_table2_omni_on_the_demo_through_the_dag(tmp_path_factory, prepared_demo):
+def test_table2_omni_on_the_demo_through_the_dag(table2_omni_workdir):
     """Issue 62: ``experiment=table2_omni`` on the one-video demo in one DAG run (:func:`table2_omni_run`), M3-Agent's
     row: the memory_system rule builds M3-Agent's store (the scripted model as memorizer, hashed words as text
     embedder), the method's controller loop searches it once and answers. The prepared demo's anonymized copy has
     no sound: the store records it, and the named fix ``silent_video=video_only`` builds from the pixels alone (the
     release would lose the video: tests/test_m3_agent.py). Light-Omni's row: tests/test_light_omni.py."""
-    tmp_path = table2_omni_run(tmp_path_factory, prepared_demo)
+    tmp_path = table2_omni_workdir
     questions = pl.read_parquet(tmp_path / "results/questions.parquet")
     store = tmp_path / "results/memory_system/m3_agent/perception/demo_01"
     record = yaml.safe_load((store / "config.yaml").read_text())

@@ -273,19 +273,17 @@ def test_a_lost_build_fails_each_question_with_the_reason(tmp_path, monkeypatch)
 
 
 @pytest.mark.workflow
-def test_table2_omni_builds_and_answers_light_omni_on_the_demo_through_a_stand_in(tmp_path_factory, prepared_demo):
+def test_table2_omni_builds_and_answers_light_omni_on_the_demo_through_a_stand_in(table2_omni_workdir):
     """``experiment=table2_omni`` (Light-Omni's row) end to end on the one-video demo: the memory_system rule streams
     the demo video through a release worker (a real environment built offline from an empty pin file, the stand-in
     checkout's scripted model, senri's adapter), the answer jobs ask every question through it. The demo's
     anonymized video has no audio track here (``anonymize.keep_audio=false``, the upstream stages as prepared):
     the build streams 1-s silences and records it. The run is the one both omni rows share
-    (tests/test_experiments.py::table2_omni_run; M3-Agent's row is checked there)."""
+    (conftest's ``table2_omni_workdir``; M3-Agent's row is checked in tests/test_experiments.py)."""
     import polars as pl
     import yaml
 
-    from test_experiments import table2_omni_run
-
-    tmp_path = table2_omni_run(tmp_path_factory, prepared_demo)
+    tmp_path = table2_omni_workdir
     store = tmp_path / "results/memory_system/light_omni/perception/demo_01"
     record = yaml.safe_load((store / "config.yaml").read_text())
     assert record["source"] == "built" and "lost" not in record, record

@@ -16,7 +16,7 @@ import polars as pl
 import pytest
 
 from conftest import ONE_VIDEO_DEMO
-from test_experiments import SPECIALISTS, copy_run, stub_model, table2_run
+from test_experiments import SPECIALISTS, copy_run, stub_model
 from test_memory_store import _snakemake
 
 pytestmark = pytest.mark.workflow
@@ -25,9 +25,8 @@ ROWS = (("cambrian_s", "first_capital (C-A1)"), ("cambrian_s_lfp", "first_word (
         ("internvideo3", "start_letter_then_regex (I-A1)"), ("videochat3", "lvbench (V-A1)"))
 
 
-def test_table2_direct_specialists_on_the_demo_through_the_dag(tmp_path, tmp_path_factory, prepared_demo, tiny_clip):
-    table2 = table2_run(tmp_path_factory, prepared_demo, tiny_clip)
-    copy_run(table2, tmp_path)
+def test_table2_direct_specialists_on_the_demo_through_the_dag(tmp_path, table2_workdir):
+    table2 = copy_run(table2_workdir, tmp_path)
     assert all(f"method.{name}.models=[stub]" in SPECIALISTS for name, _ in ROWS)
     _snakemake(tmp_path, f"experiment=table2_direct_specialists {ONE_VIDEO_DEMO} model=[] "
                          f"+model.stub={stub_model(table2)} {SPECIALISTS}")
