@@ -162,14 +162,17 @@ class LocalSlurm:
         self.stop()
         raise RuntimeError(f"SLURM node not idle after {timeout_s:.0f} s; see {self.root}/*.log")
 
-    def cancel_all_jobs(self, timeout_s: float = 30.0) -> None:
-        """Cancel every job of this cluster and wait (bounded) until none is left."""
+    def cancel_jobs(self, workdir: Path | None = None, timeout_s: float = 30.0) -> None:
+        """Cancel every job of this cluster (``workdir``: only those whose working directory it is) that is
+        pending, configuring, running, completing or suspended, and wait (bounded) until none is left."""
         if not self.pid_file("slurmctld").exists():
             return
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            jobs = subprocess.run(["squeue", "-h", "-o", "%i", "-t", "PD,R,CG,CF,S"], env=self.env,
-                                  capture_output=True, text=True, timeout=10).stdout.split()
+            queued = subprocess.run(["squeue", "-h", "-o", "%i|%Z", "-t", "PD,R,CG,CF,S"], env=self.env,
+                                    capture_output=True, text=True, timeout=10).stdout.splitlines()
+            jobs = [job for job, _, folder in (line.partition("|") for line in queued)
+                    if workdir is None or Path(folder).resolve() == workdir.resolve()]
             if not jobs:
                 return
             subprocess.run(["scancel", *jobs], env=self.env, capture_output=True, timeout=10)
@@ -177,7 +180,7 @@ class LocalSlurm:
 
     def stop(self) -> None:
         try:
-            self.cancel_all_jobs()
+            self.cancel_jobs()
         except (subprocess.SubprocessError, OSError):
             pass
         running = {}

@@ -89,8 +89,6 @@ def stop_run(run: subprocess.Popen, cluster: LocalSlurm, workdir: Path, exit_s: 
     failed job (seconds on a busy machine), and a SIGTERM that lands then deadlocks it for good (CI's hang:
     ``terminate()`` right after the scancel, while the run recorded the cancelled batch). Last, every job still
     queued or running with ``workdir`` as its working directory is cancelled and waited out."""
-    import time
-
     for signum, grace_s in ((None, exit_s), (signal.SIGINT, interrupt_s), (signal.SIGKILL, 10)):
         if run.poll() is not None:
             break
@@ -103,16 +101,7 @@ def stop_run(run: subprocess.Popen, cluster: LocalSlurm, workdir: Path, exit_s: 
             run.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:
             pass
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        queued = subprocess.run(["squeue", "-h", "-o", "%i|%Z", "-t", "PD,R,CG,S"], env=cluster.env,
-                                capture_output=True, text=True, timeout=10).stdout.splitlines()
-        left = [job for job, _, folder in (line.partition("|") for line in queued)
-                if Path(folder).resolve() == workdir.resolve()]
-        if not left:
-            return
-        subprocess.run(["scancel", *left], env=cluster.env, capture_output=True, timeout=10)
-        time.sleep(0.5)
+    cluster.cancel_jobs(workdir)
 
 
 def test_profile_is_found_as_typed_from_the_repository_root(monkeypatch):
